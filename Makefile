@@ -1,0 +1,65 @@
+# nuvec — the two commands of the README and the rest of the developer targets.
+#   make         build libnuvec.so / libnuvec.a (Release with debug info)
+#   make test    build and run every test; ends with "N passed, N failed, N skipped"
+#   make run     build and run the main example
+#   make asan    the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan    the threading tests under ThreadSanitizer
+#   make bench   the benchmarks beside their peers
+#   make install install headers, libraries, nuvec.pc and the CMake package (PREFIX=...)
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+BUILD ?= build
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build test test-full run asan tsan bench install clean
+
+all: build
+
+setup:
+	@tools/setup.sh
+
+$(BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: setup configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Runs the CTest suite, then the aggregated closing line.
+define run_tests
+	rm -rf $(1)/test-results && mkdir -p $(1)/test-results
+	cd $(1) && ctest -j $(JOBS) --output-on-failure --output-junit ctest-junit.xml $(2) ; true
+	python3 tools/test_summary.py $(1)/test-results $(1)/ctest-junit.xml
+endef
+
+test: build
+	$(call run_tests,$(BUILD),)
+
+test-full: build
+	NUVEC_TEST_FULL=1 $(MAKE) --no-print-directory test
+
+run: build
+	$(BUILD)/examples/hello
+
+asan: setup
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNUVEC_SANITIZE=address $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1; \
+	$(call run_tests,build-asan,)
+
+tsan: setup
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DNUVEC_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build build-tsan -j $(JOBS)
+	export TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1; \
+	$(call run_tests,build-tsan,-L tsan)
+
+bench: build
+	$(BUILD)/bench/bench_eval
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,44 @@
+/* nuvec — memory statistics and limits, as MLX's memory functions.
+ *
+ * The counters cover array data buffers. Freed buffers go to a size-class cache that later
+ * allocations reuse; the cache is emptied by nv_clear_cache or when an allocation would pass
+ * the memory limit. All functions are thread-safe. */
+#ifndef NUVEC_MEMORY_H
+#define NUVEC_MEMORY_H
+
+#include "nuvec/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes held by live array buffers (not counting the cache). */
+NV_API size_t nv_get_active_memory(void);
+
+/* The largest value nv_get_active_memory has had since start or nv_reset_peak_memory. */
+NV_API size_t nv_get_peak_memory(void);
+
+/* Resets the peak to the current active memory. */
+NV_API void nv_reset_peak_memory(void);
+
+/* Bytes held in the cache of freed buffers. */
+NV_API size_t nv_get_cache_memory(void);
+
+/* Sets the hard memory limit (active + cache) and returns the previous one. An allocation that
+ * would pass it first empties the cache, then fails with NV_ERR_OUT_OF_MEMORY. 0 restores the
+ * default, the machine's physical memory. */
+NV_API size_t nv_set_memory_limit(size_t limit);
+
+/* The current memory limit in bytes. */
+NV_API size_t nv_get_memory_limit(void);
+
+/* Sets the largest size of the cache and returns the previous one (trimming it at once). */
+NV_API size_t nv_set_cache_limit(size_t limit);
+
+/* Frees every cached buffer. */
+NV_API void nv_clear_cache(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NUVEC_MEMORY_H */

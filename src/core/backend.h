@@ -1,0 +1,31 @@
+/* The interface between the evaluation loop and the backends (DESIGN §3): per evaluation, a
+ * context through which nodes are encoded, open work committed and flushed. The CPU backend
+ * computes at encode time; a GPU backend records into hrx graphs and submits on commit. */
+#ifndef NUVEC_CORE_BACKEND_H
+#define NUVEC_CORE_BACKEND_H
+
+#include "core/internal.h"
+
+typedef struct nv__ectx nv__ectx;
+
+typedef struct nv__backend {
+  const char *name;
+  /* Computes (or records) `node` from its operands; `donated` as nv__kernel_fn. */
+  nv_status (*encode)(nv__ectx *ctx, nv__node *node, const nv__operand *in, int donated);
+  /* Submits open work without waiting (before this thread blocks on another's node). */
+  void (*commit)(nv__ectx *ctx);
+  /* Submits open work and waits for it. */
+  nv_status (*flush)(nv__ectx *ctx);
+} nv__backend;
+
+/* The backend serving a device type, or NULL when none exists in this build or process. */
+const nv__backend *nv__backend_for(nv_device device);
+
+/* The CPU backend (src/cpu/backend.c). */
+extern const nv__backend nv__cpu_backend;
+
+/* Transform tracing depth of the calling thread (src/transforms): nodes flagged as tracers and
+ * evaluated while it is positive are Retained instead of detached. */
+int nv__tracing_depth(void);
+
+#endif

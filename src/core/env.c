@@ -1,0 +1,21 @@
+/* Every environment variable nuvec reads, with its default:
+ *
+ *   NUVEC_NUM_THREADS     threads of the CPU kernel pool (and OpenBLAS); default: the cores
+ *                         available to the process.
+ *   NUVEC_BFS_MAX_WIDTH   breadth-first width of the evaluation order before it goes depth
+ *                         first; default 20 (MLX's MLX_BFS_MAX_WIDTH).
+ *   NUVEC_CACHE_LIMIT     bytes the buffer cache may hold; default: the memory limit.
+ *   NUVEC_MEMORY_LIMIT    the hard memory limit in bytes; default: the machine's memory.
+ */
+#include <stdlib.h>
+
+#include "core/internal.h"
+
+long nv__env_long(const char *name, long fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v) return fallback;
+  char *end;
+  long r = strtol(v, &end, 10);
+  if (*end || r <= 0) return fallback;
+  return r;
+}

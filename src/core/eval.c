@@ -1,0 +1,605 @@
+/* Evaluation (DESIGN §3; the seed's eval): order, run once across threads, sticky errors,
+ * detach, donation. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/backend.h"
+#include "core/internal.h"
+
+/* ---- Counters (test hooks) ---- */
+static atomic_long eval_count;
+static _Thread_local long thread_eval_count;
+long nv__test_eval_count(void) { return atomic_load(&eval_count); }
+long nv__test_thread_eval_count(bool reset) {
+  long r = thread_eval_count;
+  if (reset) thread_eval_count = 0;
+  return r;
+}
+
+static _Thread_local int tracing_depth;
+int nv__tracing_depth(void) { return tracing_depth; }
+
+/* ---- Donation size rule ---- */
+static _Atomic uint64_t donation_limit = 0xffffffffull; /* 2^32 - 1, exclusive */
+void nv__test_set_donation_limit(uint64_t limit) {
+  atomic_store(&donation_limit, limit ? limit : 0xffffffffull);
+}
+bool nv__donatable_size(uint64_t n) { return n > 0 && n < atomic_load(&donation_limit); }
+
+/* ---- Completions: created by the first thread that waits for a running node ---- */
+struct nv__completion {
+  atomic_long refs;
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  bool done;
+};
+
+static void completion_release(nv__completion *c) {
+  if (atomic_fetch_sub(&c->refs, 1) == 1) {
+    pthread_mutex_destroy(&c->m);
+    pthread_cond_destroy(&c->c);
+    free(c);
+  }
+}
+
+long nv__test_completion_refs(nv__completion *c) { return atomic_load(&c->refs); }
+
+/* Publishes a running node's final state and wakes its waiters. The node's lock is held only
+ * for the transition. */
+static void finish(nv__node *n, int state, nv__error *err) {
+  nv__node_lock(n);
+  if (err) n->error = err;
+  nv__completion *c = n->done;
+  n->done = NULL;
+  atomic_store_explicit(&n->state, state, memory_order_release);
+  nv__node_unlock(n);
+  if (c) {
+    pthread_mutex_lock(&c->m);
+    c->done = true;
+    pthread_cond_broadcast(&c->c);
+    pthread_mutex_unlock(&c->m);
+    completion_release(c);
+  }
+}
+
+/* Waits until `n`, if another thread is running it, has finished; commits our own open work
+ * first (the owner may be waiting on it). Returns a new reference to the node's error if it
+ * failed, else NULL. */
+static nv__error *wait_running(nv__node *n, nv__ectx *ctx) {
+  nv__node_lock(n);
+  int st = atomic_load_explicit(&n->state, memory_order_acquire);
+  if (st != NV__RUNNING) {
+    nv__node_unlock(n);
+    return st == NV__FAILED ? nv__error_retain(n->error) : NULL;
+  }
+  if (n->owner == nv__thread_id()) {
+    nv__node_unlock(n);
+    return nv__error_new(NV_ERR_INVALID_ARGUMENT,
+                         "eval: an array was evaluated from within its own evaluation");
+  }
+  nv__completion *c = n->done;
+  if (!c) {
+    c = malloc(sizeof *c);
+    if (c) {
+      atomic_init(&c->refs, 1);
+      pthread_mutex_init(&c->m, NULL);
+      pthread_cond_init(&c->c, NULL);
+      c->done = false;
+      n->done = c;
+    }
+  }
+  if (c) atomic_fetch_add(&c->refs, 1);
+  nv__node_unlock(n);
+  nv__cpu_backend.commit(ctx);
+  if (c) {
+    pthread_mutex_lock(&c->m);
+    while (!c->done) pthread_cond_wait(&c->c, &c->m);
+    pthread_mutex_unlock(&c->m);
+    completion_release(c);
+  } else {
+    while (atomic_load_explicit(&n->state, memory_order_acquire) == NV__RUNNING) sched_yield();
+  }
+  if (atomic_load_explicit(&n->state, memory_order_acquire) == NV__FAILED)
+    return nv__error_retain(n->error);
+  return NULL;
+}
+
+/* ---- Pointer map for ordering ---- */
+typedef struct pmap {
+  nv__node **keys;
+  int *vals;
+  size_t cap, n;
+} pmap;
+
+static size_t hash_ptr(const void *p) {
+  uintptr_t x = (uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static bool pmap_grow(pmap *m) {
+  size_t nc = m->cap ? m->cap * 2 : 64;
+  nv__node **k = calloc(nc, sizeof *k);
+  int *v = malloc(nc * sizeof *v);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return false;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    size_t h = hash_ptr(m->keys[i]) & (nc - 1);
+    while (k[h]) h = (h + 1) & (nc - 1);
+    k[h] = m->keys[i];
+    v[h] = m->vals[i];
+  }
+  free(m->keys);
+  free(m->vals);
+  m->keys = k;
+  m->vals = v;
+  m->cap = nc;
+  return true;
+}
+
+/* The slot of `key` (found or empty); NULL only when growing fails. */
+static int *pmap_slot(pmap *m, nv__node *key, bool *found) {
+  if ((m->n + 1) * 2 > m->cap && !pmap_grow(m)) return NULL;
+  size_t h = hash_ptr(key) & (m->cap - 1);
+  while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
+  *found = m->keys[h] != NULL;
+  if (!*found) {
+    m->keys[h] = key;
+    m->n++;
+  }
+  return &m->vals[h];
+}
+
+static int pmap_get(const pmap *m, nv__node *key) {
+  if (!m->cap) return -2;
+  size_t h = hash_ptr(key) & (m->cap - 1);
+  while (m->keys[h]) {
+    if (m->keys[h] == key) return m->vals[h];
+    h = (h + 1) & (m->cap - 1);
+  }
+  return -2;
+}
+
+/* A growable array of ints / pointers. */
+#define VEC_PUSH(arr, n, cap, val)                                  \
+  do {                                                              \
+    if ((n) == (cap)) {                                             \
+      size_t nc_ = (cap) ? (cap) * 2 : 64;                          \
+      void *p_ = realloc((arr), nc_ * sizeof *(arr));               \
+      if (!p_) goto oom;                                            \
+      (arr) = p_;                                                   \
+      (cap) = nc_;                                                  \
+    }                                                               \
+    (arr)[(n)++] = (val);                                           \
+  } while (0)
+
+typedef struct entry {
+  nv__node *node;
+  size_t in_begin, in_count; /* inputs in `flat` (node refs) / `flat_idx` (entries) */
+  long consumers;
+} entry;
+
+static int bfs_max_width(void) {
+  static atomic_int w;
+  int v = atomic_load_explicit(&w, memory_order_relaxed);
+  if (!v) {
+    v = (int)nv__env_long("NUVEC_BFS_MAX_WIDTH", 20);
+    atomic_store(&w, v);
+  }
+  return v;
+}
+
+/* The unevaluated nodes reachable from `roots`, inputs before consumers, each once, each
+ * retained once (MLX's order: a breadth-first tape back from the outputs, a node joining once
+ * all its consumers have, run in reverse; past the width limit the walk goes depth-first).
+ * Nodes Running elsewhere, Retained, Done or Failed are left out. Iterative. Returns the
+ * number of nodes, or -1 when out of memory (thread error set). */
+static long topological_order(nv__node *const *roots, size_t nroots, nv__node ***out) {
+  pmap map = {0};
+  entry *ent = NULL;
+  size_t nent = 0, cent = 0;
+  nv__node **flat = NULL;
+  size_t nflat = 0, cflat = 0;
+  int *fidx = NULL;
+  nv__node **stack = NULL;
+  size_t nstack = 0, cstack = 0;
+  long *tape = NULL;
+  size_t ntape = 0, ctape = 0;
+  struct def {
+    long e;
+    size_t j;
+  } *deferred = NULL;
+  size_t ndef = 0, cdef = 0;
+  nv__node **order = NULL;
+  long result = -1;
+
+  for (size_t i = 0; i < nroots; i++) VEC_PUSH(stack, nstack, cstack, roots[i]);
+  while (nstack) {
+    nv__node *n = stack[--nstack];
+    bool found;
+    int *slot = pmap_slot(&map, n, &found);
+    if (!slot) goto oom;
+    if (found) continue;
+    nv__node_lock(n);
+    if (atomic_load_explicit(&n->state, memory_order_relaxed) != NV__PENDING) {
+      nv__node_unlock(n);
+      *slot = -1;
+      continue;
+    }
+    size_t begin = nflat;
+    bool ok = true;
+    for (int i = 0; i < n->ninputs; i++) {
+      if (nflat == cflat) {
+        size_t nc = cflat ? cflat * 2 : 64;
+        void *p = realloc(flat, nc * sizeof *flat);
+        if (!p) {
+          ok = false;
+          break;
+        }
+        flat = p;
+        cflat = nc;
+      }
+      flat[nflat++] = nv__node_retain(n->inputs[i].node);
+    }
+    nv__node_unlock(n);
+    if (!ok) goto oom;
+    *slot = (int)nent;
+    entry e = {n, begin, nflat - begin, 0};
+    VEC_PUSH(ent, nent, cent, e);
+    for (size_t i = begin; i < nflat; i++) VEC_PUSH(stack, nstack, cstack, flat[i]);
+  }
+  /* Inputs as entry indices, without the evaluated ones. */
+  fidx = malloc((nflat ? nflat : 1) * sizeof *fidx);
+  if (!fidx) goto oom;
+  for (size_t e = 0; e < nent; e++) {
+    size_t w = ent[e].in_begin;
+    for (size_t i = ent[e].in_begin; i < ent[e].in_begin + ent[e].in_count; i++) {
+      int v = pmap_get(&map, flat[i]);
+      if (v >= 0) {
+        fidx[w++] = v;
+        ent[v].consumers++;
+      }
+    }
+    ent[e].in_count = w - ent[e].in_begin;
+  }
+  /* The caller consumes the roots (each listed array counts once). */
+  int *root_idx = malloc((nroots ? nroots : 1) * sizeof *root_idx);
+  if (!root_idx) goto oom;
+  size_t nri = 0;
+  for (size_t i = 0; i < nroots; i++) {
+    int v = pmap_get(&map, roots[i]);
+    if (v >= 0) {
+      root_idx[nri++] = v;
+      ent[v].consumers++;
+    }
+  }
+  size_t remaining = nent;
+  int width = bfs_max_width();
+  VEC_PUSH(tape, ntape, ctape, -1);
+  size_t next = 0;
+  while (remaining > 0 && (next < ntape || ndef > 0)) {
+    long e;
+    size_t j;
+    if (next < ntape) {
+      e = tape[next++];
+      j = 0;
+    } else {
+      ndef--;
+      e = deferred[ndef].e;
+      j = deferred[ndef].j;
+    }
+    const int *list = e < 0 ? root_idx : fidx + ent[e].in_begin;
+    size_t len = e < 0 ? nri : ent[e].in_count;
+    for (; j < len; j++) {
+      int in = list[j];
+      if (ent[in].consumers <= 0) continue;
+      if ((long)(ntape - next) >= width) {
+        struct def d = {e, j};
+        VEC_PUSH(deferred, ndef, cdef, d);
+        break;
+      }
+      if (--ent[in].consumers == 0) {
+        remaining--;
+        VEC_PUSH(tape, ntape, ctape, in);
+      }
+    }
+  }
+  free(root_idx);
+  order = malloc((nent ? nent : 1) * sizeof *order);
+  if (!order) goto oom;
+  size_t k = 0;
+  for (size_t t = ntape; t-- > 0;)
+    if (tape[t] >= 0) order[k++] = nv__node_retain(ent[tape[t]].node);
+  NV_ASSERT(k == nent);
+  *out = order;
+  result = (long)k;
+  goto done;
+oom:
+  nv__set_error(NV_ERR_OUT_OF_MEMORY, "eval: out of memory ordering the graph");
+  free(order);
+done:
+  for (size_t i = 0; i < nflat; i++) nv__node_release(flat[i]);
+  free(flat);
+  free(fidx);
+  free(ent);
+  free(stack);
+  free(tape);
+  free(deferred);
+  free(map.keys);
+  free(map.vals);
+  return result;
+}
+
+/* ---- Donation ---- */
+
+/* Whether the evaluation owns input `i`'s data outright (DESIGN §3 ownership rule). */
+static bool owned_on_cpu(const nv__node *consumer, int i) {
+  nv__node *in = consumer->inputs[i].node;
+  if (in->tracer) return false;
+  if (atomic_load_explicit(&in->refs, memory_order_acquire) != 1) return false;
+  if (atomic_load_explicit(&in->state, memory_order_acquire) != NV__DONE) return false;
+  const nv__output *o = &in->out[consumer->inputs[i].idx];
+  if (!o->buf || o->offset != 0 || !(o->flags & NV__FLAG_ROW)) return false;
+  if (o->buf->nbytes != (size_t)o->size * nv_dtype_size(o->dtype)) return false;
+  if (atomic_load_explicit(&o->buf->refs, memory_order_acquire) != 1) return false;
+  return nv__buffer_writable(o->buf);
+}
+
+/* The input whose buffer the node's output takes over, or -1. */
+static int donation(const nv__node *n) {
+  if (n->tracer || tracing_depth > 0) return -1;
+  const nv__prim_info *info = &nv__prims[n->prim];
+  if (info->donate[0] < 0 || info->view) return -1;
+  if (!info->elementwise) {
+    int at = info->donate[0];
+    if (at >= n->ninputs) return -1;
+    const nv__output *base = &n->inputs[at].node->out[n->inputs[at].idx];
+    if (!nv__donatable_size((uint64_t)base->size)) return -1;
+    return owned_on_cpu(n, at) ? at : -1;
+  }
+  if (n->noutputs != 1) return -1;
+  const nv__output *out = &n->out[0];
+  if (out->size == 0 || !(out->dtype == NV_DTYPE_FLOAT16 || out->dtype == NV_DTYPE_BFLOAT16 ||
+                          out->dtype == NV_DTYPE_FLOAT32))
+    return -1;
+  for (int k = 0; k < 4 && info->donate[k] >= 0; k++) {
+    int at = info->donate[k];
+    if (at >= n->ninputs) continue;
+    const nv__output *in = &n->inputs[at].node->out[n->inputs[at].idx];
+    if (in->dtype != out->dtype || in->ndim != out->ndim) continue;
+    if (memcmp(in->shape, out->shape, (size_t)out->ndim * sizeof(int))) continue;
+    if (owned_on_cpu(n, at)) return at;
+  }
+  return -1;
+}
+
+/* ---- Running one node ---- */
+
+static void evaluate(nv__node *n, nv__ectx *ctx) {
+  nv__node_lock(n);
+  if (atomic_load_explicit(&n->state, memory_order_relaxed) != NV__PENDING) {
+    nv__node_unlock(n);
+    return; /* evaluated, or running, on another thread */
+  }
+  n->owner = nv__thread_id();
+  atomic_store_explicit(&n->state, NV__RUNNING, memory_order_relaxed);
+  nv__node_unlock(n);
+  atomic_fetch_add_explicit(&eval_count, 1, memory_order_relaxed);
+  thread_eval_count++;
+
+  nv__error *err = NULL; /* an owned reference */
+  nv__operand ops_inline[8];
+  nv__operand *ops = n->ninputs <= 8 ? ops_inline : malloc((size_t)n->ninputs * sizeof *ops);
+  if (!ops) {
+    err = nv__error_new(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[n->prim].name);
+  }
+  for (int i = 0; !err && i < n->ninputs; i++) {
+    nv__node *in = n->inputs[i].node;
+    int st = atomic_load_explicit(&in->state, memory_order_acquire);
+    if (st == NV__RUNNING || st == NV__PENDING) {
+      if ((err = wait_running(in, ctx))) break;
+      st = atomic_load_explicit(&in->state, memory_order_acquire);
+      if (st == NV__PENDING) {
+        err = nv__error_new(NV_ERR_BACKEND, "%s: an input was not evaluated",
+                            nv__prims[n->prim].name);
+        break;
+      }
+    }
+    if (st == NV__FAILED) {
+      err = nv__error_retain(in->error);
+      break;
+    }
+    const nv__output *o = &in->out[n->inputs[i].idx];
+    ops[i] = (nv__operand){o, o->buf, o->offset};
+  }
+  if (!err) {
+    const nv__backend *be = nv__backend_for(n->stream.device);
+    if (!be) {
+      char dev[32];
+      nv_device_name(n->stream.device, dev, sizeof dev);
+      err = nv__error_new(NV_ERR_UNSUPPORTED, "%s: unsupported device %s: no backend for it",
+                          nv__prims[n->prim].name, dev);
+    } else {
+      int donated = donation(n);
+      if (donated >= 0) {
+        nv__output *src = &n->inputs[donated].node->out[n->inputs[donated].idx];
+        n->out[0].buf = src->buf; /* the only handle: taken over, not shared */
+        n->out[0].offset = 0;
+        src->buf = NULL;
+      }
+      nv_status s = be->encode(ctx, n, ops, donated);
+      if (s != NV_OK) {
+        err = nv__error_new(s, "%s", nv_last_error());
+        for (int i = 0; i < n->noutputs; i++) {
+          nv__buffer_release(n->out[i].buf);
+          n->out[i].buf = NULL;
+        }
+      }
+    }
+  }
+  if (ops != ops_inline) free(ops);
+  bool retain = n->tracer && tracing_depth > 0;
+  finish(n, err ? NV__FAILED : (retain ? NV__RETAINED : NV__DONE), err);
+  if (!retain) nv__node_detach(n); /* outside the lock */
+}
+
+/* ---- eval / async_eval / schedule ---- */
+
+struct nv_schedule {
+  nv_array **arrays;
+  size_t n;
+  nv__node **order;
+  long norder;
+};
+
+static nv_status check_args(const char *op, nv_array *const *xs, size_t n) {
+  if (n && !xs) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: NULL array list", op);
+  for (size_t i = 0; i < n; i++)
+    if (!xs[i]) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: array %zu is NULL", op, i);
+  return NV_OK;
+}
+
+nv_schedule *nv_schedule_new(nv_array *const *xs, size_t n) {
+  if (check_args("schedule", xs, n) != NV_OK) return NULL;
+  nv_schedule *s = nv__calloc(1, sizeof *s);
+  nv__node **roots = calloc(n ? n : 1, sizeof *roots);
+  if (s) s->arrays = nv__malloc((n ? n : 1) * sizeof *s->arrays);
+  if (!s || !roots || !s->arrays) {
+    if (s) nv__free(s->arrays);
+    nv__free(s);
+    free(roots);
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "schedule: out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) roots[i] = xs[i]->node;
+  s->norder = topological_order(roots, n, &s->order);
+  free(roots);
+  if (s->norder < 0) {
+    nv__free(s->arrays);
+    nv__free(s);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) s->arrays[i] = nv_retain(xs[i]);
+  s->n = n;
+  return s;
+}
+
+nv_array *const *nv_schedule_arrays(const nv_schedule *s, size_t *n) {
+  if (!s) {
+    if (n) *n = 0;
+    return NULL;
+  }
+  if (n) *n = s->n;
+  return s->arrays;
+}
+
+size_t nv_schedule_node_count(const nv_schedule *s) { return s ? (size_t)s->norder : 0; }
+
+void nv_schedule_free(nv_schedule *s) {
+  if (!s) return;
+  for (long i = 0; i < s->norder; i++) nv__node_release(s->order[i]);
+  free(s->order);
+  for (size_t i = 0; i < s->n; i++) nv_release(s->arrays[i]);
+  nv__free(s->arrays);
+  nv__free(s);
+}
+
+/* Runs the order, releasing each node after it ran so intermediates are freed as soon as
+ * their last consumer has run. */
+static void submit(nv_schedule *s, nv__ectx *ctx) {
+  for (long i = 0; i < s->norder; i++) {
+    evaluate(s->order[i], ctx);
+    nv__node_release(s->order[i]);
+  }
+  s->norder = 0;
+}
+
+/* The first error among the arrays, in order; waits for arrays other threads are computing
+ * when `wait` is set. */
+static nv_status arrays_status(nv_array *const *xs, size_t n, nv__ectx *ctx, bool wait) {
+  for (size_t i = 0; i < n; i++) {
+    nv__node *node = xs[i]->node;
+    int st = atomic_load_explicit(&node->state, memory_order_acquire);
+    if (st == NV__RUNNING && wait) {
+      nv__error *e = wait_running(node, ctx);
+      if (e) {
+        nv_status s = nv__set_error_obj(e);
+        nv__error_release(e);
+        return s;
+      }
+      st = atomic_load_explicit(&node->state, memory_order_acquire);
+    }
+    if (st == NV__FAILED) return nv__set_error_obj(node->error);
+  }
+  return NV_OK;
+}
+
+static nv_status start(nv_schedule *s, bool wait) {
+  nv__ectx *ctx = NULL;
+  submit(s, ctx);
+  nv_status r;
+  if (wait) {
+    nv__cpu_backend.flush(ctx);
+    r = arrays_status(s->arrays, s->n, ctx, true);
+  } else {
+    nv__cpu_backend.commit(ctx);
+    r = arrays_status(s->arrays, s->n, ctx, false);
+  }
+  nv_schedule_free(s);
+  return r;
+}
+
+nv_status nv_schedule_eval(nv_schedule *s) {
+  if (!s) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "schedule_eval: NULL schedule");
+  return start(s, true);
+}
+
+nv_status nv_schedule_async_eval(nv_schedule *s) {
+  if (!s) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "schedule_async_eval: NULL schedule");
+  return start(s, false);
+}
+
+/* The common path of eval and async_eval, without a heap-allocated schedule for one array. */
+static nv_status eval_impl(const char *op, nv_array *const *xs, size_t n, bool wait) {
+  nv_status s = check_args(op, xs, n);
+  if (s != NV_OK) return s;
+  /* Fast path: everything already evaluated. */
+  bool all_done = true;
+  for (size_t i = 0; i < n && all_done; i++) {
+    int st = atomic_load_explicit(&xs[i]->node->state, memory_order_acquire);
+    all_done = st == NV__DONE || st == NV__RETAINED;
+  }
+  if (all_done) return NV_OK;
+  nv__node *roots_inline[8];
+  nv__node **roots = n <= 8 ? roots_inline : malloc(n * sizeof *roots);
+  if (!roots) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  for (size_t i = 0; i < n; i++) roots[i] = xs[i]->node;
+  nv_schedule sch = {(nv_array **)xs, n, NULL, 0};
+  sch.norder = topological_order(roots, n, &sch.order);
+  if (roots != roots_inline) free(roots);
+  if (sch.norder < 0) return NV_ERR_OUT_OF_MEMORY;
+  nv__ectx *ctx = NULL;
+  submit(&sch, ctx);
+  free(sch.order);
+  if (wait) nv__cpu_backend.flush(ctx);
+  else nv__cpu_backend.commit(ctx);
+  return arrays_status(xs, n, ctx, wait);
+}
+
+nv_status nv_eval(nv_array *const *xs, size_t n) { return eval_impl("eval", xs, n, true); }
+nv_status nv_eval1(nv_array *x) { return eval_impl("eval", &x, 1, true); }
+nv_status nv_async_eval(nv_array *const *xs, size_t n) {
+  return eval_impl("async_eval", xs, n, false);
+}
+nv_status nv_eval_vec(const nv_vec *v) {
+  if (!v) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "eval: NULL list");
+  return eval_impl("eval", nv_vec_data(v), nv_vec_size(v), true);
+}

@@ -1,0 +1,279 @@
+/* nuvec internal core: the objects behind nv_array, errors, buffers, allocation hooks and the
+ * test hooks. Never installed; shared by src/ and the tests (through libnuvec.a). */
+#ifndef NUVEC_CORE_INTERNAL_H
+#define NUVEC_CORE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "nuvec.h"
+
+/* ---- Invariant checks (on in debug and sanitizer builds) ---- */
+#ifdef NV_DEBUG_ASSERTS
+#include <stdio.h>
+#include <stdlib.h>
+#define NV_ASSERT(c)                                                                 \
+  do {                                                                               \
+    if (!(c)) {                                                                      \
+      fprintf(stderr, "nuvec: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
+      abort();                                                                       \
+    }                                                                                \
+  } while (0)
+#else
+#define NV_ASSERT(c) ((void)0)
+#endif
+
+#define NV__MAX_DIMS 64
+#define NV__INLINE_DIMS 6
+
+/* ---- Errors ---- */
+
+/* An error carried by arrays: a status and a message, shared by reference. */
+typedef struct nv__error {
+  atomic_long refs;
+  nv_status status;
+  char msg[];
+} nv__error;
+
+nv__error *nv__error_new(nv_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+nv__error *nv__error_newv(nv_status status, const char *fmt, va_list ap);
+nv__error *nv__error_retain(nv__error *e);
+void nv__error_release(nv__error *e);
+/* The shared out-of-memory error (never freed), for paths that cannot allocate a message. */
+nv__error *nv__error_oom(void);
+
+/* Sets the thread's last error and returns `status`. */
+nv_status nv__set_error(nv_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Sets the thread's last error from an error object and returns its status. */
+nv_status nv__set_error_obj(const nv__error *e);
+
+/* Formats a shape as "(2,3)" into buf. */
+const char *nv__shape_str(const int *shape, int ndim, char *buf, size_t size);
+#define NV__SHAPE_BUF 256
+
+/* ---- Host allocation (one hook, with failure injection for tests) ---- */
+void *nv__malloc(size_t n);
+void *nv__calloc(size_t count, size_t n);
+void *nv__realloc(void *p, size_t n);
+void nv__free(void *p);
+/* Returns true when the next host or buffer allocation must fail (failure injection). */
+bool nv__alloc_should_fail(void);
+
+/* ---- Buffers (array data) ---- */
+enum {
+  NV__BUF_POOL = 0,   /* from the allocator and its cache; writable */
+  NV__BUF_NOCOPY = 1, /* caller-owned memory (nv_array_from_data_nocopy); never written */
+  NV__BUF_MAPPED = 2, /* a read-only file mapping; never written */
+  NV__BUF_INLINE = 3, /* small data stored in the buffer object itself; writable */
+};
+
+typedef struct nv__buffer {
+  atomic_long refs;
+  void *ptr;
+  size_t nbytes;    /* bytes usable by the array */
+  size_t capacity;  /* bytes counted by the allocator (size class) */
+  int kind;
+  void (*destroy)(void *ctx);
+  void *ctx;
+  _Alignas(16) unsigned char inl[]; /* NV__BUF_INLINE data */
+} nv__buffer;
+
+#define NV__INLINE_BYTES 16
+
+/* A new writable buffer of `nbytes` (NULL with the thread's error set when out of memory or
+ * over the memory limit). */
+nv__buffer *nv__buffer_alloc(size_t nbytes);
+/* A buffer over caller memory; `destroy(ctx)` runs when it is freed. */
+nv__buffer *nv__buffer_wrap(void *ptr, size_t nbytes, int kind, void (*destroy)(void *),
+                            void *ctx);
+static inline nv__buffer *nv__buffer_retain(nv__buffer *b) {
+  if (b) atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+  return b;
+}
+void nv__buffer_release(nv__buffer *b);
+static inline bool nv__buffer_writable(const nv__buffer *b) {
+  return b->kind == NV__BUF_POOL || b->kind == NV__BUF_INLINE;
+}
+
+/* ---- Graph nodes and array handles ---- */
+
+enum {
+  NV__PENDING = 0, /* not evaluated: holds its primitive and inputs */
+  NV__RUNNING = 1, /* being computed by `owner` */
+  NV__DONE = 2,    /* outputs hold data; detached from its inputs */
+  NV__FAILED = 3,  /* every output holds the error */
+  NV__RETAINED = 4 /* evaluated inside a transform; keeps its graph until the transform ends */
+};
+
+enum {
+  NV__FLAG_ROW = 1,  /* row-contiguous (C order, no gaps) */
+  NV__FLAG_COL = 2,  /* column-contiguous */
+  NV__FLAG_WEAK = 4, /* a weakly typed scalar */
+};
+
+typedef struct nv__output {
+  nv_dtype dtype;
+  int ndim;
+  uint8_t flags;
+  int64_t size;
+  int *shape;
+  int64_t *strides;
+  int shape_inl[NV__INLINE_DIMS];
+  int64_t strides_inl[NV__INLINE_DIMS];
+  /* The data slot: written once by the evaluating thread before the node's final state is
+   * published (release), read after it is observed (acquire). */
+  nv__buffer *buf;
+  int64_t offset; /* element offset into buf */
+} nv__output;
+
+typedef struct nv__node nv__node;
+
+typedef struct nv__input {
+  nv__node *node;
+  int idx;
+} nv__input;
+
+typedef struct nv__completion nv__completion;
+
+struct nv__node {
+  atomic_long refs;
+  atomic_int state;
+  atomic_int lock; /* spin lock held only for state transitions */
+  int prim;
+  uint8_t tracer;
+  nv_stream stream;
+  int owner; /* thread id while RUNNING */
+  nv__completion *done; /* created by the first waiter while RUNNING */
+  nv__error *error;     /* when FAILED (or failed when built) */
+  int ninputs;
+  int noutputs;
+  nv__input *inputs;
+  void *params;
+  size_t params_size;
+  nv__output out[];
+};
+
+struct nv_array {
+  atomic_long refs;
+  nv__node *node;
+  int idx;
+  int scope_level; /* 0: not owned by a scope; else depth of the owning scope */
+  size_t scope_slot;
+};
+
+static inline nv__output *nv__out(const nv_array *x) { return &x->node->out[x->idx]; }
+
+/* A unique small id of the calling thread (never 0). */
+int nv__thread_id(void);
+
+void nv__node_lock(nv__node *n);
+void nv__node_unlock(nv__node *n);
+static inline nv__node *nv__node_retain(nv__node *n) {
+  atomic_fetch_add_explicit(&n->refs, 1, memory_order_relaxed);
+  return n;
+}
+/* Gives back a node reference; freeing a chain is iterative. */
+void nv__node_release(nv__node *n);
+/* Drops a node's primitive parameters and input references (after evaluation). */
+void nv__node_detach(nv__node *n);
+
+/* A new node (refs 1, PENDING) with `ninputs` inputs taken from `inputs` (each retained),
+ * `noutputs` outputs whose metadata the caller fills with nv__output_set_shape, and
+ * `params_size` zeroed bytes of parameters. NULL when out of memory. */
+nv__node *nv__node_new(int prim, nv_array *const *inputs, int ninputs, int noutputs,
+                       size_t params_size);
+/* Sets an output's dtype and shape with row-contiguous strides. Fails for too many dims. */
+nv_status nv__output_set_shape(nv__output *o, nv_dtype dtype, const int *shape, int ndim);
+/* Sets an output's strides (view layouts) and recomputes its contiguity flags. */
+void nv__output_set_strides(nv__output *o, const int64_t *strides);
+/* Allocates a row-contiguous buffer for an output (offset 0). */
+nv_status nv__output_alloc(nv__output *o);
+static inline void *nv__output_ptr(const nv__output *o) {
+  return (char *)o->buf->ptr + o->offset * (int64_t)nv_dtype_size(o->dtype);
+}
+void nv__compute_flags(nv__output *o);
+
+/* A handle on output `idx` of `node`, taking over one node reference, registered with the
+ * thread's innermost scope. On failure to allocate, releases the node and returns the shared
+ * out-of-memory array (never NULL). */
+nv_array *nv__array_new(nv__node *node, int idx);
+/* A new array that carries `err` (retained), with the given metadata (shape may be NULL). */
+nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim);
+/* A failed array with a formatted message. */
+nv_array *nv__array_error(nv_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The error of output `idx` of `node` if it is known (FAILED), else NULL. */
+nv__error *nv__node_known_error(nv__node *n);
+/* An evaluated array over `buf` (retained) with the given metadata. */
+nv_array *nv__array_from_buffer(nv__buffer *buf, int64_t offset, nv_dtype dtype,
+                                const int *shape, int ndim, const int64_t *strides);
+
+/* Scope bookkeeping (src/core/scope.c). */
+void nv__scope_register(nv_array *x);
+void nv__scope_forget(nv_array *x);
+
+/* ---- Primitive table ---- */
+typedef struct nv__operand {
+  const nv__output *meta;
+  nv__buffer *buf;
+  int64_t offset;
+} nv__operand;
+
+static inline const void *nv__operand_ptr(const nv__operand *o) {
+  return (const char *)o->buf->ptr + o->offset * (int64_t)nv_dtype_size(o->meta->dtype);
+}
+
+/* A CPU kernel: computes the outputs of `node` from its operands. Each output's buffer is
+ * allocated by the kernel (nv__output_alloc) unless the evaluation donated one: then
+ * out->buf is already set (the buffer of operand `donated`, which the output may overwrite
+ * in place) and the kernel writes into it. */
+typedef nv_status (*nv__kernel_fn)(nv__node *node, const nv__operand *in, int donated);
+
+typedef struct nv__prim_info {
+  const char *name;
+  /* Inputs that may be donated, in order of preference (-1 terminated); empty: none. */
+  signed char donate[4];
+  /* Donation restricted to float16/bfloat16/float32 outputs and exact shapes (element-wise
+   * rule) rather than update bases (slice_update: the size rule only). */
+  bool elementwise;
+  /* A view: the output shares input 0's buffer (offset + view delta, or a copy when the
+   * primitive's parameters say so). */
+  bool view;
+} nv__prim_info;
+
+#include "core/prims.h"
+
+extern const nv__prim_info nv__prims[NV__PRIM_COUNT];
+extern nv__kernel_fn nv__cpu_kernels[NV__PRIM_COUNT];
+void nv__cpu_register(void);
+
+/* ---- Test hooks (internal; tests link libnuvec.a) ---- */
+/* Live data buffers (all kinds). */
+long nv__test_live_buffers(void);
+/* Nodes evaluated (run through a kernel) so far, process-wide. */
+long nv__test_eval_count(void);
+/* Nodes evaluated so far by the calling thread; resets the thread's count when `reset`. */
+long nv__test_thread_eval_count(bool reset);
+/* Fails the k-th host or buffer allocation from now (k ≥ 1); 0 disables. */
+void nv__test_fail_alloc_at(long k);
+/* Allocations made so far (host and buffer). */
+long nv__test_alloc_count(void);
+/* Lowers (or with 0 restores) the largest base size donation accepts (the 2^32 − 1 rule). */
+void nv__test_set_donation_limit(uint64_t limit);
+/* Whether an update base of n elements may be donated: 0 < n < 2^32 − 1. */
+bool nv__donatable_size(uint64_t n);
+/* A two-output test primitive: (a + b, a * b) of two same-shape arrays of one dtype. */
+nv_status nv__test_add_multiply(const nv_array *a, const nv_array *b, nv_array **sum,
+                                nv_array **product);
+/* The node state of an array (NV__PENDING ...). */
+int nv__test_state(const nv_array *x);
+/* References to an array's node. */
+long nv__test_node_refs(const nv_array *x);
+
+/* ---- Environment (src/core/env.c lists every NUVEC_* variable) ---- */
+long nv__env_long(const char *name, long fallback);
+
+#endif /* NUVEC_CORE_INTERNAL_H */

@@ -1,0 +1,268 @@
+/* Data buffers: a size-class cache over aligned allocations, active/peak/cache counters and
+ * the hard memory limit (DESIGN §6). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+#define ALIGN 64
+#define NCLASSES 256
+
+/* A cached block: the raw allocation, linked through its first word. */
+typedef struct block {
+  struct block *next;
+} block;
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static block *cache[NCLASSES];
+static size_t active, peak, cached, limit, cache_limit;
+static bool limits_init;
+static atomic_long live_buffers;
+
+static size_t physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || size <= 0) return (size_t)1 << 40;
+  return (size_t)pages * (size_t)size;
+}
+
+static void init_limits_locked(void) {
+  if (limits_init) return;
+  limit = (size_t)nv__env_long("NUVEC_MEMORY_LIMIT", 0);
+  if (!limit) limit = physical_memory();
+  cache_limit = (size_t)nv__env_long("NUVEC_CACHE_LIMIT", 0);
+  if (!cache_limit) cache_limit = limit;
+  limits_init = true;
+}
+
+/* Size classes: multiples of 64 bytes up to 1 KiB, then four classes per power of two. */
+static int size_class(size_t n, size_t *cap) {
+  if (n <= 1024) {
+    size_t c = (n + ALIGN - 1) / ALIGN;
+    if (c == 0) c = 1;
+    *cap = c * ALIGN;
+    return (int)c - 1; /* 0..15 */
+  }
+  int p = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^p < n <= 2^(p+1) */
+  size_t base = (size_t)1 << p, quarter = base / 4;
+  size_t sub = (n - base + quarter - 1) / quarter; /* 1..4 */
+  *cap = base + sub * quarter;
+  int cls = 16 + (p - 10) * 4 + (int)sub - 1;
+  return cls < NCLASSES ? cls : -1;
+}
+
+static void trim_cache_locked(size_t target) {
+  for (int c = NCLASSES - 1; c >= 0 && cached > target; c--) {
+    while (cache[c] && cached > target) {
+      block *b = cache[c];
+      cache[c] = b->next;
+      size_t cap;
+      if (c < 16) cap = (size_t)(c + 1) * ALIGN;
+      else {
+        int p = (c - 16) / 4 + 10, sub = (c - 16) % 4 + 1;
+        size_t base = (size_t)1 << p;
+        cap = base + (size_t)sub * (base / 4);
+      }
+      cached -= cap;
+      free(b);
+    }
+  }
+}
+
+static void *raw_alloc(size_t n, size_t *cap_out) {
+  size_t cap;
+  int cls = size_class(n, &cap);
+  if (cls < 0) {
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "allocation of %zu bytes is too large", n);
+    return NULL;
+  }
+  if (nv__alloc_should_fail()) {
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes (injected)", n);
+    return NULL;
+  }
+  pthread_mutex_lock(&mem_lock);
+  init_limits_locked();
+  void *p = NULL;
+  if (cache[cls]) {
+    block *b = cache[cls];
+    cache[cls] = b->next;
+    cached -= cap;
+    p = b;
+  } else {
+    if (active + cached + cap > limit) trim_cache_locked(0);
+    if (active + cap > limit) {
+      pthread_mutex_unlock(&mem_lock);
+      nv__set_error(NV_ERR_OUT_OF_MEMORY,
+                    "out of memory: %zu bytes requested, %zu active, limit %zu", n, active,
+                    limit);
+      return NULL;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    p = aligned_alloc(ALIGN, cap);
+    if (!p) {
+      pthread_mutex_lock(&mem_lock);
+      trim_cache_locked(0);
+      pthread_mutex_unlock(&mem_lock);
+      p = aligned_alloc(ALIGN, cap);
+      if (!p) {
+        nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", n);
+        return NULL;
+      }
+    }
+    pthread_mutex_lock(&mem_lock);
+  }
+  active += cap;
+  if (active > peak) peak = active;
+  pthread_mutex_unlock(&mem_lock);
+  *cap_out = cap;
+  return p;
+}
+
+static void raw_free(void *p, size_t cap) {
+  size_t c2;
+  int cls = size_class(cap, &c2);
+  pthread_mutex_lock(&mem_lock);
+  active -= cap;
+  if (cls >= 0 && cached + cap <= cache_limit) {
+    block *b = p;
+    b->next = cache[cls];
+    cache[cls] = b;
+    cached += cap;
+    p = NULL;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  free(p);
+}
+
+nv__buffer *nv__buffer_alloc(size_t nbytes) {
+  if (nbytes <= NV__INLINE_BYTES) {
+    if (nv__alloc_should_fail()) {
+      nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer (injected)");
+      return NULL;
+    }
+    nv__buffer *b = malloc(sizeof *b + NV__INLINE_BYTES);
+    if (!b) {
+      nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer");
+      return NULL;
+    }
+    atomic_init(&b->refs, 1);
+    b->ptr = b->inl;
+    b->nbytes = nbytes;
+    b->capacity = 0;
+    b->kind = NV__BUF_INLINE;
+    b->destroy = NULL;
+    b->ctx = NULL;
+    atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+    return b;
+  }
+  nv__buffer *b = nv__malloc(sizeof *b);
+  if (!b) {
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer");
+    return NULL;
+  }
+  size_t cap;
+  void *p = raw_alloc(nbytes, &cap);
+  if (!p) {
+    free(b);
+    return NULL;
+  }
+  atomic_init(&b->refs, 1);
+  b->ptr = p;
+  b->nbytes = nbytes;
+  b->capacity = cap;
+  b->kind = NV__BUF_POOL;
+  b->destroy = NULL;
+  b->ctx = NULL;
+  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+  return b;
+}
+
+nv__buffer *nv__buffer_wrap(void *ptr, size_t nbytes, int kind, void (*destroy)(void *),
+                            void *ctx) {
+  nv__buffer *b = nv__malloc(sizeof *b);
+  if (!b) {
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory wrapping a buffer");
+    return NULL;
+  }
+  atomic_init(&b->refs, 1);
+  b->ptr = ptr;
+  b->nbytes = nbytes;
+  b->capacity = 0;
+  b->kind = kind;
+  b->destroy = destroy;
+  b->ctx = ctx;
+  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+  return b;
+}
+
+void nv__buffer_release(nv__buffer *b) {
+  if (!b) return;
+  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
+  if (b->kind == NV__BUF_POOL) raw_free(b->ptr, b->capacity);
+  else if (b->destroy) b->destroy(b->ctx);
+  free(b);
+}
+
+long nv__test_live_buffers(void) { return atomic_load(&live_buffers); }
+
+size_t nv_get_active_memory(void) {
+  pthread_mutex_lock(&mem_lock);
+  size_t r = active;
+  pthread_mutex_unlock(&mem_lock);
+  return r;
+}
+
+size_t nv_get_peak_memory(void) {
+  pthread_mutex_lock(&mem_lock);
+  size_t r = peak;
+  pthread_mutex_unlock(&mem_lock);
+  return r;
+}
+
+void nv_reset_peak_memory(void) {
+  pthread_mutex_lock(&mem_lock);
+  peak = active;
+  pthread_mutex_unlock(&mem_lock);
+}
+
+size_t nv_get_cache_memory(void) {
+  pthread_mutex_lock(&mem_lock);
+  size_t r = cached;
+  pthread_mutex_unlock(&mem_lock);
+  return r;
+}
+
+size_t nv_set_memory_limit(size_t new_limit) {
+  pthread_mutex_lock(&mem_lock);
+  init_limits_locked();
+  size_t old = limit;
+  limit = new_limit ? new_limit : physical_memory();
+  if (active + cached > limit) trim_cache_locked(limit > active ? limit - active : 0);
+  pthread_mutex_unlock(&mem_lock);
+  return old;
+}
+
+size_t nv_get_memory_limit(void) {
+  pthread_mutex_lock(&mem_lock);
+  init_limits_locked();
+  size_t r = limit;
+  pthread_mutex_unlock(&mem_lock);
+  return r;
+}
+
+size_t nv_set_cache_limit(size_t new_limit) {
+  pthread_mutex_lock(&mem_lock);
+  init_limits_locked();
+  size_t old = cache_limit;
+  cache_limit = new_limit;
+  trim_cache_locked(cache_limit);
+  pthread_mutex_unlock(&mem_lock);
+  return old;
+}
+
+void nv_clear_cache(void) {
+  pthread_mutex_lock(&mem_lock);
+  trim_cache_locked(0);
+  pthread_mutex_unlock(&mem_lock);
+}

@@ -1,0 +1,43 @@
+/* CPU kernels: shared drivers and the kernel functions registered in nv__cpu_kernels. */
+#ifndef NUVEC_CPU_KERNELS_H
+#define NUVEC_CPU_KERNELS_H
+
+#include "core/convert.h"
+#include "core/internal.h"
+#include "core/strided.h"
+#include "ops/params.h"
+
+/* Element count above which kernels split work across the pool. */
+#define NV__PAR_GRAIN 32768
+
+/* A run over `n` elements: operand k at `p[k]` with element stride `s[k]` (0: broadcast).
+ * Operand 0 is the output (row-contiguous, stride 1). */
+typedef void (*nv__run_fn)(char **p, const int64_t *s, int64_t n, const void *extra);
+
+/* Applies `run` over the output's index space with `nin` inputs broadcast to it, splitting
+ * large work across the pool. */
+void nv__cpu_map(nv__output *out, const nv__operand *in, int nin, nv__run_fn run,
+                 const void *extra);
+
+/* A strided view of input `in` broadcast to `shape` (right-aligned): its strides. */
+void nv__broadcast_strides(const nv__output *in, const int *shape, int ndim, int64_t *st);
+
+/* Converts `n` elements between dtypes along strided runs (astype's inner loop). */
+void nv__convert_run(nv_dtype from, const char *src, int64_t ss, nv_dtype to, char *dst,
+                     int64_t ds, int64_t n);
+
+nv_status nv__k_unary(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_binary(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_add_multiply(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_astype(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_copy(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_view(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_full(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_arange(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_eye(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_to_fp8(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_from_fp8(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_slice_update(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_sum(nv__node *node, const nv__operand *in, int donated);
+
+#endif
