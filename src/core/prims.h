@@ -1,30 +1,33 @@
-/* The one primitive enum. Each primitive's table entry (name, donation candidates, view flag)
- * is in src/ops/prims.c; each backend fills its kernel table per primitive. Append-only within
- * a family is not required: the enum is internal. */
+/* The one primitive enum, composed from one list per op family. Each entry is
+ * X(NAME, "mlx_name", DONATE, ELEMENTWISE, VIEW):
+ *   DONATE       inputs that may be donated, in order of preference (D_NONE, D_0, D_01, D_12)
+ *   ELEMENTWISE  donation follows the element-wise rule (float16/bfloat16/float32 output, same
+ *                dtype and exact shape) rather than the update-base rule (size only)
+ *   VIEW         the output shares input 0's buffer (nv__view_params)
+ * A family adds its primitives to its own list (src/ops/prims_<family>.h) and its CPU kernels
+ * through its registration function (src/cpu/register.c lists them). */
 #ifndef NUVEC_CORE_PRIMS_H
 #define NUVEC_CORE_PRIMS_H
 
-#define NV__PRIM_LIST(X)                                                   \
-  /* leaves and creation */                                                \
-  X(CONSTANT) X(FULL) X(ARANGE) X(EYE)                                     \
-  /* type and copies */                                                    \
-  X(ASTYPE) X(COPY) X(TO_FP8) X(FROM_FP8)                                  \
-  /* views and shapes */                                                   \
-  X(RESHAPE) X(TRANSPOSE) X(BROADCAST) X(SLICE) X(SQUEEZE) X(EXPAND_DIMS)  \
-  X(AS_STRIDED)                                                            \
-  /* updates */                                                            \
-  X(SLICE_UPDATE)                                                          \
-  /* unary element-wise */                                                 \
-  X(NEGATIVE) X(ABS) X(EXP) X(LOG) X(SQRT)                                 \
-  /* binary element-wise */                                                \
-  X(ADD) X(SUBTRACT) X(MULTIPLY) X(DIVIDE) X(MAXIMUM) X(MINIMUM)           \
-  /* reductions */                                                         \
-  X(SUM)                                                                   \
-  /* test-only: two outputs (a + b, a * b) */                              \
-  X(TEST_ADD_MULTIPLY)
+#include "ops/prims_core.h"
+#include "ops/prims_elementwise.h"
+#include "ops/prims_reduce.h"
+#include "ops/prims_index.h"
+#include "ops/prims_linalg.h"
+#include "ops/prims_random.h"
+#include "ops/prims_transforms.h"
+
+#define NV__PRIM_LIST(X)      \
+  NV__PRIMS_CORE(X)           \
+  NV__PRIMS_ELEMENTWISE(X)    \
+  NV__PRIMS_REDUCE(X)         \
+  NV__PRIMS_INDEX(X)          \
+  NV__PRIMS_LINALG(X)         \
+  NV__PRIMS_RANDOM(X)         \
+  NV__PRIMS_TRANSFORMS(X)
 
 enum {
-#define NV__PRIM_ENUM(name) NV__PRIM_##name,
+#define NV__PRIM_ENUM(name, str, donate, ew, view) NV__PRIM_##name,
   NV__PRIM_LIST(NV__PRIM_ENUM)
 #undef NV__PRIM_ENUM
   NV__PRIM_COUNT

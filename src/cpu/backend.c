@@ -6,6 +6,7 @@
 
 static nv_status cpu_encode(nv__ectx *ctx, nv__node *node, const nv__operand *in, int donated) {
   (void)ctx;
+  nv__cpu_register();
   nv__kernel_fn k = nv__cpu_kernels[node->prim];
   if (!k)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: no CPU kernel", nv__prims[node->prim].name);

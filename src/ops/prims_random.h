@@ -1,0 +1,7 @@
+/* Primitives of the random family (see src/core/prims.h for the entry format). */
+#ifndef NUVEC_OPS_PRIMS_RANDOM_H
+#define NUVEC_OPS_PRIMS_RANDOM_H
+
+#define NV__PRIMS_RANDOM(X)
+
+#endif

@@ -1,0 +1,40 @@
+"""pytest set-up for nuvec's Python-side tests: a printed seed for every random input, and the
+sampling switch (`NUVEC_TEST_FULL=1` runs the whole dtype x shape x layout matrix)."""
+import os
+import random
+
+import numpy as np
+import pytest
+
+SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
+FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
+
+
+def pytest_report_header(config):
+    return f"nuvec test seed: NUVEC_TEST_SEED={SEED} ({'full matrix' if FULL else 'sampled'})"
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the run's seed and the test's name (printed on failure)."""
+    h = abs(hash(request.node.nodeid)) % (2**31)
+    seed = (SEED + h) % (2**31)
+    request.node.user_properties.append(("seed", seed))
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def nv():
+    from nvc import Session
+
+    with Session() as s:
+        yield s
+
+
+def sample(cases, k, salt=0):
+    """All cases under NUVEC_TEST_FULL=1, else a seeded sample of k of them."""
+    cases = list(cases)
+    if FULL or len(cases) <= k:
+        return cases
+    r = random.Random(SEED + salt)
+    return r.sample(cases, k)
