@@ -56,7 +56,7 @@ tsan: setup
 	$(call run_tests,build-tsan,-L tsan)
 
 bench: build
-	$(BUILD)/bench/bench_eval
+	NUVEC_BUILD=$(abspath $(BUILD)) bench/run_all.sh
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

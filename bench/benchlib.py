@@ -1,0 +1,87 @@
+"""Shared helpers for nuvec's side-by-side benchmarks.
+
+A C benchmark binary prints one line per case, `BENCH <case> <seconds>` (the median of its
+repeats). A family's Python driver (bench/bench_<family>.py) runs that binary, times the peers
+(NumPy, MLX's CPU build where it installs, PyTorch where installed) on the same cases in the
+same run, and prints one table through `report`, with ratios peer/nuvec (> 1: nuvec faster).
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("NUVEC_BUILD", os.path.join(HERE, "..", "build"))
+
+
+def median_time(fn, repeat=7, warmup=1, sync=None):
+    """The median wall time of fn() over `repeat` runs after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+        if sync:
+            sync()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def run_c(binary, *args):
+    """Runs a C benchmark (path relative to the build's bench folder) and returns
+    {case: seconds}."""
+    path = binary if os.path.isabs(binary) else os.path.join(BUILD, "bench", binary)
+    out = subprocess.run([path, *args], check=True, capture_output=True, text=True).stdout
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "BENCH":
+            res[parts[1]] = float(parts[2])
+    return res
+
+
+def try_import(name):
+    try:
+        return __import__(name)
+    except Exception:
+        return None
+
+
+def mlx_core():
+    """mlx.core on the CPU, or None where MLX's CPU build does not install."""
+    try:
+        import mlx.core as mx
+
+        mx.set_default_device(mx.cpu)
+        return mx
+    except Exception:
+        return None
+
+
+def report(title, rows, peers):
+    """Prints a table: case, nuvec time, each peer's time and the ratio peer/nuvec.
+    rows: [(case, nuvec_seconds, {peer: seconds or None})]."""
+    print(f"\n== {title} ==")
+    head = f"{'case':<34}{'nuvec':>11}" + "".join(f"{p:>11}{'ratio':>8}" for p in peers)
+    print(head)
+    for case, t, others in rows:
+        line = f"{case:<34}{fmt(t):>11}"
+        for p in peers:
+            o = others.get(p)
+            line += f"{fmt(o):>11}{(o / t if o and t else float('nan')):>8.2f}" if o else f"{'-':>11}{'-':>8}"
+        print(line)
+    sys.stdout.flush()
+
+
+def fmt(t):
+    if t is None:
+        return "-"
+    if t < 1e-3:
+        return f"{t * 1e6:.1f}us"
+    if t < 1:
+        return f"{t * 1e3:.2f}ms"
+    return f"{t:.2f}s"
