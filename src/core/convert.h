@@ -130,10 +130,17 @@ static inline uint8_t nv__f32_to_fp8(float f) {
   uint8_t sign = signbit(f) ? 0x80 : 0;
   double a = fabs((double)f);
   if (isnan(a) || a >= 448.0) return sign | 0x7e;
-  int ovf;
-  uint32_t b = nv__round_bits(a, 4, 3, &ovf);
-  if (ovf || b > 0x7e) b = 0x7e;
-  return sign | (uint8_t)b;
+  if (a < 0x1p-6) return sign | (uint8_t)rint(a * 0x1p9); /* subnormal (8 is the min normal) */
+  int e;
+  frexp(a, &e);
+  int E = e - 1;
+  int q = (int)rint(ldexp(a, 3 - E)); /* 8..16 */
+  if (q == 16) {
+    q = 8;
+    E++;
+  }
+  int b = ((E + 7) << 3) | (q - 8); /* exponent 15 is finite in E4M3FN; only 0x7f is NaN */
+  return sign | (uint8_t)(b > 0x7e ? 0x7e : b);
 }
 
 static inline float nv__fp8_to_f32(uint8_t b) {

@@ -1,4 +1,5 @@
 /* Status strings, thread-local last error, shared error objects, the host allocation hook. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,15 +41,20 @@ nv_status nv__set_error_obj(const nv__error *e) {
   return e->status;
 }
 
-/* The out-of-memory error used when no message can be allocated. */
-static struct {
-  nv__error e;
-  char msg[64];
-} oom_error = {{1, NV_ERR_OUT_OF_MEMORY}, "out of memory"};
+/* The out-of-memory error used when no message can be allocated: static storage, laid out
+ * as an nv__error with its message, set up once. */
+static _Alignas(16) unsigned char oom_storage[sizeof(nv__error) + 32];
+#define OOM_ERROR ((nv__error *)oom_storage)
+static pthread_once_t oom_once = PTHREAD_ONCE_INIT;
+static void oom_init(void) {
+  atomic_init(&OOM_ERROR->refs, 1);
+  OOM_ERROR->status = NV_ERR_OUT_OF_MEMORY;
+  memcpy(OOM_ERROR->msg, "out of memory", 14);
+}
 
 nv__error *nv__error_oom(void) {
-  atomic_fetch_add(&oom_error.e.refs, 1);
-  return &oom_error.e;
+  pthread_once(&oom_once, oom_init);
+  return OOM_ERROR;
 }
 
 nv__error *nv__error_newv(nv_status status, const char *fmt, va_list ap) {
@@ -79,7 +85,7 @@ nv__error *nv__error_retain(nv__error *e) {
 }
 
 void nv__error_release(nv__error *e) {
-  if (!e || e == &oom_error.e) return;
+  if (!e || e == OOM_ERROR) return;
   if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) free(e);
 }
 

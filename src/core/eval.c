@@ -18,6 +18,9 @@ long nv__test_thread_eval_count(bool reset) {
   return r;
 }
 
+static atomic_long donations;
+long nv__test_donations(void) { return atomic_load(&donations); }
+
 static _Thread_local int tracing_depth;
 int nv__tracing_depth(void) { return tracing_depth; }
 
@@ -104,6 +107,35 @@ static nv__error *wait_running(nv__node *n, nv__ectx *ctx) {
   if (atomic_load_explicit(&n->state, memory_order_acquire) == NV__FAILED)
     return nv__error_retain(n->error);
   return NULL;
+}
+
+void nv__test_begin_running(const nv_array *x, int owner) {
+  nv__node *n = x->node;
+  nv__node_lock(n);
+  n->owner = owner ? owner : nv__thread_id();
+  atomic_store_explicit(&n->state, NV__RUNNING, memory_order_release);
+  nv__node_unlock(n);
+}
+
+void nv__test_end_running(const nv_array *x, nv_status status, const char *msg) {
+  nv__node *n = x->node;
+  if (status == NV_OK) {
+    nv__node_lock(n);
+    atomic_store_explicit(&n->state, NV__PENDING, memory_order_release);
+    nv__completion *c = n->done;
+    n->done = NULL;
+    nv__node_unlock(n);
+    if (c) {
+      pthread_mutex_lock(&c->m);
+      c->done = true;
+      pthread_cond_broadcast(&c->c);
+      pthread_mutex_unlock(&c->m);
+      completion_release(c);
+    }
+    return;
+  }
+  finish(n, NV__FAILED, nv__error_new(status, "%s", msg));
+  nv__node_detach(n);
 }
 
 /* ---- Pointer map for ordering ---- */
@@ -434,6 +466,7 @@ static void evaluate(nv__node *n, nv__ectx *ctx) {
         n->out[0].buf = src->buf; /* the only handle: taken over, not shared */
         n->out[0].offset = 0;
         src->buf = NULL;
+        atomic_fetch_add_explicit(&donations, 1, memory_order_relaxed);
       }
       nv_status s = be->encode(ctx, n, ops, donated);
       if (s != NV_OK) {

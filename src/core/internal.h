@@ -263,6 +263,12 @@ void nv__test_fail_alloc_at(long k);
 long nv__test_alloc_count(void);
 /* Lowers (or with 0 restores) the largest base size donation accepts (the 2^32 − 1 rule). */
 void nv__test_set_donation_limit(uint64_t limit);
+/* Marks an unevaluated array's node Running by `owner` (0: the calling thread), and ends it:
+ * NV_OK puts it back to Pending (waking waiters), another status fails it with `msg`. */
+void nv__test_begin_running(const nv_array *x, int owner);
+void nv__test_end_running(const nv_array *x, nv_status status, const char *msg);
+/* Inputs written in place (donated) so far, process-wide. */
+long nv__test_donations(void);
 /* Whether an update base of n elements may be donated: 0 < n < 2^32 − 1. */
 bool nv__donatable_size(uint64_t n);
 /* A two-output test primitive: (a + b, a * b) of two same-shape arrays of one dtype. */

@@ -1,0 +1,312 @@
+/* The graph builder: record-time validation of every operation and its declared accesses. */
+#include "hrx_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hrx__callback_release(hrx__callback *c) {
+  if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
+  if (c->destroy) c->destroy(c->user);
+  pthread_mutex_destroy(&c->lock);
+  hrx__free(c);
+}
+
+void hrx__op_clear(hrx__op *op) {
+  for (size_t i = 0; i < op->nuses; i++) hrx_buffer_release(op->uses[i].view.buffer);
+  hrx__free(op->uses);
+  hrx__free(op->views);
+  hrx__free(op->constants);
+  hrx_kernel_release(op->kernel);
+  hrx__callback_release(op->callback);
+  memset(op, 0, sizeof *op);
+}
+
+HRX_API hrx_status hrx_graph_create(hrx_runtime *runtime, hrx_graph **out) {
+  if (!runtime || !out) return hrx__err(HRX_E_INVALID, "hrx_graph_create: runtime or out is NULL");
+  hrx_status s = hrx__runtime_usable(runtime, "hrx_graph_create");
+  if (s != HRX_OK) return s;
+  hrx_graph *g = hrx__calloc(1, sizeof *g);
+  if (!g) return hrx__err(HRX_E_OUT_OF_MEMORY, "hrx_graph_create: out of host memory");
+  g->rt = hrx_runtime_retain(runtime);
+  *out = g;
+  return HRX_OK;
+}
+
+HRX_API void hrx_graph_release(hrx_graph *graph) {
+  if (!graph) return;
+  for (size_t i = 0; i < graph->count; i++) hrx__op_clear(&graph->ops[i]);
+  hrx__free(graph->ops);
+  hrx_runtime *rt = graph->rt;
+  hrx__free(graph);
+  hrx_runtime_release(rt);
+}
+
+HRX_API size_t hrx_graph_size(const hrx_graph *graph) { return graph ? graph->count : 0; }
+
+hrx_status hrx__view_check(hrx_runtime *rt, const char *call, const char *what, hrx_view v) {
+  if (!v.buffer) return hrx__err(HRX_E_INVALID, "%s: %s has no buffer", call, what);
+  if (v.buffer->rt != rt)
+    return hrx__err(HRX_E_INVALID, "%s: %s: buffer belongs to another runtime", call, what);
+  if (v.length == 0) return hrx__err(HRX_E_INVALID, "%s: %s is empty", call, what);
+  if (v.offset > v.buffer->size || v.length > v.buffer->size - v.offset)
+    return hrx__err(HRX_E_INVALID,
+                    "%s: %s [%zu, +%zu) is out of range of a %zu-byte buffer", call, what,
+                    v.offset, v.length, v.buffer->size);
+  return HRX_OK;
+}
+
+static hrx_status gpu_visible(const char *call, const char *what, hrx_view v) {
+  if (v.buffer->memory == HRX_MEMORY_HOST_ONLY)
+    return hrx__err(HRX_E_INVALID, "%s: %s is not GPU-visible (host-only memory)", call, what);
+  return HRX_OK;
+}
+
+static hrx_status check_graph(hrx_graph *g, const char *call) {
+  if (!g) return hrx__err(HRX_E_INVALID, "%s: graph is NULL", call);
+  return hrx__runtime_usable(g->rt, call);
+}
+
+/* Appends op (taking over its arrays) and retains what it references. */
+static hrx_status push(hrx_graph *g, const char *call, hrx__op *op, size_t *out_index) {
+  if (g->count == g->cap) {
+    size_t cap = g->cap ? g->cap * 2 : 16;
+    hrx__op *ops = hrx__realloc(g->ops, cap * sizeof *ops);
+    if (!ops) {
+      hrx__free(op->uses);
+      hrx__free(op->views);
+      hrx__free(op->constants);
+      return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+    }
+    g->ops = ops;
+    g->cap = cap;
+  }
+  for (size_t i = 0; i < op->nuses; i++) hrx_buffer_retain(op->uses[i].view.buffer);
+  hrx_kernel_retain(op->kernel);
+  if (op->callback) atomic_fetch_add(&op->callback->refs, 1);
+  if (out_index) *out_index = g->count;
+  g->ops[g->count++] = *op;
+  return HRX_OK;
+}
+
+static hrx__use *uses_alloc(size_t n, const char *call, hrx_status *s) {
+  hrx__use *u = hrx__calloc(n, sizeof *u);
+  if (!u) *s = hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+  return u;
+}
+
+HRX_API hrx_status hrx_graph_fill(hrx_graph *graph, hrx_view dst, uint8_t value,
+                                  size_t *out_index) {
+  const char *call = "hrx_graph_fill";
+  hrx_status s = check_graph(graph, call);
+  if (s == HRX_OK) s = hrx__view_check(graph->rt, call, "destination", dst);
+  if (s == HRX_OK) s = gpu_visible(call, "destination", dst);
+  if (s != HRX_OK) return s;
+  hrx__op op = {.kind = HRX_OP_FILL, .lane = HRX_LANE_COMPUTE, .value = value, .dst = dst};
+  op.uses = uses_alloc(1, call, &s);
+  if (!op.uses) return s;
+  op.nuses = 1;
+  op.uses[0] = (hrx__use){dst, HRX_ACCESS_WRITE};
+  return push(graph, call, &op, out_index);
+}
+
+static hrx_status copy_on(hrx_graph *graph, const char *call, hrx_view dst, hrx_view src,
+                          hrx_lane lane, size_t *out_index) {
+  hrx_status s = check_graph(graph, call);
+  if (s == HRX_OK && lane != HRX_LANE_UPLOAD && lane != HRX_LANE_COMPUTE &&
+      lane != HRX_LANE_DOWNLOAD)
+    s = hrx__err(HRX_E_INVALID, "%s: unknown lane %d", call, (int)lane);
+  if (s == HRX_OK) s = hrx__view_check(graph->rt, call, "destination", dst);
+  if (s == HRX_OK) s = hrx__view_check(graph->rt, call, "source", src);
+  if (s == HRX_OK) s = gpu_visible(call, "destination", dst);
+  if (s == HRX_OK) s = gpu_visible(call, "source", src);
+  if (s == HRX_OK && (dst.length != src.length || hrx_view_overlaps(dst, src)))
+    s = hrx__err(HRX_E_INVALID,
+                 "%s: copy needs equal, nonoverlapping ranges (destination %zu bytes at %zu, "
+                 "source %zu bytes at %zu)",
+                 call, dst.length, dst.offset, src.length, src.offset);
+  if (s != HRX_OK) return s;
+  hrx__op op = {.kind = HRX_OP_COPY, .lane = lane, .dst = dst, .src = src};
+  op.uses = uses_alloc(2, call, &s);
+  if (!op.uses) return s;
+  op.nuses = 2;
+  op.uses[0] = (hrx__use){dst, HRX_ACCESS_WRITE};
+  op.uses[1] = (hrx__use){src, HRX_ACCESS_READ};
+  return push(graph, call, &op, out_index);
+}
+
+HRX_API hrx_status hrx_graph_copy(hrx_graph *graph, hrx_view dst, hrx_view src,
+                                  size_t *out_index) {
+  hrx_lane lane = HRX_LANE_COMPUTE;
+  if (dst.buffer && src.buffer) {
+    bool src_host = src.buffer->memory == HRX_MEMORY_HOST_VISIBLE;
+    bool dst_host = dst.buffer->memory == HRX_MEMORY_HOST_VISIBLE;
+    bool src_dev = src.buffer->memory == HRX_MEMORY_DEVICE;
+    bool dst_dev = dst.buffer->memory == HRX_MEMORY_DEVICE;
+    if (src_host && dst_dev) lane = HRX_LANE_UPLOAD;
+    else if (src_dev && dst_host) lane = HRX_LANE_DOWNLOAD;
+  }
+  return copy_on(graph, "hrx_graph_copy", dst, src, lane, out_index);
+}
+
+HRX_API hrx_status hrx_graph_copy_on(hrx_graph *graph, hrx_view dst, hrx_view src,
+                                     hrx_lane lane, size_t *out_index) {
+  return copy_on(graph, "hrx_graph_copy_on", dst, src, lane, out_index);
+}
+
+static hrx_status dispatch(hrx_graph *graph, const char *call, bool aliasing, hrx_kernel *kernel,
+                           const hrx_view *views, size_t view_count,
+                           const hrx_constant *constants, size_t constant_count,
+                           size_t *out_index) {
+  hrx_status s = check_graph(graph, call);
+  if (s != HRX_OK) return s;
+  if (!kernel) return hrx__err(HRX_E_INVALID, "%s: kernel is NULL", call);
+  if (kernel->rt != graph->rt)
+    return hrx__err(HRX_E_INVALID, "%s: kernel belongs to another runtime", call);
+  const hrx_kernel_contract *c = &kernel->contract;
+  if (view_count != c->binding_count || (view_count && !views))
+    return hrx__err(HRX_E_INVALID, "%s: the kernel's contract has %zu bindings, got %zu", call,
+                    c->binding_count, view_count);
+  char what[32];
+  for (size_t i = 0; i < view_count; i++) {
+    snprintf(what, sizeof what, "binding %zu", i);
+    s = hrx__view_check(graph->rt, call, what, views[i]);
+    if (s == HRX_OK) s = gpu_visible(call, what, views[i]);
+    if (s != HRX_OK) return s;
+    if (views[i].length != c->bindings[i].extent)
+      return hrx__err(HRX_E_INVALID, "%s: binding %zu is %zu bytes, the contract needs %zu",
+                      call, i, views[i].length, c->bindings[i].extent);
+    uint64_t address = views[i].buffer->alloc->gpu + views[i].offset;
+    if (address % c->bindings[i].alignment != 0)
+      return hrx__err(HRX_E_INVALID,
+                      "%s: binding %zu: GPU allocation does not satisfy kernel alignment "
+                      "(address 0x%llx is not a multiple of %u)",
+                      call, i, (unsigned long long)address, c->bindings[i].alignment);
+  }
+  if (constants || constant_count) {
+    if (constant_count != c->constant_count || (constant_count && !constants))
+      return hrx__err(HRX_E_INVALID, "%s: the kernel's contract has %zu constants, got %zu", call,
+                      c->constant_count, constant_count);
+    for (size_t i = 0; i < constant_count; i++)
+      if (constants[i].size != c->constants[i].size)
+        return hrx__err(HRX_E_INVALID, "%s: constant %zu has size %u, the contract says %u", call,
+                        i, constants[i].size, c->constants[i].size);
+  } else {
+    constants = c->constants;
+    constant_count = c->constant_count;
+  }
+  if (!aliasing) {
+    for (size_t i = 0; i < view_count; i++)
+      for (size_t j = i + 1; j < view_count; j++)
+        if (hrx_view_overlaps(views[i], views[j]) &&
+            (hrx__writes(c->bindings[i].access) || hrx__writes(c->bindings[j].access)))
+          return hrx__err(HRX_E_INVALID,
+                          "%s: bindings %zu and %zu overlap and one is written (writable "
+                          "aliasing needs hrx_graph_dispatch_aliasing)",
+                          call, i, j);
+  }
+  hrx__op op = {.kind = HRX_OP_DISPATCH, .lane = HRX_LANE_COMPUTE, .kernel = kernel};
+  op.uses = uses_alloc(view_count, call, &s);
+  op.views = hrx__calloc(view_count, sizeof *op.views);
+  op.constants = hrx__calloc(constant_count, sizeof *op.constants);
+  if (!op.uses || !op.views || !op.constants) {
+    hrx__free(op.uses);
+    hrx__free(op.views);
+    hrx__free(op.constants);
+    return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  for (size_t i = 0; i < view_count; i++) {
+    op.views[i] = views[i];
+    op.uses[i] = (hrx__use){views[i], c->bindings[i].access};
+  }
+  if (constant_count) memcpy(op.constants, constants, constant_count * sizeof *constants);
+  op.nuses = op.nviews = view_count;
+  op.nconstants = constant_count;
+  return push(graph, call, &op, out_index);
+}
+
+HRX_API hrx_status hrx_graph_dispatch(hrx_graph *graph, hrx_kernel *kernel,
+                                      const hrx_view *views, size_t view_count,
+                                      const hrx_constant *constants, size_t constant_count,
+                                      size_t *out_index) {
+  return dispatch(graph, "hrx_graph_dispatch", false, kernel, views, view_count, constants,
+                  constant_count, out_index);
+}
+
+HRX_API hrx_status hrx_graph_dispatch_aliasing(hrx_graph *graph, hrx_kernel *kernel,
+                                               const hrx_view *views, size_t view_count,
+                                               const hrx_constant *constants,
+                                               size_t constant_count, size_t *out_index) {
+  return dispatch(graph, "hrx_graph_dispatch_aliasing", true, kernel, views, view_count,
+                  constants, constant_count, out_index);
+}
+
+static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
+                              const hrx_binding *bindings, size_t count, void *fn, void *user,
+                              hrx_destroy_fn destroy, size_t *out_index) {
+  hrx_status s = check_graph(graph, call);
+  if (s != HRX_OK) return s;
+  if (!fn) return hrx__err(HRX_E_INVALID, "%s: callback is NULL", call);
+  if (count && !bindings) return hrx__err(HRX_E_INVALID, "%s: bindings is NULL", call);
+  char what[32];
+  for (size_t i = 0; i < count; i++) {
+    snprintf(what, sizeof what, "binding %zu", i);
+    hrx_access a = bindings[i].access;
+    if (a != HRX_ACCESS_READ && a != HRX_ACCESS_WRITE && a != HRX_ACCESS_READ_WRITE)
+      return hrx__err(HRX_E_INVALID, "%s: %s has unknown access %d", call, what, (int)a);
+    s = hrx__view_check(graph->rt, call, what, bindings[i].view);
+    if (s != HRX_OK) return s;
+    if (scoped) {
+      s = gpu_visible(call, what, bindings[i].view);
+      if (s != HRX_OK) return s;
+    } else if (bindings[i].view.buffer->memory == HRX_MEMORY_DEVICE) {
+      return hrx__err(HRX_E_INVALID, "%s: %s is not visible to the host (device-local memory)",
+                      call, what);
+    }
+  }
+  hrx__callback *cb = hrx__calloc(1, sizeof *cb);
+  hrx__op op = {.kind = scoped ? HRX_OP_SCOPED : HRX_OP_HOST, .lane = HRX_LANE_COMPUTE};
+  op.uses = hrx__calloc(count, sizeof *op.uses);
+  op.views = hrx__calloc(count, sizeof *op.views);
+  if (!cb || !op.uses || !op.views) {
+    hrx__free(cb);
+    hrx__free(op.uses);
+    hrx__free(op.views);
+    return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  atomic_init(&cb->refs, 0); /* push() takes the op's reference */
+  pthread_mutex_init(&cb->lock, NULL);
+  cb->scoped = scoped;
+  if (scoped) cb->scoped_fn = (hrx_scoped_fn)fn;
+  else cb->host_fn = (hrx_host_fn)fn;
+  for (size_t i = 0; i < count; i++) {
+    op.uses[i] = (hrx__use){bindings[i].view, bindings[i].access};
+    op.views[i] = bindings[i].view;
+  }
+  op.nuses = op.nviews = count;
+  op.callback = cb;
+  s = push(graph, call, &op, out_index);
+  if (s != HRX_OK) {
+    pthread_mutex_destroy(&cb->lock);
+    hrx__free(cb);
+    return s;
+  }
+  /* Ownership of user passes only once the operation is recorded. */
+  cb->user = user;
+  cb->destroy = destroy;
+  return HRX_OK;
+}
+
+HRX_API hrx_status hrx_graph_scoped(hrx_graph *graph, const hrx_binding *bindings,
+                                    size_t binding_count, hrx_scoped_fn fn, void *user,
+                                    hrx_destroy_fn destroy, size_t *out_index) {
+  return callback_op(graph, "hrx_graph_scoped", true, bindings, binding_count, (void *)fn, user,
+                     destroy, out_index);
+}
+
+HRX_API hrx_status hrx_graph_host(hrx_graph *graph, const hrx_binding *bindings,
+                                  size_t binding_count, hrx_host_fn fn, void *user,
+                                  hrx_destroy_fn destroy, size_t *out_index) {
+  return callback_op(graph, "hrx_graph_host", false, bindings, binding_count, (void *)fn, user,
+                     destroy, out_index);
+}

@@ -1,0 +1,315 @@
+/* hrx internals shared by the library's source files. Never installed. */
+#ifndef HRX_INTERNAL_H
+#define HRX_INTERNAL_H
+
+#include "hrx.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#ifdef HRX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define HRX_MSG 512
+/* Queues: one worker each. 0..2 are the GPU lanes, 3 runs scoped callbacks, 4 host callbacks. */
+#define HRX_QUEUE_SCOPED 3
+#define HRX_QUEUE_HOST 4
+#define HRX_QUEUES 5
+#define HRX_MAX_FAULTS 64
+
+/* ---- errors and allocation (error.c) ---- */
+hrx_status hrx__err(hrx_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void hrx__clear_error(void);
+void *hrx__calloc(size_t count, size_t size);
+void *hrx__realloc(void *p, size_t size);
+void hrx__free(void *p);
+#ifdef HRX_HAVE_CUDA
+/* Wraps a CUDA error into an hrx status with CUDA's name and text after `what`. */
+hrx_status hrx__cuda_err(cudaError_t e, const char *what);
+/* True for errors that leave the CUDA context unusable (illegal address, trap, ...). */
+bool hrx__cuda_sticky(cudaError_t e);
+#endif
+
+/* ---- objects ---- */
+
+/* The target of completions' weak link to their runtime. */
+typedef struct hrx__token {
+  atomic_int refs;
+  pthread_mutex_t lock;
+  int alive;              /* under lock */
+  struct hrx_runtime *rt; /* valid while alive */
+} hrx__token;
+void hrx__token_release(hrx__token *t);
+
+/* One allocation; buffers own one, and quarantine can keep one alive past its buffer. */
+typedef struct hrx__alloc {
+  atomic_int refs;
+  hrx_engine engine;
+  hrx_memory memory;
+  void *host;    /* host address: host-visible and host-only memory, any host-engine memory */
+  uint64_t gpu;  /* address the GPU (or host engine) kernels see; 0 for host-only */
+  void *base;    /* what to free */
+} hrx__alloc;
+void hrx__alloc_release(hrx__alloc *a);
+
+struct hrx_buffer {
+  atomic_int refs;
+  struct hrx_runtime *rt;
+  hrx__alloc *alloc;
+  hrx_memory memory;
+  size_t size;
+  atomic_int last_writer;
+  /* Under rt->lock: */
+  char *poison;
+  int map_read, map_write;
+  int pending_reads, pending_writes;
+};
+
+struct hrx_kernel {
+  atomic_int refs;
+  struct hrx_runtime *rt;
+  hrx_kernel_contract contract;
+  hrx_binding_contract *bindings;
+  hrx_constant *constants;
+  uint32_t grid[3], block[3];
+  hrx_host_kernel_fn host_fn;
+  void *host_user;
+#ifdef HRX_HAVE_CUDA
+  cudaLibrary_t library;
+  cudaKernel_t function;
+#endif
+};
+
+/* A callback with its user data; one lock serializes its runs (across slots too). */
+typedef struct hrx__callback {
+  atomic_int refs;
+  pthread_mutex_t lock;
+  bool scoped;
+  hrx_scoped_fn scoped_fn;
+  hrx_host_fn host_fn;
+  void *user;
+  hrx_destroy_fn destroy;
+} hrx__callback;
+void hrx__callback_release(hrx__callback *c);
+
+/* A declared access; `access` keeps the declared kind. */
+typedef struct hrx__use {
+  hrx_view view;
+  hrx_access access;
+} hrx__use;
+static inline bool hrx__writes(hrx_access a) { return (a & HRX_ACCESS_WRITE) != 0; }
+bool hrx__uses_conflict(const hrx__use *a, size_t na, const hrx__use *b, size_t nb);
+
+typedef enum { HRX_OP_FILL, HRX_OP_COPY, HRX_OP_DISPATCH, HRX_OP_SCOPED, HRX_OP_HOST } hrx__op_kind;
+
+typedef struct hrx__op {
+  hrx__op_kind kind;
+  hrx_lane lane;
+  uint8_t value;           /* fill */
+  hrx_view dst, src;       /* fill: dst; copy: dst, src */
+  hrx_kernel *kernel;      /* dispatch (retained) */
+  hrx_view *views;         /* dispatch bindings, or callback bindings */
+  size_t nviews;
+  hrx_constant *constants; /* dispatch */
+  size_t nconstants;
+  hrx__callback *callback; /* scoped, host (retained) */
+  hrx__use *uses;          /* each use's buffer retained once */
+  size_t nuses;
+} hrx__op;
+void hrx__op_clear(hrx__op *op);
+
+struct hrx_graph {
+  struct hrx_runtime *rt;
+  hrx__op *ops;
+  size_t count, cap;
+};
+
+typedef enum { HRX_REG_NATIVE, HRX_REG_COPY, HRX_REG_SCOPED, HRX_REG_HOST } hrx__region_kind;
+
+typedef struct hrx__region {
+  hrx__region_kind kind;
+  hrx_lane lane;
+  int queue;
+  size_t first, count; /* operations [first, first + count) */
+  size_t copy_bytes;
+  hrx__use *uses; /* summarized; views borrowed from the ops */
+  size_t nuses;
+  size_t *deps; /* regions this one depends on */
+  size_t ndeps;
+  pthread_mutex_t lock; /* one launch at a time per executable */
+#ifdef HRX_HAVE_CUDA
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaStream_t stream;
+  cudaEvent_t *events; /* one per slot */
+#endif
+} hrx__region;
+
+/* The prepared form of a list of operations. */
+typedef struct hrx__plan {
+  hrx__op *ops;
+  size_t nops;
+  size_t **op_deps; /* per op: ops (global indices) it depends on inside its region */
+  size_t *op_ndeps;
+  hrx__region *regions;
+  size_t nregions;
+  hrx__use *uses; /* graph-wide summary */
+  size_t nuses;
+  bool parallel;
+} hrx__plan;
+
+typedef struct hrx__slot {
+  bool occupied;
+  struct hrx_completion *signal; /* one reference held by the slot */
+  struct hrx__run *run;
+} hrx__slot;
+
+struct hrx_prepared {
+  atomic_int refs;
+  struct hrx_runtime *rt;
+  hrx__plan plan;
+  atomic_int quarantined;
+  uint32_t nslots;
+  hrx__slot *slots; /* under rt->lock */
+};
+
+struct hrx_completion {
+  atomic_int refs;
+  hrx__token *token;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool done;      /* under lock: observable completion */
+  /* Under the runtime's lock while the runtime lives; frozen once finished. */
+  bool finished;
+  hrx_status status;
+  char message[HRX_MSG];
+  struct hrx__run *run;
+};
+
+typedef enum { HRX_RI_PENDING, HRX_RI_RUNNING, HRX_RI_ISSUED, HRX_RI_DONE, HRX_RI_SKIPPED } hrx__ri_state;
+
+typedef struct hrx__edge {
+  struct hrx__run *run;
+  size_t region;
+} hrx__edge;
+
+/* A region of one run. */
+typedef struct hrx__ri {
+  hrx__ri_state state;
+  hrx__edge *order; /* regions of earlier runs it is ordered after (conflicting accesses) */
+  size_t norder;
+} hrx__ri;
+
+/* One accepted submission. Lives in the runtime's active list until it finishes. */
+typedef struct hrx__run {
+  struct hrx__run *next, *prev;
+  uint64_t seq;
+  hrx_prepared *prepared; /* retained */
+  uint32_t slot;
+  struct hrx_completion *signal;
+  hrx__ri *ri;
+  size_t remaining;
+  hrx_status failure;
+  char message[HRX_MSG];
+  struct hrx__run **producers; /* explicit producers still unfinished */
+  size_t nproducers;
+  struct hrx__run *grave_next;
+} hrx__run;
+
+typedef struct hrx__watch {
+  hrx__run *run;
+  size_t region;
+  struct hrx__watch *next;
+} hrx__watch;
+
+typedef struct hrx__quarantine {
+  hrx__callback *callback;
+  hrx__alloc **allocs;
+  size_t nallocs;
+  struct hrx__quarantine *next;
+} hrx__quarantine;
+
+struct hrx_runtime {
+  atomic_int refs;
+  hrx_runtime_options options;
+  hrx__token *token;
+  pthread_mutex_t lock;
+  pthread_cond_t work;
+  pthread_cond_t idle;
+  bool shutdown;
+  bool failed;
+  char fail_message[HRX_MSG];
+  hrx__run *head, *tail;
+  size_t active;
+  uint64_t seq;
+  int faults[HRX_MAX_FAULTS];
+  size_t fault_head, fault_count;
+  bool copy_created[3];
+  bool copy_healthy[3];
+  pthread_mutex_t copy_lock[3];
+  hrx__watch *watch_head[3], *watch_tail[3];
+  hrx__quarantine *quarantine;
+  hrx__run *graveyard; /* finished runs to free outside the lock */
+  pthread_t threads[HRX_QUEUES + 3];
+  struct hrx__targ {
+    struct hrx_runtime *rt;
+    int index; /* 0..4: queue workers; 5..7: lane watchers (CUDA engine) */
+  } targs[HRX_QUEUES + 3];
+  size_t nthreads;
+  struct {
+    atomic_uint_least64_t submissions, native_prepared, native_updated, copy_streams,
+        lane_bytes[3], copied, regions_failed, quarantined_callbacks;
+  } counters;
+#ifdef HRX_HAVE_CUDA
+  int device;
+  int cc_major, cc_minor;
+  cudaStream_t copy_stream[3];
+#endif
+};
+
+/* ---- runtime.c ---- */
+void hrx__lock(hrx_runtime *rt);
+/* Unlocks, then frees finished runs and notifies their completions outside the lock. */
+void hrx__unlock(hrx_runtime *rt);
+/* Fails the whole runtime (under rt->lock): every active run fails with device lost. */
+void hrx__runtime_fail_locked(hrx_runtime *rt, const char *message);
+/* Checks the runtime is healthy; sets the last error naming `call` if not. */
+hrx_status hrx__runtime_usable(hrx_runtime *rt, const char *call);
+
+/* ---- graph.c ---- */
+hrx_status hrx__view_check(hrx_runtime *rt, const char *call, const char *what, hrx_view v);
+
+/* ---- prepare.c ---- */
+hrx_status hrx__plan_build(hrx_runtime *rt, hrx__op *ops, size_t nops, uint32_t slots,
+                           const char *call, hrx__plan *out);
+hrx_status hrx__plan_materialize(hrx_runtime *rt, hrx__plan *plan, uint32_t slots,
+                                 const char *call);
+void hrx__plan_destroy(hrx__plan *plan, uint32_t slots);
+bool hrx__plan_same_topology(const hrx__plan *a, const hrx__plan *b);
+
+/* ---- sched.c ---- */
+void *hrx__worker_main(void *arg);
+void *hrx__watcher_main(void *arg);
+void hrx__run_fail_locked(hrx_runtime *rt, hrx__run *run, hrx_status status, const char *msg);
+
+/* ---- cuda.c (CUDA engine) ---- */
+#ifdef HRX_HAVE_CUDA
+hrx_status hrx__cuda_runtime_init(hrx_runtime *rt);
+void hrx__cuda_runtime_fini(hrx_runtime *rt);
+hrx_status hrx__cuda_alloc(hrx_runtime *rt, hrx_memory memory, size_t bytes, hrx__alloc *a);
+hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__region *reg,
+                                  cudaGraph_t *out);
+/* Fill kernel for host-visible memory, compiled by nvcc (fill.cu). */
+const void *hrx__fill_kernel(void);
+#endif
+
+/* Whether an engine's copy regions/graph regions run on the GPU asynchronously. */
+static inline bool hrx__gpu_engine(const hrx_runtime *rt) {
+  return rt->options.engine == HRX_ENGINE_CUDA;
+}
+
+#endif
