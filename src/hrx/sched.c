@@ -429,6 +429,12 @@ void *hrx__worker_main(void *arg) {
     if (rt->shutdown) break;
     hrx__run *run;
     size_t r;
+    if (rt->graveyard) {
+      /* Free finished runs and notify their completions before sleeping. */
+      hrx__unlock(rt);
+      hrx__lock(rt);
+      continue;
+    }
     if (!find_ready_locked(rt, queue, &run, &r)) {
       pthread_cond_wait(&rt->work, &rt->lock);
       continue;
@@ -490,6 +496,11 @@ void *hrx__watcher_main(void *arg) {
   cudaSetDevice(rt->device);
   hrx__lock(rt);
   for (;;) {
+    if (rt->graveyard) {
+      hrx__unlock(rt);
+      hrx__lock(rt);
+      continue;
+    }
     hrx__watch *w = rt->watch_head[lane];
     if (!w) {
       if (rt->shutdown) break;
