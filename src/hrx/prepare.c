@@ -213,6 +213,7 @@ hrx_status hrx__plan_build(hrx_runtime *rt, hrx__op *ops, size_t nops, uint32_t 
 
 /* Creates the lane's cached copy stream the first time a copy region needs it. */
 static hrx_status ensure_copy_stream(hrx_runtime *rt, hrx_lane lane, const char *call) {
+  (void)call;
   hrx_status s = HRX_OK;
   hrx__lock(rt);
   if (!rt->copy_created[lane]) {

@@ -41,11 +41,17 @@ void hrx__unlock(hrx_runtime *rt) {
     hrx__run *next = grave->grave_next;
     hrx_completion *signal = grave->signal;
     run_free(grave);
+    /* The reference taken for this notification is dropped in the same critical section
+     * that publishes `done`, so whoever sees the run done also sees the slot's true count of
+     * observers (a slot is reusable only once that count is back to one). */
     pthread_mutex_lock(&signal->lock);
     signal->done = true;
     pthread_cond_broadcast(&signal->cond);
+    int n = atomic_load(&signal->refs);
+    while (n > 1 && !atomic_compare_exchange_weak(&signal->refs, &n, n - 1)) {
+    }
     pthread_mutex_unlock(&signal->lock);
-    hrx_completion_release(signal);
+    if (n == 1) hrx_completion_release(signal);
     grave = next;
   }
 }

@@ -924,17 +924,18 @@ Test(SUITE, poison_fails_a_region_at_run_time) {
   /* The writer is held on the host queue until the reader was accepted, then fails natively
    * (an injected fault consumed by the fill region that follows the gate). */
   hrx_graph *g = graph(rt);
-  hrx_binding b = {hrx_view_whole(x), HRX_ACCESS_READ};
+  hrx_binding b = {hrx_view_whole(x), HRX_ACCESS_READ_WRITE};
   OK(hrx_graph_host(g, &b, 1, ut_gate_cb, &gate, NULL, NULL));
-  OK(hrx_graph_fill(g, hrx_view_whole(d), 1, NULL));
+  OK(hrx_graph_fill(g, hrx_view_whole(x), 1, NULL)); /* after the gate (write after write) */
   hrx_prepared *w = prepare(g);
+  cr_assert_eq(hrx_prepared_parallel(w), 0);
   g = graph(rt);
-  OK(hrx_graph_copy(g, hrx_view_whole(x), hrx_view_whole(d), NULL));
+  OK(hrx_graph_copy(g, hrx_view_whole(d), hrx_view_whole(x), NULL));
   hrx_prepared *r = prepare(g);
   hrx_completion *cw, *cr;
   OK(hrx_submit(w, &cw));
   cr_assert(ut_gate_entered(&gate, 1));
-  OK(hrx_submit(r, &cr)); /* d is not poisoned yet: accepted, ordered after w */
+  OK(hrx_submit(r, &cr)); /* x is not poisoned yet: accepted, ordered after w */
   OK(hrx_runtime_inject_fault(rt, HRX_FAULT_NEXT_REGION));
   ut_gate_open(&gate);
   ERR(hrx_completion_wait(cw, WAIT), HRX_E_DEVICE_LOST, "injected region failure");

@@ -9,6 +9,7 @@ static hrx_runtime *rt;
 static hrx_buffer *shared_buf;
 static hrx_kernel *add;
 static int failures;
+static hrx_buffer *own_bufs[THREADS];
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void fail(const char *what, hrx_status s) {
@@ -64,17 +65,8 @@ static void *worker(void *arg) {
     if (w != HRX_OK) fail("final wait", w);
     hrx_completion_release(prev);
   }
-  float out[N];
-  s = ut_get(rt, own, 0, out, sizeof out);
-  if (s != HRX_OK) fail("read own", s);
-  for (int i = 0; i < N && s == HRX_OK; i++)
-    if (out[i] != (float)ROUNDS) {
-      fprintf(stderr, "thread %d: own[%d] = %g, wanted %d\n", id, i, out[i], ROUNDS);
-      fail("own value", HRX_OK);
-      break;
-    }
+  own_bufs[id] = own; /* read by main once every thread is done */
   hrx_prepared_release(p);
-  hrx_buffer_release(own);
   return NULL;
 }
 
@@ -99,6 +91,17 @@ int main(void) {
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   float out[N];
   s = hrx_runtime_drain(rt);
+  for (int t_i = 0; t_i < THREADS && s == HRX_OK; t_i++) {
+    if (!own_bufs[t_i]) continue;
+    s = ut_get(rt, own_bufs[t_i], 0, out, sizeof out);
+    for (int i = 0; i < N && s == HRX_OK; i++)
+      if (out[i] != (float)ROUNDS) {
+        fprintf(stderr, "thread %d: own[%d] = %g, wanted %d\n", t_i, i, out[i], ROUNDS);
+        failures++;
+        break;
+      }
+    hrx_buffer_release(own_bufs[t_i]);
+  }
   if (s == HRX_OK) s = ut_get(rt, shared_buf, 0, out, sizeof out);
   if (s != HRX_OK) fail("read shared", s);
   for (int i = 0; i < N && s == HRX_OK; i++)
