@@ -119,19 +119,124 @@ void nv__test_fail_alloc_at(long k) {
 
 long nv__test_alloc_count(void) { return atomic_load(&alloc_count); }
 
+/* Host allocations carry a 16-byte header with their size class. Small blocks (up to 1 KiB,
+ * in 64-byte classes) are recycled through a per-thread free list, since graph building
+ * allocates and frees a node, a handle and a buffer object per op; sanitizer builds skip the
+ * cache so that use-after-free stays visible. */
+#define HDR 16
+#define CLASS_BYTES 64
+#define NCLASS 16
+/* Each class caches at most this many bytes per thread. */
+#define CACHE_BYTES (4u << 20)
+#define LARGE 0xff
+
+typedef struct free_block {
+  struct free_block *next;
+} free_block;
+
+typedef struct thread_cache {
+  free_block *head[NCLASS];
+  int count[NCLASS];
+} thread_cache;
+
+/* Initial-exec TLS: a hot path, and a pointer is small enough for the static TLS block. */
+static _Thread_local thread_cache *tcache __attribute__((tls_model("initial-exec")));
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+static void tcache_destroy(void *arg) {
+  thread_cache *c = arg;
+  for (int k = 0; k < NCLASS; k++)
+    while (c->head[k]) {
+      free_block *b = c->head[k];
+      c->head[k] = b->next;
+      free(b);
+    }
+  free(c);
+}
+
+static void tcache_key_init(void) { pthread_key_create(&tcache_key, tcache_destroy); }
+
+static thread_cache *get_tcache(void) {
+#ifdef NV_DEBUG_ASSERTS
+  return NULL;
+#else
+  if (!tcache) {
+    pthread_once(&tcache_once, tcache_key_init);
+    tcache = calloc(1, sizeof *tcache);
+    if (tcache) pthread_setspecific(tcache_key, tcache);
+  }
+  return tcache;
+#endif
+}
+
+void *nv__mem_alloc(size_t n) {
+  unsigned cls = n <= (size_t)NCLASS * CLASS_BYTES - HDR ? (unsigned)((n + HDR - 1) / CLASS_BYTES) : LARGE;
+  unsigned char *p = NULL;
+  if (cls != LARGE) {
+    thread_cache *c = get_tcache();
+    if (c && c->head[cls]) {
+      p = (unsigned char *)c->head[cls];
+      c->head[cls] = ((free_block *)p)->next;
+      c->count[cls]--;
+    } else {
+      p = malloc((size_t)(cls + 1) * CLASS_BYTES);
+    }
+  } else {
+    p = n > SIZE_MAX - HDR ? NULL : malloc(n + HDR);
+  }
+  if (!p) return NULL;
+  p[0] = (unsigned char)cls;
+  return p + HDR;
+}
+
+void nv__mem_free(void *ptr) {
+  if (!ptr) return;
+  unsigned char *p = (unsigned char *)ptr - HDR;
+  unsigned cls = p[0];
+  if (cls != LARGE) {
+    thread_cache *c = get_tcache();
+    if (c && (size_t)c->count[cls] * (cls + 1) * CLASS_BYTES < CACHE_BYTES) {
+      ((free_block *)p)->next = c->head[cls];
+      c->head[cls] = (free_block *)p;
+      c->count[cls]++;
+      return;
+    }
+  }
+  free(p);
+}
+
 void *nv__malloc(size_t n) {
   if (nv__alloc_should_fail()) return NULL;
-  return malloc(n ? n : 1);
+  return nv__mem_alloc(n);
 }
 
 void *nv__calloc(size_t count, size_t n) {
-  if (nv__alloc_should_fail()) return NULL;
-  return calloc(count ? count : 1, n ? n : 1);
+  if (n && count > SIZE_MAX / n) return NULL;
+  void *p = nv__malloc(count * n);
+  if (p) memset(p, 0, count * n);
+  return p;
 }
 
-void *nv__realloc(void *p, size_t n) {
+void *nv__realloc(void *ptr, size_t n) {
   if (nv__alloc_should_fail()) return NULL;
-  return realloc(p, n ? n : 1);
+  if (!ptr) return nv__mem_alloc(n);
+  unsigned char *p = (unsigned char *)ptr - HDR;
+  size_t old = p[0] == LARGE ? SIZE_MAX : (size_t)(p[0] + 1) * CLASS_BYTES - HDR;
+  if (p[0] != LARGE && n <= old) return ptr;
+  if (p[0] == LARGE) {
+    unsigned char *q = n > SIZE_MAX - HDR ? NULL : realloc(p, n + HDR);
+    if (!q) return NULL;
+    if (n <= (size_t)NCLASS * CLASS_BYTES - HDR) {
+      /* A shrunk large block stays marked large. */
+    }
+    return q + HDR;
+  }
+  void *q = nv__mem_alloc(n);
+  if (!q) return NULL;
+  memcpy(q, ptr, old);
+  nv__mem_free(ptr);
+  return q;
 }
 
-void nv__free(void *p) { free(p); }
+void nv__free(void *p) { nv__mem_free(p); }

@@ -59,6 +59,9 @@ void *nv__malloc(size_t n);
 void *nv__calloc(size_t count, size_t n);
 void *nv__realloc(void *p, size_t n);
 void nv__free(void *p);
+/* The same allocator without failure injection (for objects that report failures). */
+void *nv__mem_alloc(size_t n);
+void nv__mem_free(void *p);
 /* Returns true when the next host or buffer allocation must fail (failure injection). */
 bool nv__alloc_should_fail(void);
 

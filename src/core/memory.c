@@ -140,7 +140,7 @@ nv__buffer *nv__buffer_alloc(size_t nbytes) {
       nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer (injected)");
       return NULL;
     }
-    nv__buffer *b = malloc(sizeof *b + NV__INLINE_BYTES);
+    nv__buffer *b = nv__mem_alloc(sizeof *b + NV__INLINE_BYTES);
     if (!b) {
       nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer");
       return NULL;
@@ -163,7 +163,7 @@ nv__buffer *nv__buffer_alloc(size_t nbytes) {
   size_t cap;
   void *p = raw_alloc(nbytes, &cap);
   if (!p) {
-    free(b);
+    nv__free(b);
     return NULL;
   }
   atomic_init(&b->refs, 1);
@@ -201,7 +201,7 @@ void nv__buffer_release(nv__buffer *b) {
   atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
   if (b->kind == NV__BUF_POOL) raw_free(b->ptr, b->capacity);
   else if (b->destroy) b->destroy(b->ctx);
-  free(b);
+  nv__free(b);
 }
 
 long nv__test_live_buffers(void) { return atomic_load(&live_buffers); }

@@ -39,7 +39,7 @@ typedef float _Complex cf;
   }
 
 #define BIN_FN(NAME, T, EXPR)                                                       \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {      \
+  NV_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {      \
     (void)extra;                                                                    \
     BIN_LOOP(T, EXPR)                                                               \
   }
@@ -150,7 +150,7 @@ nv_status nv__k_add_multiply(nv__node *node, const nv__operand *in, int donated)
 /* ---- Unary ---- */
 
 #define UN_FN(NAME, TO, TI, EXPR)                                                    \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {       \
+  NV_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {       \
     (void)extra;                                                                     \
     TO *o = (TO *)p[0];                                                              \
     const TI *a = (const TI *)p[1];                                                  \

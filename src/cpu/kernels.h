@@ -7,6 +7,14 @@
 #include "core/strided.h"
 #include "ops/params.h"
 
+/* Hot inner loops are compiled for the baseline ISA and for AVX2 and AVX-512, picked at load
+ * time (function multi-versioning), so one binary runs everywhere and fast where it can. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(NV_NO_CLONES)
+#define NV_KERNEL_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#else
+#define NV_KERNEL_CLONES
+#endif
+
 /* Element count above which kernels split work across the pool. */
 #define NV__PAR_GRAIN 32768
 
