@@ -139,8 +139,9 @@ typedef struct thread_cache {
   int count[NCLASS];
 } thread_cache;
 
-/* Initial-exec TLS: a hot path, and a pointer is small enough for the static TLS block. */
-static _Thread_local thread_cache *tcache __attribute__((tls_model("initial-exec")));
+/* The global-dynamic TLS model stays: libnuvec.so is often dlopen'ed (Python), where the
+ * static TLS block may have no room. */
+static _Thread_local thread_cache *tcache;
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
 
