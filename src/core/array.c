@@ -477,8 +477,8 @@ static double load_double(const void *p, nv_dtype dt) {
 }
 
 nv_status nv_array_item_double(nv_array *x, double *out) {
-  const void *p;
-  nv_dtype dt;
+  const void *p = NULL;
+  nv_dtype dt = NV_DTYPE_FLOAT32;
   nv_status s = item_ptr(x, "item", &p, &dt);
   if (s == NV_OK) *out = load_double(p, dt);
   return s;
@@ -492,8 +492,8 @@ nv_status nv_array_item_float(nv_array *x, float *out) {
 }
 
 nv_status nv_array_item_int64(nv_array *x, int64_t *out) {
-  const void *p;
-  nv_dtype dt;
+  const void *p = NULL;
+  nv_dtype dt = NV_DTYPE_FLOAT32;
   nv_status s = item_ptr(x, "item", &p, &dt);
   if (s != NV_OK) return s;
   if (dt == NV_DTYPE_INT64) *out = *(const int64_t *)p;
@@ -505,8 +505,8 @@ nv_status nv_array_item_int64(nv_array *x, int64_t *out) {
 }
 
 nv_status nv_array_item_uint64(nv_array *x, uint64_t *out) {
-  const void *p;
-  nv_dtype dt;
+  const void *p = NULL;
+  nv_dtype dt = NV_DTYPE_FLOAT32;
   nv_status s = item_ptr(x, "item", &p, &dt);
   if (s != NV_OK) return s;
   if (dt == NV_DTYPE_UINT64) *out = *(const uint64_t *)p;
@@ -518,8 +518,8 @@ nv_status nv_array_item_uint64(nv_array *x, uint64_t *out) {
 }
 
 nv_status nv_array_item_bool(nv_array *x, bool *out) {
-  const void *p;
-  nv_dtype dt;
+  const void *p = NULL;
+  nv_dtype dt = NV_DTYPE_FLOAT32;
   nv_status s = item_ptr(x, "item", &p, &dt);
   if (s != NV_OK) return s;
   if (dt == NV_DTYPE_COMPLEX64)
@@ -530,8 +530,8 @@ nv_status nv_array_item_bool(nv_array *x, bool *out) {
 }
 
 nv_status nv_array_item_complex(nv_array *x, nv_complex64 *out) {
-  const void *p;
-  nv_dtype dt;
+  const void *p = NULL;
+  nv_dtype dt = NV_DTYPE_FLOAT32;
   nv_status s = item_ptr(x, "item", &p, &dt);
   if (s != NV_OK) return s;
   if (dt == NV_DTYPE_COMPLEX64) memcpy(out, p, sizeof *out);

@@ -39,15 +39,18 @@ struct nv__completion {
   bool done;
 };
 
+static atomic_long live_completions;
+long nv__test_live_completions(void) { return atomic_load(&live_completions); }
+
 static void completion_release(nv__completion *c) {
   if (atomic_fetch_sub(&c->refs, 1) == 1) {
+    atomic_fetch_sub(&live_completions, 1);
     pthread_mutex_destroy(&c->m);
     pthread_cond_destroy(&c->c);
     free(c);
   }
 }
 
-long nv__test_completion_refs(nv__completion *c) { return atomic_load(&c->refs); }
 
 /* Publishes a running node's final state and wakes its waiters. The node's lock is held only
  * for the transition. */
@@ -86,6 +89,7 @@ static nv__error *wait_running(nv__node *n, nv__ectx *ctx) {
   if (!c) {
     c = malloc(sizeof *c);
     if (c) {
+      atomic_fetch_add(&live_completions, 1);
       atomic_init(&c->refs, 1);
       pthread_mutex_init(&c->m, NULL);
       pthread_cond_init(&c->c, NULL);
@@ -117,21 +121,16 @@ void nv__test_begin_running(const nv_array *x, int owner) {
   nv__node_unlock(n);
 }
 
+static void evaluate(nv__node *n, nv__ectx *ctx);
+
 void nv__test_end_running(const nv_array *x, nv_status status, const char *msg) {
   nv__node *n = x->node;
   if (status == NV_OK) {
+    /* Computes the node for real; its waiters are woken by the normal finish. */
     nv__node_lock(n);
     atomic_store_explicit(&n->state, NV__PENDING, memory_order_release);
-    nv__completion *c = n->done;
-    n->done = NULL;
     nv__node_unlock(n);
-    if (c) {
-      pthread_mutex_lock(&c->m);
-      c->done = true;
-      pthread_cond_broadcast(&c->c);
-      pthread_mutex_unlock(&c->m);
-      completion_release(c);
-    }
+    evaluate(n, NULL);
     return;
   }
   finish(n, NV__FAILED, nv__error_new(status, "%s", msg));

@@ -267,9 +267,11 @@ long nv__test_alloc_count(void);
 /* Lowers (or with 0 restores) the largest base size donation accepts (the 2^32 − 1 rule). */
 void nv__test_set_donation_limit(uint64_t limit);
 /* Marks an unevaluated array's node Running by `owner` (0: the calling thread), and ends it:
- * NV_OK puts it back to Pending (waking waiters), another status fails it with `msg`. */
+ * NV_OK computes it (waking waiters), another status fails it with `msg`. */
 void nv__test_begin_running(const nv_array *x, int owner);
 void nv__test_end_running(const nv_array *x, nv_status status, const char *msg);
+/* Completions (wait objects of running nodes) alive now. */
+long nv__test_live_completions(void);
 /* Inputs written in place (donated) so far, process-wide. */
 long nv__test_donations(void);
 /* Whether an update base of n elements may be donated: 0 < n < 2^32 − 1. */

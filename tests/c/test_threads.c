@@ -114,12 +114,42 @@ static void waiters_receive_the_owners_error(void) {
   nv__test_end_running(waited_on, NV_ERR_BACKEND, "add: the kernel failed (injected)");
   pthread_join(th, NULL);
   CHECK(waiter_status == NV_ERR_BACKEND, "status %d", waiter_status);
+  CHECK(nv__test_live_completions() == 0, "the completion was released");
   CHECK(strstr(waiter_msg, "injected") != NULL, "message '%s'", waiter_msg);
   nv_release(waited_on);
   nv_release(x);
 }
 
 /* Evaluating an array from inside its own evaluation is an error, not a deadlock. */
+/* running_releases_its_completion: both ends of a running node release the completion its
+ * waiters share — finishing normally and failing (the abnormal exit). */
+static void *plain_waiter(void *arg) {
+  nv_array *y = nv_exp((nv_array *)arg);
+  waiter_status = nv_eval1(y);
+  nv_release(y);
+  return NULL;
+}
+
+static void running_releases_its_completion(void) {
+  for (int fail = 0; fail <= 1; fail++) {
+    float v = 2;
+    nv_array *x = f32v(&v, 1);
+    nv_array *n = nv_add_scalar(x, 1);
+    nv__test_begin_running(n, 999998);
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, plain_waiter, n);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    nv__test_end_running(n, fail ? NV_ERR_BACKEND : NV_OK, "failed while running");
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    CHECK(nv__test_live_completions() == 0, "fail=%d: completion still alive", fail);
+    CHECK(waiter_status == (fail ? NV_ERR_BACKEND : NV_OK), "fail=%d: status %d", fail,
+          waiter_status);
+    nv_release(n);
+    nv_release(x);
+  }
+}
+
 static void eval_inside_own_evaluation(void) {
   float v = 1;
   nv_array *x = f32v(&v, 1);
@@ -141,6 +171,7 @@ int main(void) {
   run_once_across_threads();
   waiters_receive_the_owners_error();
   eval_inside_own_evaluation();
+  running_releases_its_completion();
   printf("threads: %d iterations x %d threads, run-once held\n", iters, THREADS);
   return 0;
 }
