@@ -73,11 +73,17 @@ hrx_status hrx__cuda_alloc(hrx_runtime *rt, hrx_memory memory, size_t bytes, hrx
 
 static void *gpu_address(hrx_view v) { return (void *)(uintptr_t)(v.buffer->alloc->gpu + v.offset); }
 
-static cudaError_t add_op(cudaGraph_t g, const hrx__op *op, const cudaGraphNode_t *deps,
-                          size_t ndeps, cudaGraphNode_t *node) {
-  if (op->kind == HRX_OP_COPY)
-    return cudaGraphAddMemcpyNode1D(node, g, deps, ndeps, gpu_address(op->dst),
-                                    gpu_address(op->src), op->dst.length, cudaMemcpyDefault);
+/* Adds the operation's node to g (set == false) or rewrites the parameters of the existing
+ * `*node` (set == true). Kernel parameter arrays only need to live through the call. */
+static cudaError_t op_node(cudaGraph_t g, const hrx__op *op, const cudaGraphNode_t *deps,
+                           size_t ndeps, cudaGraphNode_t *node, bool set) {
+  if (op->kind == HRX_OP_COPY) {
+    void *dst = gpu_address(op->dst);
+    const void *src = gpu_address(op->src);
+    if (set) return cudaGraphMemcpyNodeSetParams1D(*node, dst, src, op->dst.length, cudaMemcpyDefault);
+    return cudaGraphAddMemcpyNode1D(node, g, deps, ndeps, dst, src, op->dst.length,
+                                    cudaMemcpyDefault);
+  }
   if (op->kind == HRX_OP_FILL && op->dst.buffer->memory == HRX_MEMORY_DEVICE) {
     struct cudaMemsetParams m;
     memset(&m, 0, sizeof m);
@@ -86,16 +92,20 @@ static cudaError_t add_op(cudaGraph_t g, const hrx__op *op, const cudaGraphNode_
     m.elementSize = 1;
     m.width = op->dst.length;
     m.height = 1;
+    if (set) return cudaGraphMemsetNodeSetParams(*node, &m);
     return cudaGraphAddMemsetNode(node, g, deps, ndeps, &m);
   }
   struct cudaKernelNodeParams k;
   memset(&k, 0, sizeof k);
   void *args[130];
   void *ptrs[64];
+  unsigned int value = op->value;
+  void *dst = NULL;
+  size_t n = 0;
   if (op->kind == HRX_OP_FILL) {
-    unsigned int value = op->value;
-    void *dst = gpu_address(op->dst);
-    size_t n = op->dst.length;
+    /* Graph memset nodes do not reach mapped host memory: fill it with hrx's kernel. */
+    dst = gpu_address(op->dst);
+    n = op->dst.length;
     size_t blocks = (n + 255) / 256;
     k.func = (void *)hrx__fill_kernel();
     k.gridDim.x = (unsigned)(blocks > 1024 ? 1024 : blocks);
@@ -105,28 +115,28 @@ static cudaError_t add_op(cudaGraph_t g, const hrx__op *op, const cudaGraphNode_
     args[0] = &dst;
     args[1] = &value;
     args[2] = &n;
-    k.kernelParams = args;
-    return cudaGraphAddKernelNode(node, g, deps, ndeps, &k);
+  } else {
+    size_t a = 0;
+    for (size_t i = 0; i < op->nviews; i++) {
+      ptrs[i] = gpu_address(op->views[i]);
+      args[a++] = &ptrs[i];
+    }
+    for (size_t i = 0; i < op->nconstants; i++) args[a++] = (void *)&op->constants[i].value;
+    k.func = (void *)op->kernel->function;
+    k.gridDim.x = op->kernel->grid[0];
+    k.gridDim.y = op->kernel->grid[1];
+    k.gridDim.z = op->kernel->grid[2];
+    k.blockDim.x = op->kernel->block[0];
+    k.blockDim.y = op->kernel->block[1];
+    k.blockDim.z = op->kernel->block[2];
   }
-  size_t a = 0;
-  for (size_t i = 0; i < op->nviews; i++) {
-    ptrs[i] = gpu_address(op->views[i]);
-    args[a++] = &ptrs[i];
-  }
-  for (size_t i = 0; i < op->nconstants; i++) args[a++] = (void *)&op->constants[i].value;
-  k.func = (void *)op->kernel->function;
-  k.gridDim.x = op->kernel->grid[0];
-  k.gridDim.y = op->kernel->grid[1];
-  k.gridDim.z = op->kernel->grid[2];
-  k.blockDim.x = op->kernel->block[0];
-  k.blockDim.y = op->kernel->block[1];
-  k.blockDim.z = op->kernel->block[2];
   k.kernelParams = args;
+  if (set) return cudaGraphKernelNodeSetParams(*node, &k);
   return cudaGraphAddKernelNode(node, g, deps, ndeps, &k);
 }
 
 hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__region *reg,
-                                  cudaGraph_t *out) {
+                                  cudaGraph_t *out, cudaGraphNode_t **out_nodes) {
   const char *call = "hrx_graph_prepare";
   cudaError_t e = cudaSetDevice(rt->device);
   cudaGraph_t g = NULL;
@@ -144,14 +154,53 @@ hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__r
     size_t global = reg->first + k;
     size_t nd = plan->op_ndeps[global];
     for (size_t d = 0; d < nd; d++) deps[d] = nodes[plan->op_deps[global][d] - reg->first];
-    e = add_op(g, &plan->ops[global], deps, nd, &nodes[k]);
+    e = op_node(g, &plan->ops[global], deps, nd, &nodes[k], false);
   }
-  hrx__free(nodes);
   hrx__free(deps);
   if (e != cudaSuccess) {
+    hrx__free(nodes);
     cudaGraphDestroy(g);
     return hrx__cuda_err(e, call);
   }
   *out = g;
+  *out_nodes = nodes;
+  return HRX_OK;
+}
+
+static bool same_view(hrx_view a, hrx_view b) {
+  return a.buffer == b.buffer && a.offset == b.offset && a.length == b.length;
+}
+
+/* Whether two operations of the same kind lower to identical node parameters. */
+static bool same_params(const hrx__op *a, const hrx__op *b) {
+  if (a->value != b->value || !same_view(a->dst, b->dst) || !same_view(a->src, b->src)) return false;
+  for (size_t i = 0; i < a->nviews; i++)
+    if (!same_view(a->views[i], b->views[i])) return false;
+  for (size_t i = 0; i < a->nconstants; i++)
+    if (a->constants[i].size != b->constants[i].size ||
+        memcmp(&a->constants[i].value, &b->constants[i].value, a->constants[i].size) != 0)
+      return false;
+  return true;
+}
+
+hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, const hrx__plan *fresh,
+                                   hrx__region *reg, bool *updated) {
+  const char *call = "hrx_prepared_update";
+  *updated = false;
+  cudaError_t e = cudaSetDevice(rt->device);
+  for (size_t k = 0; k < reg->count && e == cudaSuccess; k++) {
+    size_t i = reg->first + k;
+    if (same_params(&old->ops[i], &fresh->ops[i])) continue;
+    e = op_node(reg->graph, &fresh->ops[i], NULL, 0, &reg->nodes[k], true);
+    *updated = true;
+  }
+  if (e == cudaSuccess && *updated) {
+    cudaGraphExecUpdateResultInfo info;
+    e = cudaGraphExecUpdate(reg->exec, reg->graph, &info);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return hrx__cuda_err(e, call);
+  }
   return HRX_OK;
 }

@@ -145,7 +145,8 @@ typedef struct hrx__region {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   cudaStream_t stream;
-  cudaEvent_t *events; /* one per slot */
+  cudaEvent_t *events;    /* one per slot */
+  cudaGraphNode_t *nodes; /* the graph's node of each operation, for updates in place */
 #endif
 } hrx__region;
 
@@ -301,8 +302,14 @@ void hrx__run_fail_locked(hrx_runtime *rt, hrx__run *run, hrx_status status, con
 hrx_status hrx__cuda_runtime_init(hrx_runtime *rt);
 void hrx__cuda_runtime_fini(hrx_runtime *rt);
 hrx_status hrx__cuda_alloc(hrx_runtime *rt, hrx_memory memory, size_t bytes, hrx__alloc *a);
+/* Builds the region's native graph; `*nodes` receives its node of each operation. */
 hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__region *reg,
-                                  cudaGraph_t *out);
+                                  cudaGraph_t *out, cudaGraphNode_t **nodes);
+/* Rewrites the parameters of the nodes whose operation changed between `old` and `fresh`
+ * (same topology) in reg's graph and applies them with cudaGraphExecUpdate. *updated says
+ * whether anything changed. On failure the caller re-instantiates the region. */
+hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, const hrx__plan *fresh,
+                                   hrx__region *reg, bool *updated);
 /* Fill kernel for host-visible memory, compiled by nvcc (fill.cu). */
 const void *hrx__fill_kernel(void);
 #endif

@@ -100,13 +100,18 @@ static hrx_status load_image(hrx_runtime *rt, const char *call, const void *imag
     e = cudaLibraryLoadData(&k->library, image, NULL, NULL, 0, NULL, NULL, 0);
   if (e != cudaSuccess) {
     k->library = NULL;
+    cudaGetLastError();
     return hrx__cuda_err(e, call);
   }
   e = cudaLibraryGetKernel(&k->function, k->library, entry);
   if (e != cudaSuccess) {
-    hrx__cuda_err(e, call);
-    return hrx__err(HRX_E_INVALID, "%s: entry point \"%s\" not found (%s)", call, entry,
-                    cudaGetErrorName(e));
+    /* Images load lazily, so a bad image can surface here too; either way the error is not
+     * sticky, and the thread's last-error state is cleared for the caller's own checks. */
+    cudaGetLastError();
+    if (e == cudaErrorSymbolNotFound)
+      return hrx__err(HRX_E_INVALID, "%s: entry point \"%s\" not found (%s)", call, entry,
+                      cudaGetErrorName(e));
+    return hrx__cuda_err(e, call);
   }
   return HRX_OK;
 }

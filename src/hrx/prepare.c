@@ -238,18 +238,22 @@ static hrx_status ensure_copy_stream(hrx_runtime *rt, hrx_lane lane, const char 
 static hrx_status instantiate_region(hrx_runtime *rt, hrx__plan *p, hrx__region *r,
                                      const char *call) {
   cudaGraph_t g = NULL;
-  hrx_status s = hrx__cuda_build_region(rt, p, r, &g);
+  cudaGraphNode_t *nodes = NULL;
+  hrx_status s = hrx__cuda_build_region(rt, p, r, &g, &nodes);
   if (s != HRX_OK) return s;
   cudaGraphExec_t exec = NULL;
   cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
   if (e != cudaSuccess) {
+    hrx__free(nodes);
     cudaGraphDestroy(g);
     return hrx__cuda_err(e, call);
   }
   if (r->exec) cudaGraphExecDestroy(r->exec);
   if (r->graph) cudaGraphDestroy(r->graph);
+  hrx__free(r->nodes);
   r->graph = g;
   r->exec = exec;
+  r->nodes = nodes;
   return HRX_OK;
 }
 #endif
@@ -300,6 +304,7 @@ void hrx__plan_destroy(hrx__plan *p, uint32_t slots) {
     if (r->exec) cudaGraphExecDestroy(r->exec);
     if (r->graph) cudaGraphDestroy(r->graph);
     if (r->stream) cudaStreamDestroy(r->stream);
+    hrx__free(r->nodes);
     if (r->events)
       for (uint32_t k = 0; k < slots; k++)
         if (r->events[k]) cudaEventDestroy(r->events[k]);
@@ -516,6 +521,9 @@ static void keep_native_state(hrx__region *to, hrx__region *from) {
   cudaEvent_t *ev = to->events;
   to->events = from->events;
   from->events = ev;
+  cudaGraphNode_t *nodes = to->nodes;
+  to->nodes = from->nodes;
+  from->nodes = nodes;
 #else
   (void)to;
   (void)from;
@@ -530,20 +538,13 @@ static hrx_status update_in_place(hrx_runtime *rt, hrx__plan *old, hrx__plan *fr
     if (nr->kind != HRX_REG_NATIVE) continue;
 #ifdef HRX_HAVE_CUDA
     if (hrx__gpu_engine(rt)) {
-      cudaGraph_t g = NULL;
-      hrx_status s = hrx__cuda_build_region(rt, fresh, nr, &g);
-      if (s != HRX_OK) return s;
-      cudaGraphExecUpdateResultInfo info;
-      cudaError_t e = cudaGraphExecUpdate(nr->exec, g, &info);
-      if (e == cudaSuccess) {
-        cudaGraphDestroy(nr->graph);
-        nr->graph = g;
-        atomic_fetch_add(&rt->counters.native_updated, 1);
+      bool updated = false;
+      hrx_status s = hrx__cuda_update_region(rt, old, fresh, nr, &updated);
+      if (s == HRX_OK) {
+        if (updated) atomic_fetch_add(&rt->counters.native_updated, 1);
       } else {
         /* The driver refused the update (a node it cannot change in place): instantiate
          * this region again, as a topology change would. */
-        cudaGetLastError();
-        cudaGraphDestroy(g);
         s = instantiate_region(rt, fresh, nr, call);
         if (s != HRX_OK) return s;
         atomic_fetch_add(&rt->counters.native_prepared, 1);
