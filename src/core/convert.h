@@ -106,16 +106,6 @@ static inline uint16_t nv__f64_to_bf16(double d) {
 /* An integer as a double that rounds the same as the integer would in a format of at most 24
  * significant bits: above 2^53 the dropped bits are folded into a sticky bit, so the double
  * rounding that follows gives the correctly rounded result. */
-static inline double nv__i64_sticky(int64_t v) {
-  uint64_t a = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  if (a >= (1ull << 53)) {
-    int drop = 64 - 53 - __builtin_clzll(a);
-    uint64_t sticky = (a & ((1ull << drop) - 1)) != 0;
-    a = ((a >> drop) | sticky) << drop;
-  }
-  double d = (double)a;
-  return v < 0 ? -d : d;
-}
 static inline double nv__u64_sticky(uint64_t a) {
   if (a >= (1ull << 53)) {
     int drop = 64 - 53 - __builtin_clzll(a);
@@ -123,6 +113,10 @@ static inline double nv__u64_sticky(uint64_t a) {
     a = ((a >> drop) | sticky) << drop;
   }
   return (double)a;
+}
+static inline double nv__i64_sticky(int64_t v) {
+  double d = nv__u64_sticky(v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+  return v < 0 ? -d : d;
 }
 
 /* OCP fp8 E4M3FN (bias 7, no infinity, max 448, NaN 0x7f): saturating as MLX's to_fp8. */
