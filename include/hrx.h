@@ -432,7 +432,7 @@ HRX_API hrx_status hrx_graph_dispatch_aliasing(hrx_graph *graph, hrx_kernel *ker
 /* Records a scoped native callback with declared accesses; it always forms a region of its
  * own, runs on an hrx worker (never inside hrx_completion_poll), and its runs are serialized.
  * Ownership of `user` passes to hrx on success (destroy, if not NULL, releases it; on failure
- * of this call the caller keeps it). Fails with HRX_E_INVALID for a NULL fn, no bindings,
+ * of this call the caller keeps it). Fails with HRX_E_INVALID for a NULL fn, an unknown access,
  * out-of-range views, views of another runtime, or views the GPU cannot see. */
 HRX_API hrx_status hrx_graph_scoped(hrx_graph *graph, const hrx_binding *bindings,
                                     size_t binding_count, hrx_scoped_fn fn, void *user,

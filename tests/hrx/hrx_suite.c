@@ -1202,3 +1202,30 @@ Test(SUITE, drain_and_release_with_work_in_flight) {
   hrx_completion_release(c1);
   hrx_completion_release(c2);
 }
+
+Test(SUITE, everything_released_while_a_run_is_in_flight) {
+  RUNTIME(rt, 0, 0);
+  ut_gate gate;
+  ut_gate_init(&gate);
+  hrx_buffer *h = buffer(rt, HRX_MEMORY_HOST_VISIBLE, 64);
+  hrx_prepared *p = gated(rt, &gate, hrx_view_whole(h), HRX_ACCESS_WRITE);
+  hrx_completion *c = NULL;
+  OK(hrx_submit(p, &c));
+  cr_assert(ut_gate_entered(&gate, 1));
+  /* The run holds the last references now; the runtime is torn down on its own thread
+   * once the run finishes, and the completion outlives it. */
+  hrx_prepared_release(p);
+  hrx_buffer_release(h);
+  hrx_runtime_release(rt);
+  int done = 1;
+  OK(hrx_completion_poll(c, &done));
+  cr_assert_eq(done, 0);
+  OK(hrx_completion_cancel(c)); /* cancelling a run whose only holder is itself */
+  ut_gate_open(&gate);
+  ERR(hrx_completion_wait(c, WAIT), HRX_E_CANCELLED, "cancelled");
+  hrx_completion_release(c);
+  /* Give the detached teardown time to finish before the process (and LeakSanitizer) ends. */
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  ut_gate_destroy(&gate);
+}
