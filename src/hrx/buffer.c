@@ -24,7 +24,7 @@ static hrx_status host_alloc(hrx_memory memory, size_t bytes, hrx__alloc *a) {
   /* 256 bytes, like cudaMalloc, so alignment rules behave alike on both engines. */
   size_t rounded = (bytes + 255) / 256 * 256;
   void *p = NULL;
-  if (posix_memalign(&p, 256, rounded) != 0 || !p)
+  if (hrx__alloc_fails() || posix_memalign(&p, 256, rounded) != 0 || !p)
     return hrx__err(HRX_E_OUT_OF_MEMORY, "hrx_buffer_create: cannot allocate %zu bytes", bytes);
   memset(p, 0, rounded);
   a->base = p;

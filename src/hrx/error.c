@@ -40,9 +40,26 @@ hrx_status hrx__err(hrx_status status, const char *fmt, ...) {
 
 void hrx__clear_error(void) { last_error[0] = 0; }
 
-/* Every host allocation of hrx goes through these three, so a test build can fail them. */
-void *hrx__calloc(size_t count, size_t size) { return calloc(count ? count : 1, size ? size : 1); }
-void *hrx__realloc(void *p, size_t size) { return realloc(p, size ? size : 1); }
+/* Every host allocation of hrx goes through these, so tests can make them fail: after
+ * hrx__test_fail_allocations_after(n), the (n+1)-th allocation and every later one fail until
+ * the hook is reset with a negative n. An internal symbol (not exported by libhrx.so). */
+static atomic_long alloc_countdown = -1;
+
+void hrx__test_fail_allocations_after(long n) { atomic_store(&alloc_countdown, n); }
+
+bool hrx__alloc_fails(void) {
+  long n = atomic_load(&alloc_countdown);
+  while (n > 0 && !atomic_compare_exchange_weak(&alloc_countdown, &n, n - 1)) {
+  }
+  return n == 0;
+}
+
+void *hrx__calloc(size_t count, size_t size) {
+  return hrx__alloc_fails() ? NULL : calloc(count ? count : 1, size ? size : 1);
+}
+void *hrx__realloc(void *p, size_t size) {
+  return hrx__alloc_fails() ? NULL : realloc(p, size ? size : 1);
+}
 void hrx__free(void *p) { free(p); }
 
 #ifdef HRX_HAVE_CUDA

@@ -25,6 +25,8 @@ hrx_status hrx__err(hrx_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void hrx__clear_error(void);
 void *hrx__calloc(size_t count, size_t size);
+bool hrx__alloc_fails(void);
+void hrx__test_fail_allocations_after(long n);
 void *hrx__realloc(void *p, size_t size);
 void hrx__free(void *p);
 #ifdef HRX_HAVE_CUDA
