@@ -146,7 +146,24 @@ static nv_status entry_info(const nv__io_src *s, unzFile uf, char **name, uint64
   return NV_OK;
 }
 
+/* The archive must end with a complete end-of-central-directory record (22 bytes, then its
+ * comment), as Python's zipfile also requires; minizip alone accepts a few bytes cut off. */
+static bool has_end_record(const nv__io_src *s) {
+  if (s->size < 22) return false;
+  size_t lowest = s->size > 22 + 65535 ? s->size - 22 - 65535 : 0;
+  for (size_t at = s->size - 22 + 1; at-- > lowest;) {
+    const unsigned char *p = s->data + at;
+    if (p[0] == 'P' && p[1] == 'K' && p[2] == 5 && p[3] == 6 &&
+        at + 22 + ((size_t)p[20] | (size_t)p[21] << 8) == s->size)
+      return true;
+  }
+  return false;
+}
+
 nv_status nv__npz_parse(const nv__io_src *s, nv_map **arrays) {
+  if (!has_end_record(s))
+    return nv__io_error(s, NV_ERR_IO, "not a zip archive, or truncated (no complete end of "
+                        "central directory record)");
   memfile mf = {s->data, s->size, 0};
   zlib_filefunc64_def io = {mem_open, mem_read, mem_write, mem_tell,
                             mem_seek, mem_close, mem_error, &mf};
