@@ -112,8 +112,12 @@ static nv_status parse_descr(const nv__io_src *s, const char *d, size_t n, npy_h
       h->swap = d[0] == '>' && item > 1;
       return NV_OK;
     }
-    const char *kinds = "biufcVOSUMma";
-    if (strchr(kinds, d[1]))
+    /* A well-formed NumPy type code (kind letter, then digits or a datetime unit) that nuvec
+     * has no dtype for is unsupported rather than malformed. */
+    size_t k = 2;
+    while (k < n && d[k] >= '0' && d[k] <= '9') k++;
+    bool unit = k < n && d[k] == '[' && d[n - 1] == ']';
+    if (strchr("biufcVOSUMma", d[1]) && (k == n || unit))
       return nv__io_error(s, NV_ERR_UNSUPPORTED, "the NumPy dtype '%.*s' has no nuvec dtype",
                           (int)n, d);
   }
