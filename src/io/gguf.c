@@ -247,7 +247,9 @@ typedef struct gg_tensor {
   const char *name;
   size_t name_len;
   int ndim;
-  int64_t ne[NV__MAX_DIMS]; /* GGUF order: fastest-varying first */
+  /* The dimensions stay in the file (u64 each, GGUF order: fastest-varying first), so a tensor
+   * info costs a small fixed size in memory whatever its rank. */
+  const unsigned char *dims;
   const ggml_type_info *type;
   uint64_t offset, nbytes;
 } gg_tensor;
@@ -266,13 +268,15 @@ static nv_status read_tensor_info(rd *r, gg_tensor *t, uint32_t alignment) {
     return nv__io_error(r->s, NV_ERR_IO, "tensor \"%.*s\" has %u dimensions (at most 64)", nl,
                         t->name, nd);
   t->ndim = (int)nd;
+  t->dims = r->s->data + r->pos;
+  int64_t ne[NV__MAX_DIMS];
   for (uint32_t i = 0; i < nd; i++) {
     uint64_t d;
     if ((st = u64(r, &d)) != NV_OK) return st;
     if (d > INT32_MAX)
       return nv__io_error(r->s, NV_ERR_IO, "tensor \"%.*s\": dimension %u is %llu (above 2^31-1)",
                           nl, t->name, i, (unsigned long long)d);
-    t->ne[i] = (int64_t)d;
+    ne[i] = (int64_t)d;
   }
   if ((st = u32(r, &type)) != NV_OK || (st = u64(r, &t->offset)) != NV_OK) return st;
   t->type = type_info(type);
@@ -280,12 +284,12 @@ static nv_status read_tensor_info(rd *r, gg_tensor *t, uint32_t alignment) {
     return nv__io_error(r->s, NV_ERR_IO, "tensor \"%.*s\" has an unknown ggml type %u", nl, t->name,
                         type);
   uint64_t count;
-  if (!nv__io_shape_count(t->ne, t->ndim, (size_t)t->type->bytes, &count))
+  if (!nv__io_shape_count(ne, t->ndim, (size_t)t->type->bytes, &count))
     return nv__io_error(r->s, NV_ERR_IO, "tensor \"%.*s\": the shape's size overflows", nl, t->name);
-  if (t->type->block > 1 && (t->ndim == 0 || t->ne[0] % t->type->block))
+  if (t->type->block > 1 && (t->ndim == 0 || ne[0] % t->type->block))
     return nv__io_error(r->s, NV_ERR_IO,
                         "tensor \"%.*s\": the first dimension %lld is not a multiple of the %s "
-                        "block size %d", nl, t->name, t->ndim ? (long long)t->ne[0] : 0LL,
+                        "block size %d", nl, t->name, t->ndim ? (long long)ne[0] : 0LL,
                         t->type->name, t->type->block);
   t->nbytes = count / (uint64_t)t->type->block * (uint64_t)t->type->bytes;
   if (t->offset % alignment)
@@ -365,7 +369,7 @@ static void dequantize_range(void *ctx, int64_t begin, int64_t end) {
 static nv_status make_tensor(const nv__io_src *s, const gg_tensor *t, size_t base,
                              nv_gguf_mode mode, nv_array **out) {
   int shape[NV__MAX_DIMS];
-  for (int i = 0; i < t->ndim; i++) shape[i] = (int)t->ne[t->ndim - 1 - i];
+  for (int i = 0; i < t->ndim; i++) shape[i] = (int)le(t->dims + 8 * (t->ndim - 1 - i), 8);
   size_t off = base + (size_t)t->offset;
   if (t->type->dtype != NV_DTYPE_COUNT)
     return nv__io_array(s, off, (size_t)t->nbytes, t->type->dtype, shape, t->ndim, NULL, out);
@@ -373,7 +377,7 @@ static nv_status make_tensor(const nv__io_src *s, const gg_tensor *t, size_t bas
   if (mode == NV_GGUF_RAW) {
     /* The last axis holds each row's blocks in bytes; it fits an int because the row's
      * element count does and a block's bytes never exceed its elements × 4. */
-    int64_t row = t->ne[0] / t->type->block * t->type->bytes;
+    int64_t row = (int64_t)le(t->dims, 8) / t->type->block * t->type->bytes;
     if (row > INT32_MAX)
       return nv__io_error(s, NV_ERR_IO, "tensor \"%.*s\": a row of %lld bytes", nl, t->name,
                           (long long)row);

@@ -212,13 +212,17 @@ typedef struct st_tensor {
   size_t name_len;
   nv_dtype dtype;
   int ndim;
-  int64_t shape[NV__MAX_DIMS];
+  size_t dim0; /* the shape: dims[dim0 .. dim0 + ndim) of the header's pool */
   uint64_t begin, end;
 } st_tensor;
 
+/* Shapes live in one pool so a tensor entry costs a small fixed size whatever its rank: the
+ * memory the header's tensors take stays a small multiple of the header's own size. */
 typedef struct st_header {
   st_tensor *t;
   size_t n, cap;
+  int64_t *dims;
+  size_t ndims, dims_cap;
   nv_io_metadata *meta;
   nv__io_names names;
 } st_header;
@@ -226,6 +230,7 @@ typedef struct st_header {
 static void header_free(st_header *h) {
   for (size_t i = 0; i < h->n; i++) nv__free(h->t[i].name);
   nv__free(h->t);
+  nv__free(h->dims);
   nv_io_metadata_free(h->meta);
   nv__io_names_free(&h->names);
 }
@@ -255,8 +260,20 @@ static bool dtype_of(js *j, const char *name, nv_dtype *dt, nv_status *st) {
   return false;
 }
 
+static bool push_dim(st_header *h, int64_t d) {
+  if (h->ndims == h->dims_cap) {
+    size_t nc = h->dims_cap ? h->dims_cap * 2 : 64;
+    int64_t *p = nv__realloc(h->dims, nc * sizeof *p);
+    if (!p) return false;
+    h->dims = p;
+    h->dims_cap = nc;
+  }
+  h->dims[h->ndims++] = d;
+  return true;
+}
+
 /* One tensor's object. */
-static nv_status tensor(js *j, st_tensor *t) {
+static nv_status tensor(js *j, st_header *h, st_tensor *t) {
   bool have[3] = {false, false, false};
   nv_status st = NV_OK;
   if (!eat(j, '{')) return fail(j, "a tensor entry is not an object"), NV_ERR_IO;
@@ -281,13 +298,15 @@ static nv_status tensor(js *j, st_tensor *t) {
     } else if (which == 1) {
       if (!eat(j, '[')) return fail(j, "\"shape\" is not an array"), NV_ERR_IO;
       t->ndim = 0;
+      t->dim0 = h->ndims;
       if (!eat(j, ']')) {
         do {
           uint64_t d;
           if (t->ndim == NV__MAX_DIMS) return fail(j, "a shape has more than 64 dimensions"), NV_ERR_IO;
           if (!uint_(j, &d)) return NV_ERR_IO;
           if (d > INT32_MAX) return fail(j, "a dimension exceeds 2^31-1"), NV_ERR_IO;
-          t->shape[t->ndim++] = (int64_t)d;
+          if (!push_dim(h, (int64_t)d)) return fail(j, "out of memory"), NV_ERR_OUT_OF_MEMORY;
+          t->ndim++;
         } while (eat(j, ','));
         if (!eat(j, ']')) return fail(j, "expected ',' or ']' in a shape"), NV_ERR_IO;
       }
@@ -382,7 +401,7 @@ static nv_status parse_header(js *j, st_header *h) {
       if (added < 0) return fail(j, "out of memory"), NV_ERR_OUT_OF_MEMORY;
       if (!added)
         return nv__io_error(j->src, NV_ERR_IO, "tensor \"%.64s\" appears twice in the header", key);
-      nv_status st = tensor(j, t);
+      nv_status st = tensor(j, h, h->t + (h->n - 1));
       if (st != NV_OK) return st;
     } while (eat(j, ','));
     if (!eat(j, '}')) return fail(j, "expected ',' or '}'"), NV_ERR_IO;
@@ -411,7 +430,7 @@ static nv_status check_layout(const nv__io_src *s, st_header *h, uint64_t data_s
     st_tensor *t = order[i];
     uint64_t count;
     size_t item = nv_dtype_size(t->dtype);
-    if (!nv__io_shape_count(t->shape, t->ndim, item, &count))
+    if (!nv__io_shape_count(t->ndim ? h->dims + t->dim0 : NULL, t->ndim, item, &count))
       st = nv__io_error(s, NV_ERR_IO, "tensor \"%.64s\": the shape's size overflows", t->name);
     else if (t->end < t->begin)
       st = nv__io_error(s, NV_ERR_IO, "tensor \"%.64s\": data_offsets [%llu, %llu] end before they begin",
@@ -463,7 +482,7 @@ nv_status nv__safetensors_parse(const nv__io_src *s, nv_map **arrays, nv_io_meta
   for (size_t i = 0; i < h.n && st == NV_OK; i++) {
     st_tensor *t = &h.t[i];
     int shape[NV__MAX_DIMS];
-    for (int k = 0; k < t->ndim; k++) shape[k] = (int)t->shape[k];
+    for (int k = 0; k < t->ndim; k++) shape[k] = (int)h.dims[t->dim0 + k];
     nv_array *a = NULL;
     st = nv__io_array(s, base + (size_t)t->begin, (size_t)(t->end - t->begin), t->dtype, shape,
                       t->ndim, NULL, &a);
