@@ -640,7 +640,9 @@ Test(io_bad_gguf, tensors) {
   gguf_tensor(&b, "t", 3, big, 0, 0);
   gguf_bad(b, NV_GGUF_RAW, NV_ERR_IO, "2^31-1");
   b = gguf_head(1, 0);
-  gguf_tensor(&b, "t", 70, ne2, 0, 0);
+  uint64_t ones[70];
+  for (int i = 0; i < 70; i++) ones[i] = 1;
+  gguf_tensor(&b, "t", 70, ones, 0, 0);
   gguf_bad(b, NV_GGUF_RAW, NV_ERR_IO, "dimensions");
   b = gguf_head(1, 0);
   gguf_tensor(&b, "t", 1, ne1, 0, 4);
