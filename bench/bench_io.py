@@ -84,7 +84,7 @@ def main():
                  {"numpy": median_time(lambda: {k: v for k, v in np.load(p("b.npz").decode()).items()},
                                        repeat=5)}))
 
-    st = try_import("safetensors.numpy")
+    st = try_import("safetensors.numpy") and __import__("safetensors.numpy").numpy
     if st:
         def nv_load_st():
             r = P()
