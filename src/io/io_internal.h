@@ -39,7 +39,7 @@ nv_status nv__io_open(const char *op, const char *path, nv__io_src *src);
 void nv__io_close(nv__io_src *src);
 
 /* Element count of `shape` into *count, false when a dimension is negative, above INT32_MAX,
- * or the product of the dimensions times `itemsize` overflows 63 bits. */
+ * or the product of the dimensions (zeros counted as ones) times `itemsize` exceeds 2^62. */
 bool nv__io_shape_count(const int64_t *shape, int ndim, size_t itemsize, uint64_t *count);
 
 /* An evaluated array over `nbytes` at byte `off` of the source: a view of the mapping (or of

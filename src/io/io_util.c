@@ -313,7 +313,9 @@ nv_status nv__io_eval_flat(const char *op, nv_array *const *xs, size_t n, nv_arr
   nv__scope_resume();
   if (st == NV_OK) st = nv_eval(flat, n);
   if (st != NV_OK) {
-    st = nv__set_error(st, "%s: %s", op, nv_last_error());
+    char why[512];
+    snprintf(why, sizeof why, "%s", nv_last_error());
+    st = nv__set_error(st, "%s: %s", op, why);
     for (size_t i = 0; i < n; i++) {
       nv_release(flat[i]);
       flat[i] = NULL;
