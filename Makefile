@@ -5,6 +5,7 @@
 #   make asan    the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan    the threading tests under ThreadSanitizer
 #   make bench   the benchmarks beside their peers
+#   make fuzz    the file loaders under libFuzzer (clang, ASan+UBSan), FUZZ_TIME s each
 #   make install install headers, libraries, nuvec.pc and the CMake package (PREFIX=...)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -12,7 +13,7 @@ PREFIX ?= /usr/local
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test test-full run asan tsan bench install clean
+.PHONY: all setup configure build test test-full run asan tsan bench fuzz install clean
 
 all: build
 
@@ -58,8 +59,32 @@ tsan: setup
 bench: build
 	NUVEC_BUILD=$(abspath $(BUILD)) bench/run_all.sh
 
+# The file-format fuzzers: the library built by clang with coverage and ASan+UBSan, one
+# libFuzzer binary per loader, each run FUZZ_TIME seconds from its seed corpus (copied, so the
+# committed seeds stay as they are); the closing lines give executions per fuzzer.
+FUZZ_TIME ?= 60
+FUZZERS := npy npz safetensors gguf
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz: setup
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNUVEC_WERROR=OFF \
+	  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(CMAKE_FLAGS) >/dev/null
+	cmake --build build-fuzz -j $(JOBS) --target nuvec_static
+	set -e; for f in $(FUZZERS); do \
+	  clang -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -Iinclude -Isrc tests/fuzz/fuzz_$$f.c \
+	    build-fuzz/src/libnuvec.a -lopenblas -lminizip -lz -lm -lpthread -o build-fuzz/fuzz_$$f; \
+	  rm -rf build-fuzz/corpus-$$f && cp -r tests/fuzz/corpus/$$f build-fuzz/corpus-$$f; \
+	done
+	set -e; for f in $(FUZZERS); do \
+	  echo "== fuzz_$$f ($(FUZZ_TIME) s)"; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  build-fuzz/fuzz_$$f -max_total_time=$(FUZZ_TIME) -max_len=8192 -timeout=10 \
+	    -rss_limit_mb=4096 -print_final_stats=1 build-fuzz/corpus-$$f 2>build-fuzz/fuzz_$$f.log \
+	    || { tail -50 build-fuzz/fuzz_$$f.log; exit 1; }; \
+	  grep -E "^Done|stat::number_of_executed_units" build-fuzz/fuzz_$$f.log; \
+	done
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

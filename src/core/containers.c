@@ -91,6 +91,10 @@ nv_status nv_map_set(nv_map *m, const char *key, nv_array *x) {
     m->vals[at] = x;
     return NV_OK;
   }
+  return nv__map_append(m, key, x);
+}
+
+nv_status nv__map_append(nv_map *m, const char *key, nv_array *x) {
   if (m->n == m->cap) {
     size_t nc = m->cap ? m->cap * 2 : 8;
     char **k = nv__realloc(m->keys, nc * sizeof *k);

@@ -214,6 +214,10 @@ nv__error *nv__node_known_error(nv__node *n);
 nv_array *nv__array_from_buffer(nv__buffer *buf, int64_t offset, nv_dtype dtype,
                                 const int *shape, int ndim, const int64_t *strides);
 
+/* Appends (key, x) to `m` without looking for `key` (the caller knows it is absent), so
+ * building a map of n unique keys costs O(n) rather than nv_map_set's O(n^2). */
+nv_status nv__map_append(nv_map *m, const char *key, nv_array *x);
+
 /* Scope bookkeeping (src/core/scope.c). */
 void nv__scope_register(nv_array *x);
 void nv__scope_forget(nv_array *x);
