@@ -150,7 +150,8 @@ typedef enum hrx_fault {
 HRX_API hrx_status hrx_runtime_inject_fault(hrx_runtime *runtime, hrx_fault fault);
 
 /* Blocks until every run submitted so far on the runtime has finished (successfully or not).
- * Returns the runtime's health. Thread-safe; must not be called from a callback. */
+ * Returns the runtime's health. Thread-safe. Fails with HRX_E_INVALID when called from a
+ * callback of the same runtime (it would wait for itself). */
 HRX_API hrx_status hrx_runtime_drain(hrx_runtime *runtime);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -542,8 +543,9 @@ HRX_API void hrx_completion_release(hrx_completion *completion);
 
 /* Waits until the run finished or `timeout_ns` passed (HRX_WAIT_FOREVER for no limit), and
  * returns the run's status: HRX_OK, the failure (with its message as last error),
- * HRX_E_CANCELLED, or HRX_E_TIMEOUT if it has not finished. Never runs work itself. Must not
- * be called from a callback of the same runtime. Thread-safe. */
+ * HRX_E_CANCELLED, or HRX_E_TIMEOUT if it has not finished. Never runs work itself. Fails with
+ * HRX_E_INVALID, instead of deadlocking, when called from a callback of the same runtime while
+ * the run is unfinished. Thread-safe. */
 HRX_API hrx_status hrx_completion_wait(hrx_completion *completion, uint64_t timeout_ns);
 #define HRX_WAIT_FOREVER UINT64_MAX
 

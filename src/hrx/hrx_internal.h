@@ -241,7 +241,8 @@ struct hrx_runtime {
   hrx_runtime_options options;
   hrx__token *token;
   pthread_mutex_t lock;
-  pthread_cond_t work;
+  pthread_cond_t work[HRX_QUEUES]; /* one per queue worker: signalled when it has ready work */
+  pthread_cond_t watch[3];         /* one per lane watcher: signalled when a region is issued */
   pthread_cond_t idle;
   bool shutdown;
   bool failed;
@@ -275,9 +276,14 @@ struct hrx_runtime {
 };
 
 /* ---- runtime.c ---- */
+/* The token of the runtime whose worker or watcher the calling thread is (NULL elsewhere):
+ * waits that only that runtime's threads could satisfy are refused instead of deadlocking. */
+extern _Thread_local hrx__token *hrx__thread_runtime;
 void hrx__lock(hrx_runtime *rt);
 /* Unlocks, then frees finished runs and notifies their completions outside the lock. */
 void hrx__unlock(hrx_runtime *rt);
+/* Wakes the workers that have ready work, or all threads at shutdown (under rt->lock). */
+void hrx__wake_locked(hrx_runtime *rt);
 /* Fails the whole runtime (under rt->lock): every active run fails with device lost. */
 void hrx__runtime_fail_locked(hrx_runtime *rt, const char *message);
 /* Checks the runtime is healthy; sets the last error naming `call` if not. */

@@ -21,6 +21,8 @@ void hrx__token_release(hrx__token *t) {
   }
 }
 
+_Thread_local hrx__token *hrx__thread_runtime;
+
 void hrx__lock(hrx_runtime *rt) { pthread_mutex_lock(&rt->lock); }
 
 static void run_free(hrx__run *run) {
@@ -63,7 +65,7 @@ void hrx__runtime_fail_locked(hrx_runtime *rt, const char *message) {
   }
   for (hrx__run *run = rt->head; run; run = run->next)
     hrx__run_fail_locked(rt, run, HRX_E_DEVICE_LOST, rt->fail_message);
-  pthread_cond_broadcast(&rt->work);
+  hrx__wake_locked(rt);
 }
 
 hrx_status hrx__runtime_usable(hrx_runtime *rt, const char *call) {
@@ -90,7 +92,7 @@ static hrx_status start_threads(hrx_runtime *rt) {
 static void stop_and_free(hrx_runtime *rt) {
   hrx__lock(rt);
   rt->shutdown = true;
-  pthread_cond_broadcast(&rt->work);
+  hrx__wake_locked(rt);
   hrx__unlock(rt);
   for (size_t i = 0; i < rt->nthreads; i++) pthread_join(rt->threads[i], NULL);
 #ifdef HRX_HAVE_CUDA
@@ -107,7 +109,8 @@ static void stop_and_free(hrx_runtime *rt) {
     hrx__free(q);
   }
   for (int l = 0; l < 3; l++) pthread_mutex_destroy(&rt->copy_lock[l]);
-  pthread_cond_destroy(&rt->work);
+  for (int q = 0; q < HRX_QUEUES; q++) pthread_cond_destroy(&rt->work[q]);
+  for (int l = 0; l < 3; l++) pthread_cond_destroy(&rt->watch[l]);
   pthread_cond_destroy(&rt->idle);
   pthread_mutex_destroy(&rt->lock);
   hrx__free(rt);
@@ -182,7 +185,8 @@ HRX_API hrx_status hrx_runtime_create(const hrx_runtime_options *options, hrx_ru
   token->rt = rt;
   rt->token = token;
   pthread_mutex_init(&rt->lock, NULL);
-  pthread_cond_init(&rt->work, NULL);
+  for (int q = 0; q < HRX_QUEUES; q++) pthread_cond_init(&rt->work[q], NULL);
+  for (int l = 0; l < 3; l++) pthread_cond_init(&rt->watch[l], NULL);
   pthread_cond_init(&rt->idle, NULL);
   for (int l = 0; l < 3; l++) {
     pthread_mutex_init(&rt->copy_lock[l], NULL);
@@ -257,6 +261,10 @@ HRX_API hrx_status hrx_runtime_inject_fault(hrx_runtime *runtime, hrx_fault faul
 
 HRX_API hrx_status hrx_runtime_drain(hrx_runtime *runtime) {
   if (!runtime) return hrx__err(HRX_E_INVALID, "hrx_runtime_drain: runtime is NULL");
+  if (hrx__thread_runtime == runtime->token)
+    return hrx__err(HRX_E_INVALID,
+                    "hrx_runtime_drain: called from a callback of the same runtime (it would "
+                    "wait for itself)");
   hrx__lock(runtime);
   while (runtime->active > 0) pthread_cond_wait(&runtime->idle, &runtime->lock);
   hrx__unlock(runtime);

@@ -48,7 +48,7 @@ static void finalize_locked(hrx_runtime *rt, hrx__run *run) {
   hrx_completion_retain(sig);
   run->grave_next = rt->graveyard;
   rt->graveyard = run;
-  pthread_cond_broadcast(&rt->work);
+  hrx__wake_locked(rt);
 }
 
 static bool has_producer(const hrx__run *a, const hrx__run *p) {
@@ -85,7 +85,7 @@ void hrx__run_fail_locked(hrx_runtime *rt, hrx__run *run, hrx_status status, con
     hrx__run_fail_locked(rt, dep, HRX_E_CANCELLED, why);
   }
   if (run->remaining == 0 && run_active(rt, run)) finalize_locked(rt, run);
-  pthread_cond_broadcast(&rt->work);
+  hrx__wake_locked(rt);
 }
 
 /* Marks one region of a run finished; records writers and bytes on success. */
@@ -107,7 +107,7 @@ static void ri_finish_locked(hrx_runtime *rt, hrx__run *run, size_t r, hrx_statu
     hrx__run_fail_locked(rt, run, status, msg);
   }
   if (run->remaining == 0 && run_active(rt, run)) finalize_locked(rt, run);
-  pthread_cond_broadcast(&rt->work);
+  hrx__wake_locked(rt);
 }
 
 /* A native failure: the prepared graph is quarantined and the buffers the region writes are
@@ -191,6 +191,23 @@ static bool find_ready_locked(hrx_runtime *rt, int queue, hrx__run **out_run, si
     }
   }
   return false;
+}
+
+void hrx__wake_locked(hrx_runtime *rt) {
+  if (rt->shutdown) {
+    for (int q = 0; q < HRX_QUEUES; q++) pthread_cond_broadcast(&rt->work[q]);
+    for (int l = 0; l < 3; l++) pthread_cond_broadcast(&rt->watch[l]);
+    return;
+  }
+  /* Only the workers with something to do are woken, so a submission costs one wake-up,
+   * not one per thread. Finished runs waiting to be freed count as work for any worker. */
+  bool grave = rt->graveyard != NULL;
+  for (int q = 0; q < HRX_QUEUES; q++) {
+    hrx__run *run;
+    size_t r;
+    if (grave || find_ready_locked(rt, q, &run, &r)) pthread_cond_signal(&rt->work[q]);
+    grave = false;
+  }
 }
 
 /* ---- execution ---- */
@@ -364,7 +381,8 @@ static void settle_locked(hrx_runtime *rt, hrx__run *run, size_t r, exec_result 
       if (rt->watch_tail[reg->lane]) rt->watch_tail[reg->lane]->next = w;
       else rt->watch_head[reg->lane] = w;
       rt->watch_tail[reg->lane] = w;
-      pthread_cond_broadcast(&rt->work);
+      pthread_cond_signal(&rt->watch[reg->lane]);
+      hrx__wake_locked(rt); /* GPU regions that wait for this one can be issued now */
       return;
     }
     /* Without a watch entry nobody would observe the region: treat it as lost. */
@@ -421,6 +439,7 @@ void *hrx__worker_main(void *arg) {
   struct hrx__targ *t = arg;
   hrx_runtime *rt = t->rt;
   int queue = t->index;
+  hrx__thread_runtime = rt->token;
 #ifdef HRX_HAVE_CUDA
   if (hrx__gpu_engine(rt)) cudaSetDevice(rt->device);
 #endif
@@ -436,7 +455,7 @@ void *hrx__worker_main(void *arg) {
       continue;
     }
     if (!find_ready_locked(rt, queue, &run, &r)) {
-      pthread_cond_wait(&rt->work, &rt->lock);
+      pthread_cond_wait(&rt->work[queue], &rt->lock);
       continue;
     }
     run->ri[r].state = HRX_RI_RUNNING;
@@ -504,7 +523,7 @@ void *hrx__watcher_main(void *arg) {
     hrx__watch *w = rt->watch_head[lane];
     if (!w) {
       if (rt->shutdown) break;
-      pthread_cond_wait(&rt->work, &rt->lock);
+      pthread_cond_wait(&rt->watch[lane], &rt->lock);
       continue;
     }
     cudaEvent_t ev = event_of(w->run, w->region);
@@ -685,7 +704,7 @@ static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t nd
   atomic_fetch_add(&rt->counters.submissions, 1);
   *out = hrx_completion_retain(sig);
   if (cancel[0]) hrx__run_fail_locked(rt, run, HRX_E_CANCELLED, cancel);
-  pthread_cond_broadcast(&rt->work);
+  hrx__wake_locked(rt);
   hrx__unlock(rt);
   return HRX_OK;
 }
@@ -723,6 +742,13 @@ HRX_API hrx_status hrx_completion_wait(hrx_completion *completion, uint64_t time
   const char *call = "hrx_completion_wait";
   if (!completion) return hrx__err(HRX_E_INVALID, "%s: completion is NULL", call);
   pthread_mutex_lock(&completion->lock);
+  if (!completion->done && hrx__thread_runtime && hrx__thread_runtime == completion->token) {
+    pthread_mutex_unlock(&completion->lock);
+    return hrx__err(HRX_E_INVALID,
+                    "%s: called from a callback of the same runtime while the run is unfinished "
+                    "(it could wait for itself)",
+                    call);
+  }
   if (timeout_ns == HRX_WAIT_FOREVER) {
     while (!completion->done) pthread_cond_wait(&completion->cond, &completion->lock);
   } else if (!completion->done) {

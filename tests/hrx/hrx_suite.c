@@ -1229,3 +1229,55 @@ Test(SUITE, everything_released_while_a_run_is_in_flight) {
   nanosleep(&ts, NULL);
   ut_gate_destroy(&gate);
 }
+
+typedef struct waiter {
+  hrx_completion *c;
+  hrx_runtime *rt;
+  hrx_status wait_status, drain_status;
+  char message[256];
+} waiter;
+
+static hrx_status waiting_cb(const hrx_callback_view *v, size_t n, void *user) {
+  (void)v;
+  (void)n;
+  waiter *w = user;
+  w->wait_status = hrx_completion_wait(w->c, HRX_WAIT_FOREVER);
+  snprintf(w->message, sizeof w->message, "%s", hrx_last_error());
+  w->drain_status = hrx_runtime_drain(w->rt);
+  return HRX_OK;
+}
+
+Test(SUITE, waiting_inside_a_callback_is_refused_not_deadlocked) {
+  RUNTIME(rt, 0, 0);
+  hrx_buffer *d = buffer(rt, HRX_MEMORY_DEVICE, 64);
+  hrx_buffer *h = buffer(rt, HRX_MEMORY_HOST_VISIBLE, 64);
+  ut_gate gate;
+  ut_gate_init(&gate);
+  hrx_graph *g = graph(rt);
+  hrx_binding b = {hrx_view_whole(d), HRX_ACCESS_WRITE};
+  OK(hrx_graph_scoped(g, &b, 1, ut_gate_cb, &gate, NULL, NULL)); /* held on the scoped worker */
+  hrx_prepared *held = prepare(g);
+  hrx_completion *ch = NULL, *cw = NULL;
+  OK(hrx_submit(held, &ch));
+  cr_assert(ut_gate_entered(&gate, 1));
+  waiter w = {ch, rt, HRX_OK, HRX_OK, ""};
+  g = graph(rt);
+  hrx_binding hb = {hrx_view_whole(h), HRX_ACCESS_READ};
+  OK(hrx_graph_host(g, &hb, 1, waiting_cb, &w, NULL, NULL));
+  hrx_prepared *wp = prepare(g);
+  OK(hrx_submit(wp, &cw));
+  OK(hrx_completion_wait(cw, WAIT));
+  cr_assert_eq(w.wait_status, HRX_E_INVALID, "%s", hrx_status_name(w.wait_status));
+  cr_assert(strstr(w.message, "called from a callback of the same runtime"), "%s", w.message);
+  cr_assert_eq(w.drain_status, HRX_E_INVALID);
+  ut_gate_open(&gate);
+  OK(hrx_completion_wait(ch, WAIT));
+  hrx_completion_release(ch);
+  hrx_completion_release(cw);
+  hrx_prepared_release(held);
+  hrx_prepared_release(wp);
+  hrx_buffer_release(d);
+  hrx_buffer_release(h);
+  hrx_runtime_release(rt);
+  ut_gate_destroy(&gate);
+}
