@@ -49,7 +49,7 @@ timeout 240 $B/bench/hrx/hrx_bench 1000 >"$OUT/bench.log" 2>&1
 note "bench: rc=$? ($(( $(date +%s) - s )) s)"
 timeout 120 $B/bench/hrx/hrx_bench 1000 >"$OUT/bench2.log" 2>&1
 note "bench (second run, for spread): rc=$?"
-grep -E "us/node|in place|instantiation|together|after another" "$OUT/bench2.log" | tee -a "$SUM"
+grep -E "us/node|in place|instantiation|together|after another|round trip" "$OUT/bench2.log" | tee -a "$SUM"
 cat "$OUT/bench.log" | tee -a "$SUM"
 CS="$CSBIN --target-processes all --error-exitcode 3"
 for run_ in memcheck:test_hrx_gpu memcheck:test_hrx_cuda racecheck:test_hrx_gpu; do
@@ -58,7 +58,8 @@ for run_ in memcheck:test_hrx_gpu memcheck:test_hrx_cuda racecheck:test_hrx_gpu;
     s=$(date +%s)
     # API errors are not reported: the negative tests provoke them on purpose (a missing
     # entry point, an invalid image), and memcheck would count them as errors.
-    timeout 150 $CS --report-api-errors no --tool $tool $T/$t --jobs 1 >"$OUT/cs_${tool}_$t.tmp" 2>&1
+    lc=""; [ $tool = memcheck ] && lc="--leak-check full"
+    timeout 150 $CS --report-api-errors no $lc --tool $tool $T/$t --jobs 1 >"$OUT/cs_${tool}_$t.tmp" 2>&1
     rc=$?
     note "compute-sanitizer $tool $t: rc=$rc ($(( $(date +%s) - s )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Synthesis' "$OUT/cs_${tool}_$t.tmp" | sort | uniq -c | tr '\n' ';')"
   }
