@@ -128,6 +128,8 @@ typedef struct hrx_counters {
   uint64_t copied_bytes;           /* bytes copied over all lanes, on success */
   uint64_t regions_failed;         /* regions that failed when they ran */
   uint64_t quarantined_callbacks;  /* scoped callbacks quarantined with their resources */
+  uint64_t gpu_event_waits;        /* region dependencies kept on the GPU with events (the
+                                      predecessor was still running; no host wait) */
 } hrx_counters;
 
 /* Copies the runtime's counters into *out. Fails with HRX_E_INVALID on NULL arguments.

@@ -266,7 +266,7 @@ struct hrx_runtime {
   size_t nthreads;
   struct {
     atomic_uint_least64_t submissions, native_prepared, native_updated, copy_streams,
-        lane_bytes[3], copied, regions_failed, quarantined_callbacks;
+        lane_bytes[3], copied, regions_failed, quarantined_callbacks, event_waits;
   } counters;
 #ifdef HRX_HAVE_CUDA
   int device;

@@ -238,6 +238,7 @@ HRX_API hrx_status hrx_runtime_counters(hrx_runtime *runtime, hrx_counters *out)
   c.copied_bytes = atomic_load(&runtime->counters.copied);
   c.regions_failed = atomic_load(&runtime->counters.regions_failed);
   c.quarantined_callbacks = atomic_load(&runtime->counters.quarantined_callbacks);
+  c.gpu_event_waits = atomic_load(&runtime->counters.event_waits);
   *out = c;
   return HRX_OK;
 }

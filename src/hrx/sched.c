@@ -340,6 +340,7 @@ static void issue_cuda(hrx_runtime *rt, hrx__run *run, size_t r, cudaEvent_t *wa
     }
   }
   res->kind = EXEC_ISSUED;
+  atomic_fetch_add(&rt->counters.event_waits, nwaits);
 }
 
 /* Events a GPU region waits for: every predecessor that is issued but not yet seen done. */

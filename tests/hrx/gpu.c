@@ -348,3 +348,44 @@ Test(hrx_gpu, three_lanes_at_once) {
   hrx_buffer_release(dc);
   hrx_runtime_release(rt);
 }
+
+Test(hrx_gpu, regions_are_ordered_on_the_gpu_with_events) {
+  RUNTIME(rt, 1);
+  enum { B = 64 << 20, N = B / 4 };
+  hrx_buffer *h = buffer(rt, HRX_MEMORY_HOST_VISIBLE, B);
+  hrx_buffer *d = buffer(rt, HRX_MEMORY_DEVICE, B);
+  hrx_buffer *out = buffer(rt, HRX_MEMORY_HOST_VISIBLE, B);
+  void *p = NULL;
+  OK(hrx_buffer_map(h, HRX_ACCESS_WRITE, &p));
+  for (size_t i = 0; i < N; i++) ((float *)p)[i] = (float)(i % 1000);
+  OK(hrx_buffer_unmap(h, HRX_ACCESS_WRITE));
+  hrx_kernel *add = NULL;
+  OK(ut_kernel(rt, "add", N, 1.0f, &add));
+  hrx_graph *g = NULL;
+  OK(hrx_graph_create(rt, &g));
+  OK(hrx_graph_copy(g, hrx_view_whole(d), hrx_view_whole(h), NULL));   /* upload */
+  hrx_view v = hrx_view_whole(d);
+  for (int i = 0; i < 20; i++) OK(hrx_graph_dispatch(g, add, &v, 1, NULL, 0, NULL)); /* compute */
+  OK(hrx_graph_copy(g, hrx_view_whole(out), v, NULL));                 /* download */
+  hrx_prepared *pg = NULL;
+  OK(hrx_graph_prepare(g, &pg));
+  cr_assert_eq(hrx_prepared_regions(pg), 3u);
+  hrx_counters k0, k1;
+  OK(hrx_runtime_counters(rt, &k0));
+  OK(run_once(pg));
+  OK(hrx_runtime_counters(rt, &k1));
+  /* The compute region was issued while the 64 MiB upload ran, and the download while the
+   * kernels ran: both dependencies were kept on the GPU. */
+  cr_assert_eq(k1.gpu_event_waits - k0.gpu_event_waits, 2u, "event waits: %llu",
+               (unsigned long long)(k1.gpu_event_waits - k0.gpu_event_waits));
+  OK(hrx_buffer_map(out, HRX_ACCESS_READ, &p));
+  for (size_t i = 0; i < N; i += 4099)
+    cr_assert_float_eq(((float *)p)[i], (float)(i % 1000) + 20.0f, 0, "element %zu", i);
+  OK(hrx_buffer_unmap(out, HRX_ACCESS_READ));
+  hrx_prepared_release(pg);
+  hrx_kernel_release(add);
+  hrx_buffer_release(h);
+  hrx_buffer_release(d);
+  hrx_buffer_release(out);
+  hrx_runtime_release(rt);
+}
