@@ -106,4 +106,8 @@ typedef double _Complex nv__cd;
 
 #define NV__KEEP(v) (v)
 
+/* Fast float32 run functions (src/cpu/elementwise_fast.c) for a primitive, or NULL. */
+nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype);
+nv__run_fn nv__ew_fast_binary(int prim, nv_dtype dtype);
+
 #endif

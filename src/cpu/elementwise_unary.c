@@ -281,6 +281,8 @@ nv_status nv__k_ew_unary(nv__node *node, const nv__operand *in, int donated) {
   if (!fn)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported",
                          nv__prims[node->prim].name, nv_dtype_name(dt));
+  nv__run_fn fast = nv__ew_fast_unary(node->prim, dt);
+  if (fast) fn = fast;
   if (donated < 0 && nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   nv__cpu_map(out, in, 1, fn, node->params);
   return NV_OK;
