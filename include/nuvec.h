@@ -12,5 +12,6 @@
 #include "nuvec/eval.h"
 #include "nuvec/ops.h"
 #include "nuvec/io.h"
+#include "nuvec/elementwise.h"
 
 #endif /* NUVEC_H */

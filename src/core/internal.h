@@ -217,6 +217,8 @@ nv_array *nv__array_from_buffer(nv__buffer *buf, int64_t offset, nv_dtype dtype,
 /* Appends (key, x) to `m` without looking for `key` (the caller knows it is absent), so
  * building a map of n unique keys costs O(n) rather than nv_map_set's O(n^2). */
 nv_status nv__map_append(nv_map *m, const char *key, nv_array *x);
+/* Appends all n arrays (retained) to v, or none when out of memory (src/core/containers.c). */
+nv_status nv__vec_push_all(nv_vec *v, nv_array *const *xs, size_t n);
 
 /* Scope bookkeeping (src/core/scope.c). */
 void nv__scope_register(nv_array *x);

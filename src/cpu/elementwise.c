@@ -4,9 +4,9 @@
 #include <complex.h>
 #include <math.h>
 
-#include "cpu/kernels.h"
+#include "cpu/elementwise_loops.h"
 
-typedef float _Complex cf;
+typedef nv__cf cf;
 
 /* ---- Binary ---- */
 
@@ -129,6 +129,8 @@ nv_status nv__k_binary(nv__node *node, const nv__operand *in, int donated) {
   if (!fn)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported",
                          nv__prims[node->prim].name, nv_dtype_name(out->dtype));
+  nv__run_fn fast = nv__ew_fast_binary(node->prim, out->dtype);
+  if (fast) fn = fast;
   if (donated < 0 && nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   nv__cpu_map(out, in, 2, fn, NULL);
   return NV_OK;
@@ -242,6 +244,8 @@ nv_status nv__k_unary(nv__node *node, const nv__operand *in, int donated) {
   if (!fn)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported",
                          nv__prims[node->prim].name, nv_dtype_name(in[0].meta->dtype));
+  nv__run_fn fast = nv__ew_fast_unary(node->prim, in[0].meta->dtype);
+  if (fast) fn = fast;
   if (donated < 0 && nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   nv__cpu_map(out, in, 1, fn, NULL);
   return NV_OK;

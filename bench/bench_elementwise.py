@@ -1,0 +1,49 @@
+"""Element-wise throughput beside NumPy and MLX's CPU build (where it installs): x*y+z on 2^26
+float32, and sigmoid, tanh, exp and a tanh-form GELU on 2^24 float32."""
+import numpy as np
+
+from benchlib import median_time, mlx_core, report, run_c
+
+C_GELU = np.float32(0.7978845608028654)
+
+
+def np_gelu(x):
+    return np.float32(0.5) * x * (np.float32(1) + np.tanh(C_GELU * (x + np.float32(0.044715) * x**3)))
+
+
+def main():
+    c = run_c("bench_elementwise")
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.uniform(-4, 4, 1 << 26).astype(np.float32) for _ in range(3))
+    a = rng.uniform(-4, 4, 1 << 24).astype(np.float32)
+    peers = {
+        "xy_plus_z_2^26": {"numpy": median_time(lambda: x * y + z, repeat=9)},
+        "sigmoid_2^24": {"numpy": median_time(lambda: 1 / (1 + np.exp(-a)), repeat=11)},
+        "tanh_2^24": {"numpy": median_time(lambda: np.tanh(a), repeat=11)},
+        "exp_2^24": {"numpy": median_time(lambda: np.exp(a), repeat=11)},
+        "gelu_tanh_2^24": {"numpy": median_time(lambda: np_gelu(a), repeat=11)},
+    }
+    mx = mlx_core()
+    if mx:
+        mxyz = [mx.array(v) for v in (x, y, z)]
+        ma = mx.array(a)
+        mx.eval(*mxyz, ma)
+
+        def mlx_gelu(v):
+            return 0.5 * v * (1 + mx.tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
+
+        cases = {
+            "xy_plus_z_2^26": lambda: mx.eval(mxyz[0] * mxyz[1] + mxyz[2]),
+            "sigmoid_2^24": lambda: mx.eval(mx.sigmoid(ma)),
+            "tanh_2^24": lambda: mx.eval(mx.tanh(ma)),
+            "exp_2^24": lambda: mx.eval(mx.exp(ma)),
+            "gelu_tanh_2^24": lambda: mx.eval(mlx_gelu(ma)),
+        }
+        for k, f in cases.items():
+            peers[k]["mlx"] = median_time(f, repeat=9)
+    rows = [(k, c[k], peers[k]) for k in peers]
+    report("element-wise (float32; ratio = peer time / nuvec time)", rows, ["numpy", "mlx"])
+
+
+if __name__ == "__main__":
+    main()
