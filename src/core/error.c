@@ -141,6 +141,7 @@ typedef struct thread_cache {
 
 /* The global-dynamic TLS model stays: libnuvec.so is often dlopen'ed (Python), where the
  * static TLS block may have no room. */
+#ifndef NV_DEBUG_ASSERTS
 static _Thread_local thread_cache *tcache;
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
@@ -157,6 +158,7 @@ static void tcache_destroy(void *arg) {
 }
 
 static void tcache_key_init(void) { pthread_key_create(&tcache_key, tcache_destroy); }
+#endif
 
 static thread_cache *get_tcache(void) {
 #ifdef NV_DEBUG_ASSERTS
