@@ -180,8 +180,10 @@ static void index_set_free(index_set *s) {
   nv__free(s->ext);
 }
 
-/* The element offset selected by index position `coords`, or -1 after reporting a bad index. */
-static int64_t index_offset(const index_set *s, const int64_t *coords, nv__ix_bad *bad) {
+/* The element offset selected by index position `coords` into *base (it may be negative for
+ * views with negative strides); false after reporting a bad index. */
+static bool index_offset(const index_set *s, const int64_t *coords, nv__ix_bad *bad,
+                         int64_t *out) {
   int64_t base = 0;
   size_t ni = s->ind > 0 ? (size_t)s->ind : 1;
   for (int j = 0; j < s->k; j++) {
@@ -192,11 +194,12 @@ static int64_t index_offset(const index_set *s, const int64_t *coords, nv__ix_ba
     int64_t v = raw;
     if (!nv__ix_wrap(&v, s->n[j], s->ext[j])) {
       nv__ix_report(bad, raw, s->n[j]);
-      return -1;
+      return false;
     }
     base += v * s->ast[j];
   }
-  return base;
+  *out = base;
+  return true;
 }
 
 static void unravel(int64_t pos, const int *shape, int nd, int64_t *coords) {
@@ -231,8 +234,8 @@ static void gather_range(void *ctx, int64_t b, int64_t e) {
   int64_t coords[NV__MAX_DIMS];
   unravel(b, j->ix.ishape, j->ix.ind, coords);
   for (int64_t p = b; p < e; p++, next_coords(coords, j->ix.ishape, j->ix.ind)) {
-    int64_t base = index_offset(&j->ix, coords, &j->bad);
-    if (base < 0) continue;
+    int64_t base;
+    if (!index_offset(&j->ix, coords, &j->bad, &base)) continue;
     char *dst = j->out + p * j->slice_total * (int64_t)j->isz;
     const char *src = j->a + base * (int64_t)j->isz;
     if (j->slice_total == 1) copy_elem(dst, src, j->isz);
@@ -311,8 +314,8 @@ static void scatter_parts(void *ctx, int64_t pb, int64_t pe) {
       bool mine = (v >= lo && v < hi) || ((v < 0 || v >= s->n[0]) && pb == 0);
       if (!mine) continue;
     }
-    int64_t base = index_offset(s, coords, &j->bad);
-    if (base < 0) continue;
+    int64_t base;
+    if (!index_offset(s, coords, &j->bad, &base)) continue;
     int64_t uoff = 0;
     for (int d = 0; d < s->ind; d++) uoff += coords[d] * j->um->strides[d];
     char *dst = j->out + base * (int64_t)j->isz;
