@@ -289,6 +289,32 @@ static void combine_run(char **p, const int64_t *s, int64_t n, void *extra) {
   comb(p[0], s[0], p[1], s[1], n);
 }
 
+/* The common case of one 1-D index array and one-element slices: a flat loop that prefetches
+ * the destinations a little ahead, since random read-modify-writes wait on memory. Handles
+ * destinations in [lo, hi) when partitioned (out-of-range indices by the first partition). */
+static void scatter_elems(scatter_job *j, int64_t npos, int64_t lo, int64_t hi, bool first) {
+  const index_set *s = &j->ix;
+  nv_dtype dt = s->dt[0];
+  int64_t n = s->n[0], ist = s->st[0], iisz = (int64_t)nv_dtype_size(dt);
+  int64_t ust = j->um->strides[0], ast = s->ast[0], isz = (int64_t)j->isz;
+  const char *ix = s->ptr[0];
+  bool parts = j->nparts > 1;
+  for (int64_t p = 0; p < npos; p++) {
+    if (p + 16 < npos) {
+      int64_t pv = nv__ix_load(ix + (p + 16) * ist * iisz, dt);
+      if (pv < 0) pv += n;
+      if (pv >= 0 && pv < n) __builtin_prefetch(j->out + pv * ast * isz, 1);
+    }
+    int64_t raw = nv__ix_load(ix + p * ist * iisz, dt), v = raw;
+    if (!nv__ix_wrap(&v, n, 1)) {
+      if (first) nv__ix_report(&j->bad, raw, n);
+      continue;
+    }
+    if (parts && (v < lo || v >= hi)) continue;
+    j->comb(j->out + v * ast * isz, 0, j->u + p * ust * isz, 0, 1);
+  }
+}
+
 /* Applies the updates of positions whose first index falls in partitions [pb, pe) of the
  * first indexed axis (all of them when the job is not partitioned), in row-major order, so
  * duplicate indices resolve exactly as in a serial loop. */
@@ -301,6 +327,10 @@ static void scatter_parts(void *ctx, int64_t pb, int64_t pe) {
   if (j->nparts > 1) {
     lo = s->n[0] * pb / j->nparts;
     hi = s->n[0] * pe / j->nparts;
+  }
+  if (s->k == 1 && s->ind == 1 && j->slice_total == 1) {
+    scatter_elems(j, npos, lo, hi, pb == 0);
+    return;
   }
   nv__ix_walk w = j->slice;
   int64_t coords[NV__MAX_DIMS] = {0};
