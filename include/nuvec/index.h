@@ -88,9 +88,11 @@ NV_API nv_array *nv_slice_dynamic(const nv_array *a, const nv_array *start, cons
                                   int naxes, const int *slice_size, int nsize);
 
 /* MLX's slice_update with an array start: `src` with the region starting at start[k] on axis
- * axes[k] (0 on the others) replaced by `update` (cast to src's dtype). update's dimensions
- * align with src's last ones and leading missing ones are 1; each must be <= src's. The start
- * is normalized and clamped as in nv_slice_dynamic. In place when the evaluation owns src. */
+ * axes[k] (0 on the others) replaced by `update` (cast to src's dtype), as MLX. update's
+ * dimensions align with src's last ones (each must be <= src's); on src's leading axes that
+ * update lacks, the region spans the whole axis (update broadcast over it), or one element
+ * when the axis is listed in `axes`. The start is normalized and clamped as in
+ * nv_slice_dynamic. In place when the evaluation owns src. */
 NV_API nv_array *nv_slice_update_dynamic(const nv_array *src, const nv_array *update,
                                          const nv_array *start, const int *axes, int naxes);
 
