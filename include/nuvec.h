@@ -13,5 +13,6 @@
 #include "nuvec/ops.h"
 #include "nuvec/io.h"
 #include "nuvec/elementwise.h"
+#include "nuvec/index.h"
 
 #endif /* NUVEC_H */
