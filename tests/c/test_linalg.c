@@ -176,6 +176,25 @@ Test(linalg, vecdot_and_composed_ops) {
   v = nv_vecdot(ai, bi, -1);
   cr_assert_eq(nv_array_dtype(v), NV_DTYPE_INT32);
   nv_release(v);
+  /* Over axis 0 the kernel walks columns (segments of the contiguous output axis). */
+  nv_array *srcs[4] = {a, ai, NULL, NULL};
+  srcs[2] = nv_astype(a, NV_DTYPE_FLOAT16);
+  srcs[3] = nv_astype(a, NV_DTYPE_UINT64);
+  for (int t = 0; t < 4; t++) {
+    nv_array *bt = nv_astype(b, nv_array_dtype(srcs[t]));
+    v = nv_vecdot(srcs[t], bt, 0);
+    got = read64(v, 1000);
+    for (int j = 0; j < 1000; j++) {
+      double acc = 0;
+      for (int i = 0; i < 3; i++) acc += val(i * 1000 + j, 1) * val(i * 1000 + j, 2);
+      cr_assert_eq(got[j], t == 3 ? (double)(uint64_t)(int64_t)acc : acc, "t=%d j=%d", t, j);
+    }
+    free(got);
+    nv_release(v);
+    nv_release(bt);
+  }
+  nv_release(srcs[2]);
+  nv_release(srcs[3]);
   nv_array *t = nv_tensordot(a, b, 2), *k = nv_kron(ai, bi), *o = nv_outer(a, b), *in = nv_inner(a, b);
   nv_array *all[4] = {t, k, o, in};
   cr_assert_eq(nv_eval(all, 4), NV_OK, "%s", nv_last_error());
