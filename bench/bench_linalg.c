@@ -23,8 +23,10 @@ static void *fill(nv_dtype dt, int64_t n, unsigned seed) {
   for (int64_t i = 0; i < n; i++) {
     seed = seed * 1103515245u + 12345u;
     double v = (double)(seed >> 8) / (double)(1u << 24) - 0.5;
-    if (isz == 8) ((double *)p)[i] = v;
-    else ((float *)p)[i] = (float)v;
+    if (isz == 8)
+      ((double *)p)[i] = v;
+    else
+      ((float *)p)[i] = (float)v;
   }
   return p;
 }
@@ -52,11 +54,13 @@ static void run_blas(void *ctx) {
   int lda = c->trans_a ? c->m : c->k;
   for (int t = 0; t < c->batch; t++) {
     if (c->dt == NV_DTYPE_FLOAT64)
-      cblas_dgemm(CblasRowMajor, ta, CblasNoTrans, c->m, c->n, c->k, 1, (const double *)c->pa + t * sa,
-                  lda, (const double *)c->pb + t * sb, c->n, 0, (double *)c->out + t * so, c->n);
+      cblas_dgemm(CblasRowMajor, ta, CblasNoTrans, c->m, c->n, c->k, 1,
+                  (const double *)c->pa + t * sa, lda, (const double *)c->pb + t * sb, c->n, 0,
+                  (double *)c->out + t * so, c->n);
     else
-      cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, c->m, c->n, c->k, 1, (const float *)c->pa + t * sa,
-                  lda, (const float *)c->pb + t * sb, c->n, 0, (float *)c->out + t * so, c->n);
+      cblas_sgemm(CblasRowMajor, ta, CblasNoTrans, c->m, c->n, c->k, 1,
+                  (const float *)c->pa + t * sa, lda, (const float *)c->pb + t * sb, c->n, 0,
+                  (float *)c->out + t * so, c->n);
   }
 }
 
@@ -86,13 +90,16 @@ static void bench_case(mm_case *c, int repeat) {
   free(c->out);
 }
 
+#define CASE(NAME, B, M, K, N, T, DT) \
+  {.name = NAME, .batch = B, .m = M, .k = K, .n = N, .trans_a = T, .dt = DT}
+
 int main(void) {
   mm_case cases[] = {
-      {.name = "matmul_2048_f32", .batch = 1, .m = 2048, .k = 2048, .n = 2048, .trans_a = false, .dt = NV_DTYPE_FLOAT32},
-      {.name = "matmul_512_f32", .batch = 1, .m = 512, .k = 512, .n = 512, .trans_a = false, .dt = NV_DTYPE_FLOAT32},
-      {.name = "bmm_64x128_f32", .batch = 64, .m = 128, .k = 128, .n = 128, .trans_a = false, .dt = NV_DTYPE_FLOAT32},
-      {.name = "matmul_T_1024_f32", .batch = 1, .m = 1024, .k = 1024, .n = 1024, .trans_a = true, .dt = NV_DTYPE_FLOAT32},
-      {.name = "matmul_1024_f64", .batch = 1, .m = 1024, .k = 1024, .n = 1024, .trans_a = false, .dt = NV_DTYPE_FLOAT64},
+      CASE("matmul_2048_f32", 1, 2048, 2048, 2048, false, NV_DTYPE_FLOAT32),
+      CASE("matmul_512_f32", 1, 512, 512, 512, false, NV_DTYPE_FLOAT32),
+      CASE("bmm_64x128_f32", 64, 128, 128, 128, false, NV_DTYPE_FLOAT32),
+      CASE("matmul_T_1024_f32", 1, 1024, 1024, 1024, true, NV_DTYPE_FLOAT32),
+      CASE("matmul_1024_f64", 1, 1024, 1024, 1024, false, NV_DTYPE_FLOAT64),
   };
   int repeats[] = {7, 21, 21, 11, 11};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) bench_case(&cases[i], repeats[i]);

@@ -137,8 +137,8 @@ static void gemm_one(const gemm_job *j, int64_t batch) {
                   j->oa.ld, B, j->ob.ld, (float)j->beta, C, j->N);
       break;
     case NV_DTYPE_FLOAT64:
-      cblas_dgemm(CblasRowMajor, j->oa.trans, j->ob.trans, j->M, j->N, j->K, j->alpha, A,
-                  j->oa.ld, B, j->ob.ld, j->beta, C, j->N);
+      cblas_dgemm(CblasRowMajor, j->oa.trans, j->ob.trans, j->M, j->N, j->K, j->alpha, A, j->oa.ld,
+                  B, j->ob.ld, j->beta, C, j->N);
       break;
     default: {
       float al[2] = {(float)j->alpha, 0}, be[2] = {(float)j->beta, 0};
@@ -287,7 +287,8 @@ static nv_status blas_product(const char *op, nv__output *out, nv__linalg_view *
     nv__linalg_pack(&cv, cst, work, cbuf);
   }
   run_gemm(&j, out->size);
-  if (work != out->dtype) nv__convert_run(work, cbuf, 1, out->dtype, nv__output_ptr(out), 1, out->size);
+  if (work != out->dtype)
+    nv__convert_run(work, cbuf, 1, out->dtype, nv__output_ptr(out), 1, out->size);
 done:
   if (cbuf != nv__output_ptr(out)) nv__free(cbuf);
   nv__free(pa);

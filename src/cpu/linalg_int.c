@@ -30,7 +30,7 @@ typedef struct int_job {
 static void store_tile(nv_dtype dt, char *dst, const void *acc, bool wide, int n) {
   const uint32_t *a32 = acc;
   const uint64_t *a64 = acc;
-#define NARROW(T)                                                        \
+#define NARROW(T)                                                          \
   for (int j = 0; j < n; j++) ((T *)dst)[j] = (T)(wide ? a64[j] : a32[j]); \
   break;
   switch (dt) {
@@ -47,31 +47,31 @@ static void store_tile(nv_dtype dt, char *dst, const void *acc, bool wide, int n
 }
 
 /* One row group of one batch: rows [r0, r0 + nr) of the output, tile by tile. */
-#define GROUP_FN(NAME, T)                                                                   \
-  static void NAME(const int_job *j, int64_t batch, int r0, int nr) {                      \
-    int64_t offa, offb;                                                                     \
-    nv__linalg_batch_offsets(&j->bt, batch, &offa, &offb);                                  \
-    const T *A = (const T *)j->a + offa + (int64_t)r0 * j->K;                               \
-    const T *B = (const T *)j->b + offb;                                                    \
-    size_t osz = nv_dtype_size(j->out->dtype);                                              \
-    char *C = (char *)nv__output_ptr(j->out) +                                              \
-              ((batch * j->M + r0) * (int64_t)j->N) * (int64_t)osz;                         \
-    T acc[ROWS][TILE];                                                                      \
-    for (int j0 = 0; j0 < j->N; j0 += TILE) {                                               \
-      int nj = j->N - j0 < TILE ? j->N - j0 : TILE;                                         \
-      memset(acc, 0, sizeof acc);                                                           \
-      for (int k = 0; k < j->K; k++) {                                                      \
-        const T *brow = B + (int64_t)k * j->N + j0;                                         \
-        for (int r = 0; r < nr; r++) {                                                      \
-          T av = A[(int64_t)r * j->K + k];                                                  \
-          T *restrict ar = acc[r];                                                          \
-          for (int c = 0; c < nj; c++) ar[c] += av * brow[c];                               \
-        }                                                                                   \
-      }                                                                                     \
-      for (int r = 0; r < nr; r++)                                                          \
-        store_tile(j->out->dtype, C + ((int64_t)r * j->N + j0) * (int64_t)osz, acc[r],      \
-                   sizeof(T) == 8, nj);                                                     \
-    }                                                                                       \
+#define GROUP_FN(NAME, T)                                                                      \
+  static void NAME(const int_job *j, int64_t batch, int r0, int nr) {                          \
+    int64_t offa, offb;                                                                        \
+    nv__linalg_batch_offsets(&j->bt, batch, &offa, &offb);                                     \
+    const T *A = (const T *)j->a + offa + (int64_t)r0 * j->K;                                  \
+    const T *B = (const T *)j->b + offb;                                                       \
+    size_t osz = nv_dtype_size(j->out->dtype);                                                 \
+    char *C =                                                                                  \
+        (char *)nv__output_ptr(j->out) + ((batch * j->M + r0) * (int64_t)j->N) * (int64_t)osz; \
+    T acc[ROWS][TILE];                                                                         \
+    for (int j0 = 0; j0 < j->N; j0 += TILE) {                                                  \
+      int nj = j->N - j0 < TILE ? j->N - j0 : TILE;                                            \
+      memset(acc, 0, sizeof acc);                                                              \
+      for (int k = 0; k < j->K; k++) {                                                         \
+        const T *brow = B + (int64_t)k * j->N + j0;                                            \
+        for (int r = 0; r < nr; r++) {                                                         \
+          T av = A[(int64_t)r * j->K + k];                                                     \
+          T *restrict ar = acc[r];                                                             \
+          for (int c = 0; c < nj; c++) ar[c] += av * brow[c];                                  \
+        }                                                                                      \
+      }                                                                                        \
+      for (int r = 0; r < nr; r++)                                                             \
+        store_tile(j->out->dtype, C + ((int64_t)r * j->N + j0) * (int64_t)osz, acc[r],         \
+                   sizeof(T) == 8, nj);                                                        \
+    }                                                                                          \
   }
 
 GROUP_FN(group32, uint32_t)
@@ -84,8 +84,10 @@ static void int_range(void *ctx, int64_t lo, int64_t hi) {
     int64_t batch = t / j->groups;
     int r0 = (int)(t % j->groups) * ROWS;
     int nr = j->M - r0 < ROWS ? j->M - r0 : ROWS;
-    if (wide) group64(j, batch, r0, nr);
-    else group32(j, batch, r0, nr);
+    if (wide)
+      group64(j, batch, r0, nr);
+    else
+      group32(j, batch, r0, nr);
   }
 }
 

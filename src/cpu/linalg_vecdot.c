@@ -37,27 +37,27 @@ static double dot_f64(const double *a, int64_t sa, const double *b, int64_t sb, 
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-#define DOT_WIDE(T, LOAD)                                                                  \
-  do {                                                                                     \
-    const T *x = (const T *)a, *y = (const T *)b;                                          \
-    int64_t k = 0;                                                                         \
-    if (sa == 1 && sb == 1) {                                                              \
-      /* Eight independent sums: the loads, products and additions vectorize. */          \
-      double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                             \
-      for (; k + 8 <= n; k += 8)                                                           \
+#define DOT_WIDE(T, LOAD)                                                                     \
+  do {                                                                                        \
+    const T *x = (const T *)a, *y = (const T *)b;                                             \
+    int64_t k = 0;                                                                            \
+    if (sa == 1 && sb == 1) {                                                                 \
+      /* Eight independent sums: the loads, products and additions vectorize. */              \
+      double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                \
+      for (; k + 8 <= n; k += 8)                                                              \
         for (int u = 0; u < 8; u++) s8[u] += (double)LOAD(x[k + u]) * (double)LOAD(y[k + u]); \
-      acc = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));     \
-    }                                                                                      \
-    for (; k < n; k++) acc += (double)LOAD(x[k * sa]) * (double)LOAD(y[k * sb]);          \
+      acc = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));        \
+    }                                                                                         \
+    for (; k < n; k++) acc += (double)LOAD(x[k * sa]) * (double)LOAD(y[k * sb]);              \
   } while (0)
 #define ID(v) (v)
 
-#define DOT_INT(T)                                                                   \
-  do {                                                                               \
-    const T *x = (const T *)a, *y = (const T *)b;                                    \
-    uint64_t s = 0;                                                                  \
+#define DOT_INT(T)                                                                  \
+  do {                                                                              \
+    const T *x = (const T *)a, *y = (const T *)b;                                   \
+    uint64_t s = 0;                                                                 \
     for (int64_t k = 0; k < n; k++) s += (uint64_t)x[k * sa] * (uint64_t)y[k * sb]; \
-    *(T *)o = (T)s;                                                                  \
+    *(T *)o = (T)s;                                                                 \
   } while (0)
 
 /* One output element. */
@@ -156,8 +156,8 @@ static void column_segment(const vec_job *j, int64_t start, int64_t len) {
       memset(blk, 0, sizeof blk);
     }
   }
-  nv__convert_run(wide, (const char *)&tot, 1, dt, (char *)nv__output_ptr(j->out) + start * (int64_t)isz,
-                  1, len);
+  nv__convert_run(wide, (const char *)&tot, 1, dt,
+                  (char *)nv__output_ptr(j->out) + start * (int64_t)isz, 1, len);
 }
 
 static void column_range(void *ctx, int64_t lo, int64_t hi) {

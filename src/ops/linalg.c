@@ -99,8 +99,8 @@ static nv_array *product(const char *op, const nv_array *c, const nv_array *a, c
     if (!nv_issubdtype(dt, NV_CATEGORY_INEXACT)) dt = NV_DTYPE_FLOAT32;
     const nv__output *oc = nv__out(c);
     int bs[NV__MAX_DIMS], bn;
-    bool ok = oc->ndim <= s.nfin &&
-              nv__broadcast_shapes(oc->shape, oc->ndim, s.fin, s.nfin, bs, &bn);
+    bool ok =
+        oc->ndim <= s.nfin && nv__broadcast_shapes(oc->shape, oc->ndim, s.fin, s.nfin, bs, &bn);
     for (int i = 0; ok && i < bn; i++) ok = bs[i] == s.fin[i];
     if (!ok) {
       char sc[NV__SHAPE_BUF], so[NV__SHAPE_BUF];
@@ -213,8 +213,8 @@ static nv_array *check_pairs(const char *op, const nv__output *oa, const nv__out
   if (n < 0 || (n > 0 && (!axes_a || !axes_b)))
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "invalid axes (%d pairs)", n);
   if (n > oa->ndim || n > ob->ndim)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "%d axes given for shapes %s and %s", n,
-                        sa, sb);
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "%d axes given for shapes %s and %s", n, sa,
+                        sb);
   bool sa_seen[NV__MAX_DIMS] = {false}, sb_seen[NV__MAX_DIMS] = {false};
   for (int i = 0; i < n; i++) {
     axa[i] = axes_a[i];

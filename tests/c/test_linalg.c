@@ -43,8 +43,8 @@ static double as_dtype(double s, nv_dtype dt) {
 }
 
 /* Checks z = a @ b for a (batch, M, K) and b (K, N) or (batch, K, N) made by make(). */
-static void check_mm(nv_array *z, int batch, int M, int K, int N, bool b_batched, bool at,
-                     int sa, int sb) {
+static void check_mm(nv_array *z, int batch, int M, int K, int N, bool b_batched, bool at, int sa,
+                     int sb) {
   double *got = read64(z, (int64_t)batch * M * N);
   for (int t = 0; t < batch; t++)
     for (int i = 0; i < M; i++)
@@ -65,9 +65,9 @@ static void check_mm(nv_array *z, int batch, int M, int K, int N, bool b_batched
 }
 
 static const nv_dtype all_numeric[] = {
-    NV_DTYPE_UINT8,   NV_DTYPE_UINT16,   NV_DTYPE_UINT32,  NV_DTYPE_UINT64, NV_DTYPE_INT8,
-    NV_DTYPE_INT16,   NV_DTYPE_INT32,    NV_DTYPE_INT64,   NV_DTYPE_FLOAT16,
-    NV_DTYPE_BFLOAT16, NV_DTYPE_FLOAT32, NV_DTYPE_FLOAT64, NV_DTYPE_COMPLEX64};
+    NV_DTYPE_UINT8,   NV_DTYPE_UINT16,  NV_DTYPE_UINT32,   NV_DTYPE_UINT64,  NV_DTYPE_INT8,
+    NV_DTYPE_INT16,   NV_DTYPE_INT32,   NV_DTYPE_INT64,    NV_DTYPE_FLOAT16, NV_DTYPE_BFLOAT16,
+    NV_DTYPE_FLOAT32, NV_DTYPE_FLOAT64, NV_DTYPE_COMPLEX64};
 #define NDT (sizeof all_numeric / sizeof *all_numeric)
 
 Test(linalg, matmul_paths_every_dtype) {
@@ -109,7 +109,8 @@ Test(linalg, matmul_negative_strides_pack) {
   for (int i = 0; i < 5; i++)
     for (int j = 0; j < 5; j++) {
       double acc = 0;
-      for (int k = 0; k < 7; k++) acc += val((4 - i) * 7 + (6 - k), 5) * val((4 - j) * 7 + (6 - k), 5);
+      for (int k = 0; k < 7; k++)
+        acc += val((4 - i) * 7 + (6 - k), 5) * val((4 - j) * 7 + (6 - k), 5);
       cr_assert_eq(got[i * 5 + j], acc);
     }
   free(got);
@@ -195,7 +196,8 @@ Test(linalg, vecdot_and_composed_ops) {
   }
   nv_release(srcs[2]);
   nv_release(srcs[3]);
-  nv_array *t = nv_tensordot(a, b, 2), *k = nv_kron(ai, bi), *o = nv_outer(a, b), *in = nv_inner(a, b);
+  nv_array *t = nv_tensordot(a, b, 2), *k = nv_kron(ai, bi), *o = nv_outer(a, b),
+           *in = nv_inner(a, b);
   nv_array *all[4] = {t, k, o, in};
   cr_assert_eq(nv_eval(all, 4), NV_OK, "%s", nv_last_error());
   for (int i = 0; i < 4; i++) nv_release(all[i]);
@@ -229,7 +231,8 @@ Test(linalg, errors_name_op_and_shapes) {
 Test(linalg, allocation_failures) {
   nv_dtype dts[4] = {NV_DTYPE_FLOAT16, NV_DTYPE_INT16, NV_DTYPE_FLOAT32, NV_DTYPE_FLOAT64};
   for (int d = 0; d < 4; d++) {
-    int sa[3] = {2, 3, 4}, sb[2] = {4, 5}, start[2] = {3, 4}, stop[2] = {-5, -6}, step[2] = {-1, -1};
+    int sa[3] = {2, 3, 4}, sb[2] = {4, 5}, start[2] = {3, 4}, stop[2] = {-5, -6},
+        step[2] = {-1, -1};
     nv_array *a = make(sa, 3, dts[d], 1), *b = make(sb, 2, dts[d], 2);
     nv_array *br = nv_slice(b, start, stop, step, 2);
     nv_array *xs[2] = {a, br};
