@@ -35,7 +35,8 @@ NV_API nv_array *nv_matmul(const nv_array *a, const nv_array *b);
  * result is float32 (alpha and beta are weak float scalars, as in MLX's promotion of Python
  * floats), computed in float32. BLAS semantics, as MLX: beta = 0 does not read `c` (a NaN in
  * `c` does not propagate) and alpha = 0 does not compute a @ b. Fails as nv_matmul, when `c`
- * does not broadcast to the product's shape, and when `a` and `b` are both bool. */
+ * does not broadcast to the product's shape, and when `a`, `b` and `c` are all bool (bool `a`
+ * and `b` with a float `c` compute in the float dtype, as MLX). */
 NV_API nv_array *nv_addmm(const nv_array *c, const nv_array *a, const nv_array *b, double alpha,
                           double beta);
 

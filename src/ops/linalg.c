@@ -91,11 +91,15 @@ static nv_array *product(const char *op, const nv_array *c, const nv_array *a, c
   const nv__output *oa = nv__out(a), *ob = nv__out(b);
   mm_shapes s;
   nv_dtype dt = NV_DTYPE_FLOAT32;
-  if ((f = mm_check(op, oa, ob, &s)) || (f = product_dtype(op, oa, ob, &dt))) return f;
+  if ((f = mm_check(op, oa, ob, &s))) return f;
+  if (!c && (f = product_dtype(op, oa, ob, &dt))) return f;
   if (c) {
-    /* alpha and beta are float scalars: an integer result becomes float32, as MLX would
-     * promote it. */
-    dt = promote_with(dt, c);
+    /* The promotion of all three, as MLX's addmm (bool a and b with a float c is a float
+     * product); alpha and beta are float scalars, so an integer result becomes float32. */
+    dt = promote_with(nv_promote_types(oa->dtype, ob->dtype), c);
+    if (dt == NV_DTYPE_BOOL)
+      return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                          "bool operands are not supported (a, b and c are all bool)");
     if (!nv_issubdtype(dt, NV_CATEGORY_INEXACT)) dt = NV_DTYPE_FLOAT32;
     const nv__output *oc = nv__out(c);
     int bs[NV__MAX_DIMS], bn;

@@ -318,9 +318,13 @@ def test_addmm_errors(nv):
     assert "addmm" in msg and "(5,3)" in msg
     msg = error_of(nv, lib.nv_addmm(nv.array(np.ones(3, np.float32)), nv.array(np.float32(2)), b, 1.0, 1.0))
     assert "addmm" in msg and "dimension" in msg
-    msg = error_of(nv, lib.nv_addmm(nv.array(np.ones(3, np.float32)),
-                                    nv.array(np.ones((2, 2), bool)), nv.array(np.ones((2, 3), bool)), 1.0, 1.0))
+    ab, bb = nv.array(np.ones((2, 2), bool)), nv.array(np.ones((2, 3), bool))
+    msg = error_of(nv, lib.nv_addmm(nv.array(np.ones(3, bool)), ab, bb, 1.0, 1.0))
     assert "addmm" in msg and "bool" in msg
+    # bool a and b with a float c compute in the float dtype (MLX).
+    got = read(nv, lib.nv_addmm(nv.array(np.ones(3, np.float32)), ab, bb, 2.0, 1.0))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.full((2, 3), 5, np.float32))
     assert "addmm" in error_of(nv, lib.nv_addmm(None, a, b, 1.0, 1.0))
 
 
