@@ -14,5 +14,6 @@
 #include "nuvec/io.h"
 #include "nuvec/elementwise.h"
 #include "nuvec/index.h"
+#include "nuvec/linalg.h"
 
 #endif /* NUVEC_H */
