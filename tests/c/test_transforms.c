@@ -959,3 +959,94 @@ Test(transforms, nested_vmap_matches_a_loop) {
   nv_closure_release(f);
   nv_release(x);
 }
+
+/* ---- dtypes ---- */
+
+static nv_status sum_sq_and_int(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  nv_array *x = nv_vec_get(in, 0), *k = nv_vec_get(in, 1);
+  nv_array *kf = nv_astype(k, nv_array_dtype(x));
+  return nv_vec_push(out, nv_sum(nv_multiply(nv_multiply(x, x), kf), NULL, 0, false));
+}
+
+Test(transforms, gradients_keep_their_input_dtypes) {
+  nv_dtype floats[3] = {NV_DTYPE_FLOAT16, NV_DTYPE_BFLOAT16, NV_DTYPE_FLOAT32};
+  double xv[4] = {0.5, -1.25, 2, 3};
+  int32_t kv[4] = {1, 2, 3, -1};
+  int shape[1] = {4};
+  nv_closure *f = nv_closure_new(sum_sq_and_int, NULL, NULL);
+  nv_closure *g = nv_grad(f, (int[]){0, 1}, 2);
+  for (int d = 0; d < 3; d++) {
+    nv_array *x64 = nv_array_from_data(xv, shape, 1, NV_DTYPE_FLOAT64);
+    nv_array *x = nv_astype(x64, floats[d]);
+    nv_array *k = nv_array_from_data(kv, shape, 1, NV_DTYPE_INT32);
+    nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+    nv_vec_push(in, x);
+    nv_vec_push(in, k);
+    cr_assert_eq(nv_closure_apply(g, in, out), NV_OK, "%s", nv_last_error());
+    cr_assert_eq(nv_array_dtype(nv_vec_get(out, 0)), floats[d]);
+    cr_assert_eq(nv_array_dtype(nv_vec_get(out, 1)), NV_DTYPE_INT32, "integer inputs keep theirs");
+    double *gx = gc_read(nv_vec_get(out, 0)), *gk = gc_read(nv_vec_get(out, 1));
+    for (int i = 0; i < 4; i++) {
+      cr_assert_float_eq(gx[i], 2 * xv[i] * kv[i], 1e-2 * fabs(2 * xv[i] * kv[i]));
+      cr_assert_eq(gk[i], 0, "astype to a float cuts the integer path");
+    }
+    free(gx);
+    free(gk);
+    nv_vec_free(in);
+    nv_vec_free(out);
+    nv_release(x64);
+    nv_release(x);
+    nv_release(k);
+  }
+  nv_closure_release(g);
+  nv_closure_release(f);
+}
+
+static nv_status abs_sum(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  return nv_vec_push(out, nv_sum(nv_abs(nv_vec_get(in, 0)), NULL, 0, false));
+}
+
+Test(transforms, complex_abs_has_no_rule_yet) {
+  nv_array *z = nv_array_complex(3, 4);
+  nv_closure *f = nv_closure_new(abs_sum, NULL, NULL);
+  nv_closure *g = nv_grad(f, NULL, 0);
+  nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+  nv_vec_push(in, z);
+  cr_assert_eq(nv_closure_apply(g, in, out), NV_ERR_UNSUPPORTED);
+  cr_assert(strstr(nv_last_error(), "abs"), "%s", nv_last_error());
+  cr_assert_eq(nv__tracing_depth(), 0);
+  nv_vec_free(in);
+  nv_vec_free(out);
+  nv_closure_release(g);
+  nv_closure_release(f);
+  nv_release(z);
+}
+
+static nv_status bad_vjp_rule(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  (void)in;
+  (void)out;
+  return NV_OK; /* returns nothing: wrong */
+}
+
+Test(transforms, custom_rule_results_are_checked) {
+  nv_array *x = nv_array_scalar(2.0, NV_DTYPE_FLOAT64);
+  nv_closure *f = nv_closure_new(square, NULL, NULL);
+  nv_closure *r = nv_closure_new(bad_vjp_rule, NULL, NULL);
+  nv_closure *c = nv_custom_function(f, r, NULL, NULL);
+  nv_closure *g = nv_grad(c, NULL, 0);
+  nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+  nv_vec_push(in, x);
+  cr_assert_eq(nv_closure_apply(g, in, out), NV_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(nv_last_error(), "custom_function: the vjp rule returned 0 arrays"), "%s",
+            nv_last_error());
+  nv_vec_free(in);
+  nv_vec_free(out);
+  nv_closure_release(g);
+  nv_closure_release(c);
+  nv_closure_release(r);
+  nv_closure_release(f);
+  nv_release(x);
+}
