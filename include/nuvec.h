@@ -15,5 +15,6 @@
 #include "nuvec/elementwise.h"
 #include "nuvec/index.h"
 #include "nuvec/linalg.h"
+#include "nuvec/transforms.h"
 
 #endif /* NUVEC_H */

@@ -27,5 +27,9 @@ extern const nv__backend nv__cpu_backend;
 /* Transform tracing depth of the calling thread (src/transforms): nodes flagged as tracers and
  * evaluated while it is positive are Retained instead of detached. */
 int nv__tracing_depth(void);
+/* Enters / leaves a transform on the calling thread; leaving the outermost one turns the
+ * nodes it Retained into Done and detaches them. */
+void nv__tracing_enter(void);
+void nv__tracing_leave(void);
 
 #endif

@@ -24,6 +24,43 @@ long nv__test_donations(void) { return atomic_load(&donations); }
 static _Thread_local int tracing_depth;
 int nv__tracing_depth(void) { return tracing_depth; }
 
+/* Tracer nodes this thread evaluated inside its transforms (Retained), each held once; the
+ * outermost transform releases them when it ends (an inner one's graph may still be needed by
+ * an outer one). */
+static _Thread_local nv__node **retained;
+static _Thread_local size_t nretained, cretained;
+
+void nv__tracing_enter(void) { tracing_depth++; }
+
+void nv__tracing_leave(void) {
+  if (tracing_depth <= 0 || --tracing_depth > 0) return;
+  for (size_t i = 0; i < nretained; i++) {
+    nv__node *n = retained[i];
+    nv__node_lock(n);
+    if (atomic_load_explicit(&n->state, memory_order_relaxed) == NV__RETAINED)
+      atomic_store_explicit(&n->state, NV__DONE, memory_order_release);
+    nv__node_unlock(n);
+    nv__node_detach(n);
+    nv__node_release(n);
+  }
+  free(retained);
+  retained = NULL;
+  nretained = cretained = 0;
+}
+
+/* Records a node about to be Retained; false when out of memory (it is then detached). */
+static bool retain_record(nv__node *n) {
+  if (nretained == cretained) {
+    size_t nc = cretained ? cretained * 2 : 64;
+    nv__node **p = realloc(retained, nc * sizeof *p);
+    if (!p) return false;
+    retained = p;
+    cretained = nc;
+  }
+  retained[nretained++] = nv__node_retain(n);
+  return true;
+}
+
 /* ---- Donation size rule ---- */
 static _Atomic uint64_t donation_limit = 0xffffffffull; /* 2^32 - 1, exclusive */
 void nv__test_set_donation_limit(uint64_t limit) {
@@ -479,6 +516,9 @@ static void evaluate(nv__node *n, nv__ectx *ctx) {
   }
   if (ops != ops_inline) free(ops);
   bool retain = n->tracer && tracing_depth > 0;
+  if (retain && !retain_record(n) && !err)
+    err = nv__error_new(NV_ERR_OUT_OF_MEMORY, "%s: out of memory keeping a traced graph",
+                        nv__prims[n->prim].name);
   finish(n, err ? NV__FAILED : (retain ? NV__RETAINED : NV__DONE), err);
   if (!retain) nv__node_detach(n); /* outside the lock */
 }

@@ -39,6 +39,7 @@ static void register_core(nv__kernel_fn *k) {
 
 void nv__cpu_register_elementwise(nv__kernel_fn *k);
 void nv__cpu_register_linalg(nv__kernel_fn *k);
+void nv__cpu_register_transforms(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
 void nv__cpu_register_index(nv__kernel_fn *k);
@@ -47,6 +48,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_elementwise,
     nv__cpu_register_index,
     nv__cpu_register_linalg,
+    nv__cpu_register_transforms,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -1,0 +1,132 @@
+/* nuvec — function transforms with MLX's semantics: vjp, jvp, grad, value_and_grad, vmap,
+ * stop_gradient, custom functions and checkpoint.
+ *
+ * A function is a closure (nv_closure): a C function, a payload and the payload's destructor.
+ * It receives its inputs as a list and appends its outputs to a list it is given. Transforms
+ * trace the function with tracer arrays on the calling thread and apply each primitive's rules
+ * (src/transforms, docs/transforms.md); the closures they return are functions like any other,
+ * so transforms nest (grad of grad, vmap of grad, jvp of vjp, grad inside vmap).
+ *
+ * Decided rules (MLX 0.32 where it is defined, written here where it is not obvious):
+ * - Gradients flow through inexact dtypes only: astype to or from bool or an integer type has a
+ *   zero derivative (the values are piecewise constant), and so do the fp8 conversions.
+ * - maximum(a, b): a receives the cotangent where a > b, b where a <= b (ties go to b); minimum:
+ *   a where a < b, b where a >= b (ties go to b). Where either is NaN neither receives it.
+ * - abs'(x) is sign(x): 0 at 0. Complex inputs to abs have no rule (an error naming abs).
+ * - full, arange and eye are constants: no gradient flows into full's fill value.
+ * - A function's outputs after the first are auxiliary: grad and value_and_grad differentiate
+ *   the first output only and carry the others through unchanged. */
+#ifndef NUVEC_TRANSFORMS_H
+#define NUVEC_TRANSFORMS_H
+
+#include "nuvec/array.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Closures ---- */
+
+/* A function's body: reads `inputs` (borrowed) and appends its results to `outputs` with
+ * nv_vec_push. It runs on the thread that applies it, inside a scope opened for the call and
+ * closed when it returns, so expression-style code leaks nothing: the scope releases every
+ * array the body created, and `outputs` keeps the ones pushed. The body therefore releases
+ * nothing it pushed (see nv_scope_begin). Returns NV_OK, or an error status with the thread's
+ * message set (a failing library call has already set it). */
+typedef nv_status (*nv_closure_fn)(void *payload, const nv_vec *inputs, nv_vec *outputs);
+
+/* A counted function value: `fn` with `payload`, and `destroy(payload)` (may be NULL) called
+ * when the last reference is released. */
+typedef struct nv_closure nv_closure;
+
+/* A new closure (one reference, owned by the caller). NULL with NV_ERR_INVALID_ARGUMENT for a
+ * NULL `fn` or NV_ERR_OUT_OF_MEMORY (see nv_last_error); `destroy` is not called then. */
+NV_API nv_closure *nv_closure_new(nv_closure_fn fn, void *payload, void (*destroy)(void *));
+
+/* Adds a reference to `f` and returns it; NULL-safe. Thread-safe. */
+NV_API nv_closure *nv_closure_retain(nv_closure *f);
+
+/* Gives back one reference; the payload is destroyed with the last one. NULL-safe. */
+NV_API void nv_closure_release(nv_closure *f);
+
+/* Calls `f` on `inputs` and appends its outputs to `outputs` (each retained by the list), only
+ * when it succeeds. Fails with NV_ERR_INVALID_ARGUMENT for NULL arguments, or with the
+ * function's status. */
+NV_API nv_status nv_closure_apply(const nv_closure *f, const nv_vec *inputs, nv_vec *outputs);
+
+/* ---- Differentiation ---- */
+
+/* The vector-Jacobian product of `f` at `primals`: appends f's outputs to `outputs` (may be
+ * NULL) and, to `vjps`, one array per primal: the sum over outputs of cotangent · ∂output/∂
+ * primal (zeros where a primal does not reach an output). `cotangents` holds one array per
+ * output, of its shape (converted to its dtype). Fails with NV_ERR_INVALID_ARGUMENT, naming
+ * vjp, for a count or shape of cotangents that does not match the outputs, and with
+ * NV_ERR_UNSUPPORTED for a primitive on the path without a vjp rule. Lists are appended only on
+ * success. */
+NV_API nv_status nv_vjp(const nv_closure *f, const nv_vec *primals, const nv_vec *cotangents,
+                        nv_vec *outputs, nv_vec *vjps);
+
+/* The Jacobian-vector product of `f` at `primals` along `tangents` (one per primal, of its
+ * shape): appends f's outputs to `outputs` (may be NULL) and, to `jvps`, one array per output
+ * (zeros where an output does not depend on the primals). Errors as nv_vjp, naming jvp. */
+NV_API nv_status nv_jvp(const nv_closure *f, const nv_vec *primals, const nv_vec *tangents,
+                        nv_vec *outputs, nv_vec *jvps);
+
+/* A function computing the gradient of f's first output, which must have exactly one element
+ * (a scalar), with respect to the inputs listed in `argnums` (`nargnums` of them; NULL means
+ * input 0). Applied, it appends one gradient per argnum, in argnum order, each of its input's
+ * shape and dtype; f's other outputs are discarded. Returns a new closure (NULL with the error
+ * set for a negative or repeated argnum, or out of memory). When applied it fails with
+ * NV_ERR_INVALID_ARGUMENT, naming grad, for an argnum out of range of the inputs or a first
+ * output that is not a scalar. */
+NV_API nv_closure *nv_grad(const nv_closure *f, const int *argnums, size_t nargnums);
+
+/* As nv_grad, but the function appends f's outputs first (the value, then the auxiliary
+ * outputs, unchanged) and then the gradients of the value: the last `nargnums` arrays. */
+NV_API nv_closure *nv_value_and_grad(const nv_closure *f, const int *argnums, size_t nargnums);
+
+/* nv_stop_gradient (an identity view through which no gradient flows) is declared in
+ * nuvec/elementwise.h. */
+
+/* ---- Vectorization ---- */
+
+/* The in_axes / out_axes value meaning "not mapped" (MLX's None). */
+#define NV_VMAP_NONE (-2147483647 - 1)
+
+/* A function mapping f over an axis of its inputs: input i is split along in_axes[i]
+ * (negative counts from the end; NV_VMAP_NONE: passed whole to every call) and output j is
+ * stacked along out_axes[j] (counted in the result; NV_VMAP_NONE: the output must not depend on
+ * the mapped inputs and is returned once). NULL axes mean 0 for every input / output, and a
+ * single value applies to all. The mapping is vectorized, not a loop: f is traced once with
+ * the mapped axes removed and each primitive's vmap rule batches it. Inside f the values of
+ * mapped inputs cannot be read (evaluating them fails). Returns a new closure (NULL when out
+ * of memory). Applied, it fails with NV_ERR_INVALID_ARGUMENT, naming vmap, for a count of axes
+ * that matches neither 1 nor the inputs / outputs, an axis out of range, mapped axes of
+ * different sizes, no mapped input, or a mapped output whose out_axes is NV_VMAP_NONE. */
+NV_API nv_closure *nv_vmap(const nv_closure *f, const int *in_axes, size_t n_in,
+                           const int *out_axes, size_t n_out);
+
+/* ---- Custom rules and checkpointing ---- */
+
+/* A function computing what `f` computes, with the transforms' rules given by closures (each
+ * may be NULL: then the transform goes through f's own graph), as MLX's custom_function:
+ * - vjp receives (primals..., cotangents..., outputs...) — one cotangent per output, zeros
+ *   where none reached it — and appends one gradient per primal;
+ * - jvp receives (primals..., tangents...) — zeros for primals without one — and appends one
+ *   tangent per output;
+ * - vmap receives (inputs..., axes) where axes is a 1-D int32 array with each input's batch
+ *   axis (-1: not mapped), and appends (outputs..., out_axes) in the same form.
+ * Every closure given is retained. Returns a new closure (NULL when `f` is NULL or out of
+ * memory). A rule's wrong count or shape of results fails the transform, naming the function. */
+NV_API nv_closure *nv_custom_function(const nv_closure *f, const nv_closure *vjp,
+                                      const nv_closure *jvp, const nv_closure *vmap);
+
+/* A function computing what `f` computes that keeps none of f's intermediate values for the
+ * backward pass: its vjp evaluates f again (gradient checkpointing), trading compute for
+ * memory. Gradients equal those of `f`. Returns a new closure (NULL as nv_custom_function). */
+NV_API nv_closure *nv_checkpoint(const nv_closure *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NUVEC_TRANSFORMS_H */

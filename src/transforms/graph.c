@@ -1,0 +1,407 @@
+/* The graph walk of the transforms: the traced nodes between sources and outputs in an order
+ * where inputs come first (iterative: no recursion on graph depth), and the backward (vjp) and
+ * forward (jvp) passes over it. */
+#include <stdlib.h>
+
+#include "transforms/transforms_internal.h"
+
+/* ---- A pointer → position map (open addressing) ---- */
+struct nv__tape_map {
+  const nv__node **keys;
+  long *vals;
+  size_t cap, n;
+};
+
+static size_t hash_ptr(const void *p) {
+  uintptr_t x = (uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static bool map_grow(struct nv__tape_map *m) {
+  size_t nc = m->cap ? m->cap * 2 : 64;
+  const nv__node **k = nv__calloc(nc, sizeof *k);
+  long *v = nv__malloc(nc * sizeof *v);
+  if (!k || !v) {
+    nv__free(k);
+    nv__free(v);
+    return false;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    size_t h = hash_ptr(m->keys[i]) & (nc - 1);
+    while (k[h]) h = (h + 1) & (nc - 1);
+    k[h] = m->keys[i];
+    v[h] = m->vals[i];
+  }
+  nv__free(m->keys);
+  nv__free(m->vals);
+  m->keys = k;
+  m->vals = v;
+  m->cap = nc;
+  return true;
+}
+
+/* The value slot of `key`, inserted with -1 when new; NULL when out of memory. */
+static long *map_slot(struct nv__tape_map *m, const nv__node *key, bool *found) {
+  if ((m->n + 1) * 2 > m->cap && !map_grow(m)) return NULL;
+  size_t h = hash_ptr(key) & (m->cap - 1);
+  while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
+  *found = m->keys[h] != NULL;
+  if (!*found) {
+    m->keys[h] = key;
+    m->vals[h] = -1;
+    m->n++;
+  }
+  return &m->vals[h];
+}
+
+long nv__tape_find(const nv__tape *t, const nv__node *node) {
+  const struct nv__tape_map *m = t->map;
+  if (!m || !m->cap) return -1;
+  size_t h = hash_ptr(node) & (m->cap - 1);
+  while (m->keys[h]) {
+    if (m->keys[h] == node) return m->vals[h];
+    h = (h + 1) & (m->cap - 1);
+  }
+  return -1;
+}
+
+void nv__tape_free(nv__tape *t) {
+  for (size_t i = 0; i < t->n; i++) nv__node_release(t->nodes[i]);
+  nv__free(t->nodes);
+  nv__free(t->dep);
+  if (t->map) {
+    nv__free(t->map->keys);
+    nv__free(t->map->vals);
+    nv__free(t->map);
+  }
+  memset(t, 0, sizeof *t);
+}
+
+/* Whether the walk goes on through `n`'s inputs: a tracer node still holding its graph. */
+static bool expandable(const nv__node *n) {
+  if (!n->tracer || n->ninputs == 0) return false;
+  int st = atomic_load_explicit(&n->state, memory_order_acquire);
+  return st == NV__PENDING || st == NV__RETAINED || st == NV__FAILED;
+}
+
+typedef struct frame {
+  nv__node *node;
+  int next;
+} frame;
+
+static nv_status tape_push(nv__tape *t, size_t *cap, nv__node *n, bool dep) {
+  if (t->n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 64;
+    nv__node **p = nv__realloc(t->nodes, nc * sizeof *p);
+    if (!p) return NV_ERR_OUT_OF_MEMORY;
+    t->nodes = p;
+    bool *d = nv__realloc(t->dep, nc * sizeof *d);
+    if (!d) return NV_ERR_OUT_OF_MEMORY;
+    t->dep = d;
+    *cap = nc;
+  }
+  t->nodes[t->n] = nv__node_retain(n);
+  t->dep[t->n++] = dep;
+  return NV_OK;
+}
+
+/* Iterative post-order depth-first walk: a node joins the tape after all its inputs. */
+nv_status nv__tape_build(nv__tape *t, nv__node *const *sources, size_t nsrc,
+                         nv_array *const *outs, size_t nout) {
+  memset(t, 0, sizeof *t);
+  t->map = nv__calloc(1, sizeof *t->map);
+  frame *stack = NULL;
+  size_t nstack = 0, cstack = 0, cap = 0;
+  nv_status s = t->map ? NV_OK : NV_ERR_OUT_OF_MEMORY;
+  bool found;
+  /* Sources come first, each once. */
+  for (size_t i = 0; s == NV_OK && i < nsrc; i++) {
+    long *slot = map_slot(t->map, sources[i], &found);
+    if (!slot) s = NV_ERR_OUT_OF_MEMORY;
+    else if (!found && (s = tape_push(t, &cap, sources[i], true)) == NV_OK) *slot = (long)t->n - 1;
+  }
+  t->nsrc = t->n;
+  for (size_t r = 0; s == NV_OK && r < nout; r++) {
+    long *slot = map_slot(t->map, outs[r]->node, &found);
+    if (!slot) {
+      s = NV_ERR_OUT_OF_MEMORY;
+      break;
+    }
+    if (found) continue;
+    *slot = -2; /* on the stack */
+    if (nstack == cstack) {
+      size_t nc = cstack ? cstack * 2 : 64;
+      frame *p = nv__realloc(stack, nc * sizeof *p);
+      if (!p) {
+        s = NV_ERR_OUT_OF_MEMORY;
+        break;
+      }
+      stack = p;
+      cstack = nc;
+    }
+    stack[nstack++] = (frame){outs[r]->node, 0};
+    while (s == NV_OK && nstack) {
+      frame *f = &stack[nstack - 1];
+      nv__node *n = f->node;
+      if (expandable(n) && f->next < n->ninputs) {
+        nv__node *in = n->inputs[f->next++].node;
+        long *is = map_slot(t->map, in, &found);
+        if (!is) {
+          s = NV_ERR_OUT_OF_MEMORY;
+          break;
+        }
+        if (found) continue;
+        *is = -2;
+        if (nstack == cstack) {
+          size_t nc = cstack * 2;
+          frame *p = nv__realloc(stack, nc * sizeof *p);
+          if (!p) {
+            s = NV_ERR_OUT_OF_MEMORY;
+            break;
+          }
+          stack = p;
+          cstack = nc;
+        }
+        stack[nstack++] = (frame){in, 0};
+        continue;
+      }
+      /* All inputs placed: the node depends on a source if any input does. */
+      bool dep = false;
+      for (int i = 0; expandable(n) && i < n->ninputs; i++) {
+        long at = nv__tape_find(t, n->inputs[i].node);
+        if (at >= 0 && t->dep[at]) dep = true;
+      }
+      nstack--;
+      if ((s = tape_push(t, &cap, n, dep)) != NV_OK) break;
+      *map_slot(t->map, n, &found) = (long)t->n - 1;
+    }
+  }
+  nv__free(stack);
+  if (s != NV_OK) {
+    nv__tape_free(t);
+    return nv__set_error(s, "out of memory walking the traced graph");
+  }
+  return NV_OK;
+}
+
+void nv__tf_release_all(nv_array **xs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    nv_release(xs[i]);
+    xs[i] = NULL;
+  }
+}
+
+bool nv__tf_same_shape(const nv_array *a, const nv_array *b) {
+  const nv__output *x = nv__out(a), *y = nv__out(b);
+  return x->ndim == y->ndim && !memcmp(x->shape, y->shape, (size_t)x->ndim * sizeof(int));
+}
+
+/* The arrays of a node's inputs and outputs as handles, for a rule call. */
+typedef struct rule_args {
+  nv_array *in_inl[8], *out_inl[8];
+  nv_array **in, **out;
+} rule_args;
+
+static nv_status args_open(rule_args *a, nv__node *n) {
+  a->in = n->ninputs <= 8 ? a->in_inl : nv__calloc((size_t)n->ninputs, sizeof *a->in);
+  a->out = n->noutputs <= 8 ? a->out_inl : nv__calloc((size_t)n->noutputs, sizeof *a->out);
+  if (!a->in || !a->out) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < n->ninputs; i++) a->in[i] = nv__tf_handle(n->inputs[i].node, n->inputs[i].idx);
+  for (int i = 0; i < n->noutputs; i++) a->out[i] = nv__tf_handle(n, i);
+  return NV_OK;
+}
+
+static void args_close(rule_args *a, nv__node *n) {
+  if (a->in) nv__tf_release_all(a->in, (size_t)n->ninputs);
+  if (a->out) nv__tf_release_all(a->out, (size_t)n->noutputs);
+  if (a->in != a->in_inl) nv__free(a->in);
+  if (a->out != a->out_inl) nv__free(a->out);
+}
+
+/* Adds `g` (taken over) into the cotangent slot `slot`. */
+static void accumulate(nv_array **slot, nv_array *g) {
+  if (!*slot) {
+    *slot = g;
+    return;
+  }
+  nv_array *sum = nv_add(*slot, g);
+  nv_release(*slot);
+  nv_release(g);
+  *slot = sum;
+}
+
+/* A rule's gradient checked against its input: same shape, same dtype. */
+static nv_status check_grad(const char *op, const nv__node *n, int i, nv_array **g,
+                            const nv_array *input) {
+  if (!nv__tf_same_shape(*g, input)) {
+    char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+    const nv__output *a = nv__out(*g), *b = nv__out(input);
+    return nv__set_error(NV_ERR_BACKEND,
+                         "%s: the vjp rule of %s gave input %d a gradient of shape %s for its "
+                         "shape %s",
+                         op, nv__prims[n->prim].name, i, nv__shape_str(a->shape, a->ndim, s1, sizeof s1),
+                         nv__shape_str(b->shape, b->ndim, s2, sizeof s2));
+  }
+  if (nv__out(*g)->dtype != nv__out(input)->dtype) {
+    nv_array *c = nv_astype(*g, nv__out(input)->dtype);
+    nv_release(*g);
+    *g = c;
+  }
+  return NV_OK;
+}
+
+/* Runs one node's vjp rule and adds the gradients into its inputs' cotangent slots. */
+static nv_status backward_node(const char *op, const nv__tape *t, size_t k, nv_array **cot,
+                               const size_t *base) {
+  nv__node *n = t->nodes[k];
+  const nv__prim_rule *r = &nv__prim_rules[n->prim];
+  if (!r->vjp)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "%s: the primitive %s has no vjp rule", op,
+                         nv__prims[n->prim].name);
+  rule_args a = {0};
+  nv_status s = args_open(&a, n);
+  bool want_inl[8];
+  nv_array *grad_inl[8] = {0};
+  bool *want = n->ninputs <= 8 ? want_inl : nv__calloc((size_t)n->ninputs, sizeof *want);
+  nv_array **grad = n->ninputs <= 8 ? grad_inl : nv__calloc((size_t)n->ninputs, sizeof *grad);
+  if (s == NV_OK && (!want || !grad)) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
+    long at = nv__tape_find(t, n->inputs[i].node);
+    want[i] = at >= 0 && t->dep[at];
+  }
+  if (s == NV_OK) s = r->vjp(n, a.in, a.out, cot + base[k], want, grad);
+  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
+    if (!grad[i] || !want[i]) continue;
+    if ((s = check_grad(op, n, i, &grad[i], a.in[i])) != NV_OK) break;
+    long at = nv__tape_find(t, n->inputs[i].node);
+    accumulate(&cot[base[at] + (size_t)n->inputs[i].idx], grad[i]);
+    grad[i] = NULL;
+  }
+  if (grad) nv__tf_release_all(grad, (size_t)n->ninputs);
+  if (want != want_inl) nv__free(want);
+  if (grad != grad_inl) nv__free(grad);
+  args_close(&a, n);
+  return s;
+}
+
+/* Slot offsets: node k's cotangents are cot[base[k] .. base[k] + noutputs). */
+static size_t *slot_bases(const nv__tape *t, size_t *total) {
+  size_t *base = nv__malloc((t->n + 1) * sizeof *base);
+  if (!base) return NULL;
+  size_t s = 0;
+  for (size_t k = 0; k < t->n; k++) {
+    base[k] = s;
+    s += (size_t)t->nodes[k]->noutputs;
+  }
+  base[t->n] = s;
+  *total = s;
+  return base;
+}
+
+nv_status nv__tf_backward(const char *op, nv_array *const *sources, size_t nsrc,
+                          nv_array *const *outs, nv_array *const *cots, size_t nout,
+                          nv_array **grads) {
+  nv__node *src_inl[8] = {0};
+  nv__node **src = nsrc <= 8 ? src_inl : nv__malloc(nsrc * sizeof *src);
+  if (!src) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  for (size_t i = 0; i < nsrc; i++) src[i] = sources[i]->node;
+  nv__tape t;
+  nv_status s = nv__tape_build(&t, src, nsrc, outs, nout);
+  if (src != src_inl) nv__free(src);
+  if (s != NV_OK) return s;
+  size_t total = 0, *base = slot_bases(&t, &total);
+  nv_array **cot = base ? nv__calloc(total ? total : 1, sizeof *cot) : NULL;
+  if (!cot) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  for (size_t i = 0; s == NV_OK && i < nout; i++) {
+    long at = nv__tape_find(&t, outs[i]->node);
+    if (at < 0 || !t.dep[at] || !cots[i]) continue;
+    accumulate(&cot[base[at] + (size_t)outs[i]->idx], nv_retain(cots[i]));
+  }
+  /* Sources are leaves: the walk stops there, leaving their cotangents for the caller. */
+  for (size_t k = t.n; s == NV_OK && k-- > t.nsrc;) {
+    if (!t.dep[k]) continue;
+    bool any = false;
+    for (int o = 0; o < t.nodes[k]->noutputs; o++) any |= cot[base[k] + (size_t)o] != NULL;
+    if (!any) continue;
+    s = backward_node(op, &t, k, cot, base);
+    nv__tf_release_all(cot + base[k], (size_t)t.nodes[k]->noutputs);
+  }
+  for (size_t i = 0; s == NV_OK && i < nsrc; i++) {
+    long at = nv__tape_find(&t, sources[i]->node);
+    nv_array **slot = &cot[base[at] + (size_t)sources[i]->idx];
+    grads[i] = *slot ? nv_retain(*slot) : nv_zeros_like(sources[i]);
+  }
+  if (cot) nv__tf_release_all(cot, total);
+  nv__free(cot);
+  nv__free(base);
+  nv__tape_free(&t);
+  return s;
+}
+
+/* Runs one node's jvp rule from its inputs' tangents. */
+static nv_status forward_node(const char *op, const nv__tape *t, size_t k, nv_array **tan,
+                              const size_t *base) {
+  nv__node *n = t->nodes[k];
+  const nv__prim_rule *r = &nv__prim_rules[n->prim];
+  if (!r->jvp)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "%s: the primitive %s has no jvp rule", op,
+                         nv__prims[n->prim].name);
+  rule_args a = {0};
+  nv_status s = args_open(&a, n);
+  nv_array *in_tan_inl[8] = {0};
+  nv_array **in_tan = n->ninputs <= 8 ? in_tan_inl : nv__calloc((size_t)n->ninputs, sizeof *in_tan);
+  if (s == NV_OK && !in_tan) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
+  bool any = false;
+  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
+    long at = nv__tape_find(t, n->inputs[i].node);
+    if (at >= 0) in_tan[i] = tan[base[at] + (size_t)n->inputs[i].idx];
+    any |= in_tan[i] != NULL;
+  }
+  if (s == NV_OK && any) s = r->jvp(n, a.in, a.out, in_tan, tan + base[k]);
+  for (int o = 0; s == NV_OK && o < n->noutputs; o++) {
+    nv_array **g = &tan[base[k] + (size_t)o];
+    if (*g && !nv__tf_same_shape(*g, a.out[o]))
+      s = nv__set_error(NV_ERR_BACKEND, "%s: the jvp rule of %s gave a tangent of the wrong shape",
+                        op, nv__prims[n->prim].name);
+  }
+  if (in_tan != in_tan_inl) nv__free(in_tan);
+  args_close(&a, n);
+  return s;
+}
+
+nv_status nv__tf_forward(const char *op, nv_array *const *sources, nv_array *const *tans,
+                         size_t nsrc, nv_array *const *outs, size_t nout, nv_array **out_tans) {
+  nv__node *src_inl[8] = {0};
+  nv__node **src = nsrc <= 8 ? src_inl : nv__malloc(nsrc * sizeof *src);
+  if (!src) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  for (size_t i = 0; i < nsrc; i++) src[i] = sources[i]->node;
+  nv__tape t;
+  nv_status s = nv__tape_build(&t, src, nsrc, outs, nout);
+  if (src != src_inl) nv__free(src);
+  if (s != NV_OK) return s;
+  size_t total = 0, *base = slot_bases(&t, &total);
+  nv_array **tan = base ? nv__calloc(total ? total : 1, sizeof *tan) : NULL;
+  if (!tan) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  for (size_t i = 0; s == NV_OK && i < nsrc; i++) {
+    long at = nv__tape_find(&t, sources[i]->node);
+    nv_array **slot = &tan[base[at] + (size_t)sources[i]->idx];
+    if (!*slot) *slot = nv_retain(tans[i]);
+  }
+  for (size_t k = t.nsrc; s == NV_OK && k < t.n; k++)
+    if (t.dep[k]) s = forward_node(op, &t, k, tan, base);
+  for (size_t i = 0; s == NV_OK && i < nout; i++) {
+    long at = nv__tape_find(&t, outs[i]->node);
+    nv_array *g = at >= 0 ? tan[base[at] + (size_t)outs[i]->idx] : NULL;
+    if (g && nv__out(g)->dtype != nv__out(outs[i])->dtype) out_tans[i] = nv_astype(g, nv__out(outs[i])->dtype);
+    else out_tans[i] = g ? nv_retain(g) : nv_zeros_like(outs[i]);
+  }
+  if (tan) nv__tf_release_all(tan, total);
+  nv__free(tan);
+  nv__free(base);
+  nv__tape_free(&t);
+  return s;
+}
