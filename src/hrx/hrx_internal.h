@@ -261,6 +261,7 @@ struct hrx_runtime {
   pthread_t threads[HRX_QUEUES + 3];
   struct hrx__targ {
     struct hrx_runtime *rt;
+    hrx__token *token; /* written before the thread starts; rt->token is cleared at teardown */
     int index; /* 0..4: queue workers; 5..7: lane watchers (CUDA engine) */
   } targs[HRX_QUEUES + 3];
   size_t nthreads;

@@ -80,6 +80,7 @@ static hrx_status start_threads(hrx_runtime *rt) {
   size_t n = hrx__gpu_engine(rt) ? HRX_QUEUES + 3 : HRX_QUEUES;
   for (size_t i = 0; i < n; i++) {
     rt->targs[i].rt = rt;
+    rt->targs[i].token = rt->token;
     rt->targs[i].index = (int)i;
     void *(*fn)(void *) = i < HRX_QUEUES ? hrx__worker_main : hrx__watcher_main;
     if (pthread_create(&rt->threads[i], NULL, fn, &rt->targs[i]) != 0)

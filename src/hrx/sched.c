@@ -440,7 +440,7 @@ void *hrx__worker_main(void *arg) {
   struct hrx__targ *t = arg;
   hrx_runtime *rt = t->rt;
   int queue = t->index;
-  hrx__thread_runtime = rt->token;
+  hrx__thread_runtime = t->token;
 #ifdef HRX_HAVE_CUDA
   if (hrx__gpu_engine(rt)) cudaSetDevice(rt->device);
 #endif
