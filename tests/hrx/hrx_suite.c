@@ -1,6 +1,10 @@
 /* hrx's scheduling suite. Built twice: on the host engine (runs in CI) and on the CUDA engine
  * (skipped where no GPU is present), with HRX_TEST_ENGINE choosing which. */
+#ifdef HRX_MINI_CRITERION
+#include "mini_criterion.h" /* plain build for ThreadSanitizer */
+#else
 #include <criterion/criterion.h>
+#endif
 
 #include <stdatomic.h>
 
