@@ -40,6 +40,24 @@ nv_status nv_vec_push(nv_vec *v, nv_array *x) {
   return NV_OK;
 }
 
+/* Appends the n arrays all, or none (on out of memory): ops returning several arrays keep
+ * their out-list promise with it. */
+nv_status nv__vec_push_all(nv_vec *v, nv_array *const *xs, size_t n) {
+  if (!v) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "vec_push: NULL list");
+  for (size_t i = 0; i < n; i++)
+    if (!xs[i]) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "vec_push: NULL array");
+  if (v->n + n > v->cap) {
+    size_t nc = v->cap ? v->cap : 8;
+    while (nc < v->n + n) nc *= 2;
+    nv_array **it = nv__realloc(v->items, nc * sizeof *it);
+    if (!it) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "vec_push: out of memory");
+    v->items = it;
+    v->cap = nc;
+  }
+  for (size_t i = 0; i < n; i++) v->items[v->n++] = nv_retain(xs[i]);
+  return NV_OK;
+}
+
 size_t nv_vec_size(const nv_vec *v) { return v ? v->n : 0; }
 nv_array *nv_vec_get(const nv_vec *v, size_t i) { return v && i < v->n ? v->items[i] : NULL; }
 nv_array *const *nv_vec_data(const nv_vec *v) { return v ? v->items : NULL; }

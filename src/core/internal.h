@@ -214,6 +214,9 @@ nv__error *nv__node_known_error(nv__node *n);
 nv_array *nv__array_from_buffer(nv__buffer *buf, int64_t offset, nv_dtype dtype,
                                 const int *shape, int ndim, const int64_t *strides);
 
+/* Appends all n arrays (retained) to v, or none when out of memory (src/core/containers.c). */
+nv_status nv__vec_push_all(nv_vec *v, nv_array *const *xs, size_t n);
+
 /* Scope bookkeeping (src/core/scope.c). */
 void nv__scope_register(nv_array *x);
 void nv__scope_forget(nv_array *x);
