@@ -11,5 +11,6 @@
 #include "nuvec/array.h"
 #include "nuvec/eval.h"
 #include "nuvec/ops.h"
+#include "nuvec/reduce.h"
 
 #endif /* NUVEC_H */
