@@ -12,5 +12,6 @@
 #include "nuvec/eval.h"
 #include "nuvec/ops.h"
 #include "nuvec/elementwise.h"
+#include "nuvec/reduce.h"
 
 #endif /* NUVEC_H */
