@@ -13,5 +13,6 @@
 #include "nuvec/ops.h"
 #include "nuvec/elementwise.h"
 #include "nuvec/reduce.h"
+#include "nuvec/random.h"
 
 #endif /* NUVEC_H */

@@ -2,6 +2,7 @@
 #ifndef NUVEC_OPS_PRIMS_RANDOM_H
 #define NUVEC_OPS_PRIMS_RANDOM_H
 
-#define NV__PRIMS_RANDOM(X)
+#define NV__PRIMS_RANDOM(X) \
+  X(RANDOM_BITS, "random_bits", D_NONE, false, false)
 
 #endif
