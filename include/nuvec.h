@@ -14,5 +14,6 @@
 #include "nuvec/elementwise.h"
 #include "nuvec/reduce.h"
 #include "nuvec/random.h"
+#include "nuvec/index.h"
 
 #endif /* NUVEC_H */

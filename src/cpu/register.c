@@ -42,11 +42,13 @@ void nv__cpu_register_reduce(nv__kernel_fn *k);
 void nv__cpu_register_random(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
+void nv__cpu_register_index(nv__kernel_fn *k);
 static void (*const families[])(nv__kernel_fn *) = {
     register_core,
     nv__cpu_register_elementwise,
     nv__cpu_register_reduce,
     nv__cpu_register_random,
+    nv__cpu_register_index,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
