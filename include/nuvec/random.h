@@ -115,6 +115,10 @@ NV_API nv_array *nv_random_categorical_samples(const nv_array *logits, int axis,
  * Fails for n < 0. */
 NV_API nv_array *nv_random_permutation_n(int n, const nv_array *key);
 
+/* `x` with its slices along `axis` in a random order: take(x, permutation(x.shape[axis]),
+ * axis), as MLX. Fails for a 0-d `x` or a bad axis. */
+NV_API nv_array *nv_random_permutation(const nv_array *x, int axis, const nv_array *key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -365,3 +365,20 @@ nv_array *nv_random_permutation_n(int n, const nv_array *key) {
   nv__scope_resume();
   return nv__random_scoped(r);
 }
+
+nv_array *nv_random_permutation(const nv_array *x, int axis, const nv_array *key) {
+  nv_array *f = nv__op_check("permutation", &x, 1);
+  if (f) return f;
+  if ((f = nv__random_check("permutation", NULL, 0, key))) return f;
+  const nv__output *o = nv__out(x);
+  int a = axis;
+  if (!nv__norm_axis(&a, o->ndim))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "permutation",
+                        "invalid axis %d for an array with %d dimensions", axis, o->ndim);
+  nv__scope_suspend();
+  nv_array *p = nv_random_permutation_n(o->shape[a], key);
+  nv_array *r = nv_take(x, p, a);
+  nv_release(p);
+  nv__scope_resume();
+  return nv__random_scoped(r);
+}

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from nvc import (CODE, FLOATS, INTS, BF16, NuvecError, ints, lib, np_dtype, sig)
+from nvc import (CODE, FLOATS, INTS, BF16, NuvecError, ints, lib, np_dtype, nv_name as nv_dtype_name, sig)
 
 P = C.c_void_p
 I = C.c_int
@@ -497,3 +497,289 @@ def test_failed_inputs_are_sticky_and_null_is_an_error(nv):
     assert msg.startswith("uniform:") and "NULL" in msg
     with pytest.raises(NuvecError):
         nv.read(nv.own(lib.nv_random_bits(s, n, 4, bad)))
+
+
+# ---- normal, laplace, truncated_normal, bernoulli, categorical, permutation ----
+
+sig("nv_random_normal", P, IP, I, I, D, D, P)
+sig("nv_random_normal_array", P, IP, I, I, P, P, P)
+sig("nv_random_laplace", P, IP, I, I, D, D, P)
+sig("nv_random_truncated_normal", P, P, P, IP, I, I, P)
+sig("nv_random_truncated_normal_scalar", P, D, D, IP, I, I, P)
+sig("nv_random_bernoulli", P, P, IP, I, P)
+sig("nv_random_bernoulli_scalar", P, D, IP, I, P)
+sig("nv_random_categorical", P, P, I, IP, I, P)
+sig("nv_random_categorical_samples", P, P, I, I, P)
+sig("nv_random_permutation_n", P, I, P)
+sig("nv_random_permutation", P, P, I, P)
+
+# Where MLX composes float functions (erfinv, erf, log, log1p) nuvec's own may differ by a few
+# ulps; half types usually round to the same value but may land one ulp apart.
+ULPS = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 2e-6,
+        "complex64": 2e-6}
+
+
+def assert_near_mlx(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    tol = ULPS[dtype]
+    if dtype == "complex64":
+        got, want = got.view(np.float32), want.view(np.float32)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol,
+                               atol=tol)
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def phi(x):
+    return 0.5 * (1 + np.asarray(_erf(np.asarray(x, np.float64) / math.sqrt(2)), np.float64))
+
+
+def normal(nv, shape, dtype, k, loc=0.0, scale=1.0):
+    s, n = shp(shape)
+    return nv.read(nv.own(lib.nv_random_normal(s, n, CODE[dtype], loc, scale, k)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + ["complex64"])
+@pytest.mark.parametrize("loc,scale", [(0.0, 1.0), (1.5, 2.0), (-3.0, 0.25)])
+def test_normal_matches_mlx(nv, mx, dtype, loc, scale):
+    got = normal(nv, (5, 37), dtype, key(nv, 31), loc, scale)
+    want = from_mx(mx.random.normal((5, 37), dtype=mx_dtype(mx, dtype), loc=loc, scale=scale,
+                                    key=mx.random.key(31)))
+    assert_near_mlx(got, want, dtype)
+
+
+def test_normal_array_loc_scale_broadcast_as_mlx(nv, mx, rng):
+    loc = rng.standard_normal((2, 1, 3)).astype(np.float32)
+    scale = rng.uniform(0.5, 2, (3,)).astype(np.float32)
+    s, n = shp((4, 3))
+    got = nv.read(nv.own(lib.nv_random_normal_array(s, n, CODE["float32"], nv.array(loc),
+                                                    nv.array(scale), key(nv, 6))))
+    want = np.array(mx.random.normal((4, 3), loc=mx.array(loc), scale=mx.array(scale),
+                                     key=mx.random.key(6)))
+    assert got.shape == want.shape == (2, 4, 3)
+    assert_near_mlx(got, want, "float32")
+    got = nv.read(nv.own(lib.nv_random_normal_array(s, n, CODE["float16"], None, None, key(nv, 6))))
+    assert_near_mlx(got, from_mx(mx.random.normal((4, 3), dtype=mx.float16, key=mx.random.key(6))),
+                    "float16")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_normal_statistics(nv, dtype):
+    n = N_STAT if dtype != "bfloat16" else N_STAT // 10
+    x = normal(nv, (n,), dtype, key(nv, 404), 2.0, 3.0).astype(np.float64)
+    assert abs(x.mean() - 2.0) < 6 * 3 / math.sqrt(n)
+    assert abs(x.std() - 3.0) < 0.01 * 3 + (0.05 if dtype == "bfloat16" else 0)
+    d = ks_stat(x, lambda t: phi((t - 2.0) / 3.0))
+    assert d < ks_bound(n) + (4e-3 if dtype == "bfloat16" else 0), d
+
+
+def test_complex_normal_statistics(nv):
+    z = normal(nv, (N_STAT // 2,), "complex64", key(nv, 9))
+    for part in (z.real.astype(np.float64), z.imag.astype(np.float64)):
+        assert abs(part.mean()) < 6 * math.sqrt(0.5 / len(part))
+        assert abs(part.var() - 0.5) < 0.01
+        assert ks_stat(part, lambda t: phi(t * math.sqrt(2))) < ks_bound(len(part))
+    assert abs(np.mean(z.real * z.imag)) < 6 * 0.5 / math.sqrt(len(z))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_laplace_matches_mlx(nv, mx, dtype):
+    for loc, scale in [(0.0, 1.0), (0.5, 3.0)]:
+        s, n = shp((3, 29))
+        got = nv.read(nv.own(lib.nv_random_laplace(s, n, CODE[dtype], loc, scale, key(nv, 12))))
+        want = from_mx(mx.random.laplace((3, 29), dtype=mx_dtype(mx, dtype), loc=loc,
+                                         scale=scale, key=mx.random.key(12)))
+        assert_near_mlx(got, want, dtype)
+
+
+def test_laplace_statistics(nv):
+    s, n = shp((N_STAT,))
+    x = nv.read(nv.own(lib.nv_random_laplace(s, n, CODE["float32"], -1.0, 2.0, key(nv, 3))))
+    x = x.astype(np.float64)
+    assert abs(x.mean() + 1.0) < 6 * math.sqrt(8 / N_STAT)
+    assert abs(x.var() - 8.0) < 0.15
+
+    def cdf(t):
+        z = (t + 1.0) / 2.0
+        return np.where(z < 0, 0.5 * np.exp(np.minimum(z, 0)), 1 - 0.5 * np.exp(-np.maximum(z, 0)))
+
+    assert ks_stat(x, cdf) < ks_bound(N_STAT)
+
+
+@pytest.mark.parametrize("dtype", UNIFORM_DTYPES)
+def test_truncated_normal_matches_mlx(nv, mx, dtype):
+    for lo, hi in [(-0.5, 2.0), (-2.0, 2.0), (1.0, 3.0)]:
+        s, n = shp((4, 25))
+        got = nv.read(nv.own(lib.nv_random_truncated_normal_scalar(lo, hi, s, n, CODE[dtype],
+                                                                   key(nv, 44))))
+        want = from_mx(mx.random.truncated_normal(lo, hi, (4, 25), dtype=mx_dtype(mx, dtype),
+                                                  key=mx.random.key(44)))
+        assert_near_mlx(got, want, dtype)
+        assert (got.astype(np.float64) >= lo).all() and (got.astype(np.float64) <= hi).all()
+
+
+def test_truncated_normal_array_bounds_default_shape(nv, mx):
+    lo = np.array([[-1.0], [0.0]], np.float32)
+    hi = np.array([0.5, 1.0, 2.0], np.float32)
+    got = nv.read(nv.own(lib.nv_random_truncated_normal(nv.array(lo), nv.array(hi), None, 0,
+                                                        CODE["float32"], key(nv, 2))))
+    want = np.array(mx.random.truncated_normal(mx.array(lo), mx.array(hi), key=mx.random.key(2)))
+    assert got.shape == (2, 3)
+    assert_near_mlx(got, want, "float32")
+
+
+def test_truncated_normal_statistics(nv):
+    s, n = shp((N_STAT,))
+    x = nv.read(nv.own(lib.nv_random_truncated_normal_scalar(-0.5, 2.0, s, n, CODE["float32"],
+                                                             key(nv, 8)))).astype(np.float64)
+    assert x.min() >= -0.5 and x.max() <= 2.0
+    a, b = phi(-0.5), phi(2.0)
+    assert ks_stat(x, lambda t: (phi(t) - a) / (b - a)) < ks_bound(N_STAT)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.5, 0.999, 1.0, -0.5, 1.5])
+def test_bernoulli_matches_mlx(nv, mx, p):
+    s, n = shp((6, 31))
+    got = nv.read(nv.own(lib.nv_random_bernoulli_scalar(p, s, n, key(nv, 17))))
+    want = np.array(mx.random.bernoulli(p, (6, 31), key=mx.random.key(17)))
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, want)
+    if p <= 0:
+        assert not got.any()
+    if p >= 1:
+        assert got.all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_bernoulli_array_p_matches_mlx(nv, mx, rng, dtype):
+    p = rng.uniform(0, 1, (4, 1)).astype(np_dtype(dtype))
+    got = nv.read(nv.own(lib.nv_random_bernoulli(nv.array(p), None, 0, key(nv, 5))))
+    mp = mx.array(p.astype(np.float32)).astype(mx_dtype(mx, dtype))
+    np.testing.assert_array_equal(got, np.array(mx.random.bernoulli(mp, key=mx.random.key(5))))
+    s, n = shp((4, 9))
+    got = nv.read(nv.own(lib.nv_random_bernoulli(nv.array(p), s, n, key(nv, 5))))
+    want = np.array(mx.random.bernoulli(mp, (4, 9), key=mx.random.key(5)))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bernoulli_statistics(nv):
+    s, n = shp((N_STAT,))
+    x = nv.read(nv.own(lib.nv_random_bernoulli_scalar(0.3, s, n, key(nv, 71))))
+    assert abs(x.mean() - 0.3) < 6 * math.sqrt(0.21 / N_STAT)
+
+
+def test_categorical_matches_mlx(nv, mx, rng):
+    lg = rng.standard_normal((4, 6)).astype(np.float32)
+    k, mk = key(nv, 13), mx.random.key(13)
+    cases = [
+        (lib.nv_random_categorical(nv.array(lg), -1, None, 0, k),
+         mx.random.categorical(mx.array(lg), key=mk)),
+        (lib.nv_random_categorical(nv.array(lg), 0, None, 0, k),
+         mx.random.categorical(mx.array(lg), axis=0, key=mk)),
+        (lib.nv_random_categorical(nv.array(lg), 1, *shp((3, 4)), k),
+         mx.random.categorical(mx.array(lg), shape=(3, 4), key=mk)),
+        (lib.nv_random_categorical_samples(nv.array(lg), 1, 7, k),
+         mx.random.categorical(mx.array(lg), num_samples=7, key=mk)),
+        (lib.nv_random_categorical_samples(nv.array(lg), -2, 3, k),
+         mx.random.categorical(mx.array(lg), axis=-2, num_samples=3, key=mk)),
+        (lib.nv_random_categorical(nv.array(lg.astype(np.float16)), 1, None, 0, k),
+         mx.random.categorical(mx.array(lg).astype(mx.float16), key=mk)),
+    ]
+    for h, want in cases:
+        got = nv.read(nv.own(h))
+        assert got.dtype == np.uint32
+        np.testing.assert_array_equal(got, np.array(want))
+
+
+def test_categorical_statistics(nv):
+    logits = np.log(np.array([0.1, 0.2, 0.3, 0.4], np.float32))[None, :]
+    x = nv.read(nv.own(lib.nv_random_categorical_samples(nv.array(logits), 1, N_STAT,
+                                                         key(nv, 19))))
+    counts = np.bincount(x.ravel(), minlength=4)
+    want = np.array([0.1, 0.2, 0.3, 0.4]) * N_STAT
+    chi2 = ((counts - want) ** 2 / want).sum()
+    assert chi2 < 16.3, counts  # 3 degrees of freedom, 0.1%
+
+
+def test_permutation_matches_mlx(nv, mx, rng):
+    for n in [0, 1, 2, 10, 1000]:
+        got = nv.read(nv.own(lib.nv_random_permutation_n(n, key(nv, n + 1))))
+        assert got.dtype == np.uint32
+        np.testing.assert_array_equal(got, np.array(mx.random.permutation(n, key=mx.random.key(n + 1))))
+    x = rng.standard_normal((5, 4, 3)).astype(np.float32)
+    for axis in [0, 1, -1]:
+        got = nv.read(nv.own(lib.nv_random_permutation(nv.array(x), axis, key(nv, 3))))
+        want = np.array(mx.random.permutation(mx.array(x), axis=axis, key=mx.random.key(3)))
+        np.testing.assert_array_equal(got, want)
+
+
+def test_permutation_is_a_shuffle(nv):
+    n = N_STAT
+    p = nv.read(nv.own(lib.nv_random_permutation_n(n, key(nv, 1))))
+    np.testing.assert_array_equal(np.sort(p), np.arange(n))
+    # Positions and values are uncorrelated.
+    assert abs(np.corrcoef(np.arange(n), p.astype(np.float64))[0, 1]) < 6 / math.sqrt(n)
+    x = np.arange(12, dtype=np.int16).reshape(3, 4)
+    got = nv.read(nv.own(lib.nv_random_permutation(nv.array(x), 1, key(nv, 2))))
+    np.testing.assert_array_equal(np.sort(got, axis=1), x)
+    # Whole columns move together.
+    np.testing.assert_array_equal(got - got[0], x - x[0])
+
+
+def test_sampler_errors(nv):
+    s, n = shp((3,))
+    k = key(nv, 0)
+    for dtype in ["bool", "int32", "uint64"]:
+        for h, op in [(lib.nv_random_normal(s, n, CODE[dtype], 0, 1, k), "normal"),
+                      (lib.nv_random_laplace(s, n, CODE[dtype], 0, 1, k), "laplace"),
+                      (lib.nv_random_truncated_normal_scalar(0, 1, s, n, CODE[dtype], k),
+                       "truncated_normal")]:
+            msg = error_of(nv, nv.own(h))
+            assert msg.startswith(op + ":") and dtype in msg
+    msg = error_of(nv, nv.own(lib.nv_random_laplace(s, n, CODE["complex64"], 0, 1, k)))
+    assert msg.startswith("laplace:") and "complex64" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_truncated_normal_scalar(0, 1, s, n,
+                                                                    CODE["float64"], k)))
+    assert msg.startswith("truncated_normal:") and "float64" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_bernoulli(nv.array(np.array([1, 0], np.int32)),
+                                                      None, 0, k)))
+    assert msg.startswith("bernoulli:") and "int32" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_bernoulli(nv.array(np.full((2, 3), 0.5, np.float32)),
+                                                      s, n, k)))
+    assert msg.startswith("bernoulli:") and "(2,3)" in msg
+    loc = nv.array(np.zeros(4, np.float32))
+    msg = error_of(nv, nv.own(lib.nv_random_normal_array(s, n, CODE["float32"], loc, None, k)))
+    assert msg.startswith("normal:") and "(4,)" in msg
+    lg = nv.array(np.zeros((2, 3), np.float32))
+    msg = error_of(nv, nv.own(lib.nv_random_categorical(lg, 2, None, 0, k)))
+    assert msg.startswith("categorical:") and "axis 2" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_categorical(lg, 1, *shp((3,)), k)))
+    assert msg.startswith("categorical:") and "(3,)" in msg and "(2,)" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_categorical_samples(lg, 1, -1, k)))
+    assert msg.startswith("categorical:") and "num_samples" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_permutation_n(-2, k)))
+    assert msg.startswith("permutation:")
+    msg = error_of(nv, nv.own(lib.nv_random_permutation(nv.array(np.float32(1)), 0, k)))
+    assert msg.startswith("permutation:") and "axis" in msg
+    msg = error_of(nv, nv.own(lib.nv_random_permutation(lg, -3, k)))
+    assert msg.startswith("permutation:") and "axis -3" in msg
+    bad = nv.array(np.zeros(2, np.int64))
+    for h in [lib.nv_random_normal(s, n, CODE["float32"], 0, 1, bad),
+              lib.nv_random_categorical(lg, 0, None, 0, bad),
+              lib.nv_random_permutation_n(3, bad), lib.nv_random_bernoulli_scalar(0.5, s, n, bad)]:
+        assert "key" in error_of(nv, nv.own(h))
+
+
+def test_shapes_and_dtypes(nv):
+    k = key(nv, 0)
+    for shape in [(), (0,), (2, 0, 3), (1, 1, 5)]:
+        s, n = shp(shape)
+        for h, dt in [(lib.nv_random_normal(s, n, CODE["bfloat16"], 0, 1, k), "bfloat16"),
+                      (lib.nv_random_normal(s, n, CODE["complex64"], 0, 1, k), "complex64"),
+                      (lib.nv_random_laplace(s, n, CODE["float64"], 0, 1, k), "float64"),
+                      (lib.nv_random_bernoulli_scalar(0.5, s, n, k), "bool"),
+                      (lib.nv_random_gumbel(s, n, CODE["float16"], k), "float16"),
+                      (lib.nv_random_randint_scalar(0, 9, s, n, CODE["uint8"], k), "uint8")]:
+            got = nv.read(nv.own(h))
+            assert got.shape == shape and nv_dtype_name(got.dtype) == dt
