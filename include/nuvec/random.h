@@ -5,9 +5,12 @@
  * given. Samplers are lazy op builders like the rest (nuvec/ops.h): inputs are borrowed, the
  * result is a new array, and bad arguments give an array that carries an error naming the op
  * (never NULL). A key yields the same bits whatever the thread count, and the same bits as
- * MLX 0.32 for the same key; the float samplers are composed of the same operations as MLX's,
- * so they round the same way. Scalar arguments (the *_scalar forms, loc, scale) are weakly
- * typed C scalars (nv_weak_scalar): they take the sample dtype and convert from their exact
+ * MLX 0.32 for the same key. The samplers are composed of the same operations as MLX's, in the
+ * same order, so uniform, randint, bernoulli and permutation give MLX's values exactly; those
+ * that go through erfinv, erf, log or log1p (normal, truncated_normal, gumbel, laplace, and
+ * categorical at near ties) may differ from MLX's by the few ulps by which those functions
+ * differ. Scalar arguments (the *_scalar forms, loc, scale) are weakly typed C scalars
+ * (nv_weak_scalar): they take the sample dtype and convert from their exact
  * double value. Dtypes are MLX's: uniform, truncated_normal and gumbel accept float16,
  * bfloat16 and float32 (MLX 0.32 has no float64 uniform: "unsupported type"); normal also
  * float64 and complex64; laplace all real floats; randint integers and bool. */

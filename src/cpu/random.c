@@ -6,7 +6,12 @@
  * become words i and H + odd + i; when W is odd, the middle word H is the first result of
  * hashing (H, 0). The last word is cut to the bytes that remain. Every word depends only on
  * the key and its counters, so the pool splits the pairs freely and a key gives the same bits
- * whatever the thread count. */
+ * whatever the thread count.
+ *
+ * random_unit is the same stream turned into samples on [0, 1) on the way out, exactly as MLX's
+ * uniform(shape, dtype) computes them with separate ops: each word converted to float32,
+ * divided by 2^32, clamped to the largest value below one in the output dtype, then rounded to
+ * the output dtype. Fused, it writes each sample once instead of four times. */
 #include <string.h>
 
 #include "cpu/kernels.h"
@@ -29,8 +34,10 @@ NV_KERNEL_CLONES static void hash_block(uint32_t k0, uint32_t k1, uint32_t c0, u
 
 typedef struct bits_job {
   const uint32_t *keys; /* two words per key */
+  nv_dtype unit;        /* random_unit: the float dtype of the samples; else NV_DTYPE_COUNT */
   char *out;
-  int64_t bytes;     /* output bytes per key */
+  int64_t bytes;     /* stream bytes per key */
+  int64_t out_bytes; /* output bytes per key (random_unit: samples, not stream bytes) */
   int64_t half;      /* counter pairs per key */
   int64_t odd;       /* 1 when the word count is odd (a middle word) */
   int64_t per_key;   /* work items per key: the pairs, then the middle word */
@@ -42,6 +49,42 @@ static void put(char *dst, int64_t bytes, int64_t at, const void *src, int64_t n
   memcpy(dst + at, src, (size_t)(n < bytes - at ? n : bytes - at));
 }
 
+/* The largest value below 1 in a half or single float dtype, where random_unit clamps. */
+static float below_one(nv_dtype dt) {
+  if (dt == NV_DTYPE_FLOAT16) return 1.0f - 0x1p-11f;
+  if (dt == NV_DTYPE_BFLOAT16) return 1.0f - 0x1p-8f;
+  return 1.0f - 0x1p-24f;
+}
+
+NV_KERNEL_CLONES static void unit_f32(const uint32_t *restrict w, float *restrict o, int n) {
+  const float upper = 1.0f - 0x1p-24f;
+  for (int i = 0; i < n; i++) {
+    float u = (float)w[i] / 4294967296.0f;
+    o[i] = u < upper ? u : upper;
+  }
+}
+
+static void unit_half(const uint32_t *w, uint16_t *o, int n, nv_dtype dt) {
+  float v[BLOCK];
+  const float upper = below_one(dt);
+  for (int i = 0; i < n; i++) {
+    float u = (float)w[i] / 4294967296.0f;
+    v[i] = u < upper ? u : upper;
+  }
+  if (dt == NV_DTYPE_FLOAT16)
+    for (int i = 0; i < n; i++) o[i] = nv__f32_to_f16(v[i]);
+  else
+    for (int i = 0; i < n; i++) o[i] = nv__f32_to_bf16(v[i]);
+}
+
+/* Stores `n` (at most BLOCK) words of a key's stream from word `at` on: raw bytes cut at the
+ * key's end for random_bits, one sample per word for random_unit. */
+static void store(const bits_job *j, char *dst, int64_t at, const uint32_t *w, int n) {
+  if (j->unit == NV_DTYPE_COUNT) put(dst, j->bytes, 4 * at, w, 4 * (int64_t)n);
+  else if (j->unit == NV_DTYPE_FLOAT32) unit_f32(w, (float *)dst + at, n);
+  else unit_half(w, (uint16_t *)dst + at, n, j->unit);
+}
+
 /* Items [b, e) of one key's stream. */
 static void fill_key(const bits_job *j, const uint32_t *key, char *dst, int64_t b, int64_t e) {
   int64_t pe = e < j->half ? e : j->half;
@@ -50,13 +93,13 @@ static void fill_key(const bits_job *j, const uint32_t *key, char *dst, int64_t 
     int n = (int)(pe - i < BLOCK ? pe - i : BLOCK);
     int64_t second = j->half + j->odd + i;
     hash_block(key[0], key[1], (uint32_t)i, (uint32_t)second, n, lo, hi);
-    put(dst, j->bytes, 4 * i, lo, 4 * (int64_t)n);
-    put(dst, j->bytes, 4 * second, hi, 4 * (int64_t)n);
+    store(j, dst, i, lo, n);
+    store(j, dst, second, hi, n);
   }
   if (j->odd && b <= j->half && j->half < e) {
     uint32_t a = (uint32_t)j->half, c = 0;
     nv__threefry2x32(key[0], key[1], &a, &c);
-    put(dst, j->bytes, 4 * j->half, &a, 4);
+    store(j, dst, j->half, &a, 1);
   }
 }
 
@@ -65,7 +108,7 @@ static void bits_range(void *ctx, int64_t begin, int64_t end) {
   while (begin < end) {
     int64_t k = begin / j->per_key, first = begin % j->per_key;
     int64_t last = end - k * j->per_key < j->per_key ? end - k * j->per_key : j->per_key;
-    fill_key(j, j->keys + 2 * k, j->out + k * j->bytes, first, last);
+      fill_key(j, j->keys + 2 * k, j->out + k * j->out_bytes, first, last);
     begin += last - first;
   }
 }
@@ -99,7 +142,11 @@ static nv_status k_random_bits(nv__node *node, const nv__operand *in, int donate
   bits_job j;
   j.keys = keys;
   j.out = nv__output_ptr(out);
-  j.bytes = out->size / nkeys * (int64_t)nv_dtype_size(out->dtype);
+  /* random_unit draws 4 bytes per sample, whatever the sample's size. */
+  j.unit = node->prim == NV__PRIM_RANDOM_UNIT ? out->dtype : NV_DTYPE_COUNT;
+  int64_t width = j.unit == NV_DTYPE_COUNT ? (int64_t)nv_dtype_size(out->dtype) : 4;
+  j.bytes = out->size / nkeys * width;
+  j.out_bytes = out->size / nkeys * (int64_t)nv_dtype_size(out->dtype);
   int64_t words = (j.bytes + 3) / 4;
   j.half = words / 2;
   j.odd = words % 2;
@@ -112,4 +159,7 @@ static nv_status k_random_bits(nv__node *node, const nv__operand *in, int donate
   return NV_OK;
 }
 
-void nv__cpu_register_random(nv__kernel_fn *k) { k[NV__PRIM_RANDOM_BITS] = k_random_bits; }
+void nv__cpu_register_random(nv__kernel_fn *k) {
+  k[NV__PRIM_RANDOM_BITS] = k_random_bits;
+  k[NV__PRIM_RANDOM_UNIT] = k_random_bits;
+}

@@ -163,13 +163,6 @@ nv_array *nv_random_split(const nv_array *key, int num) {
 
 /* ---- uniform ---- */
 
-/* The largest value below 1 in a half or single float dtype (as a float). */
-static float below_one(nv_dtype dt) {
-  if (dt == NV_DTYPE_FLOAT16) return 1.0f - 0x1p-11f;
-  if (dt == NV_DTYPE_BFLOAT16) return 1.0f - 0x1p-8f;
-  return 1.0f - 0x1p-24f;
-}
-
 bool nv__random_uniform_dtype(nv_dtype dt) {
   return dt == NV_DTYPE_FLOAT16 || dt == NV_DTYPE_BFLOAT16 || dt == NV_DTYPE_FLOAT32;
 }
@@ -179,21 +172,16 @@ nv_array *nv__random_dtype_error(const char *op, nv_dtype dt, const char *what) 
                       nv_dtype_name(dt), what);
 }
 
-/* Samples on [0, 1) of `dtype` (checked), unscoped, with scopes suspended by the caller: MLX's
- * bits / 2^32 in float32, clamped below one, converted. (MLX then computes 1 * u + 0, which
- * gives u again, exactly.) */
+/* Samples on [0, 1) of `dtype` (checked), unscoped: MLX's bits / 2^32 in float32, clamped
+ * below one, converted — fused into one random_unit node that rounds as those ops do. (MLX
+ * then computes 1 * u + 0, which gives u again, exactly.) */
 nv_array *nv__random_unit(const int *shape, int ndim, nv_dtype dtype, const nv_array *key) {
-  nv_array *b = nv__random_bits_unscoped(shape, ndim, 4, key);
-  nv_array *maxval = nv_array_float(4294967295.0f);
-  nv_array *upper = nv_array_float(below_one(dtype));
-  nv_array *q = nv_divide(b, maxval);
-  nv_array *c = nv_minimum(q, upper);
-  nv_array *r = nv_astype(c, dtype);
-  nv_release(b);
-  nv_release(maxval);
-  nv_release(upper);
-  nv_release(q);
-  nv_release(c);
+  nv_array *k = nv__random_use_key(key);
+  nv__scope_suspend();
+  nv__node *n = nv__op_node(NV__PRIM_RANDOM_UNIT, &k, 1, dtype, shape, ndim, 0);
+  nv_array *r = nv__op_finish("uniform", n);
+  nv__scope_resume();
+  nv_release(k);
   return r;
 }
 
