@@ -212,8 +212,8 @@ static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
     for (int64_t i = 0; i < m; i++) k[i] = k[i] == UINT64_MAX ? 0 : k[i];
 }
 
-#define ARG_DIRECT(NAME, T)                                                   \
-  static uint32_t NAME(const T *x, int64_t n, bool max) {                     \
+#define ARG_DIRECT(NAME, T, CMP)                                              \
+  static uint32_t NAME(const T *x, int64_t n) {                               \
     T m[8];                                                                   \
     int nan[8] = {0};                                                         \
     for (int k = 0; k < 8; k++) m[k] = x[0];                                  \
@@ -221,29 +221,40 @@ static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
     for (; i + 8 <= n; i += 8)                                                \
       for (int k = 0; k < 8; k++) {                                           \
         T v = x[i + k];                                                       \
-        m[k] = (max ? v > m[k] : v < m[k]) ? v : m[k];                        \
+        m[k] = v CMP m[k] ? v : m[k];                                         \
         nan[k] |= v != v;                                                     \
       }                                                                       \
     T best = x[0];                                                            \
     int any = 0;                                                              \
     for (int k = 0; k < 8; k++) {                                             \
-      best = (max ? m[k] > best : m[k] < best) ? m[k] : best;                 \
+      best = m[k] CMP best ? m[k] : best;                                     \
       any |= nan[k];                                                          \
     }                                                                         \
     for (; i < n; i++) {                                                      \
-      best = (max ? x[i] > best : x[i] < best) ? x[i] : best;                 \
+      best = x[i] CMP best ? x[i] : best;                                     \
       any |= x[i] != x[i];                                                    \
     }                                                                         \
-    for (i = 0; i < n; i++)                                                   \
+    /* The first match, found 16 elements at a time (the test vectorizes). */ \
+    for (i = 0; i + 16 <= n; i += 16) {                                       \
+      int hit = 0;                                                            \
+      for (int k = 0; k < 16; k++)                                            \
+        hit |= any ? x[i + k] != x[i + k] : x[i + k] == best;                 \
+      if (hit) break;                                                         \
+    }                                                                         \
+    for (; i < n; i++)                                                        \
       if (any ? x[i] != x[i] : x[i] == best) break;                           \
     return (uint32_t)i;                                                       \
   }
-ARG_DIRECT(arg_f32, float)
-ARG_DIRECT(arg_f64, double)
+ARG_DIRECT(argmax_f32, float, >)
+ARG_DIRECT(argmin_f32, float, <)
+ARG_DIRECT(argmax_f64, double, >)
+ARG_DIRECT(argmin_f64, double, <)
 
 static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
-  if (j->r->idt == NV_DTYPE_FLOAT32) return arg_f32((const float *)x, n, j->max);
-  if (j->r->idt == NV_DTYPE_FLOAT64) return arg_f64((const double *)x, n, j->max);
+  if (j->r->idt == NV_DTYPE_FLOAT32)
+    return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
+  if (j->r->idt == NV_DTYPE_FLOAT64)
+    return j->max ? argmax_f64((const double *)x, n) : argmin_f64((const double *)x, n);
   uint64_t k[ARG_BLOCK];
   uint64_t best = 0;
   int64_t at = 0;
