@@ -73,17 +73,25 @@ static inline __attribute__((always_inline)) void exp8(v8f *tp) {
   *tp = blend(nan, t, blend(under, splat(0.0f), v));
 }
 
-/* y[i] = exp(x[i] - m). */
-NV_CLONES static void exp_shift_f32(const float *x, float *y, int64_t n, float m) {
+/* y[i] = exp(x[i] - m), returning their sum: float32 lanes within a block of at most 1024
+ * values (the caller adds blocks in float64). The tail goes through a zero-padded vector whose
+ * padding is left out of the sum. */
+NV_CLONES static float exp_shift_f32(const float *x, float *y, int64_t n, float m) {
+  v8f acc = splat(0.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     v8f t;
     memcpy(&t, x + i, sizeof t);
     t -= splat(m);
     exp8(&t);
+    acc += t;
     memcpy(y + i, &t, sizeof t);
   }
-  if (i < n) { /* the tail through a padded vector */
+  float lanes[8];
+  memcpy(lanes, &acc, sizeof lanes);
+  float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  if (i < n) {
     float tmp[8] = {0};
     memcpy(tmp, x + i, (size_t)(n - i) * sizeof *tmp);
     v8f t;
@@ -92,17 +100,8 @@ NV_CLONES static void exp_shift_f32(const float *x, float *y, int64_t n, float m
     exp8(&t);
     memcpy(tmp, &t, sizeof t);
     memcpy(y + i, tmp, (size_t)(n - i) * sizeof *tmp);
+    for (int64_t k = 0; k < n - i; k++) s += tmp[k];
   }
-}
-
-/* The sum of a short run in eight lanes (the lanes vectorize). */
-NV_CLONES static float lanes_sum_f32(const float *y, int64_t n) {
-  float acc[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; k++) acc[k] += y[i + k];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; i++) s += y[i];
   return s;
 }
 
@@ -111,8 +110,7 @@ static double exp_shift_sum_f32(const float *x, float *y, int64_t n, float m) {
   double s = 0;
   for (int64_t b = 0; b < n; b += 1024) {
     int64_t k = n - b < 1024 ? n - b : 1024;
-    exp_shift_f32(x + b, y + b, k, m);
-    s += lanes_sum_f32(y + b, k);
+    s += exp_shift_f32(x + b, y + b, k, m);
   }
   return s;
 }
