@@ -144,16 +144,23 @@
       parts = nv__pool_threads();                                                           \
       if (parts > PARTS_MAX) parts = PARTS_MAX;                                             \
     }                                                                                       \
-    int64_t(*hist)[BUCKETS] = malloc((size_t)parts * sizeof *hist);                        \
+    /* One part: the histograms of every digit come from a single read (counts do not depend \
+     * on the order). Several parts: each pass counts its parts in their current order. */  \
+    int npass = (bits + BITS - 1) / BITS;                                                   \
+    int64_t nh = parts > 1 ? parts : npass;                                                 \
+    int64_t(*hist)[BUCKETS] = calloc((size_t)nh, sizeof *hist);                            \
     if (!hist) return false;                                                                \
+    if (parts == 1)                                                                         \
+      for (int64_t i = 0; i < n; i++)                                                       \
+        for (int d = 0; d < npass; d++) hist[d][(k[i] >> (d * BITS)) & (BUCKETS - 1)]++;    \
     KT *src = k, *dst = tk;                                                                 \
     uint32_t *isrc = idx, *idst = ti;                                                       \
     bool ok = true;                                                                         \
-    for (int shift = 0; shift < bits && ok; shift += BITS) {                                \
-      pass_##SUF p = {src, dst, isrc, idst, n, parts, shift, hist, 0};                      \
+    for (int d = 0; d < npass && ok; d++) {                                                 \
+      int64_t(*h)[BUCKETS] = parts > 1 ? hist : hist + d;                                   \
+      pass_##SUF p = {src, dst, isrc, idst, n, parts, d * BITS, h, 0};                      \
       if (parts > 1) nv__parallel_for(parts, 1, count_##SUF, &p);                           \
-      else count_##SUF(&p, 0, 1);                                                           \
-      if (!prefix_##SUF(hist, parts, n)) continue;                                          \
+      if (!prefix_##SUF(h, parts, n)) continue;                                             \
       if (parts > 1) nv__parallel_for(parts, 1, scatter_##SUF, &p);                         \
       else scatter_##SUF(&p, 0, 1);                                                         \
       ok = !atomic_load(&p.failed);                                                         \
