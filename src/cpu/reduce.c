@@ -47,17 +47,19 @@ static acc acc_init(int op) {
 
 #define BLK 1024
 
-static float block_f32(const float *p, int64_t n) {
-  float s[8] = {0};
+/* float32 blocks accumulate in float64 lanes, so their rounding errors stay far below
+ * float32's own (a float32 sum is, in practice, the float64 sum of its values rounded once). */
+NV_CLONES static double block_f32(const float *p, int64_t n) {
+  double s[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; j++) s[j] += p[i + j];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  double r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   for (; i < n; i++) r += p[i];
   return r;
 }
 
-static double block_f64(const double *p, int64_t n) {
+NV_CLONES static double block_f64(const double *p, int64_t n) {
   double s[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)

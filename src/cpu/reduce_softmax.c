@@ -9,12 +9,6 @@
 #include "cpu/reduce_rows.h"
 #include "ops/reduce_params.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define NV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NV_CLONES
-#endif
-
 /* The maximum of a row, NaN if the row holds one (NaN compares false, so it is tracked). */
 NV_CLONES static float row_max_f32(const float *x, int64_t n) {
   float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
