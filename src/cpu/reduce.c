@@ -3,8 +3,8 @@
  * runs of its innermost axis (inner layout), or, when the reduced axes are outer and the kept
  * ones contiguous, row by row into per-output accumulators (outer layout); a single long run
  * is split into chunks summed on the pool and merged. Floats accumulate accurately: runs are
- * summed in blocks with several partial sums (float32 blocks for float32 and the half types,
- * float64 blocks for float64) whose totals are added with Neumaier's compensation; products
+ * summed in blocks of 1024 with eight float64 partial sums (float32 and the half types convert
+ * on the fly), and the block totals are added with Neumaier's compensation; products
  * accumulate in float64; integers wrap as their own type would. */
 #include <stdlib.h>
 
