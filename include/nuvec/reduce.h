@@ -60,8 +60,9 @@ NV_API nv_array *nv_count_nonzero(const nv_array *x, const int *axes, int naxes,
                                   bool keepdims);
 
 /* The index of the first maximum / minimum along `axis` (NULL: of the flattened array), as
- * uint32 (MLX). A NaN counts as the extreme (the first NaN's index is returned), as NumPy.
- * Fails, as MLX, when `x` has no elements. */
+ * uint32 (MLX). A NaN counts as the extreme (the first NaN's index is returned), as NumPy;
+ * -0.0 equals +0.0. Fails, as MLX, when `x` has no elements, or when the reduction is longer
+ * than uint32 can index. */
 NV_API nv_array *nv_argmax(const nv_array *x, const int *axis, bool keepdims);
 NV_API nv_array *nv_argmin(const nv_array *x, const int *axis, bool keepdims);
 
@@ -101,8 +102,8 @@ NV_API nv_array *nv_logcumsumexp(const nv_array *x, const int *axis, bool revers
 
 /* ---- Sorting and searching ---- */
 
-/* `x` sorted along `axis` (NULL: the flattened array), ascending, NaN last. The sort is stable
- * (radix sorts for all dtypes). */
+/* `x` sorted along `axis` (NULL: the flattened array), ascending, NaN last, -0.0 before +0.0
+ * (both kept), by stable radix sorts for every dtype. */
 NV_API nv_array *nv_sort(const nv_array *x, const int *axis);
 
 /* The indices (uint32, as MLX) that sort `x` stably along `axis` (NULL: flattened), NaN last;

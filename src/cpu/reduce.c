@@ -3,8 +3,8 @@
  * runs of its innermost axis (inner layout), or, when the reduced axes are outer and the kept
  * ones contiguous, row by row into per-output accumulators (outer layout); a single long run
  * is split into chunks summed on the pool and merged. Floats accumulate accurately: runs are
- * summed in blocks with several partial sums (float32 blocks for float32 and the half types,
- * float64 blocks for float64) whose totals are added with Neumaier's compensation; products
+ * summed in blocks of 1024 with eight float64 partial sums (float32 and the half types convert
+ * on the fly), and the block totals are added with Neumaier's compensation; products
  * accumulate in float64; integers wrap as their own type would. */
 #include <stdlib.h>
 
@@ -47,17 +47,19 @@ static acc acc_init(int op) {
 
 #define BLK 1024
 
-static float block_f32(const float *p, int64_t n) {
-  float s[8] = {0};
+/* float32 blocks accumulate in float64 lanes, so their rounding errors stay far below
+ * float32's own (a float32 sum is, in practice, the float64 sum of its values rounded once). */
+NV_CLONES static double block_f32(const float *p, int64_t n) {
+  double s[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; j++) s[j] += p[i + j];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  double r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   for (; i < n; i++) r += p[i];
   return r;
 }
 
-static double block_f64(const double *p, int64_t n) {
+NV_CLONES static double block_f64(const double *p, int64_t n) {
   double s[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)

@@ -12,6 +12,15 @@
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
 
+/* Hot loops are built twice, for the baseline ISA and for x86-64-v3 (AVX2, FMA), and the
+ * loader picks one at run time (GCC's target_clones; not under the sanitizers). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define NV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define NV_CLONES
+#endif
+
 typedef struct nv__rows {
   int nk, nr;
   int64_t kshape[NV__MAX_DIMS], kin[NV__MAX_DIMS], kout[NV__MAX_DIMS];

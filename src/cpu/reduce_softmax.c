@@ -9,12 +9,6 @@
 #include "cpu/reduce_rows.h"
 #include "ops/reduce_params.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define NV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NV_CLONES
-#endif
-
 /* The maximum of a row, NaN if the row holds one (NaN compares false, so it is tracked). */
 NV_CLONES static float row_max_f32(const float *x, int64_t n) {
   float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
@@ -40,43 +34,68 @@ NV_CLONES static float row_max_f32(const float *x, int64_t n) {
   return any ? NAN : r;
 }
 
-/* y[i] = exp(x[i] - m). exp(t) = 2^k · p(r) with t = k·ln2 + r, |r| <= ln2/2, p the degree-7
- * Taylor polynomial (relative error < 1e-8 before rounding); t below the float32 range gives 0
- * (no subnormal results), NaN stays NaN. */
-NV_CLONES static void exp_shift_f32(const float *x, float *y, int64_t n, float m) {
-  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  const float shifter = 12582912.0f; /* 1.5 · 2^23: adding it rounds to an integer */
-  for (int64_t i = 0; i < n; i++) {
-    float t = x[i] - m;
-    float tc = t < -87.0f ? -87.0f : (t > 88.0f ? 88.0f : t);
-    float kf = (tc * log2e + shifter) - shifter;
-    float r = (tc - kf * ln2_hi) - kf * ln2_lo;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)kf + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, 4);
-    float v = p * scale;
-    v = t < -87.0f ? 0.0f : v;
-    v = t != t ? t : v;
-    y[i] = v;
-  }
+/* exp(t) = 2^k · p(r) with t = k·ln2 + r, |r| <= ln2/2, p the degree-7 Taylor polynomial
+ * (relative error < 1e-8 before rounding); t below the float32 range gives 0 (no subnormal
+ * results), NaN stays NaN. Written on 8-lane vectors (GCC vector extensions: two SSE halves
+ * on the baseline, one AVX2 register in the x86-64-v3 clone). */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+/* Macros rather than functions: 32-byte vector arguments and results would change the
+ * baseline ABI. */
+#define splat(f) ((v8f){(f), (f), (f), (f), (f), (f), (f), (f)})
+#define blend(mask, a, b) ((v8f)(((v8i)(a) & (mask)) | ((v8i)(b) & ~(mask))))
+
+/* *tp = exp(*tp). */
+static inline __attribute__((always_inline)) void exp8(v8f *tp) {
+  v8f t = *tp;
+  v8i under = t < splat(-87.0f), over = t > splat(88.0f), nan = t != t;
+  v8f tc = blend(under, splat(-87.0f), blend(over, splat(88.0f), t));
+  v8f kf = (tc * splat(1.44269504088896341f) + splat(12582912.0f)) - splat(12582912.0f);
+  v8f r = (tc - kf * splat(0.693359375f)) - kf * splat(-2.12194440e-4f);
+  v8f p = splat(1.0f / 5040.0f);
+  p = p * r + splat(1.0f / 720.0f);
+  p = p * r + splat(1.0f / 120.0f);
+  p = p * r + splat(1.0f / 24.0f);
+  p = p * r + splat(1.0f / 6.0f);
+  p = p * r + splat(0.5f);
+  p = p * r + splat(1.0f);
+  p = p * r + splat(1.0f);
+  v8i k = __builtin_convertvector(kf, v8i);
+  v8f scale = (v8f)((k + 127) << 23);
+  v8f v = p * scale;
+  *tp = blend(nan, t, blend(under, splat(0.0f), v));
 }
 
-/* The sum of a short run in eight lanes (the lanes vectorize). */
-NV_CLONES static float lanes_sum_f32(const float *y, int64_t n) {
-  float acc[8] = {0};
+/* y[i] = exp(x[i] - m), returning their sum: float32 lanes within a block of at most 1024
+ * values (the caller adds blocks in float64). The tail goes through a zero-padded vector whose
+ * padding is left out of the sum. */
+NV_CLONES static float exp_shift_f32(const float *x, float *y, int64_t n, float m) {
+  v8f acc = splat(0.0f);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; k++) acc[k] += y[i + k];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; i++) s += y[i];
+  for (; i + 8 <= n; i += 8) {
+    v8f t;
+    memcpy(&t, x + i, sizeof t);
+    t -= splat(m);
+    exp8(&t);
+    acc += t;
+    memcpy(y + i, &t, sizeof t);
+  }
+  float lanes[8];
+  memcpy(lanes, &acc, sizeof lanes);
+  float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  if (i < n) {
+    float tmp[8] = {0};
+    memcpy(tmp, x + i, (size_t)(n - i) * sizeof *tmp);
+    v8f t;
+    memcpy(&t, tmp, sizeof t);
+    t -= splat(m);
+    exp8(&t);
+    memcpy(tmp, &t, sizeof t);
+    memcpy(y + i, tmp, (size_t)(n - i) * sizeof *tmp);
+    for (int64_t k = 0; k < n - i; k++) s += tmp[k];
+  }
   return s;
 }
 
@@ -85,8 +104,7 @@ static double exp_shift_sum_f32(const float *x, float *y, int64_t n, float m) {
   double s = 0;
   for (int64_t b = 0; b < n; b += 1024) {
     int64_t k = n - b < 1024 ? n - b : 1024;
-    exp_shift_f32(x + b, y + b, k, m);
-    s += lanes_sum_f32(y + b, k);
+    s += exp_shift_f32(x + b, y + b, k, m);
   }
   return s;
 }

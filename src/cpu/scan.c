@@ -145,6 +145,84 @@ static void scan_range(void *ctx, int64_t b, int64_t e) {
   free(w);
 }
 
+/* ---- Columns: a scan axis of stride > 1 over contiguous inner elements ----
+ * Each task scans a block of up to COLS adjacent columns at once, walking the scan axis one
+ * row at a time, so the reads and writes stay contiguous. */
+#define COLS 256
+
+#define COMBINE_LOOP(T, EXPR)                     \
+  {                                               \
+    T *a = acc;                                   \
+    const T *x = v;                               \
+    for (int64_t c = 0; c < m; c++) {             \
+      T p = a[c], q = x[c];                       \
+      a[c] = (EXPR);                              \
+    }                                             \
+    break;                                        \
+  }
+
+/* acc[c] = acc[c] op v[c] for m columns in the working type. */
+static void combine(const scan_job *j, void *acc, const void *v, int64_t m) {
+  switch (j->work) {
+    case NV_DTYPE_FLOAT64:
+      switch (j->op) {
+        case S_SUM: COMBINE_LOOP(double, p + q)
+        case S_PROD: COMBINE_LOOP(double, p * q)
+        case S_MAX: COMBINE_LOOP(double, p != p || q != q ? NAN : (q > p ? q : p))
+        case S_MIN: COMBINE_LOOP(double, p != p || q != q ? NAN : (q < p ? q : p))
+        default: COMBINE_LOOP(double, logaddexp(p, q))
+      }
+      break;
+    case NV_DTYPE_INT64:
+      switch (j->op) {
+        case S_SUM: COMBINE_LOOP(int64_t, (int64_t)((uint64_t)p + (uint64_t)q))
+        case S_PROD: COMBINE_LOOP(int64_t, (int64_t)((uint64_t)p * (uint64_t)q))
+        case S_MAX: COMBINE_LOOP(int64_t, q > p ? q : p)
+        default: COMBINE_LOOP(int64_t, q < p ? q : p)
+      }
+      break;
+    default:
+      switch (j->op) {
+        case S_SUM: COMBINE_LOOP(uint64_t, p + q)
+        case S_PROD: COMBINE_LOOP(uint64_t, p * q)
+        case S_MAX: COMBINE_LOOP(uint64_t, q > p ? q : p)
+        default: COMBINE_LOOP(uint64_t, q < p ? q : p)
+      }
+  }
+}
+
+static void fill_identity(const scan_job *j, void *acc, int64_t m) {
+  for (int64_t c = 0; c < m; c++) {
+    if (j->work == NV_DTYPE_FLOAT64) ((double *)acc)[c] = ident_f(j->op);
+    else if (j->work == NV_DTYPE_INT64) ((int64_t *)acc)[c] = ident_i(j->op, j->r->idt);
+    else ((uint64_t *)acc)[c] = ident_u(j->op, j->r->idt);
+  }
+}
+
+static void cols_range(void *ctx, int64_t b, int64_t e) {
+  const scan_job *j = ctx;
+  const nv__rows *r = j->r;
+  int64_t inner = r->kshape[r->nk - 1], blocks = (inner + COLS - 1) / COLS;
+  uint64_t acc[COLS], v[COLS];
+  for (int64_t u = b; u < e; u++) {
+    int64_t o = u / blocks, c0 = (u % blocks) * COLS;
+    int64_t m = inner - c0 < COLS ? inner - c0 : COLS;
+    /* The kept index of the block's first column, in row units of the kept space. */
+    int64_t row = o * inner + c0;
+    const char *x = r->in + (nv__rows_in_offset(r, row)) * r->isz;
+    char *y = r->out + nv__rows_out_offset(r, row) * r->osz;
+    fill_identity(j, acc, m);
+    WALK(r->len, j->reverse, {
+      nv__convert_run(r->idt, x + i * r->rin[0] * r->isz, 1, j->work, (char *)v, 1, m);
+      if (!j->inclusive)
+        nv__convert_run(j->work, (const char *)acc, 1, r->odt, y + i * r->rout[0] * r->osz, 1, m);
+      combine(j, acc, v, m);
+      if (j->inclusive)
+        nv__convert_run(j->work, (const char *)acc, 1, r->odt, y + i * r->rout[0] * r->osz, 1, m);
+    })
+  }
+}
+
 nv_status nv__k_scan(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   nv__output *out = &node->out[0];
@@ -167,6 +245,14 @@ nv_status nv__k_scan(nv__node *node, const nv__operand *in, int donated) {
     j.work = NV_DTYPE_INT64;
   else if (j.op != S_LSE && nv_issubdtype(dt, NV_CATEGORY_UNSIGNED_INTEGER))
     j.work = NV_DTYPE_UINT64;
+  if (r.nr == 1 && r.rin[0] != 1 && r.nk >= 1 && r.kin[r.nk - 1] == 1 && r.kout[r.nk - 1] == 1 &&
+      j.work != NV_DTYPE_COMPLEX64) {
+    int64_t inner = r.kshape[r.nk - 1];
+    int64_t units = (r.nrows / inner) * ((inner + COLS - 1) / COLS);
+    int64_t per = NV__PAR_GRAIN / (r.len * COLS);
+    nv__parallel_for(units, per < 1 ? 1 : per, cols_range, &j);
+    return NV_OK;
+  }
   nv__rows_parallel(&r, scan_range, &j);
   if (atomic_load(&r.failed))
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[node->prim].name);

@@ -64,6 +64,8 @@ static bool sort_row(const sort_job *j, int64_t row, sort_scratch *s) {
   bool out_direct = nv__rows_out_contiguous(r);
   char *y = r->out + nv__rows_out_offset(r, row) * r->osz;
   bool idx = j->arg || j->via_index;
+  if (!idx && out_direct && r->idt == NV_DTYPE_FLOAT32)
+    return nv__radix_sort_f32((const float *)x, (float *)y, s->tkeys, n, j->parallel);
   if (idx)
     for (int64_t i = 0; i < n; i++) s->idx[i] = (uint32_t)i;
   /* Sorting float32/int32/uint32 values into a contiguous output row uses the row itself as
@@ -190,32 +192,81 @@ nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated) {
   return NV_OK;
 }
 
-/* ---- argmax / argmin: the first extreme key; a NaN wins (the first one), as NumPy ---- */
+/* ---- argmax / argmin: the first extreme; a NaN wins (the first one), as NumPy ----
+ * Keys order every dtype; for argmin of the float dtypes NaN's key is moved to 0 (below every
+ * other float key), so that one strict comparison serves both ops. float32/float64 rows that
+ * are contiguous take a direct path: the extreme (and whether a NaN is present) in a
+ * vectorizable pass, then the first index holding it. */
 
 typedef struct arg_job {
   nv__rows *r;
   bool max;
+  bool nan_low; /* argmin of a float dtype */
 } arg_job;
 
 #define ARG_BLOCK 512
 
+static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
+  nv__to_keys64(j->r->idt, x, m, k, true);
+  if (j->nan_low)
+    for (int64_t i = 0; i < m; i++) k[i] = k[i] == UINT64_MAX ? 0 : k[i];
+}
+
+#define ARG_DIRECT(NAME, T, CMP)                                              \
+  static uint32_t NAME(const T *x, int64_t n) {                               \
+    T m[8];                                                                   \
+    int nan[8] = {0};                                                         \
+    for (int k = 0; k < 8; k++) m[k] = x[0];                                  \
+    int64_t i = 0;                                                            \
+    for (; i + 8 <= n; i += 8)                                                \
+      for (int k = 0; k < 8; k++) {                                           \
+        T v = x[i + k];                                                       \
+        m[k] = v CMP m[k] ? v : m[k];                                         \
+        nan[k] |= v != v;                                                     \
+      }                                                                       \
+    T best = x[0];                                                            \
+    int any = 0;                                                              \
+    for (int k = 0; k < 8; k++) {                                             \
+      best = m[k] CMP best ? m[k] : best;                                     \
+      any |= nan[k];                                                          \
+    }                                                                         \
+    for (; i < n; i++) {                                                      \
+      best = x[i] CMP best ? x[i] : best;                                     \
+      any |= x[i] != x[i];                                                    \
+    }                                                                         \
+    /* The first match, found 16 elements at a time (the test vectorizes). */ \
+    for (i = 0; i + 16 <= n; i += 16) {                                       \
+      int hit = 0;                                                            \
+      for (int k = 0; k < 16; k++)                                            \
+        hit |= any ? x[i + k] != x[i + k] : x[i + k] == best;                 \
+      if (hit) break;                                                         \
+    }                                                                         \
+    for (; i < n; i++)                                                        \
+      if (any ? x[i] != x[i] : x[i] == best) break;                           \
+    return (uint32_t)i;                                                       \
+  }
+ARG_DIRECT(argmax_f32, float, >)
+ARG_DIRECT(argmin_f32, float, <)
+ARG_DIRECT(argmax_f64, double, >)
+ARG_DIRECT(argmin_f64, double, <)
+
 static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
-  const nv__rows *r = j->r;
+  if (j->r->idt == NV_DTYPE_FLOAT32)
+    return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
+  if (j->r->idt == NV_DTYPE_FLOAT64)
+    return j->max ? argmax_f64((const double *)x, n) : argmin_f64((const double *)x, n);
   uint64_t k[ARG_BLOCK];
-  bool fl = nv_issubdtype(r->idt, NV_CATEGORY_INEXACT);
-  uint64_t best = j->max ? 0 : UINT64_MAX;
+  uint64_t best = 0;
   int64_t at = 0;
   for (int64_t b = 0; b < n; b += ARG_BLOCK) {
     int64_t m = n - b < ARG_BLOCK ? n - b : ARG_BLOCK;
-    nv__to_keys64(r->idt, x + b * r->isz, m, k, true);
-    for (int64_t i = 0; i < m; i++) {
-      if (fl && k[i] == UINT64_MAX) return (uint32_t)(b + i); /* the first NaN */
-      bool better = j->max ? k[i] > best : k[i] < best;
-      if (better || (b + i == 0)) {
+    arg_keys(j, x + b * j->r->isz, m, k);
+    if (b == 0) best = k[0];
+    for (int64_t i = 0; i < m; i++)
+      if (j->max ? k[i] > best : k[i] < best) {
         best = k[i];
         at = b + i;
       }
-    }
   }
   return (uint32_t)at;
 }
@@ -240,6 +291,32 @@ static void arg_range(void *ctx, int64_t b, int64_t e) {
   free(vals);
 }
 
+/* Columns: one reduced axis of stride > 1 over contiguous outputs. Each task keeps the best
+ * key and index of a block of outputs and walks the reduced axis row by row. */
+static void arg_cols(void *ctx, int64_t b, int64_t e) {
+  const arg_job *j = ctx;
+  const nv__rows *r = j->r;
+  uint64_t best[ARG_BLOCK], k[ARG_BLOCK];
+  uint32_t at[ARG_BLOCK];
+  for (int64_t c = b; c < e; c += ARG_BLOCK) {
+    int64_t m = e - c < ARG_BLOCK ? e - c : ARG_BLOCK;
+    for (int64_t s = 0; s < r->len; s++) {
+      arg_keys(j, r->in + (s * r->rin[0] + c) * r->isz, m, k);
+      if (s == 0) {
+        memcpy(best, k, (size_t)m * sizeof *k);
+        memset(at, 0, (size_t)m * sizeof *at);
+        continue;
+      }
+      for (int64_t i = 0; i < m; i++) {
+        bool better = j->max ? k[i] > best[i] : k[i] < best[i];
+        best[i] = better ? k[i] : best[i];
+        at[i] = better ? (uint32_t)s : at[i];
+      }
+    }
+    memcpy((uint32_t *)r->out + c, at, (size_t)m * sizeof *at);
+  }
+}
+
 nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   nv__output *out = &node->out[0];
@@ -248,7 +325,13 @@ nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated) {
   const nv__rows_params *p = node->params;
   nv__rows r;
   nv__rows_init(&r, &in[0], p->axes, p->naxes, out, false);
-  arg_job j = {&r, node->prim == NV__PRIM_ARGMAX};
+  bool max = node->prim == NV__PRIM_ARGMAX;
+  arg_job j = {&r, max, !max && nv_issubdtype(r.idt, NV_CATEGORY_INEXACT)};
+  if (r.nr == 1 && r.nk == 1 && r.kin[0] == 1 && r.rin[0] != 1) {
+    int64_t per = NV__PAR_GRAIN / r.len;
+    nv__parallel_for(r.nrows, per < ARG_BLOCK ? ARG_BLOCK : per, arg_cols, &j);
+    return NV_OK;
+  }
   nv__rows_parallel(&r, arg_range, &j);
   if (atomic_load(&r.failed))
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[node->prim].name);

@@ -143,6 +143,11 @@ static nv_array *row_reduce(int prim, const nv_array *x, const int *axes, int na
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "complex64 is not supported");
   if ((arg || prim == NV__PRIM_LOGSUMEXP) && o->size == 0)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "cannot reduce an empty array");
+  int64_t len = 1;
+  for (int i = 0; i < nax; i++) len *= o->shape[ax[i]];
+  if (arg && len > (int64_t)UINT32_MAX)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                        "reductions of %lld elements exceed uint32 indices", (long long)len);
   int shape[NV__MAX_DIMS];
   int nd = nv__reduced_shape(o, ax, nax, keepdims, shape);
   nv__rows_params *p;

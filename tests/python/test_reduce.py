@@ -58,15 +58,10 @@ def rand(rng, shape, dtype, edges=False):
     return x
 
 
-def carr(values):
-    arr, n = ints(values)
-    return arr, n
-
-
 def axes_arg(axes):
     if axes is None:
         return None, 0
-    return carr(axes)
+    return ints(axes)
 
 
 def call_axes(fn, h, axes, *rest):
@@ -160,8 +155,7 @@ def test_integer_sum_and_prod_wrap(nv, dt):
     acc = np.uint64 if dt.startswith("uint") else np.int64
     with np.errstate(over="ignore"):
         for op, f in [("nv_sum", np.sum), ("nv_prod", np.prod)]:
-            got = nv.read(nv.own(lib[op](nv.array(x), None, 0, False))) if False else \
-                nv.read(nv.own(getattr(lib, op)(nv.array(x), None, 0, False)))
+            got = nv.read(nv.own(getattr(lib, op)(nv.array(x), None, 0, False)))
             np.testing.assert_array_equal(got, np.asarray(f(x.astype(acc))).astype(np_dtype(dt)))
 
 
@@ -540,8 +534,8 @@ def test_errors_name_the_op_and_problem(nv):
     x = nv.array(np.ones((2, 3), np.float32))
     e = nv.array(np.ones((0, 3), np.float32))
     c = nv.array(np.ones((3,), np.complex64))
-    three, n = carr([2])
-    rep, rn = carr([0, -2])
+    three, n = ints([2])
+    rep, rn = ints([0, -2])
     assert "max: axis 2 is out of range for shape (2,3)" == error_of(nv, lib.nv_max(x, three, n, False))
     assert "repeated" in error_of(nv, lib.nv_mean(x, rep, rn, False))
     assert error_of(nv, lib.nv_max(e, None, 0, False)).startswith("max: cannot")
