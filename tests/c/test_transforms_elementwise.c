@@ -319,21 +319,31 @@ Test(transforms_elementwise, every_differentiable_op_matches_finite_differences)
   for (size_t k = 0; k < NGRAD; k++) grad_case(&grad_cases[k], NULL, NULL, &st);
 }
 
-/* More shapes: 0-d, 1-D, 3-D and broadcasting against 0-d and size-1 axes (all of them under
- * NUVEC_TEST_FULL, else a rotating sample of the ops). */
-Test(transforms_elementwise, more_shapes_match_finite_differences) {
+static void vmap_case(const op_case *c, unsigned *st);
+
+/* More shapes, under both vjp/jvp and vmap: 0-d, empty, 1-D, 3-D and broadcasting against 0-d
+ * and size-1 axes (every op under NUVEC_TEST_FULL, else a rotating sample of them). */
+Test(transforms_elementwise, more_shapes_match_finite_differences_and_loops) {
   unsigned st = test_seed() + 1;
   gc_seed(st);
-  static const int sets[][3][4] = {{{0}}, {{5}, {5}, {5}}, {{2, 3, 2}, {3, 1}, {2}},
+  static const int sets[][3][4] = {{{0}},
+                                   {{2, 0}, {0}, {1}},
+                                   {{5}, {5}, {5}},
+                                   {{2, 3, 2}, {3, 1}, {2}},
                                    {{4, 1}, {0}, {1, 3}}};
-  static const int nds[][3] = {{0, 0, 0}, {1, 1, 1}, {3, 2, 1}, {2, 0, 2}};
+  static const int nds[][3] = {{0, 0, 0}, {2, 1, 1}, {1, 1, 1}, {3, 2, 1}, {2, 0, 2}};
   size_t step = full_sweep() ? 1 : 7;
   for (size_t k = st % step; k < NGRAD; k += step) {
-    const op_case *c = &grad_cases[k];
+    /* depends and the counts are written for their own ranks. */
+    if (grad_cases[k].fn == f_depends || grad_cases[k].fn == f_count ||
+        grad_cases[k].fn == f_count_inverted)
+      continue;
     for (size_t s = 0; s < sizeof nds / sizeof *nds; s++) {
-      /* depends and the counts need their own ranks; where's condition follows input 0. */
-      if (c->fn == f_depends || c->fn == f_count || c->fn == f_count_inverted) continue;
-      grad_case(c, sets[s], nds[s], &st);
+      op_case c = grad_cases[k];
+      memcpy(c.shape, sets[s], sizeof c.shape);
+      memcpy(c.nd, nds[s], sizeof c.nd);
+      grad_case(&c, NULL, NULL, &st);
+      vmap_case(&c, &st);
     }
   }
 }
