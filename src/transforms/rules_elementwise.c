@@ -513,7 +513,8 @@ VMAP(vmap_view) {
 VMAP(vmap_depends) {
   int ni = n->noutputs, nall = n->ninputs;
   nv_vec *xs = nv_vec_new(), *deps = nv_vec_new(), *res = nv_vec_new();
-  nv_status s = xs && deps && res ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "vmap: out of memory");
+  nv_status s =
+      xs && deps && res ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "vmap: out of memory");
   for (int i = 0; s == NV_OK && i < nall; i++) s = nv_vec_push(i < ni ? xs : deps, in[i]);
   if (s == NV_OK) s = nv_depends(xs, deps, res);
   for (int i = 0; s == NV_OK && i < ni; i++) {
@@ -579,7 +580,8 @@ void nv__rules_register_elementwise(nv__prim_rule *r) {
   for (int p = NV__PRIM_REMAINDER; p <= NV__PRIM_LOGADDEXP; p++)
     set(r, p, vjp_binary, jvp_binary, vmap_binary);
   set(r, NV__PRIM_FLOOR_DIVIDE, vjp_none, jvp_none, vmap_binary);
-  for (int p = NV__PRIM_EQUAL; p <= NV__PRIM_ISCLOSE; p++) set(r, p, vjp_none, jvp_none, vmap_binary);
+  for (int p = NV__PRIM_EQUAL; p <= NV__PRIM_ISCLOSE; p++)
+    set(r, p, vjp_none, jvp_none, vmap_binary);
   set(r, NV__PRIM_WHERE, vjp_where, jvp_where, vmap_where);
   set(r, NV__PRIM_DIVMOD, vjp_divmod, jvp_divmod, vmap_divmod);
   set(r, NV__PRIM_ALLCLOSE, vjp_none, jvp_none, vmap_all_test);

@@ -243,13 +243,14 @@ static nv_status f_comparisons(nv_array *const *x, nv_vec *out) {
 }
 static nv_status f_logical(nv_array *const *x, nv_vec *out) {
   nv_array *a = nv_floor(x[0]), *b = nv_floor(x[1]);
-  nv_array *r = nv_add(as_f64(nv_logical_and(a, b)), nv_multiply_scalar(as_f64(nv_logical_or(a, b)), 2));
+  nv_array *r = nv_add(as_f64(nv_logical_and(a, b)),
+                       nv_multiply_scalar(as_f64(nv_logical_or(a, b)), 2));
   return push(out, nv_add(r, nv_multiply_scalar(as_f64(nv_logical_xor(a, b)), 4)));
 }
 OP(isclose, nv_isclose(x[0], x[1], 0.0, 0.5, false))
-OP(tri_windows,
-   nv_add(nv_multiply(x[0], nv_tri(2, 3, 0, NV_DTYPE_FLOAT64)),
-          nv_add(nv_multiply(nv_hanning(3), nv_hamming(3)), nv_multiply(nv_bartlett(3), nv_blackman(3)))))
+OP(tri_windows, nv_add(nv_multiply(x[0], nv_tri(2, 3, 0, NV_DTYPE_FLOAT64)),
+                       nv_add(nv_multiply(nv_hanning(3), nv_hamming(3)),
+                              nv_multiply(nv_bartlett(3), nv_blackman(3)))))
 OP(tril_triu, nv_add(nv_tril(x[0], 0), nv_multiply_scalar(nv_triu(x[0], 1), 3)))
 OP(view_uint32, as_f64(nv_view(x[0], NV_DTYPE_UINT32)))
 OP(view_back, nv_view(nv_view(x[0], NV_DTYPE_FLOAT32), NV_DTYPE_FLOAT64))
