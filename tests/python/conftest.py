@@ -31,6 +31,18 @@ def nv():
         yield s
 
 
+@pytest.fixture(autouse=True)
+def output_guards():
+    """Every buffer a test frees has its sentinel guards checked (NUVEC_DEBUG_GUARDS=1, set by
+    the CTest run): a kernel that wrote out of bounds fails the test that freed the buffer."""
+    from nvc import lib
+
+    before = lib.nv_get_guard_violations()
+    yield
+    after = lib.nv_get_guard_violations()
+    assert after == before, f"{after - before} buffer(s) had damaged guards: an out-of-bounds write"
+
+
 def sample(cases, k, salt=0):
     """All cases under NUVEC_TEST_FULL=1, else a seeded sample of k of them."""
     cases = list(cases)

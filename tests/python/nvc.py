@@ -78,6 +78,7 @@ sig("nv_weak_scalar", P, D)
 sig("nv_weak_int", P, C.c_int64)
 sig("nv_astype", P, P, I)
 sig("nv_get_active_memory", C.c_size_t)
+sig("nv_get_guard_violations", C.c_size_t)
 
 
 def ints(values):
