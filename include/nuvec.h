@@ -16,5 +16,6 @@
 #include "nuvec/index.h"
 #include "nuvec/linalg.h"
 #include "nuvec/transforms.h"
+#include "nuvec/nn.h"
 
 #endif /* NUVEC_H */
