@@ -387,7 +387,7 @@ static nv_status build(item *items, size_t n, int depth, nv_tree **out) {
     }
   if (depth > MAX_DEPTH)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT,
-                         "tree_unflatten: key '%s' nests deeper than %d levels", items[0].key,
+                         "tree_unflatten: key '%.64s...' nests deeper than %d levels", items[0].key,
                          MAX_DEPTH);
   group *groups = nv__malloc(n * sizeof *groups);
   group **order = nv__malloc(n * sizeof *order);
