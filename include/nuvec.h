@@ -17,5 +17,7 @@
 #include "nuvec/linalg.h"
 #include "nuvec/transforms.h"
 #include "nuvec/nn.h"
+#include "nuvec/reduce.h"
+#include "nuvec/random.h"
 
 #endif /* NUVEC_H */
