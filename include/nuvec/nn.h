@@ -1,6 +1,6 @@
-/* nuvec — what C programs train with (src/nn): parameter trees, optimizers, learning-rate
- * schedules and gradient clipping, with the semantics of MLX 0.32 (mlx.utils' tree functions,
- * mlx.optimizers).
+/* nuvec — what C programs train with (src/nn): parameter trees, initialisers, optimizers,
+ * learning-rate schedules and gradient clipping, with the semantics of MLX 0.32 (mlx.utils'
+ * tree functions, mlx.nn.init, mlx.optimizers).
  *
  * A model's parameters are an nv_map of named arrays whose keys are dotted paths
  * ("layers.0.weight"): the flat form MLX's tree_flatten gives. nv_tree is the nested form
@@ -22,6 +22,7 @@
 #define NUVEC_NN_H
 
 #include "nuvec/array.h"
+#include "nuvec/random.h"
 #include "nuvec/transforms.h"
 
 #ifdef __cplusplus
@@ -267,6 +268,52 @@ NV_API nv_array *nv_optimizer_learning_rate(const nv_optimizer *opt);
 /* Sets the learning rate (float32), as MLX's learning_rate setter. With a schedule the next
  * update overrides it, as in MLX. */
 NV_API nv_status nv_optimizer_set_learning_rate(nv_optimizer *opt, double learning_rate);
+
+/* ---- Initialisers ---- */
+
+/* Initialisers return a new array of `shape` (ndim dimensions) as mlx.nn.init's initialisers
+ * return for an array of that shape. They are lazy builders like the samplers of
+ * nuvec/random.h, which they use: `key` NULL draws the next key of the process-wide sequence
+ * (nv_random_seed), so after nv_random_seed(s) the values equal MLX's after mx.random.seed(s);
+ * errors give a failed array naming the initialiser. Dtypes are the samplers': normal and the
+ * *_normal ones take float16, bfloat16, float32, float64 (and complex64 for normal); uniform and
+ * the *_uniform ones float16, bfloat16, float32; constant and identity any dtype. */
+
+/* The fans of a weight of `shape`, as MLX's: fan_in = shape[-1], fan_out = shape[0], both
+ * times the product of the dimensions between them (a convolution's receptive field). Fails
+ * with NV_ERR_INVALID_ARGUMENT for fewer than 2 dimensions. */
+NV_API nv_status nv_init_fans(const int *shape, int ndim, int64_t *fan_in, int64_t *fan_out);
+
+/* Which fan the He initialisers scale by. */
+typedef enum nv_init_fan_mode {
+  NV_INIT_FAN_IN = 0,
+  NV_INIT_FAN_OUT = 1,
+} nv_init_fan_mode;
+
+/* `value` everywhere, in `dtype` (MLX's constant: full(shape, value, dtype)). */
+NV_API nv_array *nv_init_constant(const int *shape, int ndim, double value, nv_dtype dtype);
+/* Samples of the normal distribution N(mean, std²) (MLX's normal). */
+NV_API nv_array *nv_init_normal(const int *shape, int ndim, double mean, double std,
+                                nv_dtype dtype, const nv_array *key);
+/* Samples uniform on [low, high) (MLX's uniform). */
+NV_API nv_array *nv_init_uniform(const int *shape, int ndim, double low, double high,
+                                 nv_dtype dtype, const nv_array *key);
+/* The identity matrix of a square 2-D `shape` (MLX's identity); fails for another shape. */
+NV_API nv_array *nv_init_identity(const int *shape, int ndim, nv_dtype dtype);
+/* Glorot (Xavier) normal: N(0, std²) with std = gain * sqrt(2 / (fan_in + fan_out)); Glorot
+ * uniform: uniform on [-limit, limit) with limit = gain * sqrt(6 / (fan_in + fan_out)). Fail for
+ * fewer than 2 dimensions or zero fans (MLX divides by zero). */
+NV_API nv_array *nv_init_glorot_normal(const int *shape, int ndim, double gain, nv_dtype dtype,
+                                       const nv_array *key);
+NV_API nv_array *nv_init_glorot_uniform(const int *shape, int ndim, double gain, nv_dtype dtype,
+                                        const nv_array *key);
+/* He (Kaiming) normal: N(0, std²) with std = gain / sqrt(fan); He uniform: uniform on
+ * [-limit, limit) with limit = gain * sqrt(3 / fan); fan is fan_in or fan_out by `mode`. Fail
+ * as Glorot's, and for an invalid mode. */
+NV_API nv_array *nv_init_he_normal(const int *shape, int ndim, nv_init_fan_mode mode,
+                                   double gain, nv_dtype dtype, const nv_array *key);
+NV_API nv_array *nv_init_he_uniform(const int *shape, int ndim, nv_init_fan_mode mode,
+                                    double gain, nv_dtype dtype, const nv_array *key);
 
 /* ---- Gradient clipping ---- */
 

@@ -801,3 +801,165 @@ def test_params_eval(nn, rng):
             assert lib.nv_array_is_evaluated(lib.nv_map_value(mm, i))
     bad = (P * 2)(m, None)
     assert lib.nv_params_eval(bad, 2) == 1 and "map 1 is NULL" in err()
+
+
+# ---- Initialisers ----
+
+sig("nv_random_seed", None, C.c_uint64)
+sig("nv_random_key", P, C.c_uint64)
+IPT = C.POINTER(C.c_int)
+sig("nv_init_fans", I, IPT, I, C.POINTER(C.c_int64), C.POINTER(C.c_int64))
+sig("nv_init_constant", P, IPT, I, D, I)
+sig("nv_init_normal", P, IPT, I, D, D, I, P)
+sig("nv_init_uniform", P, IPT, I, D, D, I, P)
+sig("nv_init_identity", P, IPT, I, I)
+sig("nv_init_glorot_normal", P, IPT, I, D, I, P)
+sig("nv_init_glorot_uniform", P, IPT, I, D, I, P)
+sig("nv_init_he_normal", P, IPT, I, I, D, I, P)
+sig("nv_init_he_uniform", P, IPT, I, I, D, I, P)
+
+
+def shp(shape):
+    return (C.c_int * max(1, len(shape)))(*shape), len(shape)
+
+
+def init(nn, name, shape, *args, key=None):
+    s, n = shp(shape)
+    return nn.s.own(getattr(lib, "nv_init_" + name)(s, n, *args, key))
+
+
+def init_read(nn, name, shape, *args, key=None):
+    return nn.s.read(init(nn, name, shape, *args, key=key))
+
+
+INIT_CASES = [
+    ("normal", (0.5, 2.0), lambda: mlx_init().normal(0.5, 2.0), ()),
+    ("uniform", (-0.5, 1.5), lambda: mlx_init().uniform(-0.5, 1.5), ()),
+    ("glorot_normal", (1.0,), lambda: mlx_init().glorot_normal(), ()),
+    ("glorot_uniform", (2.0,), lambda: mlx_init().glorot_uniform(), (2.0,)),
+    ("he_normal", (0, 1.0), lambda: mlx_init().he_normal(), ("fan_in", 1.0)),
+    ("he_normal", (1, 0.5), lambda: mlx_init().he_normal(), ("fan_out", 0.5)),
+    ("he_uniform", (0, 3.0), lambda: mlx_init().he_uniform(), ("fan_in", 3.0)),
+    ("he_uniform", (1, 1.0), lambda: mlx_init().he_uniform(), ("fan_out", 1.0)),
+]
+
+
+def mlx_init():
+    import mlx.nn.init as mi
+    return mi
+
+
+@needs_mlx
+@pytest.mark.parametrize("case", range(len(INIT_CASES)))
+@pytest.mark.parametrize("shape", [(16, 8), (6, 3, 5), (4, 2, 3, 3)])
+def test_init_matches_mlx(nn, case, shape):
+    """After the same seed, the global key sequence gives MLX's values exactly."""
+    name, args, mk, call = INIT_CASES[case]
+    dtype_args = (CODE["float32"],)
+    if name in ("normal", "uniform"):
+        c_args = args + dtype_args
+    elif name.startswith("glorot"):
+        c_args = args + dtype_args
+    else:
+        c_args = (args[0], args[1]) + dtype_args
+    lib.nv_random_seed(1234)
+    got = init_read(nn, name, shape, *c_args)
+    mx.random.seed(1234)
+    want = np.array(mk()(mx.zeros(shape), *call))
+    assert got.dtype == np.float32 and got.shape == shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_init_fans():
+    fi, fo = C.c_int64(), C.c_int64()
+    for shape, want in [((3, 4), (4, 3)), ((8, 3, 3, 16), (16 * 9, 8 * 9)), ((5, 7, 2), (14, 35))]:
+        s, n = shp(shape)
+        assert lib.nv_init_fans(s, n, C.byref(fi), C.byref(fo)) == 0
+        assert (fi.value, fo.value) == want
+    s, n = shp((5,))
+    assert lib.nv_init_fans(s, n, C.byref(fi), C.byref(fo)) == 1
+    assert "at least 2 dimensional" in err()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_init_statistics(nn, dtype):
+    """Moments and bounds over 40000 samples with fixed keys (seeded, so deterministic), against
+    the scales MLX's formulas give for a (200, 200) weight: fan_in = fan_out = 200."""
+    shape, n = (200, 200), 40000
+    key = nn.s.own(lib.nv_random_key(7))
+    code = CODE[dtype]
+    uniform_ok = dtype != "float64"
+    se = 4.5 / math.sqrt(n)  # generous z-bound for the mean, in units of the std
+    cases = [("normal", (0.25, 0.5, code), "normal", 0.25, 0.5),
+             ("glorot_normal", (2.0, code), "normal", 0.0, 2.0 * math.sqrt(2 / 400)),
+             ("he_normal", (0, 1.5, code), "normal", 0.0, 1.5 / math.sqrt(200))]
+    if uniform_ok:
+        cases += [("uniform", (-1.0, 3.0, code), "uniform", -1.0, 3.0),
+                  ("glorot_uniform", (1.0, code), "uniform", -math.sqrt(6 / 400),
+                   math.sqrt(6 / 400)),
+                  ("he_uniform", (1, 2.0, code), "uniform", -2.0 * math.sqrt(3 / 200),
+                   2.0 * math.sqrt(3 / 200))]
+    for name, args, kind, a, b in cases:
+        x = init_read(nn, name, shape, *args, key=key)
+        assert nv_name(x.dtype) == dtype and x.shape == shape
+        x = x.astype(np.float64)
+        if kind == "normal":
+            mean, std = a, b
+            assert abs(x.mean() - mean) < se * std, name
+            assert abs(x.std() - std) < 0.02 * std, name
+            assert abs(((x - mean) / std > 2).mean() - 0.02275) < 0.004, name
+        else:
+            mean, std = (a + b) / 2, (b - a) / math.sqrt(12)
+            rnd = {"float16": 1e-3, "bfloat16": 8e-3}.get(dtype, 0) * max(abs(a), abs(b))
+            assert x.min() >= a - rnd and x.max() <= b + rnd, name
+            assert abs(x.mean() - mean) < se * std and abs(x.std() - std) < 0.02 * std, name
+            # Roughly uniform: each tenth of the range holds about a tenth of the samples.
+            hist = np.histogram(x, bins=10, range=(a - rnd, b + rnd))[0] / n
+            assert np.all(np.abs(hist - 0.1) < 0.012), (name, hist)
+    c = init_read(nn, "constant", (3, 2), 0.75, code)
+    assert nv_name(c.dtype) == dtype and np.all(c.astype(np.float64) == 0.75)
+    # The same key gives the same values; another key others.
+    k2 = nn.s.own(lib.nv_random_key(8))
+    a1 = init_read(nn, "normal", (64,), 0.0, 1.0, code, key=key)
+    a2 = init_read(nn, "normal", (64,), 0.0, 1.0, code, key=key)
+    a3 = init_read(nn, "normal", (64,), 0.0, 1.0, code, key=k2)
+    np.testing.assert_array_equal(a1, a2)
+    assert np.mean(a1 != a3) > 0.9
+
+
+def test_init_identity_and_constant(nn):
+    for dtype in ["bool", "int8", "uint64", "float16", "bfloat16", "float64", "complex64"]:
+        x = init_read(nn, "identity", (3, 3), CODE[dtype])
+        assert nv_name(x.dtype) == dtype
+        np.testing.assert_array_equal(x, np.eye(3).astype(x.dtype))
+        c = init_read(nn, "constant", (2, 0, 3), 1.0, CODE[dtype])
+        assert c.shape == (2, 0, 3) and nv_name(c.dtype) == dtype
+    assert init_read(nn, "identity", (0, 0), CODE["float32"]).shape == (0, 0)
+    assert init_read(nn, "constant", (), -2.5, CODE["float32"]) == -2.5
+
+
+def test_init_errors(nn):
+    f32, f64, i32 = CODE["float32"], CODE["float64"], CODE["int32"]
+    cases = [
+        (("glorot_uniform", (5,), 1.0, f32), "init_glorot_uniform", "at least 2 dimensions"),
+        (("he_normal", (0, 4), 1, 1.0, f32), "init_he_normal", "fan is 0"),
+        (("glorot_normal", (3, 0, 4), 1.0, f32), "init_glorot_normal", "fan is 0"),
+        (("he_uniform", (3, 4), 5, 1.0, f32), "init_he_uniform", "invalid fan mode"),
+        (("he_uniform", (3, 4), -1, 1.0, f32), "init_he_uniform", "invalid fan mode"),
+        (("uniform", (3,), 0.0, 1.0, f64), "init_uniform", "unsupported dtype float64"),
+        (("normal", (3,), 0.0, 1.0, i32), "init_normal", "unsupported dtype int32"),
+        (("glorot_normal", (3, 3), 1.0, CODE["complex64"]), "init_glorot_normal", "complex64"),
+        (("identity", (3, 4), f32), "init_identity", "square matrix but got (3,4)"),
+        (("normal", (3, -1), 0.0, 1.0, f32), "init_normal", "negative dimension"),
+        (("constant", (-2,), 1.0, f32), "init_constant", "negative dimension"),
+    ]
+    for (name, shape, *args), op, msg in cases:
+        s, n = shp(shape)
+        extra = () if name in ("identity", "constant") else (None,)
+        h = nn.s.own(getattr(lib, "nv_init_" + name)(s, n, *args, *extra))
+        st, m = nn.s.status(h)
+        assert st == 1 and op + ":" in m and msg in m, (name, m)
+    # A bad key fails in the sampler with its message.
+    bad = nn.s.array(np.zeros(3, np.uint32))
+    st, m = nn.s.status(init(nn, "normal", (2,), 0.0, 1.0, f32, key=bad))
+    assert st == 1 and "key" in m
