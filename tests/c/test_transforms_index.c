@@ -41,6 +41,10 @@ TC_OP(f_upd_min, nv_slice_update_min(x[0], x[1], REGION_REV))
 TC_OP(f_upd_prod_rev, nv_slice_update_prod(x[0], x[1], REGION_REV))
 TC_OP(f_diagonal, nv_diagonal(x[0], 1, 0, 2))
 TC_OP(f_diagonal_neg, nv_diagonal(x[0], -1, 2, 1))
+TC_OP(f_diagonal_past, nv_diagonal(x[0], 5, 0, 1))
+TC_OP(f_slice_dyn_none, nv_slice_dynamic(x[0], x[1], ax1, 1, (int[]){0, 2}, 2))
+TC_OP(f_slice_dyn_empty_axis, nv_slice_dynamic(x[0], x[1], ax0, 1, (int[]){0, 3}, 2))
+TC_OP(f_update_dyn_empty_axis, nv_slice_update_dynamic(x[0], x[1], x[2], ax0, 1))
 TC_OP(f_diag_make, nv_diag(x[0], 1))
 TC_OP(f_diag_make_neg, nv_diag(x[0], -2))
 TC_OP(f_diag_take, nv_diag(x[0], -1))
@@ -145,6 +149,20 @@ static const tc_case cases[] = {
     {"split", f_split, 1, {2}, {{2, 5}}, {F}},
     {"unstack", f_unstack, 1, {2}, {{3, 2}}, {F}},
     {"broadcast_arrays", f_broadcast_arrays, 2, {2, 1}, {{3, 1}, {4}}, {F, F}},
+    /* Empty arrays. */
+    {"take_no_indices", f_take, 2, {2, 1}, {{3, 4}, {0}}, {F, I}, {0, -4}, {0, 4}},
+    {"take_along_axis_empty", f_take_along, 2, {2, 2}, {{3, 4}, {3, 0}}, {F, I}, {0, -4}, {0, 4}},
+    {"scatter_add_no_updates", f_scatter_add, 3, {2, 1, 3}, {{5, 3}, {0}, {0, 1, 3}}, {F, I, F},
+     {0, -5}, {0, 5}},
+    {"concatenate_empty_part", f_concat, 3, {2, 2, 2}, {{2, 0}, {2, 3}, {2, 2}}, {F, F, F}},
+    {"diagonal_past_the_edge", f_diagonal_past, 1, {2}, {{3, 4}}, {F}},
+    {"pad_empty_axis", f_pad_const, 2, {2, 0}, {{0, 3}, {0}}, {F, F}},
+    {"masked_scatter_no_rows", f_masked, 3, {2, 2, 1}, {{2, 0}, {2, 0}, {0}}, {F, M, F}},
+    {"slice_dynamic_empty", f_slice_dyn_none, 2, {2, 1}, {{2, 3}, {1}}, {F, I}, {0, -6}, {0, 6}},
+    {"slice_dynamic_empty_axis", f_slice_dyn_empty_axis, 2, {2, 1}, {{0, 3}, {1}}, {F, I}, {0, -6},
+     {0, 6}},
+    {"slice_update_dynamic_empty_axis", f_update_dyn_empty_axis, 3, {2, 2, 1}, {{0, 3}, {0, 2}, {1}},
+     {F, F, I}, {0, 0, -6}, {0, 0, 6}},
 };
 #define NCASES (sizeof cases / sizeof *cases)
 

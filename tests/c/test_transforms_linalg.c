@@ -28,6 +28,8 @@ static const tc_case cases[] = {
     {"matmul_vector_vector", f_matmul, 2, {1, 1}, {{4}, {4}}, {F, F}},
     {"matmul_vector_batch", f_matmul, 2, {1, 3}, {{4}, {2, 4, 3}}, {F, F}},
     {"matmul_empty_k", f_matmul, 2, {2, 2}, {{2, 0}, {0, 3}}, {F, F}},
+    {"matmul_empty_m", f_matmul, 2, {3, 2}, {{2, 0, 4}, {4, 2}}, {F, F}},
+    {"vecdot_empty", f_vecdot, 2, {2, 2}, {{3, 0}, {1, 0}}, {F, F}},
     {"addmm", f_addmm, 3, {2, 2, 2}, {{3, 2}, {3, 4}, {4, 2}}, {F, F, F}},
     {"addmm_broadcast_c", f_addmm, 3, {1, 3, 2}, {{2}, {2, 3, 4}, {4, 2}}, {F, F, F}},
     {"addmm_alpha_0", f_addmm_alpha0, 3, {2, 2, 2}, {{3, 2}, {3, 4}, {4, 2}}, {F, F, F}},
