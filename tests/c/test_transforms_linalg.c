@@ -316,3 +316,62 @@ Test(transforms_linalg, checkpointed_mlp_equals_plain_gradients) {
   nv_closure_release(ck);
   nv_closure_release(f);
 }
+
+/* ---- Narrow float dtypes keep their dtype and agree with float64 ---- */
+
+/* Σ a @ b + Σ vecdot(a, a) + Σ scatter_max(a, [0, 2], b[:2] + 3) + Σ take(b, [1, 1]). */
+static nv_status mixed_loss(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  nv_array *a = nv_vec_get(in, 0), *b = nv_vec_get(in, 1);
+  int32_t iv[2] = {0, 2}, jv[2] = {1, 1};
+  nv_array *ix = nv_array_from_data(iv, (int[]){2}, 1, NV_DTYPE_INT32);
+  nv_array *jx = nv_array_from_data(jv, (int[]){2}, 1, NV_DTYPE_INT32);
+  /* The updates exceed a (values in [-1, 1)) by far, so rounding makes no ties. */
+  nv_array *bs = nv_reshape(nv_slice(b, (int[]){0, 0}, (int[]){2, 3}, NULL, 2), (int[]){2, 1, 3}, 3);
+  bs = nv_add_scalar(bs, 3.0);
+  nv_array *t = nv_add(nv_sum(nv_matmul(a, b), NULL, 0, false),
+                       nv_sum(nv_vecdot(a, a, -1), NULL, 0, false));
+  t = nv_add(t, nv_sum(nv_scatter_max(a, (const nv_array *const[]){ix}, 1, bs, (int[]){0}), NULL, 0, false));
+  t = nv_add(t, nv_sum(nv_take(b, jx, 0), NULL, 0, false));
+  return nv_vec_push(out, t);
+}
+
+Test(transforms_linalg, narrow_float_gradients_keep_their_dtype) {
+  unsigned st = test_seed() + 11;
+  int shape[2] = {3, 3};
+  nv_array *a64 = tc_input(TC_FLOAT, 0, 0, shape, 2, &st), *b64 = tc_input(TC_FLOAT, 0, 0, shape, 2, &st);
+  nv_closure *f = nv_closure_new(mixed_loss, NULL, NULL);
+  nv_closure *g = nv_grad(f, (int[]){0, 1}, 2);
+  nv_vec *in = nv_vec_new(), *want = nv_vec_new();
+  nv_vec_push(in, a64);
+  nv_vec_push(in, b64);
+  cr_assert_eq(nv_closure_apply(g, in, want), NV_OK, "%s", nv_last_error());
+  nv_dtype dts[3] = {NV_DTYPE_FLOAT32, NV_DTYPE_FLOAT16, NV_DTYPE_BFLOAT16};
+  double tol[3] = {1e-5, 2e-2, 1e-1};
+  for (int d = 0; d < 3; d++) {
+    nv_vec *in2 = nv_vec_new(), *got = nv_vec_new();
+    nv_array *a = nv_astype(a64, dts[d]), *b = nv_astype(b64, dts[d]);
+    nv_vec_push(in2, a);
+    nv_vec_push(in2, b);
+    cr_assert_eq(nv_closure_apply(g, in2, got), NV_OK, "%s", nv_last_error());
+    for (size_t k = 0; k < 2; k++) {
+      cr_assert_eq(nv_array_dtype(nv_vec_get(got, k)), dts[d]);
+      double *x = gc_read(nv_vec_get(got, k)), *w = gc_read(nv_vec_get(want, k));
+      for (int i = 0; i < 9; i++)
+        cr_assert(fabs(x[i] - w[i]) <= tol[d] * (1 + fabs(w[i])), "dtype %d, grad %zu[%d]: %g vs %g",
+                  d, k, i, x[i], w[i]);
+      free(x);
+      free(w);
+    }
+    nv_release(a);
+    nv_release(b);
+    nv_vec_free(in2);
+    nv_vec_free(got);
+  }
+  nv_vec_free(in);
+  nv_vec_free(want);
+  nv_closure_release(g);
+  nv_closure_release(f);
+  nv_release(a64);
+  nv_release(b64);
+}
