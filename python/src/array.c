@@ -526,7 +526,7 @@ typedef struct {
 } export_info;
 
 static const char *buffer_format(nv_dtype dt) {
-  static const char *f[] = {"?", "B", "H", "I", "Q", "b", "h", "i", "q", "e", "bfloat16", "f", "d", "Zf"};
+  static const char *f[] = {"?", "B", "H", "I", "Q", "b", "h", "i", "q", "e", "H", "f", "d", "Zf"};
   return f[dt];
 }
 
@@ -534,6 +534,11 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   nv_array *a = NVPY_A(self);
   int nd = nv_array_ndim(a);
   bool row = nv_array_is_row_contiguous(a), col = nv_array_is_col_contiguous(a);
+  if (nv_array_dtype(a) == NV_DTYPE_BFLOAT16) {
+    /* PEP 3118 has no bfloat16 format; NumPy then falls back to __array__ (ml_dtypes). */
+    PyErr_SetString(PyExc_BufferError, "bfloat16 has no buffer format; use numpy.array(x)");
+    return -1;
+  }
   if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
     PyErr_SetString(PyExc_BufferError, "nuvec arrays export read-only buffers");
     return -1;

@@ -312,6 +312,12 @@ static nv_array *from_scalar(PyObject *o) {
   if (PyLong_Check(o)) {
     int overflow;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {
+      /* Above INT64_MAX: uint64 when it fits there. */
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (u == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+      return nv_array_uint64(u);
+    }
     if (overflow) {
       PyErr_SetString(PyExc_OverflowError, "array: an int does not fit in 64 bits");
       return NULL;
