@@ -12,11 +12,14 @@
 PyObject *nvpy_dlpack(PyObject *self, PyObject *args, PyObject *kw); /* dlpack.c */
 PyObject *nvpy_dlpack_device(PyObject *self, PyObject *unused);
 
+nv_array *nvpy_unscope(nv_array *a) {
+  while (a && a->scope_level > 0) nv_scope_keep(a);
+  return a;
+}
+
 PyObject *nvpy_wrap_unchecked(nv_array *a) {
   if (!a) return PyErr_NoMemory();
-  /* Inside a transformed function's body a scope owns the arrays built there: hand the
-   * array out of every scope, so the Python object owns its reference after they end. */
-  while (a->scope_level > 0) nv_scope_keep(a);
+  nvpy_unscope(a);
   nvpy_array *o = PyObject_New(nvpy_array, &nvpy_array_type);
   if (!o) {
     nv_release(a);

@@ -72,6 +72,9 @@ PyObject *nvpy_raise_last(nv_status status);
  * an error (bad arguments to its op), releases it and raises instead. NULL `a` raises
  * MemoryError. */
 PyObject *nvpy_wrap(nv_array *a);
+/* Inside a transformed function's body a scope owns the arrays built there: this hands `a`
+ * out of every scope, so the caller owns its reference after they end. Returns `a`. */
+nv_array *nvpy_unscope(nv_array *a);
 /* Wraps without checking for a known error. */
 PyObject *nvpy_wrap_unchecked(nv_array *a);
 

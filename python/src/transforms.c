@@ -215,7 +215,7 @@ static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs
                                                                  : Py_BuildValue("[O]", axes);
         for (Py_ssize_t i = 0; al && i < PyList_GET_SIZE(al); i++)
           if (PyList_GET_ITEM(al, i) == Py_None) PyList_SetItem(al, i, PyLong_FromLong(-1));
-        nv_array *ax = al ? nvpy_to_array(al, NV_DTYPE_INT32) : NULL;
+        nv_array *ax = al ? nvpy_unscope(nvpy_to_array(al, NV_DTYPE_INT32)) : NULL;
         Py_XDECREF(al);
         if (ax) {
           rc = nv_vec_push(outputs, ax) == NV_OK ? 0 : -1;
