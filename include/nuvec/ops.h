@@ -140,8 +140,8 @@ NV_API nv_array *nv_minimum_scalar(const nv_array *a, double b);
 
 /* The sum over `axes` (`naxes` of them; NULL: all axes), keeping reduced axes as size 1 when
  * `keepdims`. Result dtype as MLX: bool sums to int32, other types keep their dtype (int8
- * stays int8 and wraps). Floats are summed pairwise in float32/float64 (float16 and bfloat16
- * accumulate in float32). Fails for an axis out of range or listed twice. */
+ * stays int8 and wraps). Floats accumulate in float64 partial sums with compensated block
+ * totals, and round once to the result dtype. Fails for an axis out of range or listed twice. */
 NV_API nv_array *nv_sum(const nv_array *x, const int *axes, int naxes, bool keepdims);
 
 #ifdef __cplusplus

@@ -18,13 +18,9 @@
 
 #define BLOCK 16
 
-/* On x86-64 each run function also gets an AVX2+FMA clone, picked at load time (ifunc), so a
- * baseline build runs 8-wide where the CPU allows. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define CLONES
-#endif
+/* Each run function also gets AVX2 and AVX-512 clones picked at load time (NV_KERNEL_CLONES),
+ * so a baseline build runs 8- or 16-wide where the CPU allows. */
+#define CLONES NV_KERNEL_CLONES
 
 /* ---- Scalar formulas (inlined into the block loops) ---- */
 

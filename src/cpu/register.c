@@ -40,6 +40,8 @@ static void register_core(nv__kernel_fn *k) {
 void nv__cpu_register_elementwise(nv__kernel_fn *k);
 void nv__cpu_register_linalg(nv__kernel_fn *k);
 void nv__cpu_register_transforms(nv__kernel_fn *k);
+void nv__cpu_register_reduce(nv__kernel_fn *k);
+void nv__cpu_register_random(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
 void nv__cpu_register_index(nv__kernel_fn *k);
@@ -49,6 +51,8 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_index,
     nv__cpu_register_linalg,
     nv__cpu_register_transforms,
+    nv__cpu_register_reduce,
+    nv__cpu_register_random,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -2,6 +2,8 @@
 #ifndef NUVEC_OPS_PRIMS_RANDOM_H
 #define NUVEC_OPS_PRIMS_RANDOM_H
 
-#define NV__PRIMS_RANDOM(X)
+#define NV__PRIMS_RANDOM(X)                           \
+  X(RANDOM_BITS, "random_bits", D_NONE, false, false) \
+  X(RANDOM_UNIT, "random_unit", D_NONE, false, false)
 
 #endif

@@ -123,9 +123,15 @@ static void waiters_receive_the_owners_error(void) {
 /* Evaluating an array from inside its own evaluation is an error, not a deadlock. */
 /* running_releases_its_completion: both ends of a running node release the completion its
  * waiters share — finishing normally and failing (the abnormal exit). */
+typedef struct waiter_arg {
+  nv_array *x;
+  nv_status status;
+} waiter_arg;
+
 static void *plain_waiter(void *arg) {
-  nv_array *y = nv_exp((nv_array *)arg);
-  waiter_status = nv_eval1(y);
+  waiter_arg *w = arg;
+  nv_array *y = nv_exp(w->x);
+  w->status = nv_eval1(y);
   nv_release(y);
   return NULL;
 }
@@ -137,14 +143,19 @@ static void running_releases_its_completion(void) {
     nv_array *n = nv_add_scalar(x, 1);
     nv__test_begin_running(n, 999998);
     pthread_t th[3];
-    for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, plain_waiter, n);
+    waiter_arg w[3];
+    for (int i = 0; i < 3; i++) {
+      w[i] = (waiter_arg){n, NV_OK};
+      pthread_create(&th[i], NULL, plain_waiter, &w[i]);
+    }
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
     nv__test_end_running(n, fail ? NV_ERR_BACKEND : NV_OK, "failed while running");
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
     CHECK(nv__test_live_completions() == 0, "fail=%d: completion still alive", fail);
-    CHECK(waiter_status == (fail ? NV_ERR_BACKEND : NV_OK), "fail=%d: status %d", fail,
-          waiter_status);
+    for (int i = 0; i < 3; i++)
+      CHECK(w[i].status == (fail ? NV_ERR_BACKEND : NV_OK), "fail=%d: status %d", fail,
+            w[i].status);
     nv_release(n);
     nv_release(x);
   }

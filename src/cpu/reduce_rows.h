@@ -1,0 +1,70 @@
+/* The row driver of the reduce family's CPU kernels. A row is the set of elements over some
+ * axes of the input (in row-major order of those axes) for one index of the other ("kept")
+ * axes. Reductions write one value per row into a row-contiguous output; row-preserving ops
+ * (scans, softmax, sorts) write a whole row into an output laid out row-major in the input's
+ * shape. Rows are read in place when they are contiguous, else gathered (and converted) into
+ * scratch rows; kernels split rows over the pool. */
+#ifndef NUVEC_CPU_REDUCE_ROWS_H
+#define NUVEC_CPU_REDUCE_ROWS_H
+
+#include <stdatomic.h>
+
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
+
+/* Hot loops are built twice, for the baseline ISA and for x86-64-v3 (AVX2, FMA), and the
+ * loader picks one at run time (GCC's target_clones; not under the sanitizers). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define NV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define NV_CLONES
+#endif
+
+typedef struct nv__rows {
+  int nk, nr;
+  int64_t kshape[NV__MAX_DIMS], kin[NV__MAX_DIMS], kout[NV__MAX_DIMS];
+  int64_t rshape[NV__MAX_DIMS], rin[NV__MAX_DIMS], rout[NV__MAX_DIMS];
+  int64_t nrows, len;
+  const char *in;
+  nv_dtype idt;
+  int64_t isz;
+  char *out;
+  nv_dtype odt;
+  int64_t osz;
+  atomic_int failed; /* set by a range that could not allocate its scratch */
+} nv__rows;
+
+/* Plans rows of `in` over the sorted axes `axes`. `keep_rows`: the output holds whole rows
+ * (laid out row-major in the input's shape), else one value per row. The output must be
+ * allocated. */
+void nv__rows_init(nv__rows *r, const nv__operand *in, const int *axes, int naxes,
+                   nv__output *out, bool keep_rows);
+
+/* Element offsets of row `i` in the input and the output. */
+int64_t nv__rows_in_offset(const nv__rows *r, int64_t i);
+int64_t nv__rows_out_offset(const nv__rows *r, int64_t i);
+
+/* Whether rows are contiguous (stride 1) in the input / in the output. */
+bool nv__rows_in_contiguous(const nv__rows *r);
+bool nv__rows_out_contiguous(const nv__rows *r);
+
+/* Copies row `i` of the input into `dst` (contiguous), converted to `work`. */
+void nv__rows_gather(const nv__rows *r, int64_t i, nv_dtype work, void *dst);
+/* Writes the contiguous `src` (of dtype `work`) into row `i` of the output, converted. */
+void nv__rows_scatter(const nv__rows *r, int64_t i, nv_dtype work, const void *src);
+
+/* Runs fn over the rows split across the pool (about NV__PAR_GRAIN elements per task). */
+void nv__rows_parallel(nv__rows *r, nv__range_fn fn, void *ctx);
+
+/* The reduce family's kernels. */
+nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_row_reduce(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_softmax(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_scan(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_sort(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_searchsorted(nv__node *node, const nv__operand *in, int donated);
+
+#endif

@@ -1,0 +1,398 @@
+/* The sort family's kernels on sortable keys (sort_keys.h): sort / argsort (and partition /
+ * argpartition, which return the fully sorted arrangement) through stable radix sorts,
+ * median, argmax / argmin, and searchsorted. Rows come from the row driver; a single large row
+ * sorts with every pass split over the pool, many rows sort one per task. */
+#include <stdlib.h>
+
+#include "cpu/reduce_rows.h"
+#include "cpu/sort_keys.h"
+#include "cpu/sort_radix.h"
+#include "ops/reduce_params.h"
+
+typedef struct sort_job {
+  nv__rows *r;
+  bool arg;       /* indices rather than values */
+  bool key32;     /* 32-bit keys */
+  bool via_index; /* values gathered through the sorted indices (complex: exact round trip) */
+  bool parallel;  /* split each row's passes over the pool */
+} sort_job;
+
+/* Scratch for one row: native values, keys and their radix scratch, indices and theirs. */
+typedef struct sort_scratch {
+  char *vals;
+  void *keys, *tkeys;
+  uint32_t *idx, *tidx;
+} sort_scratch;
+
+static void scratch_free(sort_scratch *s) {
+  free(s->vals);
+  free(s->keys);
+  free(s->tkeys);
+  free(s->idx);
+  free(s->tidx);
+}
+
+static bool scratch_alloc(sort_scratch *s, const sort_job *j) {
+  int64_t n = j->r->len ? j->r->len : 1;
+  size_t kw = j->key32 ? 4 : 8;
+  bool idx = j->arg || j->via_index;
+  memset(s, 0, sizeof *s);
+  s->vals = malloc((size_t)n * (size_t)j->r->isz);
+  s->keys = malloc((size_t)n * kw);
+  s->tkeys = malloc((size_t)n * kw);
+  if (idx) {
+    s->idx = malloc((size_t)n * 4);
+    s->tidx = malloc((size_t)n * 4);
+  }
+  if (!s->vals || !s->keys || !s->tkeys || (idx && (!s->idx || !s->tidx))) {
+    scratch_free(s);
+    return false;
+  }
+  return true;
+}
+
+static bool sort_row(const sort_job *j, int64_t row, sort_scratch *s) {
+  nv__rows *r = j->r;
+  int64_t n = r->len;
+  const char *x;
+  if (nv__rows_in_contiguous(r)) {
+    x = r->in + nv__rows_in_offset(r, row) * r->isz;
+  } else {
+    nv__rows_gather(r, row, r->idt, s->vals);
+    x = s->vals;
+  }
+  bool out_direct = nv__rows_out_contiguous(r);
+  char *y = r->out + nv__rows_out_offset(r, row) * r->osz;
+  bool idx = j->arg || j->via_index;
+  if (!idx && out_direct && r->idt == NV_DTYPE_FLOAT32)
+    return nv__radix_sort_f32((const float *)x, (float *)y, s->tkeys, n, j->parallel);
+  if (idx)
+    for (int64_t i = 0; i < n; i++) s->idx[i] = (uint32_t)i;
+  /* Sorting float32/int32/uint32 values into a contiguous output row uses the row itself as
+   * the key buffer, saving a copy. */
+  void *keys = !idx && out_direct && r->isz == 4 && j->key32 ? (void *)y : s->keys;
+  bool ok;
+  if (j->key32) {
+    nv__to_keys32(r->idt, x, n, keys, j->arg);
+    ok = nv__radix_sort_u32(keys, s->tkeys, s->idx, s->tidx, n, j->parallel);
+  } else {
+    nv__to_keys64(r->idt, x, n, keys, j->arg);
+    ok = nv__radix_sort_u64(keys, s->tkeys, s->idx, s->tidx, n, j->parallel);
+  }
+  if (!ok) return false;
+  if (j->arg) {
+    if (out_direct) memcpy(y, s->idx, (size_t)n * 4);
+    else nv__rows_scatter(r, row, NV_DTYPE_UINT32, s->idx);
+    return true;
+  }
+  char *v = out_direct ? y : s->vals;
+  if (j->via_index) {
+    /* x may be s->vals itself: permute through the key scratch. */
+    char *tmp = s->tkeys;
+    for (int64_t i = 0; i < n; i++) memcpy(tmp + i * r->isz, x + s->idx[i] * r->isz, r->isz);
+    memcpy(v, tmp, (size_t)(n * r->isz));
+  } else if (j->key32) {
+    nv__from_keys32(r->idt, keys, n, v);
+  } else {
+    nv__from_keys64(r->idt, keys, n, v);
+  }
+  if (!out_direct) nv__rows_scatter(r, row, r->idt, v);
+  return true;
+}
+
+static void sort_range(void *ctx, int64_t b, int64_t e) {
+  sort_job *j = ctx;
+  sort_scratch s;
+  if (!scratch_alloc(&s, j)) {
+    atomic_store(&j->r->failed, 1);
+    return;
+  }
+  for (int64_t i = b; i < e; i++)
+    if (!sort_row(j, i, &s)) {
+      atomic_store(&j->r->failed, 1);
+      break;
+    }
+  scratch_free(&s);
+}
+
+nv_status nv__k_sort(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (out->size == 0) return NV_OK;
+  const nv__rows_params *p = node->params;
+  nv__rows r;
+  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, true);
+  sort_job j = {&r, node->prim == NV__PRIM_ARGSORT || node->prim == NV__PRIM_ARGPARTITION,
+                nv__key32_dtype(r.idt), r.idt == NV_DTYPE_COMPLEX64, false};
+  /* Few long rows: sort them one by one, each pass on the whole pool. */
+  if (r.nrows < nv__pool_threads() && r.len >= 4 * NV__PAR_GRAIN) {
+    j.parallel = true;
+    sort_range(&j, 0, r.nrows);
+  } else {
+    nv__rows_parallel(&r, sort_range, &j);
+  }
+  if (atomic_load(&r.failed))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[node->prim].name);
+  return NV_OK;
+}
+
+/* ---- median: the middle of the sorted keys ---- */
+
+static double key_value(nv_dtype dt, uint64_t key) {
+  unsigned char v[16];
+  double d;
+  nv__from_keys64(dt, &key, 1, v);
+  nv__convert_run(dt, (const char *)v, 1, NV_DTYPE_FLOAT64, (char *)&d, 1, 1);
+  return d;
+}
+
+static void median_range(void *ctx, int64_t b, int64_t e) {
+  nv__rows *r = ctx;
+  int64_t n = r->len;
+  char *vals = malloc((size_t)(n ? n : 1) * (size_t)r->isz);
+  uint64_t *k = malloc((size_t)(n ? n : 1) * 8), *tk = malloc((size_t)(n ? n : 1) * 8);
+  if (!vals || !k || !tk) {
+    atomic_store(&r->failed, 1);
+    goto done;
+  }
+  for (int64_t i = b; i < e; i++) {
+    double m = NAN;
+    if (n > 0) {
+      nv__rows_gather(r, i, r->idt, vals);
+      nv__to_keys64(r->idt, vals, n, k, false);
+      if (!nv__radix_sort_u64(k, tk, NULL, NULL, n, false)) {
+        atomic_store(&r->failed, 1);
+        break;
+      }
+      if (!nv__key_is_nan(r->idt, k[n - 1], false)) {
+        double lo = key_value(r->idt, k[(n - 1) / 2]), hi = key_value(r->idt, k[n / 2]);
+        m = lo + (hi - lo) / 2; /* no overflow for large same-signed values */
+        if (lo == hi) m = lo;
+      }
+    }
+    nv__convert_run(NV_DTYPE_FLOAT64, (const char *)&m, 1, r->odt, r->out + i * r->osz, 1, 1);
+  }
+done:
+  free(vals);
+  free(k);
+  free(tk);
+}
+
+nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (out->size == 0) return NV_OK;
+  const nv__rows_params *p = node->params;
+  nv__rows r;
+  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, false);
+  nv__rows_parallel(&r, median_range, &r);
+  if (atomic_load(&r.failed)) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "median: out of memory");
+  return NV_OK;
+}
+
+/* ---- argmax / argmin: the first extreme; a NaN wins (the first one), as NumPy ----
+ * Keys order every dtype; for argmin of the float dtypes NaN's key is moved to 0 (below every
+ * other float key), so that one strict comparison serves both ops. float32/float64 rows that
+ * are contiguous take a direct path: the extreme (and whether a NaN is present) in a
+ * vectorizable pass, then the first index holding it. */
+
+typedef struct arg_job {
+  nv__rows *r;
+  bool max;
+  bool nan_low; /* argmin of a float dtype */
+} arg_job;
+
+#define ARG_BLOCK 512
+
+static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
+  nv__to_keys64(j->r->idt, x, m, k, true);
+  if (j->nan_low)
+    for (int64_t i = 0; i < m; i++) k[i] = k[i] == UINT64_MAX ? 0 : k[i];
+}
+
+#define ARG_DIRECT(NAME, T, CMP)                                              \
+  static uint32_t NAME(const T *x, int64_t n) {                               \
+    T m[8];                                                                   \
+    int nan[8] = {0};                                                         \
+    for (int k = 0; k < 8; k++) m[k] = x[0];                                  \
+    int64_t i = 0;                                                            \
+    for (; i + 8 <= n; i += 8)                                                \
+      for (int k = 0; k < 8; k++) {                                           \
+        T v = x[i + k];                                                       \
+        m[k] = v CMP m[k] ? v : m[k];                                         \
+        nan[k] |= v != v;                                                     \
+      }                                                                       \
+    T best = x[0];                                                            \
+    int any = 0;                                                              \
+    for (int k = 0; k < 8; k++) {                                             \
+      best = m[k] CMP best ? m[k] : best;                                     \
+      any |= nan[k];                                                          \
+    }                                                                         \
+    for (; i < n; i++) {                                                      \
+      best = x[i] CMP best ? x[i] : best;                                     \
+      any |= x[i] != x[i];                                                    \
+    }                                                                         \
+    /* The first match, found 16 elements at a time (the test vectorizes). */ \
+    for (i = 0; i + 16 <= n; i += 16) {                                       \
+      int hit = 0;                                                            \
+      for (int k = 0; k < 16; k++)                                            \
+        hit |= any ? x[i + k] != x[i + k] : x[i + k] == best;                 \
+      if (hit) break;                                                         \
+    }                                                                         \
+    for (; i < n; i++)                                                        \
+      if (any ? x[i] != x[i] : x[i] == best) break;                           \
+    return (uint32_t)i;                                                       \
+  }
+ARG_DIRECT(argmax_f32, float, >)
+ARG_DIRECT(argmin_f32, float, <)
+ARG_DIRECT(argmax_f64, double, >)
+ARG_DIRECT(argmin_f64, double, <)
+
+static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
+  if (j->r->idt == NV_DTYPE_FLOAT32)
+    return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
+  if (j->r->idt == NV_DTYPE_FLOAT64)
+    return j->max ? argmax_f64((const double *)x, n) : argmin_f64((const double *)x, n);
+  uint64_t k[ARG_BLOCK];
+  uint64_t best = 0;
+  int64_t at = 0;
+  for (int64_t b = 0; b < n; b += ARG_BLOCK) {
+    int64_t m = n - b < ARG_BLOCK ? n - b : ARG_BLOCK;
+    arg_keys(j, x + b * j->r->isz, m, k);
+    if (b == 0) best = k[0];
+    for (int64_t i = 0; i < m; i++)
+      if (j->max ? k[i] > best : k[i] < best) {
+        best = k[i];
+        at = b + i;
+      }
+  }
+  return (uint32_t)at;
+}
+
+static void arg_range(void *ctx, int64_t b, int64_t e) {
+  const arg_job *j = ctx;
+  nv__rows *r = j->r;
+  bool direct = nv__rows_in_contiguous(r);
+  char *vals = direct ? NULL : malloc((size_t)r->len * (size_t)r->isz);
+  if (!direct && !vals) {
+    atomic_store(&r->failed, 1);
+    return;
+  }
+  for (int64_t i = b; i < e; i++) {
+    const char *x = r->in + nv__rows_in_offset(r, i) * r->isz;
+    if (!direct) {
+      nv__rows_gather(r, i, r->idt, vals);
+      x = vals;
+    }
+    ((uint32_t *)r->out)[i] = arg_row(j, x, r->len);
+  }
+  free(vals);
+}
+
+/* Columns: one reduced axis of stride > 1 over contiguous outputs. Each task keeps the best
+ * key and index of a block of outputs and walks the reduced axis row by row. */
+static void arg_cols(void *ctx, int64_t b, int64_t e) {
+  const arg_job *j = ctx;
+  const nv__rows *r = j->r;
+  uint64_t best[ARG_BLOCK], k[ARG_BLOCK];
+  uint32_t at[ARG_BLOCK];
+  for (int64_t c = b; c < e; c += ARG_BLOCK) {
+    int64_t m = e - c < ARG_BLOCK ? e - c : ARG_BLOCK;
+    for (int64_t s = 0; s < r->len; s++) {
+      arg_keys(j, r->in + (s * r->rin[0] + c) * r->isz, m, k);
+      if (s == 0) {
+        memcpy(best, k, (size_t)m * sizeof *k);
+        memset(at, 0, (size_t)m * sizeof *at);
+        continue;
+      }
+      for (int64_t i = 0; i < m; i++) {
+        bool better = j->max ? k[i] > best[i] : k[i] < best[i];
+        best[i] = better ? k[i] : best[i];
+        at[i] = better ? (uint32_t)s : at[i];
+      }
+    }
+    memcpy((uint32_t *)r->out + c, at, (size_t)m * sizeof *at);
+  }
+}
+
+nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (out->size == 0) return NV_OK;
+  const nv__rows_params *p = node->params;
+  nv__rows r;
+  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, false);
+  bool max = node->prim == NV__PRIM_ARGMAX;
+  arg_job j = {&r, max, !max && nv_issubdtype(r.idt, NV_CATEGORY_INEXACT)};
+  if (r.nr == 1 && r.nk == 1 && r.kin[0] == 1 && r.rin[0] != 1) {
+    int64_t per = NV__PAR_GRAIN / r.len;
+    nv__parallel_for(r.nrows, per < ARG_BLOCK ? ARG_BLOCK : per, arg_cols, &j);
+    return NV_OK;
+  }
+  nv__rows_parallel(&r, arg_range, &j);
+  if (atomic_load(&r.failed))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[node->prim].name);
+  return NV_OK;
+}
+
+/* ---- searchsorted: binary search of each value's key among the sorted keys of a ---- */
+
+typedef struct search_job {
+  const uint64_t *a;
+  int64_t n;
+  nv_dtype dt;
+  bool right;
+} search_job;
+
+static void search_run(char **p, const int64_t *s, int64_t n, const void *extra) {
+  const search_job *j = extra;
+  uint32_t *out = (uint32_t *)p[0];
+  int64_t isz = (int64_t)nv_dtype_size(j->dt);
+  unsigned char vals[ARG_BLOCK * 8];
+  uint64_t k[ARG_BLOCK];
+  for (int64_t b = 0; b < n; b += ARG_BLOCK) {
+    int64_t m = n - b < ARG_BLOCK ? n - b : ARG_BLOCK;
+    nv__convert_run(j->dt, p[1] + b * s[1] * isz, s[1], j->dt, (char *)vals, 1, m);
+    nv__to_keys64(j->dt, vals, m, k, true);
+    for (int64_t i = 0; i < m; i++) {
+      int64_t lo = 0, hi = j->n;
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        bool go_right = j->right ? j->a[mid] <= k[i] : j->a[mid] < k[i];
+        if (go_right) lo = mid + 1;
+        else hi = mid;
+      }
+      out[b + i] = (uint32_t)lo;
+    }
+  }
+}
+
+nv_status nv__k_searchsorted(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (out->size == 0) return NV_OK;
+  const nv__output *a = in[0].meta;
+  int64_t n = a->size;
+  nv_dtype dt = a->dtype;
+  int64_t isz = (int64_t)nv_dtype_size(dt);
+  uint64_t *keys = malloc((size_t)(n ? n : 1) * 8);
+  char *vals = malloc((size_t)(n ? n : 1) * (size_t)isz);
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "searchsorted: out of memory");
+  }
+  if (n > 0) {
+    nv__convert_run(dt, nv__operand_ptr(&in[0]), a->strides[0], dt, vals, 1, n);
+    nv__to_keys64(dt, vals, n, keys, true);
+  }
+  free(vals);
+  search_job j = {keys, n, dt, ((const nv__rows_params *)node->params)->right};
+  nv__cpu_map(out, &in[1], 1, search_run, &j);
+  free(keys);
+  return NV_OK;
+}
