@@ -692,6 +692,106 @@ static PyObject *sig_depends(call *c) {
   return r;
 }
 
+/* f(a, axis=None, keepdims=False, ddof=0): var, std. */
+typedef nv_array *(*f_reduce_ddof)(A1, const int *, int, bool, int);
+static PyObject *sig_reduce_ddof(call *c) {
+  nv_array *a = arr(c, 0);
+  int axes[NVPY_MAXDIM], ddof;
+  bool keep;
+  int n = a ? nvpy_axes_arg(c->argv[1], axes, c->op->name) : -1;
+  if (n == -1 || bool_at(c, 2, false, &keep) < 0 || int_at(c, 3, 0, &ddof) < 0) return NULL;
+  return nvpy_wrap(FN(f_reduce_ddof)(a, n == -2 ? NULL : axes, n == -2 ? 0 : n, keep, ddof));
+}
+
+/* An optional single axis: None gives NULL (the flattened array), absent gives def[0]. */
+static int axis_opt(call *c, int i, int *axis, const int **p) {
+  if (c->argv[i] == Py_None) {
+    *p = NULL;
+    return 0;
+  }
+  *p = axis;
+  return int_at(c, i, dflt(c, 0), axis);
+}
+
+/* f(a, axis=None, keepdims=False): argmax, argmin. */
+typedef nv_array *(*f_arg_reduce)(A1, const int *, bool);
+static PyObject *sig_arg_reduce(call *c) {
+  nv_array *a = arr(c, 0);
+  int axis;
+  const int *p;
+  bool keep;
+  if (!a || bool_at(c, 2, false, &keep) < 0) return NULL;
+  if (!c->argv[1]) p = NULL;
+  else if (axis_opt(c, 1, &axis, &p) < 0) return NULL;
+  return nvpy_wrap(FN(f_arg_reduce)(a, p, keep));
+}
+
+/* f(a, axis=None, *, reverse=False, inclusive=True[, dtype]): the scans. */
+typedef nv_array *(*f_scan)(A1, const int *, bool, bool);
+static PyObject *sig_scan(call *c) {
+  nv_array *a = arr(c, 0);
+  int axis;
+  const int *p = NULL;
+  bool rev, inc;
+  if (!a || (c->argv[1] && axis_opt(c, 1, &axis, &p) < 0) || bool_at(c, 2, false, &rev) < 0 ||
+      bool_at(c, 3, true, &inc) < 0)
+    return NULL;
+  int dt = dtype_at(c, 4, -1);
+  if (dt == -2) return NULL;
+  nv_array *x = a;
+  if (dt >= 0 && (nv_dtype)dt != nv_array_dtype(a)) x = hold(c, nv_astype(a, (nv_dtype)dt));
+  return nvpy_wrap(FN(f_scan)(x, p, rev, inc));
+}
+
+/* f(a, axis=-1 | None): sort, argsort. */
+typedef nv_array *(*f_axis_opt)(A1, const int *);
+static PyObject *sig_sort(call *c) {
+  nv_array *a = arr(c, 0);
+  int axis;
+  const int *p = &axis;
+  axis = -1;
+  if (!a || (c->argv[1] && axis_opt(c, 1, &axis, &p) < 0)) return NULL;
+  return nvpy_wrap(FN(f_axis_opt)(a, p));
+}
+
+/* f(a, k, axis=-1 | None): partition, argpartition, topk. */
+typedef nv_array *(*f_k_axis)(A1, int, const int *);
+static PyObject *sig_k_axis(call *c) {
+  nv_array *a = arr(c, 0);
+  int k, axis = -1;
+  const int *p = &axis;
+  if (!a || int_at(c, 1, 0, &k) < 0 || (c->argv[2] && axis_opt(c, 2, &axis, &p) < 0)) return NULL;
+  return nvpy_wrap(FN(f_k_axis)(a, k, p));
+}
+
+static PyObject *sig_softmax(call *c) {
+  nv_array *a = arr(c, 0);
+  int axes[NVPY_MAXDIM];
+  bool precise;
+  int n = a ? nvpy_axes_arg(c->argv[1], axes, "softmax") : -1;
+  if (n == -1 || bool_at(c, 2, false, &precise) < 0) return NULL;
+  return nvpy_wrap(nv_softmax(a, n == -2 ? NULL : axes, n == -2 ? 0 : n, precise));
+}
+
+static PyObject *sig_trace(call *c) {
+  nv_array *a = arr(c, 0);
+  int off, a1, a2;
+  if (!a || int_at(c, 1, 0, &off) < 0 || int_at(c, 2, 0, &a1) < 0 || int_at(c, 3, 1, &a2) < 0)
+    return NULL;
+  int dt = dtype_at(c, 4, -1);
+  if (dt == -2) return NULL;
+  return nvpy_wrap(nv_trace(a, off, a1, a2, dt));
+}
+
+static PyObject *sig_searchsorted(call *c) {
+  nv_array *a = arr(c, 0), *v = a ? arr(c, 1) : NULL;
+  const char *side = "left";
+  if (!v || (given(c, 2) && !(side = PyUnicode_AsUTF8(c->argv[2])))) return NULL;
+  if (strcmp(side, "left") && strcmp(side, "right"))
+    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "searchsorted: side must be 'left' or 'right'");
+  return nvpy_wrap(nv_searchsorted(a, v, !strcmp(side, "right")));
+}
+
 /* ---- The table ---- */
 
 #define F(f) ((void (*)(void))(f))
@@ -852,6 +952,32 @@ static const nvpy_op ops[] = {
     {"vecdot", sig_vecdot, NULL, KW("a", "b", "axis"), 2, {0}, 0, NULL},
     /* Reductions. */
     {"sum", sig_reduce, F(nv_sum), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"all", sig_reduce, F(nv_all), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"any", sig_reduce, F(nv_any), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"prod", sig_reduce, F(nv_prod), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"max", sig_reduce, F(nv_max), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"min", sig_reduce, F(nv_min), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"mean", sig_reduce, F(nv_mean), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"median", sig_reduce, F(nv_median), KW("a", "axis", "keepdims"), 1, {0}, 0, NULL},
+    {"logsumexp", sig_reduce, F(nv_logsumexp), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"count_nonzero", sig_reduce, F(nv_count_nonzero), KW("a", "axis", "keepdims"), 1, {0}, 0, NULL},
+    {"var", sig_reduce_ddof, F(nv_var), KW("a", "axis", "keepdims", "ddof"), 1, {0}, METHOD, NULL},
+    {"std", sig_reduce_ddof, F(nv_std), KW("a", "axis", "keepdims", "ddof"), 1, {0}, METHOD, NULL},
+    {"argmax", sig_arg_reduce, F(nv_argmax), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"argmin", sig_arg_reduce, F(nv_argmin), KW("a", "axis", "keepdims"), 1, {0}, METHOD, NULL},
+    {"cumsum", sig_scan, F(nv_cumsum), KW("a", "axis", "reverse", "inclusive", "dtype"), 1, {0}, METHOD, NULL},
+    {"cumprod", sig_scan, F(nv_cumprod), KW("a", "axis", "reverse", "inclusive", "dtype"), 1, {0}, METHOD, NULL},
+    {"cummax", sig_scan, F(nv_cummax), KW("a", "axis", "reverse", "inclusive"), 1, {0}, METHOD, NULL},
+    {"cummin", sig_scan, F(nv_cummin), KW("a", "axis", "reverse", "inclusive"), 1, {0}, METHOD, NULL},
+    {"logcumsumexp", sig_scan, F(nv_logcumsumexp), KW("a", "axis", "reverse", "inclusive"), 1, {0}, METHOD, NULL},
+    {"sort", sig_sort, F(nv_sort), KW("a", "axis"), 1, {-1}, 0, NULL},
+    {"argsort", sig_sort, F(nv_argsort), KW("a", "axis"), 1, {-1}, 0, NULL},
+    {"partition", sig_k_axis, F(nv_partition), KW("a", "kth", "axis"), 2, {-1}, 0, NULL},
+    {"argpartition", sig_k_axis, F(nv_argpartition), KW("a", "kth", "axis"), 2, {-1}, 0, NULL},
+    {"topk", sig_k_axis, F(nv_topk), KW("a", "k", "axis"), 2, {-1}, 0, NULL},
+    {"softmax", sig_softmax, NULL, KW("a", "axis", "precise"), 1, {0}, 0, NULL},
+    {"trace", sig_trace, NULL, KW("a", "offset", "axis1", "axis2", "dtype"), 1, {0}, 0, NULL},
+    {"searchsorted", sig_searchsorted, NULL, KW("sorted_sequence", "values", "side"), 2, {0}, 0, NULL},
 };
 
 /* ---- The callable op object ---- */

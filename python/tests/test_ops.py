@@ -334,3 +334,52 @@ def test_keyword_names_as_mlx():
     assert "stream" in nv.add.__doc__ and nv.add.__name__ == "add"
     assert x.sum(axis=0, stream=nv.cpu).tolist() == [3, 5, 7]
     assert x.astype(nv.int32, stream=nv.cpu).dtype == nv.int32
+
+
+REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean,
+          "all": np.all, "any": np.any, "logsumexp": lambda a, axis=None, keepdims=False:
+          np.log(np.sum(np.exp(a), axis=axis, keepdims=keepdims)), "median": np.median,
+          "var": np.var, "std": np.std}
+
+
+@pytest.mark.parametrize("op", sorted(REDUCE))
+def test_reductions_match_numpy(op, rng):
+    for name in sample(["float32", "float64", "int32", "float16"], 2, op):
+        a = rand(rng, (3, 4, 5), name)
+        x = nv.array(a, dt(name))
+        for axis, keep in ((None, False), (1, True), ((0, 2), False), (-1, False)):
+            got = getattr(nv, op)(x, axis=axis, keepdims=keep)
+            want = REDUCE[op](f64(a), axis=axis, keepdims=keep)
+            want_dt = mlx_dtype(op, x)
+            if want_dt is not None and op not in ("sum", "prod"):
+                assert nm(got.dtype) == want_dt, (op, name)
+            rd = nm(got.dtype).replace("bool", "bool_")
+            if rd in INTS or rd == "bool_":
+                assert_close(np.array(got), np.asarray(want).astype(NP[rd]))
+            else:
+                assert_close(np.array(got), np.asarray(want), "float16" if name == "float16" else ("float32" if rd != "float64" else "float64"))
+
+
+def test_scans_sorts_and_indices_match_numpy(rng):
+    a = rand(rng, (4, 6), "float32")
+    x = nv.array(a)
+    A = a.astype(np.float64)
+    assert_close(np.array(nv.cumsum(x, axis=1)), np.cumsum(A, 1), "float32")
+    assert_close(np.array(x.cumprod(axis=0)), np.cumprod(A, 0), "float32")
+    assert_close(np.array(nv.cummax(x, axis=1)), np.maximum.accumulate(A, 1), "float32")
+    assert_close(np.array(nv.cumsum(x, axis=1, reverse=True)), np.cumsum(A[:, ::-1], 1)[:, ::-1], "float32")
+    assert_close(np.array(nv.cumsum(x)), np.cumsum(A), "float32")
+    assert_close(np.array(nv.sort(x)), np.sort(a))
+    assert_close(np.array(nv.sort(x, axis=None)), np.sort(a, axis=None))
+    assert_close(np.array(nv.argsort(x, axis=0)), np.argsort(a, axis=0, kind="stable"))
+    assert_close(np.array(nv.argmax(x, axis=1)), np.argmax(a, 1))
+    assert_close(np.array(x.argmin()), np.argmin(a))
+    assert_close(np.array(nv.topk(x, 2, axis=1)), np.sort(a, 1)[:, -2:])
+    assert_close(np.array(nv.partition(x, 2, axis=1))[:, 2], np.sort(a, 1)[:, 2])
+    e = np.exp(A - A.max(1, keepdims=True))
+    assert_close(np.array(nv.softmax(x, axis=-1)), e / e.sum(1, keepdims=True), "float32")
+    assert_close(np.array(nv.trace(x, offset=1)), np.trace(A, 1), "float32")
+    assert_close(np.array(nv.searchsorted(nv.array([1, 3, 5]), nv.array([3, 4]), side="right")), [2, 2])
+    assert nv.count_nonzero(nv.array([0, 1, 2])).item() == 2
+    with pytest.raises(ValueError, match="axis"):
+        nv.mean(x, axis=4)
