@@ -1,0 +1,792 @@
+/* nuvec's CPython extension: eval over pytrees and the function transforms — grad,
+ * value_and_grad, vjp, jvp, vmap, custom_function and checkpoint — through the C closures of
+ * nuvec/transforms.h. A Python function becomes a closure whose body rebuilds the arguments
+ * from the tracers it is given, calls the function with the GIL held, and pushes the arrays
+ * of its result (lists, tuples and dicts are pytrees; other leaves are carried unchanged). An
+ * exception the function raises is kept and raised again when the transform returns. */
+#include <string.h>
+
+#include "nvpy.h"
+
+/* ---- Pytrees ---- */
+
+static int tree_flatten(PyObject *o, nv_vec *v) {
+  if (NVPY_IS_ARRAY(o)) return nv_vec_push(v, NVPY_A(o)) == NV_OK ? 0 : (PyErr_NoMemory(), -1);
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    PyObject *f = PySequence_Fast(o, "");
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(f); i++)
+      if (tree_flatten(PySequence_Fast_GET_ITEM(f, i), v) < 0) {
+        Py_DECREF(f);
+        return -1;
+      }
+    Py_DECREF(f);
+    return 0;
+  }
+  if (PyDict_Check(o)) {
+    PyObject *k, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &val))
+      if (tree_flatten(val, v) < 0) return -1;
+  }
+  return 0;
+}
+
+/* `tmpl` with its arrays replaced, in flatten order, by arrays of `v` from `*pos`. */
+static PyObject *tree_unflatten(PyObject *tmpl, const nv_vec *v, size_t *pos) {
+  if (NVPY_IS_ARRAY(tmpl)) {
+    if (*pos >= nv_vec_size(v)) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "pytree: too few arrays");
+    return nvpy_wrap_unchecked(nv_retain(nv_vec_get(v, (*pos)++)));
+  }
+  if (PyList_Check(tmpl) || PyTuple_Check(tmpl)) {
+    Py_ssize_t n = PySequence_Size(tmpl);
+    PyObject *l = PyList_New(n);
+    for (Py_ssize_t i = 0; l && i < n; i++) {
+      PyObject *e = tree_unflatten(PySequence_Fast_GET_ITEM(tmpl, i), v, pos);
+      if (!e) Py_CLEAR(l);
+      else PyList_SET_ITEM(l, i, e);
+    }
+    if (l && PyTuple_Check(tmpl)) Py_SETREF(l, PyList_AsTuple(l));
+    return l;
+  }
+  if (PyDict_Check(tmpl)) {
+    PyObject *d = PyDict_New(), *k, *val;
+    Py_ssize_t p = 0;
+    while (d && PyDict_Next(tmpl, &p, &k, &val)) {
+      PyObject *e = tree_unflatten(val, v, pos);
+      if (!e || PyDict_SetItem(d, k, e) < 0) Py_CLEAR(d);
+      Py_XDECREF(e);
+    }
+    return d;
+  }
+  Py_INCREF(tmpl);
+  return tmpl;
+}
+
+static nv_vec *flatten_new(PyObject *o) {
+  nv_vec *v = nv_vec_new();
+  if (!v) return (nv_vec *)PyErr_NoMemory();
+  if (tree_flatten(o, v) < 0) {
+    nv_vec_free(v);
+    return NULL;
+  }
+  return v;
+}
+
+static PyObject *eval_common(PyObject *args, bool async) {
+  nv_vec *v = flatten_new(args);
+  if (!v) return NULL;
+  nv_status st;
+  Py_BEGIN_ALLOW_THREADS st = async ? nv_async_eval(nv_vec_data(v), nv_vec_size(v))
+                                    : nv_eval(nv_vec_data(v), nv_vec_size(v));
+  Py_END_ALLOW_THREADS nv_vec_free(v);
+  if (st != NV_OK) return nvpy_raise_last(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_eval(PyObject *m, PyObject *args) {
+  (void)m;
+  return eval_common(args, false);
+}
+static PyObject *py_async_eval(PyObject *m, PyObject *args) {
+  (void)m;
+  return eval_common(args, true);
+}
+
+/* ---- Python functions as closures ---- */
+
+/* A Python function traced with some of its positional arguments replaced by tracers:
+ * `traced[i]` says whether argument i's arrays are the closure's inputs (in order). */
+typedef struct {
+  PyObject *fn, *args, *kwargs;
+  bool *traced;
+  PyObject *out_tmpl; /* the structure of the last result */
+  PyObject *exc;      /* the exception the function raised, kept for the caller */
+  int mode;           /* PLAIN, or the custom_function rule the payload calls */
+  int n_in;           /* for rules: the number of primal arrays */
+  PyObject *in_tmpl;  /* for rules: the primals' structure (a tuple of args) */
+} py_fn;
+
+enum { PLAIN, RULE_VJP, RULE_JVP, RULE_VMAP };
+
+static void py_fn_free(void *p) {
+  py_fn *f = p;
+  PyGILState_STATE g = PyGILState_Ensure();
+  Py_XDECREF(f->fn);
+  Py_XDECREF(f->args);
+  Py_XDECREF(f->kwargs);
+  Py_XDECREF(f->out_tmpl);
+  Py_XDECREF(f->exc);
+  Py_XDECREF(f->in_tmpl);
+  PyMem_Free(f->traced);
+  PyMem_Free(f);
+  PyGILState_Release(g);
+}
+
+/* The arguments with the traced ones rebuilt from `inputs`. */
+static PyObject *rebuild_args(py_fn *f, const nv_vec *inputs) {
+  Py_ssize_t n = PyTuple_GET_SIZE(f->args);
+  PyObject *t = PyTuple_New(n);
+  size_t pos = 0;
+  for (Py_ssize_t i = 0; t && i < n; i++) {
+    PyObject *a = PyTuple_GET_ITEM(f->args, i);
+    PyObject *e = f->traced[i] ? tree_unflatten(a, inputs, &pos) : (Py_INCREF(a), a);
+    if (!e) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, i, e);
+  }
+  return t;
+}
+
+/* Pushes the arrays of `r` and keeps its structure. */
+static int push_result(py_fn *f, PyObject *r, nv_vec *outputs) {
+  Py_XSETREF(f->out_tmpl, r);
+  Py_INCREF(r);
+  return tree_flatten(r, outputs);
+}
+
+/* A custom_function rule's call: its inputs split into the structures MLX passes. */
+static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
+  size_t n = nv_vec_size(inputs), pos = 0;
+  PyObject *primals = tree_unflatten(f->in_tmpl, inputs, &pos), *r = NULL;
+  if (!primals) return NULL;
+  if (f->mode == RULE_VMAP) {
+    nv_array *ax = nv_vec_get(inputs, n - 1);
+    PyObject *axes = nvpy_tolist(ax);
+    if (axes) {
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(axes); i++)
+        if (PyLong_AsLong(PyList_GET_ITEM(axes, i)) < 0) {
+          Py_INCREF(Py_None);
+          PyList_SetItem(axes, i, Py_None);
+        }
+      Py_SETREF(axes, PyList_AsTuple(axes));
+      r = PyObject_CallFunctionObjArgs(f->fn, primals, axes, NULL);
+      Py_DECREF(axes);
+    }
+  } else {
+    /* The other arrays are one (vjp: two) groups shaped as the outputs. */
+    size_t groups = f->mode == RULE_VJP ? 2 : 0, per = groups ? (n - pos) / groups : 0;
+    PyObject *g[2] = {NULL, NULL};
+    for (size_t k = 0; k < groups; k++) {
+      nv_vec *part = nv_vec_new();
+      for (size_t i = 0; part && i < per; i++) nv_vec_push(part, nv_vec_get(inputs, pos + i));
+      size_t p = 0;
+      g[k] = part ? tree_unflatten(f->out_tmpl, part, &p) : NULL;
+      nv_vec_free(part);
+      pos += per;
+    }
+    if (f->mode == RULE_JVP) {
+      /* jvp gets the primals and the tangents, both shaped as the arguments. */
+      nv_vec *tv = nv_vec_new();
+      for (size_t i = 0; tv && i < (size_t)f->n_in; i++) nv_vec_push(tv, nv_vec_get(inputs, f->n_in + i));
+      size_t p = 0;
+      Py_XDECREF(g[0]);
+      g[0] = tv ? tree_unflatten(f->in_tmpl, tv, &p) : NULL;
+      nv_vec_free(tv);
+      if (g[0]) r = PyObject_CallFunctionObjArgs(f->fn, primals, g[0], NULL);
+    } else if (g[0] && g[1]) {
+      r = PyObject_CallFunctionObjArgs(f->fn, primals, g[0], g[1], NULL);
+    }
+    Py_XDECREF(g[0]);
+    Py_XDECREF(g[1]);
+  }
+  Py_DECREF(primals);
+  return r;
+}
+
+static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs) {
+  py_fn *f = payload;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *r = NULL;
+  if (f->mode == PLAIN) {
+    PyObject *args = rebuild_args(f, inputs);
+    if (args) r = PyObject_Call(f->fn, args, f->kwargs);
+    Py_XDECREF(args);
+  } else {
+    r = call_rule(f, inputs);
+  }
+  int rc = -1;
+  if (r && f->mode == RULE_VMAP) {
+    /* (outputs, out_axes): the arrays, then the axes as one int32 array. */
+    PyObject *outs, *axes;
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
+      outs = PyTuple_GET_ITEM(r, 0);
+      axes = PyTuple_GET_ITEM(r, 1);
+      if (push_result(f, outs, outputs) == 0) {
+        PyObject *al = PyTuple_Check(axes) || PyList_Check(axes) ? PySequence_List(axes)
+                                                                 : Py_BuildValue("[O]", axes);
+        for (Py_ssize_t i = 0; al && i < PyList_GET_SIZE(al); i++)
+          if (PyList_GET_ITEM(al, i) == Py_None) PyList_SetItem(al, i, PyLong_FromLong(-1));
+        nv_array *ax = al ? nvpy_unscope(nvpy_to_array(al, NV_DTYPE_INT32)) : NULL;
+        Py_XDECREF(al);
+        if (ax) {
+          rc = nv_vec_push(outputs, ax) == NV_OK ? 0 : -1;
+          nv_release(ax);
+        }
+      }
+    } else {
+      PyErr_SetString(PyExc_ValueError, "custom_function: vmap must return (outputs, out_axes)");
+    }
+  } else if (r) {
+    rc = push_result(f, r, outputs);
+  }
+  Py_XDECREF(r);
+  nv_status st = NV_OK;
+  if (rc < 0) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb) PyException_SetTraceback(v, tb);
+    Py_XSETREF(f->exc, v);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    st = NV_ERR_INVALID_ARGUMENT;
+  }
+  PyGILState_Release(g);
+  return st;
+}
+
+/* A closure for `fn` called with `args` (positional, a tuple), the ones with traced[i] given
+ * by the closure's inputs. The payload is returned through `pf` (owned by the closure). */
+static nv_closure *make_closure(PyObject *fn, PyObject *args, PyObject *kwargs, const bool *traced,
+                                py_fn **pf) {
+  py_fn *f = PyMem_Calloc(1, sizeof *f);
+  Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
+  if (!f || !(f->traced = PyMem_Calloc(n ? (size_t)n : 1, sizeof(bool)))) {
+    PyMem_Free(f);
+    return (nv_closure *)PyErr_NoMemory();
+  }
+  if (traced) memcpy(f->traced, traced, (size_t)n * sizeof(bool));
+  Py_INCREF(fn);
+  f->fn = fn;
+  f->args = args ? (Py_INCREF(args), args) : PyTuple_New(0);
+  f->kwargs = kwargs ? (Py_INCREF(kwargs), kwargs) : NULL;
+  nv_closure *c = nv_closure_new(py_fn_call, f, py_fn_free);
+  if (!c) {
+    py_fn_free(f);
+    return (nv_closure *)nvpy_raise_last(NV_ERR_OUT_OF_MEMORY);
+  }
+  *pf = f;
+  return c;
+}
+
+/* Raises the exception the function raised, or the library's error. */
+static PyObject *transform_error(py_fn *f, nv_status st) {
+  if (f && f->exc) {
+    PyErr_SetObject((PyObject *)Py_TYPE(f->exc), f->exc);
+    Py_CLEAR(f->exc);
+    return NULL;
+  }
+  return nvpy_raise_last(st);
+}
+
+/* ---- Transformed functions: one Python type, one call function per transform ---- */
+
+typedef struct nvpy_function nvpy_function;
+typedef PyObject *(*fn_call)(nvpy_function *self, PyObject *args, PyObject *kw);
+
+struct nvpy_function {
+  PyObject_HEAD fn_call call;
+  PyObject *fn;
+  PyObject *argnums;            /* grad: a tuple of ints; vmap: in_axes */
+  PyObject *out_axes;           /* vmap */
+  bool single;                  /* grad: argnums was an int */
+  bool value;                   /* value_and_grad */
+  PyObject *vjp, *jvp, *vmap;   /* custom_function rules */
+};
+
+static void function_dealloc(PyObject *self) {
+  nvpy_function *f = (nvpy_function *)self;
+  Py_XDECREF(f->fn);
+  Py_XDECREF(f->argnums);
+  Py_XDECREF(f->out_axes);
+  Py_XDECREF(f->vjp);
+  Py_XDECREF(f->jvp);
+  Py_XDECREF(f->vmap);
+  PyObject_Free(self);
+}
+
+static PyObject *function_call(PyObject *self, PyObject *args, PyObject *kw) {
+  nvpy_function *f = (nvpy_function *)self;
+  return f->call(f, args, kw);
+}
+
+static PyObject *function_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (!obj || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+static nvpy_function *function_new(fn_call call, PyObject *fn) {
+  if (!PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "expected a callable");
+    return NULL;
+  }
+  nvpy_function *f = PyObject_New(nvpy_function, &nvpy_function_type);
+  if (!f) return NULL;
+  f->call = call;
+  Py_INCREF(fn);
+  f->fn = fn;
+  f->argnums = f->out_axes = f->vjp = f->jvp = f->vmap = NULL;
+  f->single = f->value = false;
+  return f;
+}
+
+/* ---- grad / value_and_grad ---- */
+
+static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args), nnums = PyTuple_GET_SIZE(self->argnums);
+  bool traced[NVPY_MAXDIM] = {0};
+  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "grad: too many arguments");
+  nv_vec *primals = nv_vec_new();
+  size_t starts[NVPY_MAXDIM + 1];
+  if (!primals) return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < nnums; i++) {
+    long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
+    if (k < 0 || k >= nargs) {
+      nv_vec_free(primals);
+      PyErr_Format(PyExc_ValueError,
+                   "[grad] Invalid argument number %ld for function with %zd arguments", k, nargs);
+      return NULL;
+    }
+    traced[k] = true;
+  }
+  /* Primals in argument order (the closure rebuilds them so); grads are reordered below. */
+  for (Py_ssize_t k = 0; k < nargs; k++) {
+    starts[k] = nv_vec_size(primals);
+    if (traced[k] && tree_flatten(PyTuple_GET_ITEM(args, k), primals) < 0) {
+      nv_vec_free(primals);
+      return NULL;
+    }
+  }
+  starts[nargs] = nv_vec_size(primals);
+  py_fn *pf = NULL;
+  nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
+  if (!c) {
+    nv_vec_free(primals);
+    return NULL;
+  }
+  size_t np = nv_vec_size(primals);
+  int *nums = PyMem_Malloc((np ? np : 1) * sizeof(int));
+  for (size_t i = 0; nums && i < np; i++) nums[i] = (int)i;
+  nv_closure *g = nums ? (self->value ? nv_value_and_grad(c, nums, np) : nv_grad(c, nums, np)) : NULL;
+  PyMem_Free(nums);
+  nv_vec *out = nv_vec_new();
+  nv_status st = g && out ? nv_closure_apply(g, primals, out) : NV_ERR_OUT_OF_MEMORY;
+  PyObject *r = NULL;
+  if (st != NV_OK) {
+    r = transform_error(pf, st);
+  } else {
+    size_t nout = nv_vec_size(out) - np;
+    nv_vec *grads = nv_vec_new();
+    for (size_t i = 0; grads && i < np; i++) nv_vec_push(grads, nv_vec_get(out, nout + i));
+    /* One gradient tree per argnum, in argnums order. */
+    PyObject *gt = PyTuple_New(nnums);
+    for (Py_ssize_t i = 0; gt && i < nnums; i++) {
+      long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
+      size_t pos = starts[k];
+      PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, k), grads, &pos);
+      if (!e) Py_CLEAR(gt);
+      else PyTuple_SET_ITEM(gt, i, e);
+    }
+    nv_vec_free(grads);
+    if (gt && self->single) {
+      PyObject *one = PyTuple_GET_ITEM(gt, 0);
+      Py_INCREF(one);
+      Py_SETREF(gt, one);
+    }
+    if (gt && self->value) {
+      size_t pos = 0;
+      PyObject *value = tree_unflatten(pf->out_tmpl, out, &pos);
+      r = value ? PyTuple_Pack(2, value, gt) : NULL;
+      Py_XDECREF(value);
+      Py_DECREF(gt);
+    } else {
+      r = gt;
+    }
+  }
+  nv_vec_free(out);
+  nv_vec_free(primals);
+  nv_closure_release(g);
+  nv_closure_release(c);
+  return r;
+}
+
+static PyObject *make_grad(PyObject *args, PyObject *kw, bool value) {
+  static char *kwlist[] = {"fun", "argnums", "argnames", NULL};
+  PyObject *fn, *argnums = Py_None, *argnames = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO", kwlist, &fn, &argnums, &argnames)) return NULL;
+  if (argnames && PyObject_IsTrue(argnames))
+    return nvpy_raise_status(NV_ERR_UNSUPPORTED, "grad: argnames is not supported by nuvec yet");
+  nvpy_function *f = function_new(grad_call, fn);
+  if (!f) return NULL;
+  f->value = value;
+  if (argnums == Py_None || PyLong_Check(argnums)) {
+    f->single = true;
+    f->argnums = Py_BuildValue("(O)", argnums == Py_None ? PyLong_FromLong(0) : argnums);
+    if (argnums == Py_None) Py_DECREF(PyTuple_GET_ITEM(f->argnums, 0));
+  } else {
+    f->argnums = PySequence_Tuple(argnums);
+  }
+  if (!f->argnums) {
+    Py_DECREF(f);
+    return NULL;
+  }
+  return (PyObject *)f;
+}
+
+static PyObject *py_grad(PyObject *m, PyObject *args, PyObject *kw) {
+  (void)m;
+  return make_grad(args, kw, false);
+}
+static PyObject *py_value_and_grad(PyObject *m, PyObject *args, PyObject *kw) {
+  (void)m;
+  return make_grad(args, kw, true);
+}
+
+/* ---- vjp / jvp ---- */
+
+static PyObject *vjp_jvp(PyObject *args, PyObject *kw, bool is_vjp) {
+  static char *kwlist_v[] = {"fun", "primals", "cotangents", NULL};
+  static char *kwlist_j[] = {"fun", "primals", "tangents", NULL};
+  PyObject *fn, *po, *to;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO", is_vjp ? kwlist_v : kwlist_j, &fn, &po, &to))
+    return NULL;
+  nv_vec *primals = nvpy_vec_arg(po, is_vjp ? "vjp" : "jvp");
+  nv_vec *tans = primals ? nvpy_vec_arg(to, is_vjp ? "vjp" : "jvp") : NULL;
+  if (!tans) {
+    nv_vec_free(primals);
+    return NULL;
+  }
+  /* The function receives the primals as separate arguments. */
+  PyObject *targs = PyTuple_New((Py_ssize_t)nv_vec_size(primals));
+  bool traced[NVPY_MAXDIM];
+  for (size_t i = 0; targs && i < nv_vec_size(primals) && i < NVPY_MAXDIM; i++) {
+    PyTuple_SET_ITEM(targs, (Py_ssize_t)i, nvpy_wrap_unchecked(nv_retain(nv_vec_get(primals, i))));
+    traced[i] = true;
+  }
+  py_fn *pf = NULL;
+  nv_closure *c = targs ? make_closure(fn, targs, NULL, traced, &pf) : NULL;
+  Py_XDECREF(targs);
+  PyObject *r = NULL;
+  nv_vec *outs = nv_vec_new(), *res = nv_vec_new();
+  if (c && outs && res) {
+    nv_status st = is_vjp ? nv_vjp(c, primals, tans, outs, res) : nv_jvp(c, primals, tans, outs, res);
+    if (st != NV_OK) r = transform_error(pf, st);
+    else {
+      PyObject *a = nvpy_list_from_vec(outs), *b = a ? nvpy_list_from_vec(res) : NULL;
+      r = b ? PyTuple_Pack(2, a, b) : NULL;
+      Py_XDECREF(a);
+      Py_XDECREF(b);
+    }
+  }
+  nv_vec_free(outs);
+  nv_vec_free(res);
+  nv_vec_free(primals);
+  nv_vec_free(tans);
+  nv_closure_release(c);
+  return r;
+}
+
+static PyObject *py_vjp(PyObject *m, PyObject *args, PyObject *kw) {
+  (void)m;
+  return vjp_jvp(args, kw, true);
+}
+static PyObject *py_jvp(PyObject *m, PyObject *args, PyObject *kw) {
+  (void)m;
+  return vjp_jvp(args, kw, false);
+}
+
+/* ---- vmap ---- */
+
+static int axis_value(PyObject *o, int *out) {
+  if (o == Py_None) {
+    *out = NV_VMAP_NONE;
+    return 0;
+  }
+  return nvpy_int_arg(o, 0, out, "vmap");
+}
+
+/* The axis of each array leaf of `tree` from the prefix `spec` (an int or None for the whole
+ * subtree, else a list/tuple/dict matching it). */
+static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap) {
+  if (spec == Py_None || PyLong_Check(spec)) {
+    int a;
+    if (axis_value(spec, &a) < 0) return -1;
+    nv_vec *v = flatten_new(tree);
+    if (!v) return -1;
+    for (size_t i = 0; i < nv_vec_size(v); i++) {
+      if (*n == *cap) {
+        *cap = *cap * 2 + 8;
+        int *p = PyMem_Realloc(*ax, *cap * sizeof(int));
+        if (!p) {
+          nv_vec_free(v);
+          PyErr_NoMemory();
+          return -1;
+        }
+        *ax = p;
+      }
+      (*ax)[(*n)++] = a;
+    }
+    nv_vec_free(v);
+    return 0;
+  }
+  if ((PyList_Check(spec) || PyTuple_Check(spec)) && (PyList_Check(tree) || PyTuple_Check(tree)) &&
+      PySequence_Size(spec) == PySequence_Size(tree)) {
+    for (Py_ssize_t i = 0; i < PySequence_Size(spec); i++)
+      if (expand_axes(PySequence_Fast_GET_ITEM(spec, i), PySequence_Fast_GET_ITEM(tree, i), ax, n, cap) < 0)
+        return -1;
+    return 0;
+  }
+  if (PyDict_Check(spec) && PyDict_Check(tree)) {
+    PyObject *k, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(tree, &pos, &k, &val)) {
+      PyObject *s = PyDict_GetItem(spec, k);
+      if (!s) {
+        PyErr_SetString(PyExc_ValueError, "vmap: in_axes dict does not match the argument");
+        return -1;
+      }
+      if (expand_axes(s, val, ax, n, cap) < 0) return -1;
+    }
+    return 0;
+  }
+  PyErr_SetString(PyExc_ValueError, "vmap: the axes do not match the structure of the arguments");
+  return -1;
+}
+
+static PyObject *vmap_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "vmap: too many arguments");
+  int *in_ax = NULL;
+  size_t nin = 0, cap = 0;
+  PyObject *spec = self->argnums;
+  int rc;
+  if (spec == Py_None || PyLong_Check(spec)) rc = expand_axes(spec, args, &in_ax, &nin, &cap);
+  else if (PyTuple_Check(spec) || PyList_Check(spec)) {
+    if (PySequence_Size(spec) != nargs) {
+      PyErr_Format(PyExc_ValueError, "[vmap] The number of in axes (%zd) must match the number of arguments (%zd).",
+                   PySequence_Size(spec), nargs);
+      return NULL;
+    }
+    rc = expand_axes(spec, args, &in_ax, &nin, &cap);
+  } else {
+    PyErr_SetString(PyExc_ValueError, "vmap: in_axes must be an int, None or a sequence");
+    return NULL;
+  }
+  if (rc < 0) {
+    PyMem_Free(in_ax);
+    return NULL;
+  }
+  bool traced[NVPY_MAXDIM];
+  for (Py_ssize_t i = 0; i < nargs; i++) traced[i] = true;
+  nv_vec *inputs = flatten_new(args);
+  py_fn *pf = NULL;
+  nv_closure *c = inputs ? make_closure(self->fn, args, kw, traced, &pf) : NULL;
+  /* A single out axis goes to the C transform; a sequence is applied per output afterwards. */
+  int out1 = 0;
+  bool seq_out = !(self->out_axes == Py_None || PyLong_Check(self->out_axes));
+  if (!seq_out && axis_value(self->out_axes, &out1) < 0) c = (nv_closure_release(c), NULL);
+  nv_closure *vm = c ? nv_vmap(c, in_ax, nin, &out1, 1) : NULL;
+  PyMem_Free(in_ax);
+  nv_vec *out = nv_vec_new();
+  PyObject *r = NULL;
+  if (vm && out) {
+    nv_status st = nv_closure_apply(vm, inputs, out);
+    if (st != NV_OK) r = transform_error(pf, st);
+    else {
+      if (seq_out) {
+        /* Move each output's batch axis (0) to its out axis; None takes one slice. */
+        int *oax = NULL;
+        size_t no = 0, ocap = 0;
+        if (expand_axes(self->out_axes, pf->out_tmpl, &oax, &no, &ocap) == 0 && no == nv_vec_size(out)) {
+          for (size_t i = 0; i < no; i++) {
+            nv_array *x = nv_vec_get(out, i), *y;
+            if (oax[i] == NV_VMAP_NONE) {
+              nv_array *zero = nv_array_int(0);
+              y = nv_take(x, zero, 0);
+              nv_release(zero);
+            } else {
+              y = nv_moveaxis(x, 0, oax[i]);
+            }
+            nv_vec_set(out, i, y);
+            nv_release(y);
+          }
+        } else if (!PyErr_Occurred()) {
+          PyErr_SetString(PyExc_ValueError, "vmap: out_axes do not match the outputs");
+        }
+        PyMem_Free(oax);
+      }
+      if (!PyErr_Occurred()) {
+        size_t pos = 0;
+        r = tree_unflatten(pf->out_tmpl, out, &pos);
+      }
+    }
+  }
+  nv_vec_free(out);
+  nv_vec_free(inputs);
+  nv_closure_release(vm);
+  nv_closure_release(c);
+  return r;
+}
+
+static PyObject *py_vmap(PyObject *m, PyObject *args, PyObject *kw) {
+  (void)m;
+  static char *kwlist[] = {"fun", "in_axes", "out_axes", NULL};
+  PyObject *fn, *in_axes = NULL, *out_axes = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO", kwlist, &fn, &in_axes, &out_axes)) return NULL;
+  nvpy_function *f = function_new(vmap_call, fn);
+  if (!f) return NULL;
+  f->argnums = in_axes ? (Py_INCREF(in_axes), in_axes) : PyLong_FromLong(0);
+  f->out_axes = out_axes ? (Py_INCREF(out_axes), out_axes) : PyLong_FromLong(0);
+  return (PyObject *)f;
+}
+
+/* ---- custom_function and checkpoint ---- */
+
+/* A closure for a custom rule: inputs as the rule expects them (see call_rule). */
+static nv_closure *rule_closure(PyObject *fn, int mode, PyObject *in_tmpl, int n_in,
+                                PyObject *out_tmpl) {
+  if (!fn) return NULL;
+  py_fn *f = NULL;
+  nv_closure *c = make_closure(fn, NULL, NULL, NULL, &f);
+  if (!c) return NULL;
+  f->mode = mode;
+  f->n_in = n_in;
+  Py_INCREF(in_tmpl);
+  f->in_tmpl = in_tmpl;
+  Py_XINCREF(out_tmpl);
+  f->out_tmpl = out_tmpl;
+  return c;
+}
+
+static PyObject *custom_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "custom_function: too many arguments");
+  bool traced[NVPY_MAXDIM];
+  for (Py_ssize_t i = 0; i < nargs; i++) traced[i] = true;
+  nv_vec *inputs = flatten_new(args);
+  if (!inputs) return NULL;
+  py_fn *pf = NULL;
+  nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
+  PyObject *r = NULL;
+  nv_vec *out = nv_vec_new();
+  /* The output structure is needed by the rules: trace f once for it (no values computed). */
+  nv_status st = c && out ? nv_closure_apply(c, inputs, out) : NV_ERR_OUT_OF_MEMORY;
+  if (st != NV_OK) {
+    r = transform_error(pf, st);
+    goto done;
+  }
+  int n_in = (int)nv_vec_size(inputs);
+  nv_closure *rv = rule_closure(self->vjp, RULE_VJP, args, n_in, pf->out_tmpl);
+  nv_closure *rj = rule_closure(self->jvp, RULE_JVP, args, n_in, pf->out_tmpl);
+  nv_closure *rm = rule_closure(self->vmap, RULE_VMAP, args, n_in, pf->out_tmpl);
+  nv_closure *cf = PyErr_Occurred() ? NULL : nv_custom_function(c, rv, rj, rm);
+  nv_vec_clear(out);
+  st = cf ? nv_closure_apply(cf, inputs, out) : NV_ERR_OUT_OF_MEMORY;
+  if (PyErr_Occurred()) r = NULL;
+  else if (st != NV_OK) r = transform_error(pf, st);
+  else {
+    size_t pos = 0;
+    r = tree_unflatten(pf->out_tmpl, out, &pos);
+  }
+  nv_closure_release(rv);
+  nv_closure_release(rj);
+  nv_closure_release(rm);
+  nv_closure_release(cf);
+done:
+  nv_vec_free(out);
+  nv_vec_free(inputs);
+  nv_closure_release(c);
+  return r;
+}
+
+/* f.vjp(rule) / f.jvp(rule) / f.vmap(rule): decorators recording a rule. */
+static PyObject *set_rule(PyObject *self, PyObject *rule, size_t off) {
+  if (!PyCallable_Check(rule)) {
+    PyErr_SetString(PyExc_TypeError, "custom_function: a rule must be callable");
+    return NULL;
+  }
+  PyObject **slot = (PyObject **)((char *)self + off);
+  Py_INCREF(rule);
+  Py_XSETREF(*slot, rule);
+  Py_INCREF(rule);
+  return rule;
+}
+static PyObject *cf_vjp(PyObject *s, PyObject *r) { return set_rule(s, r, offsetof(nvpy_function, vjp)); }
+static PyObject *cf_jvp(PyObject *s, PyObject *r) { return set_rule(s, r, offsetof(nvpy_function, jvp)); }
+static PyObject *cf_vmap(PyObject *s, PyObject *r) { return set_rule(s, r, offsetof(nvpy_function, vmap)); }
+
+static PyObject *py_custom_function(PyObject *m, PyObject *fn) {
+  (void)m;
+  return (PyObject *)function_new(custom_call, fn);
+}
+
+static PyObject *checkpoint_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "checkpoint: too many arguments");
+  bool traced[NVPY_MAXDIM];
+  for (Py_ssize_t i = 0; i < nargs; i++) traced[i] = true;
+  nv_vec *inputs = flatten_new(args);
+  if (!inputs) return NULL;
+  py_fn *pf = NULL;
+  nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
+  nv_closure *cp = c ? nv_checkpoint(c) : NULL;
+  nv_vec *out = nv_vec_new();
+  PyObject *r = NULL;
+  nv_status st = cp && out ? nv_closure_apply(cp, inputs, out) : NV_ERR_OUT_OF_MEMORY;
+  if (st != NV_OK) r = transform_error(pf, st);
+  else {
+    size_t pos = 0;
+    r = tree_unflatten(pf->out_tmpl, out, &pos);
+  }
+  nv_vec_free(out);
+  nv_vec_free(inputs);
+  nv_closure_release(cp);
+  nv_closure_release(c);
+  return r;
+}
+
+static PyObject *py_checkpoint(PyObject *m, PyObject *fn) {
+  (void)m;
+  return (PyObject *)function_new(checkpoint_call, fn);
+}
+
+static PyMethodDef function_methods[] = {
+    {"vjp", cf_vjp, METH_O, "custom_function: sets the vjp rule (a decorator)."},
+    {"jvp", cf_jvp, METH_O, "custom_function: sets the jvp rule (a decorator)."},
+    {"vmap", cf_vmap, METH_O, "custom_function: sets the vmap rule (a decorator)."},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject nvpy_function_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nuvec.TransformedFunction",
+    .tp_basicsize = sizeof(nvpy_function),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = function_dealloc,
+    .tp_call = function_call,
+    .tp_descr_get = function_descr_get,
+    .tp_methods = function_methods,
+};
+
+static PyMethodDef transform_methods[] = {
+    {"eval", py_eval, METH_VARARGS, "Evaluates the arrays of pytrees."},
+    {"async_eval", py_async_eval, METH_VARARGS, "Starts evaluating the arrays of pytrees."},
+    {"grad", (PyCFunction)(void (*)(void))py_grad, METH_VARARGS | METH_KEYWORDS,
+     "grad(fun, argnums=None): a function computing fun's gradient."},
+    {"value_and_grad", (PyCFunction)(void (*)(void))py_value_and_grad,
+     METH_VARARGS | METH_KEYWORDS, "value_and_grad(fun, argnums=None)."},
+    {"vjp", (PyCFunction)(void (*)(void))py_vjp, METH_VARARGS | METH_KEYWORDS,
+     "vjp(fun, primals, cotangents) -> (outputs, vjps)."},
+    {"jvp", (PyCFunction)(void (*)(void))py_jvp, METH_VARARGS | METH_KEYWORDS,
+     "jvp(fun, primals, tangents) -> (outputs, jvps)."},
+    {"vmap", (PyCFunction)(void (*)(void))py_vmap, METH_VARARGS | METH_KEYWORDS,
+     "vmap(fun, in_axes=0, out_axes=0): fun vectorized over an axis."},
+    {"custom_function", py_custom_function, METH_O, "A function with custom vjp/jvp/vmap rules."},
+    {"checkpoint", py_checkpoint, METH_O, "fun recomputed in the backward pass."},
+    {NULL, NULL, 0, NULL}};
+
+int nvpy_init_transforms(PyObject *m) {
+  if (PyType_Ready(&nvpy_function_type) < 0) return -1;
+  return PyModule_AddFunctions(m, transform_methods);
+}
