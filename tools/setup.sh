@@ -3,18 +3,25 @@
 # (apt-get update once, then install), the Python packages for the python3 on PATH.
 # When not root and something is missing, prints the exact commands and exits 1.
 set -u
+set -f  # package specs such as mlx[cpu] are not file globs
 DEB_PKGS="cmake make gcc g++ clang pkg-config libcriterion-dev libopenblas-dev liblapacke-dev \
 zlib1g-dev libminizip-dev libclang-rt-14-dev"
-PY_PKGS="numpy pytest ml_dtypes safetensors gguf mlx"
+# Python packages as import-name=pip-spec (the spec defaults to the name): NumPy and pytest for
+# the tests, ml_dtypes/safetensors/gguf for reference files, MLX's CPU build as the peer (bench,
+# bit-exact random), matplotlib for the loss curve and bench charts.
+PY_PKGS="numpy pytest ml_dtypes safetensors gguf mlx.core=mlx[cpu] matplotlib"
 
 missing_deb=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_deb="$missing_deb $p"
 done
 missing_py=""
-for p in $PY_PKGS; do
-  python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$p') is None)" 2>/dev/null \
-    || missing_py="$missing_py $p"
+missing_mods=""
+for entry in $PY_PKGS; do
+  mod=${entry%%=*}
+  spec=${entry#*=}
+  python3 -c "import importlib,sys; importlib.import_module('$mod')" >/dev/null 2>&1 \
+    || { missing_py="$missing_py $spec"; missing_mods="$missing_mods $mod"; }
 done
 
 if [ -z "$missing_deb" ] && [ -z "$missing_py" ]; then
@@ -23,7 +30,7 @@ fi
 if [ "$(id -u)" != 0 ]; then
   echo "nuvec setup: missing packages. Run as root:" >&2
   [ -n "$missing_deb" ] && echo "  apt-get update && apt-get install -y$missing_deb" >&2
-  [ -n "$missing_py" ] && echo "  python3 -m pip install$missing_py" >&2
+  [ -n "$missing_py" ] && echo "  python3 -m pip install$(for p in $missing_py; do printf " '%s'" "$p"; done)" >&2
   exit 1
 fi
 if [ -n "$missing_deb" ]; then
@@ -35,8 +42,8 @@ fi
 if [ -n "$missing_py" ]; then
   echo "nuvec setup: installing Python packages:$missing_py"
   python3 -m pip install -q $missing_py 2>&1 | grep -v "WARNING: Running pip as the 'root'" || true
-  for p in $missing_py; do
-    python3 -c "import $p" 2>/dev/null || { echo "nuvec setup: pip could not install $p" >&2; exit 1; }
+  for m in $missing_mods; do
+    python3 -c "import $m" >/dev/null 2>&1 || { echo "nuvec setup: pip could not install $m" >&2; exit 1; }
   done
 fi
 exit 0

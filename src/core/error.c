@@ -162,7 +162,6 @@ static void tcache_key_init(void) { pthread_key_create(&tcache_key, tcache_destr
 
 static thread_cache *get_tcache(void) {
 #ifdef NV_DEBUG_ASSERTS
-  /* Debug and sanitizer builds keep no cache, so ASan sees every block. */
   /* Debug and sanitizer builds keep no cache (ASan sees every block); the cache's pieces are
    * not compiled there. */
   return NULL;
