@@ -12,14 +12,9 @@
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
 
-/* Hot loops are built twice, for the baseline ISA and for x86-64-v3 (AVX2, FMA), and the
- * loader picks one at run time (GCC's target_clones; not under the sanitizers). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define NV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NV_CLONES
-#endif
+/* Hot loops get AVX2 and AVX-512 clones picked at load time (NV_KERNEL_CLONES: not under the
+ * sanitizers, whose runtimes are not ready when ifunc resolvers run). */
+#define NV_CLONES NV_KERNEL_CLONES
 
 typedef struct nv__rows {
   int nk, nr;
