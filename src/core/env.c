@@ -6,6 +6,10 @@
  *                         first; default 20 (MLX's MLX_BFS_MAX_WIDTH).
  *   NUVEC_CACHE_LIMIT     bytes the buffer cache may hold; default: the memory limit.
  *   NUVEC_MEMORY_LIMIT    the hard memory limit in bytes; default: the machine's memory.
+ *   NUVEC_DEBUG_GUARDS    1: sentinel guards around every data buffer, checked when it is
+ *                         freed (nv_get_guard_violations); default off.
+ *
+ * Tests read NUVEC_TEST_SEED, NUVEC_TEST_FULL and NUVEC_TEST_THREAD_ITERS; the library does not.
  */
 #include <stdlib.h>
 
