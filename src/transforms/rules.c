@@ -10,6 +10,8 @@ nv__prim_rule nv__prim_rules[NV__PRIM_COUNT];
 static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_core,
     nv__rules_register_transforms,
+    nv__rules_register_reduce,
+    nv__rules_register_random,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

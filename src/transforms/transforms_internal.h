@@ -44,6 +44,8 @@ void nv__rules_register(void);
 void nv__rules_register_core(nv__prim_rule *r);
 void nv__rules_register_transforms(nv__prim_rule *r);
 void nv__rules_register_custom(nv__prim_rule *r);
+void nv__rules_register_reduce(nv__prim_rule *r);
+void nv__rules_register_random(nv__prim_rule *r);
 
 /* ---- Helpers for rules (src/transforms/rules.c) ---- */
 
