@@ -706,3 +706,127 @@ Test(transforms_reduce, complex_max_has_no_rule) {
   nv_release(r);
   nv_closure_release(f);
 }
+
+/* ---- Dtypes and empty inputs ---- */
+
+/* vjp and jvp of op at x (cast to dt), with the cotangent / tangent given in float64, read back
+ * as float64 (NULL entries on failure). */
+static void rules_at(const rcase *c, nv_array *x64, nv_array *cot64, nv_array *tan64, nv_dtype dt,
+                     double **g, double **j) {
+  nv_array *x = nv_astype(x64, dt), *t = nv_astype(tan64, dt);
+  nv_closure *f = nv_closure_new(case_call, (void *)c, NULL);
+  nv_vec *p = nv_vec_new(), *cv = nv_vec_new(), *tv = nv_vec_new(), *o = nv_vec_new(),
+         *gv = nv_vec_new(), *jv = nv_vec_new();
+  nv_vec_push(p, x);
+  nv_vec_push(cv, cot64);
+  nv_vec_push(tv, t);
+  cr_assert_eq(nv_vjp(f, p, cv, o, gv), NV_OK, "%s: %s", c->name, nv_last_error());
+  cr_assert_eq(nv_jvp(f, p, tv, NULL, jv), NV_OK, "%s: %s", c->name, nv_last_error());
+  *g = gc_read(nv_vec_get(gv, 0));
+  *j = gc_read(nv_vec_get(jv, 0));
+  cr_assert(*g && *j, "%s: %s", c->name, nv_last_error());
+  nv_vec_free(p);
+  nv_vec_free(cv);
+  nv_vec_free(tv);
+  nv_vec_free(o);
+  nv_vec_free(gv);
+  nv_vec_free(jv);
+  nv_closure_release(f);
+  nv_release(x);
+  nv_release(t);
+}
+
+Test(transforms_reduce, float32_and_half_dtypes_agree_with_float64) {
+  unsigned st = test_seed() + 10;
+  const nv_dtype dts[3] = {NV_DTYPE_FLOAT32, NV_DTYPE_FLOAT16, NV_DTYPE_BFLOAT16};
+  const double tols[3] = {1e-5, 1e-2, 6e-2};
+  for (size_t k = 0; k < NGRAD; k++) {
+    const rcase *c = &grad_cases[k];
+    /* Values a half type holds exactly, and distinct (as the D_DISTINCT ladder is). */
+    nv_array *raw = make(c->shape, c->nd, c->domain == D_ZEROS ? D_ZEROS : D_DISTINCT, &st);
+    nv_array *xh = nv_astype(raw, NV_DTYPE_BFLOAT16), *x = nv_astype(xh, NV_DTYPE_FLOAT64);
+    nv_array *y = apply(c, x);
+    nv_array *cot = make(nv_array_shape(y), nv_array_ndim(y), D_RANDOM, &st);
+    nv_array *ch = nv_astype(cot, NV_DTYPE_BFLOAT16), *cot64 = nv_astype(ch, NV_DTYPE_FLOAT64);
+    nv_array *tan = make(c->shape, c->nd, D_RANDOM, &st);
+    nv_array *th = nv_astype(tan, NV_DTYPE_BFLOAT16), *tan64 = nv_astype(th, NV_DTYPE_FLOAT64);
+    double *g64, *j64;
+    rules_at(c, x, cot64, tan64, NV_DTYPE_FLOAT64, &g64, &j64);
+    for (int d = 0; d < 3; d++) {
+      double *g, *j;
+      rules_at(c, x, cot64, tan64, dts[d], &g, &j);
+      double gs = 1, js = 1; /* scale: the largest magnitude */
+      for (int64_t i = 0; i < nv_array_size(x); i++) gs = fmax(gs, fabs(g64[i]));
+      for (int64_t i = 0; i < nv_array_size(y); i++) js = fmax(js, fabs(j64[i]));
+      for (int64_t i = 0; i < nv_array_size(x); i++)
+        cr_assert(fabs(g[i] - g64[i]) <= tols[d] * gs, "%s %s vjp[%lld]: %g, float64 %g",
+                  c->name, nv_dtype_name(dts[d]), (long long)i, g[i], g64[i]);
+      for (int64_t i = 0; i < nv_array_size(y); i++)
+        cr_assert(fabs(j[i] - j64[i]) <= tols[d] * js, "%s %s jvp[%lld]: %g, float64 %g",
+                  c->name, nv_dtype_name(dts[d]), (long long)i, j[i], j64[i]);
+      free(g);
+      free(j);
+    }
+    free(g64);
+    free(j64);
+    nv_array *all[] = {raw, xh, x, y, cot, ch, cot64, tan, th, tan64};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) nv_release(all[i]);
+  }
+}
+
+Test(transforms_reduce, empty_inputs) {
+  char why[512];
+  const rcase cs[] = {
+      {"mean", K_MEAN, 1, A(1), false, false, false, 0, 2, {2, 0}, D_RANDOM},
+      {"prod", K_PROD, 1, A(0), true, false, false, 0, 2, {0, 3}, D_RANDOM},
+      {"prod_axes", K_PROD, 2, A(0, 1), false, false, false, 0, 3, {2, 0, 3}, D_RANDOM},
+      {"var", K_VAR, 1, A(1), false, false, false, 0, 2, {2, 0}, D_RANDOM},
+      {"median", K_MEDIAN, 1, A(1), false, false, false, 0, 2, {2, 0}, D_RANDOM},
+      {"softmax", K_SOFTMAX, 1, A(1), false, false, false, 0, 2, {0, 3}, D_RANDOM},
+      {"cumsum", K_CUMSUM, 1, A(1), false, true, false, 0, 2, {2, 0}, D_RANDOM},
+      {"cumprod", K_CUMPROD, 1, A(0), false, false, true, 0, 2, {0, 3}, D_RANDOM},
+      {"cummax", K_CUMMAX, 1, A(1), false, true, false, 0, 2, {2, 0}, D_RANDOM},
+      {"logcumsumexp", K_LCSE, -1, A(0), false, false, true, 0, 2, {2, 0}, D_RANDOM},
+      {"sort", K_SORT, 1, A(1), false, false, false, 0, 2, {2, 0}, D_RANDOM},
+  };
+  unsigned st = test_seed() + 11;
+  gc_seed(st);
+  for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+    nv_closure *f = nv_closure_new(case_call, (void *)&cs[k], NULL);
+    nv_vec *p = nv_vec_new(), *cot = nv_vec_new(), *o = nv_vec_new(), *g = nv_vec_new();
+    nv_array *x = make(cs[k].shape, cs[k].nd, D_RANDOM, &st);
+    nv_array *y = apply(&cs[k], x), *c = nv_ones_like(y);
+    nv_vec_push(p, x);
+    nv_vec_push(cot, c);
+    cr_assert_eq(nv_vjp(f, p, cot, o, g), NV_OK, "%s: %s", cs[k].name, nv_last_error());
+    nv_array *gx = nv_vec_get(g, 0);
+    cr_assert(nv_array_ndim(gx) == cs[k].nd && nv_array_size(gx) == 0, "%s", cs[k].name);
+    cr_assert_eq(nv_eval1(gx), NV_OK, "%s: %s", cs[k].name, nv_last_error());
+    /* Reductions of empty rows give NaN (mean, var, median), whose derivatives are not
+     * defined: finite differences only for the others. */
+    double *yv = gc_read(y);
+    bool nan = false;
+    for (int64_t i = 0; yv && i < nv_array_size(y); i++) nan |= isnan(yv[i]);
+    free(yv);
+    if (!nan)
+      cr_assert(nv_gradcheck(f, p, 1e-6, 1e-6, why, sizeof why), "%s: %s", cs[k].name, why);
+    int one = 1;
+    int bs[5], nb = cs[k].nd + 1;
+    for (int d = 0, j = 0; d < nb; d++) bs[d] = d == 1 ? 3 : cs[k].shape[j++];
+    nv_array *xb = nv_expand_dims(x, &one, 1), *xbb = nv_broadcast_to(xb, bs, nb);
+    nv_vec *in = nv_vec_new();
+    nv_vec_push(in, xbb);
+    cr_assert(nv_vmapcheck(f, in, &one, 0, why, sizeof why), "%s: %s", cs[k].name, why);
+    nv_vec_free(in);
+    nv_release(xb);
+    nv_release(xbb);
+    nv_vec_free(p);
+    nv_vec_free(cot);
+    nv_vec_free(o);
+    nv_vec_free(g);
+    nv_release(x);
+    nv_release(y);
+    nv_release(c);
+    nv_closure_release(f);
+  }
+}
