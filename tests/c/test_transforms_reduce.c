@@ -281,36 +281,33 @@ static nv_status op_times(void *payload, const nv_vec *in, nv_vec *out) {
   return nv_vec_push(out, nv_multiply(f, nv_vec_get(in, 1)));
 }
 
+static void vmap_unmapped_check(const rcase *c, unsigned *st) {
+  char why[512];
+  nv_closure *f = nv_closure_new(op_times, (void *)c, NULL);
+  int xs[5] = {3};
+  for (int i = 0; i < c->nd; i++) xs[i + 1] = c->shape[i];
+  nv_array *x = make(xs, c->nd + 1, c->domain, st);
+  /* y has the shape of one example's result. */
+  nv_array *x0 = make(xs + 1, c->nd, c->domain, st);
+  nv_array *probe = apply(c, x0);
+  nv_array *y = make(nv_array_shape(probe), nv_array_ndim(probe), D_RANDOM, st);
+  nv_vec *in = nv_vec_new();
+  nv_vec_push(in, x);
+  nv_vec_push(in, y);
+  int axes[2] = {0, NV_VMAP_NONE};
+  cr_assert(nv_vmapcheck(f, in, axes, 1e-12, why, sizeof why), "%s: %s", c->name, why);
+  nv_vec_free(in);
+  nv_release(x0);
+  nv_release(probe);
+  nv_release(x);
+  nv_release(y);
+  nv_closure_release(f);
+}
+
 Test(transforms_reduce, vmap_with_an_unmapped_input) {
   unsigned st = test_seed() + 3;
-  char why[512];
-  const rcase cs[] = {
-      {"logsumexp", K_LSE, 1, A(1), false, false, false, 0, S3, D_RANDOM},
-      {"cumprod", K_CUMPROD, 1, A(2), false, true, true, 0, S3, D_RANDOM},
-      {"argmax", K_ARGMAX, 1, A(0), false, false, false, 0, S3, D_DISTINCT},
-  };
-  for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
-    nv_closure *f = nv_closure_new(op_times, (void *)&cs[k], NULL);
-    int xs[4] = {3, 2, 3, 4};
-    nv_array *x = make(xs, 4, cs[k].domain, &st);
-    /* y has the shape of one example's result. */
-    nv_array *x0 = make(xs + 1, 3, cs[k].domain, &st);
-    nv_array *probe = apply(&cs[k], x0);
-    int ys[4], yn = nv_array_ndim(probe);
-    for (int i = 0; i < yn; i++) ys[i] = nv_array_dim(probe, i);
-    nv_release(x0);
-    nv_array *y = make(ys, yn, D_RANDOM, &st);
-    nv_vec *in = nv_vec_new();
-    nv_vec_push(in, x);
-    nv_vec_push(in, y);
-    int axes[2] = {0, NV_VMAP_NONE};
-    cr_assert(nv_vmapcheck(f, in, axes, 1e-12, why, sizeof why), "%s: %s", cs[k].name, why);
-    nv_vec_free(in);
-    nv_release(probe);
-    nv_release(x);
-    nv_release(y);
-    nv_closure_release(f);
-  }
+  for (size_t k = 0; k < NGRAD; k++) vmap_unmapped_check(&grad_cases[k], &st);
+  for (size_t k = 0; k < NVMAP; k++) vmap_unmapped_check(&vmap_cases[k], &st);
 }
 
 /* searchsorted: `a` mapped (a batch of sorted arrays), `v` mapped or not, and `a` unmapped. */
