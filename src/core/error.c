@@ -164,7 +164,6 @@ static thread_cache *get_tcache(void) {
 #ifdef NV_DEBUG_ASSERTS
   /* Debug and sanitizer builds keep no cache (ASan sees every block); the cache's pieces are
    * not compiled there. */
-  /* Debug and sanitizer builds keep no cache, so ASan sees every block. */
   return NULL;
 #else
   if (!tcache) {
