@@ -129,8 +129,6 @@ nv_status nv__k_binary(nv__node *node, const nv__operand *in, int donated) {
   if (!fn)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported",
                          nv__prims[node->prim].name, nv_dtype_name(out->dtype));
-  nv__run_fn fast = nv__ew_fast_binary(node->prim, out->dtype);
-  if (fast) fn = fast;
   if (donated < 0 && nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   nv__cpu_map(out, in, 2, fn, NULL);
   return NV_OK;

@@ -106,8 +106,8 @@ typedef double _Complex nv__cd;
 
 #define NV__KEEP(v) (v)
 
-/* Fast float32 run functions (src/cpu/elementwise_fast.c) for a primitive, or NULL. */
+/* Fast float32 run functions (src/cpu/elementwise_fast.c) for a primitive, or NULL. Binary
+ * arithmetic needs none: the table's loops vectorize (and have AVX2/AVX-512 clones). */
 nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype);
-nv__run_fn nv__ew_fast_binary(int prim, nv_dtype dtype);
 
 #endif
