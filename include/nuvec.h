@@ -16,6 +16,7 @@
 #include "nuvec/index.h"
 #include "nuvec/linalg.h"
 #include "nuvec/transforms.h"
+#include "nuvec/nn.h"
 #include "nuvec/reduce.h"
 #include "nuvec/random.h"
 

@@ -163,10 +163,7 @@ static void tcache_key_init(void) { pthread_key_create(&tcache_key, tcache_destr
 static thread_cache *get_tcache(void) {
 #ifdef NV_DEBUG_ASSERTS
   /* Debug and sanitizer builds keep no cache (ASan sees every block); the cache's pieces are
-   * then unused. */
-  (void)tcache;
-  (void)tcache_once;
-  (void)tcache_key_init;
+   * not compiled there. */
   return NULL;
 #else
   if (!tcache) {
