@@ -14,6 +14,12 @@
  *   a where a < b, b where a >= b (ties go to b). Where either is NaN neither receives it.
  * - abs'(x) is sign(x): 0 at 0. Complex inputs to abs have no rule (an error naming abs).
  * - full, arange and eye are constants: no gradient flows into full's fill value.
+ * - Element-wise ops (docs/transforms.md lists each): complex rules multiply by f'(z) without
+ *   conjugating; imag's transpose is c -> -ic. power(a, b): d/db is 0 where a^b is 0 (so
+ *   d/db at a = b = 0 is -inf, d/da there NaN), as MLX. remainder: d/da = 1, d/db =
+ *   -floor(a/b); divmod's remainder output follows remainder (MLX: zero), its quotient and
+ *   floor_divide have zero gradient. where gives the condition none; view passes gradients
+ *   only between same-size real floating dtypes.
  * - A function's outputs after the first are auxiliary: grad and value_and_grad differentiate
  *   the first output only and carry the others through unchanged. */
 #ifndef NUVEC_TRANSFORMS_H

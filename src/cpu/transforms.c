@@ -1,52 +1,9 @@
 /* CPU kernels of the transforms family: stop_gradient (a view), custom functions (outputs share
- * their inputs' data), the adjoint of as_strided (a scatter-sum) and the comparison masks the
- * rules use. vmap's stand-in inputs have no values: evaluating one is an error. */
+ * their inputs' data) and the adjoint of as_strided (a scatter-sum). vmap's stand-in inputs
+ * have no values: evaluating one is an error. */
 #include <complex.h>
 
 #include "cpu/kernels.h"
-
-/* ---- Comparison masks ---- */
-
-#define CMP_EXPR(op, x, y) \
-  ((op) == 0 ? (x) > (y) : (op) == 1 ? (x) >= (y) : (op) == 2 ? (x) < (y) : (x) <= (y))
-
-#define CMP_FN(NAME, T, LOAD)                                                            \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {           \
-    int op = *(const int *)extra;                                                        \
-    uint8_t *o = (uint8_t *)p[0];                                                        \
-    const T *a = (const T *)p[1], *b = (const T *)p[2];                                  \
-    for (int64_t i = 0; i < n; i++) o[i] = (uint8_t)CMP_EXPR(op, LOAD(a[i * s[1]]), LOAD(b[i * s[2]])); \
-  }
-
-#define ID(x) (x)
-CMP_FN(cmp_u8, uint8_t, ID)
-CMP_FN(cmp_u16, uint16_t, ID)
-CMP_FN(cmp_u32, uint32_t, ID)
-CMP_FN(cmp_u64, uint64_t, ID)
-CMP_FN(cmp_i8, int8_t, ID)
-CMP_FN(cmp_i16, int16_t, ID)
-CMP_FN(cmp_i32, int32_t, ID)
-CMP_FN(cmp_i64, int64_t, ID)
-CMP_FN(cmp_f16, uint16_t, nv__f16_to_f32)
-CMP_FN(cmp_bf16, uint16_t, nv__bf16_to_f32)
-CMP_FN(cmp_f32, float, ID)
-CMP_FN(cmp_f64, double, ID)
-
-static const nv__run_fn cmp_table[NV_DTYPE_COUNT] = {
-    cmp_u8,  cmp_u8,  cmp_u16,  cmp_u32, cmp_u64, cmp_i8, cmp_i16,
-    cmp_i32, cmp_i64, cmp_f16, cmp_bf16, cmp_f32, cmp_f64, NULL,
-};
-
-static nv_status k_compare(nv__node *node, const nv__operand *in, int donated) {
-  (void)donated;
-  nv__run_fn fn = cmp_table[in[0].meta->dtype];
-  if (!fn)
-    return nv__set_error(NV_ERR_UNSUPPORTED, "grad_compare: dtype %s is not ordered",
-                         nv_dtype_name(in[0].meta->dtype));
-  if (nv__output_alloc(&node->out[0]) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-  nv__cpu_map(&node->out[0], in, 2, fn, node->params);
-  return NV_OK;
-}
 
 /* ---- as_strided's adjoint ---- */
 
@@ -163,5 +120,4 @@ void nv__cpu_register_transforms(nv__kernel_fn *k) {
   k[NV__PRIM_VMAP_INPUT] = k_vmap_input;
   k[NV__PRIM_CUSTOM] = k_custom;
   k[NV__PRIM_AS_STRIDED_VJP] = k_as_strided_vjp;
-  k[NV__PRIM_GRAD_COMPARE] = k_compare;
 }

@@ -3,15 +3,13 @@
  *   CUSTOM         the outputs of a custom function: output i is input i (no copy); the
  *                  node's rules are the user's closures (custom_function, checkpoint)
  *   AS_STRIDED_VJP the adjoint of as_strided: a cotangent scattered (summed) back into the
- *                  row-contiguous data it viewed
- *   GRAD_COMPARE   a comparison (>, >=, <, <=) giving bool, for the masks of the rules */
+ *                  row-contiguous data it viewed */
 #ifndef NUVEC_OPS_PRIMS_TRANSFORMS_H
 #define NUVEC_OPS_PRIMS_TRANSFORMS_H
 
 #define NV__PRIMS_TRANSFORMS(X)                               \
   X(VMAP_INPUT, "vmap_input", D_NONE, false, false)           \
   X(CUSTOM, "custom_function", D_NONE, false, false)          \
-  X(AS_STRIDED_VJP, "as_strided_vjp", D_NONE, false, false)   \
-  X(GRAD_COMPARE, "grad_compare", D_NONE, false, false)
+  X(AS_STRIDED_VJP, "as_strided_vjp", D_NONE, false, false)
 
 #endif

@@ -10,6 +10,7 @@ nv__prim_rule nv__prim_rules[NV__PRIM_COUNT];
 static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_core,
     nv__rules_register_transforms,
+    nv__rules_register_elementwise,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -107,19 +108,15 @@ nv_array *nv__tf_compare(const nv_array *a, const nv_array *b, int op) {
   const nv_array *xs[2] = {a, b};
   nv_array *f = nv__op_check("grad_compare", xs, 2);
   if (f) return f;
-  const nv__output *oa = nv__out(a), *ob = nv__out(b);
-  int shape[NV__MAX_DIMS], nd;
-  if (!nv__broadcast_shapes(oa->shape, oa->ndim, ob->shape, ob->ndim, shape, &nd))
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "grad_compare", "shapes cannot be broadcast");
-  nv_dtype dt = nv__result_type(a, b);
-  if (dt == NV_DTYPE_COMPLEX64)
+  /* The masks order values: complex numbers have no order a gradient could use. */
+  if (nv__result_type(a, b) == NV_DTYPE_COMPLEX64)
     return nv__op_error(NV_ERR_UNSUPPORTED, "grad_compare", "complex values are not ordered");
-  nv_array *in[2] = {nv__cast_unscoped(a, dt), nv__cast_unscoped(b, dt)};
-  nv__node *n = nv__op_node(NV__PRIM_GRAD_COMPARE, in, 2, NV_DTYPE_BOOL, shape, nd, sizeof(int));
-  nv_release(in[0]);
-  nv_release(in[1]);
-  if (n) *(int *)n->params = op;
-  return nv__op_finish("grad_compare", n);
+  switch (op) {
+    case NV__CMP_GT: return nv_greater(a, b);
+    case NV__CMP_GE: return nv_greater_equal(a, b);
+    case NV__CMP_LT: return nv_less(a, b);
+    default: return nv_less_equal(a, b);
+  }
 }
 
 nv_array *nv__tf_mask(const nv_array *x, const nv_array *mask) {

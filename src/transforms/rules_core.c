@@ -17,16 +17,15 @@
 static const nv__output *meta(const nv_array *x) { return nv__out(x); }
 static bool inexact(nv_dtype d) { return nv_issubdtype(d, NV_CATEGORY_INEXACT); }
 
-/* Binary op by primitive (the core's and the comparison). */
-static nv_array *binary_op(int prim, const nv_array *a, const nv_array *b, const nv__node *n) {
+/* Binary op by primitive. */
+static nv_array *binary_op(int prim, const nv_array *a, const nv_array *b) {
   switch (prim) {
     case NV__PRIM_ADD: return nv_add(a, b);
     case NV__PRIM_SUBTRACT: return nv_subtract(a, b);
     case NV__PRIM_MULTIPLY: return nv_multiply(a, b);
     case NV__PRIM_DIVIDE: return nv_divide(a, b);
     case NV__PRIM_MAXIMUM: return nv_maximum(a, b);
-    case NV__PRIM_MINIMUM: return nv_minimum(a, b);
-    default: return nv__tf_compare(a, b, *(const int *)n->params);
+    default: return nv_minimum(a, b);
   }
 }
 
@@ -440,7 +439,7 @@ VMAP(vmap_unary) {
 VMAP(vmap_binary) {
   int r = n->out[0].ndim;
   nv_array *a = nv__tf_front(in[0], axes[0], r), *b = nv__tf_front(in[1], axes[1], r);
-  out[0] = binary_op(n->prim, a, b, n);
+  out[0] = binary_op(n->prim, a, b);
   oax[0] = 0;
   nv_release(a);
   nv_release(b);
@@ -662,7 +661,6 @@ void nv__rules_register_core(nv__prim_rule *r) {
 
 void nv__rules_register_transforms(nv__prim_rule *r) {
   set(r, NV__PRIM_STOP_GRADIENT, vjp_none, jvp_none, vmap_unary);
-  set(r, NV__PRIM_GRAD_COMPARE, vjp_none, jvp_none, vmap_binary);
   set(r, NV__PRIM_AS_STRIDED_VJP, vjp_as_strided_vjp, jvp_as_strided_vjp, vmap_as_strided_vjp);
   nv__rules_register_custom(r);
 }

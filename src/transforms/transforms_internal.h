@@ -44,6 +44,7 @@ void nv__rules_register(void);
 void nv__rules_register_core(nv__prim_rule *r);
 void nv__rules_register_transforms(nv__prim_rule *r);
 void nv__rules_register_custom(nv__prim_rule *r);
+void nv__rules_register_elementwise(nv__prim_rule *r);
 
 /* ---- Helpers for rules (src/transforms/rules.c) ---- */
 
@@ -63,7 +64,8 @@ nv_array *nv__tf_slice_update(const nv_array *base, const nv_array *update, cons
 /* `x` with axis `from` moved to position `to`. */
 nv_array *nv__tf_moveaxis(const nv_array *x, int from, int to);
 
-/* Comparison masks (bool): a > b, a >= b, a < b, a <= b (broadcasting; same dtype). */
+/* Comparison masks (bool): a > b, a >= b, a < b, a <= b, built with the element-wise comparison
+ * ops (broadcasting, in the promoted dtype); complex inputs fail (they have no order). */
 enum { NV__CMP_GT = 0, NV__CMP_GE, NV__CMP_LT, NV__CMP_LE };
 nv_array *nv__tf_compare(const nv_array *a, const nv_array *b, int op);
 
