@@ -11,6 +11,8 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_core,
     nv__rules_register_transforms,
     nv__rules_register_elementwise,
+    nv__rules_register_index,
+    nv__rules_register_linalg,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

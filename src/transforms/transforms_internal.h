@@ -45,6 +45,8 @@ void nv__rules_register_core(nv__prim_rule *r);
 void nv__rules_register_transforms(nv__prim_rule *r);
 void nv__rules_register_custom(nv__prim_rule *r);
 void nv__rules_register_elementwise(nv__prim_rule *r);
+void nv__rules_register_index(nv__prim_rule *r);
+void nv__rules_register_linalg(nv__prim_rule *r);
 
 /* ---- Helpers for rules (src/transforms/rules.c) ---- */
 
