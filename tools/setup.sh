@@ -5,7 +5,7 @@
 set -u
 DEB_PKGS="cmake make gcc g++ clang pkg-config libcriterion-dev libopenblas-dev liblapacke-dev \
 zlib1g-dev libminizip-dev libclang-rt-14-dev"
-PY_PKGS="numpy pytest ml_dtypes safetensors gguf"
+PY_PKGS="numpy pytest ml_dtypes safetensors gguf matplotlib"
 
 missing_deb=""
 for p in $DEB_PKGS; do
