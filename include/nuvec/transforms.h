@@ -20,6 +20,13 @@
  *   -floor(a/b); divmod's remainder output follows remainder (MLX: zero), its quotient and
  *   floor_divide have zero gradient. where gives the condition none; view passes gradients
  *   only between same-size real floating dtypes.
+ * - Index arrays, masks and dynamic starts get no gradient. scatter and put_along_axis with
+ *   duplicate indices give the cotangent to the update actually written (the last), not to
+ *   every duplicate as MLX; scatter_max/min and slice_update_max/min give the whole cotangent
+ *   to the base and every update equal to the result (MLX); scatter_prod and
+ *   slice_update_prod have exact rules, zeros included (MLX has none).
+ * - matmul and addmm transpose without conjugating (MLX, JAX); vecdot = Σ conj(a)·b gives b
+ *   cot·conj(a) and a conj(cot·b). addmm with alpha = 0 (beta = 0) gives a and b (c) none.
  * - A function's outputs after the first are auxiliary: grad and value_and_grad differentiate
  *   the first output only and carry the others through unchanged. */
 #ifndef NUVEC_TRANSFORMS_H

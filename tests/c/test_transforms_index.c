@@ -215,7 +215,7 @@ Test(transforms_index, vjp_rules_are_differentiable_and_batchable) {
       axes[i] = i == 0 ? 0 : NV_VMAP_NONE;
       nv_array *a = nv_vec_get(p, i);
       shape[0] = 3;
-      memcpy(shape + 1, nv_array_shape(a), sizeof(int) * (size_t)nv_array_ndim(a));
+      for (int d = 0; d < nv_array_ndim(a); d++) shape[1 + d] = nv_array_dim(a, d);
       nv_array *r = i ? nv_retain(a) : tc_input(TC_FLOAT, 0, 0, shape, nv_array_ndim(a) + 1, &st);
       nv_vec_push(q, r);
       nv_release(r);
