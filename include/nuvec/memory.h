@@ -38,6 +38,11 @@ NV_API size_t nv_set_cache_limit(size_t limit);
 /* Frees every cached buffer. */
 NV_API void nv_clear_cache(void);
 
+/* With NUVEC_DEBUG_GUARDS=1 in the environment, every data buffer is surrounded by guard bytes
+ * that are checked when it is freed (a debugging aid for kernels; buffers are then not cached).
+ * Returns how many freed buffers had damaged guards so far (0 when guards are off). */
+NV_API size_t nv_get_guard_violations(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* Data buffers: a size-class cache over aligned allocations, active/peak/cache counters and
  * the hard memory limit (DESIGN §6). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -19,6 +20,43 @@ static block *cache[NCLASSES];
 static size_t active, peak, cached, limit, cache_limit;
 static bool limits_init;
 static atomic_long live_buffers;
+
+/* Sentinel guards (NUVEC_DEBUG_GUARDS=1, read once): every data buffer gets GUARD bytes of a
+ * known pattern before it and after its last byte (through the end of its size class); freeing
+ * checks them and counts violations, so tests catch kernels writing out of bounds. Guarded
+ * buffers are not cached. */
+#define GUARD 64
+#define GUARD_BYTE 0xa5
+static int guards = -1;
+static atomic_long guard_violations;
+
+static bool guards_on(void) {
+  if (guards < 0) guards = nv__env_long("NUVEC_DEBUG_GUARDS", 0) ? 1 : 0;
+  return guards == 1;
+}
+
+size_t nv_get_guard_violations(void) { return (size_t)atomic_load(&guard_violations); }
+
+static void *guard_alloc(size_t nbytes, size_t cap) {
+  unsigned char *p = malloc(cap + 2 * GUARD);
+  if (!p) return NULL;
+  memset(p, GUARD_BYTE, GUARD);
+  memset(p + GUARD + nbytes, GUARD_BYTE, cap - nbytes + GUARD);
+  return p + GUARD;
+}
+
+static void guard_free(void *ptr, size_t nbytes, size_t cap) {
+  unsigned char *p = (unsigned char *)ptr - GUARD;
+  bool bad = false;
+  for (size_t i = 0; i < GUARD; i++) bad |= p[i] != GUARD_BYTE;
+  for (size_t i = GUARD + nbytes; i < cap + 2 * GUARD; i++) bad |= p[i] != GUARD_BYTE;
+  if (bad) {
+    atomic_fetch_add(&guard_violations, 1);
+    fprintf(stderr, "nuvec: a kernel wrote outside a buffer of %zu bytes (guard damaged)\n",
+            nbytes);
+  }
+  free(p);
+}
 
 static size_t physical_memory(void) {
   long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
@@ -83,7 +121,7 @@ static void *raw_alloc(size_t n, size_t *cap_out) {
   pthread_mutex_lock(&mem_lock);
   init_limits_locked();
   void *p = NULL;
-  if (cache[cls]) {
+  if (cache[cls] && !guards_on()) {
     block *b = cache[cls];
     cache[cls] = b->next;
     cached -= cap;
@@ -98,12 +136,12 @@ static void *raw_alloc(size_t n, size_t *cap_out) {
       return NULL;
     }
     pthread_mutex_unlock(&mem_lock);
-    p = aligned_alloc(ALIGN, cap);
+    p = guards_on() ? guard_alloc(n, cap) : aligned_alloc(ALIGN, cap);
     if (!p) {
       pthread_mutex_lock(&mem_lock);
       trim_cache_locked(0);
       pthread_mutex_unlock(&mem_lock);
-      p = aligned_alloc(ALIGN, cap);
+      p = guards_on() ? guard_alloc(n, cap) : aligned_alloc(ALIGN, cap);
       if (!p) {
         nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", n);
         return NULL;
@@ -118,11 +156,16 @@ static void *raw_alloc(size_t n, size_t *cap_out) {
   return p;
 }
 
-static void raw_free(void *p, size_t cap) {
+static void raw_free(void *p, size_t nbytes, size_t cap) {
   size_t c2;
   int cls = size_class(cap, &c2);
   pthread_mutex_lock(&mem_lock);
   active -= cap;
+  if (guards_on()) {
+    pthread_mutex_unlock(&mem_lock);
+    guard_free(p, nbytes, cap);
+    return;
+  }
   if (cls >= 0 && cached + cap <= cache_limit) {
     block *b = p;
     b->next = cache[cls];
@@ -135,7 +178,7 @@ static void raw_free(void *p, size_t cap) {
 }
 
 nv__buffer *nv__buffer_alloc(size_t nbytes) {
-  if (nbytes <= NV__INLINE_BYTES) {
+  if (nbytes <= NV__INLINE_BYTES && !guards_on()) {
     if (nv__alloc_should_fail()) {
       nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer (injected)");
       return NULL;
@@ -199,7 +242,7 @@ void nv__buffer_release(nv__buffer *b) {
   if (!b) return;
   if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
-  if (b->kind == NV__BUF_POOL) raw_free(b->ptr, b->capacity);
+  if (b->kind == NV__BUF_POOL) raw_free(b->ptr, b->nbytes, b->capacity);
   else if (b->destroy) b->destroy(b->ctx);
   nv__free(b);
 }
