@@ -20,7 +20,7 @@ typedef struct options {
   const char *data, *out, *device, *prompt;
   double time_budget, temperature;
   int eval_every, eval_windows, sample_chars, top_k;
-  bool resume;
+  bool resume, steps_given;
 } options;
 
 static const char usage[] =
@@ -42,19 +42,23 @@ static const char usage[] =
     "  --dim N             width of the residual stream (default 128)\n"
     "  --heads N           attention heads, dividing dim (default 4)\n"
     "  --mlp N             hidden width of the MLP (default 4 x dim)\n"
-    "  --context N         characters of context (default 128)\n"
+    "  --context N         characters of context (default 64)\n"
     "  --tiny              a tiny model for smoke tests: 1 layer, dim 32, 2 heads, context 32,\n"
     "                      batch 4 (later flags still override)\n"
     "training:\n"
-    "  --steps N           optimization steps: the schedule's length (default 1600)\n"
+    "  --steps N           optimization steps: the schedule's length (default 600; with\n"
+    "                      --resume the checkpoint's unless given)\n"
     "  --batch N           sequences per step (default 32)\n"
     "  --lr X              peak learning rate (default 3e-3)\n"
     "  --min-lr X          learning rate at the end of the cosine decay (default 3e-4)\n"
-    "  --warmup N          linear warm-up steps (default 100)\n"
+    "  --warmup N          linear warm-up steps (default 50)\n"
     "  --weight-decay X    AdamW's decoupled weight decay (default 0.01)\n"
     "  --clip X            bound on the global gradient norm, 0 for none (default 1.0)\n"
-    "  --time-budget S     stop training after S seconds even if steps remain (default 240)\n"
-    "  --eval-every N      report the validation loss every N steps (default 200)\n"
+    "  --time-budget S     seconds of training at most (default 240): when the measured speed\n"
+    "                      says the steps will not fit, the schedule is shortened to end (its\n"
+    "                      cosine decay complete) within the budget, and training stops at\n"
+    "                      the budget in any case\n"
+    "  --eval-every N      report the validation loss every N steps (default 100)\n"
     "  --eval-windows N    windows of context characters for those reports (default 128;\n"
     "                      the final report uses the whole validation split)\n"
     "  --seed N            initialization, batch order and sampling (default 1)\n"
@@ -68,8 +72,8 @@ static const char usage[] =
 
 static void defaults(options *o) {
   memset(o, 0, sizeof *o);
-  o->model = (charlm_config){.context = 128, .layers = 2, .dim = 128, .heads = 4, .mlp = 0};
-  o->train = (charlm_train_options){.batch = 32, .steps = 1600, .warmup = 100, .lr = 3e-3,
+  o->model = (charlm_config){.context = 64, .layers = 2, .dim = 128, .heads = 4, .mlp = 0};
+  o->train = (charlm_train_options){.batch = 32, .steps = 600, .warmup = 50, .lr = 3e-3,
                                     .min_lr = 3e-4, .weight_decay = 0.01, .clip = 1.0,
                                     .seed = 1};
   o->data = "examples/charlm/data/shakespeare.txt";
@@ -78,7 +82,7 @@ static void defaults(options *o) {
   o->prompt = "ROMEO.\n";
   o->time_budget = 240;
   o->temperature = 0.8;
-  o->eval_every = 200;
+  o->eval_every = 100;
   o->eval_windows = 128;
   o->sample_chars = 400;
   o->top_k = 10;
@@ -119,6 +123,9 @@ static int parse(int argc, char **argv, options *o) {
       return 1;
     } else if (!strcmp(a, "--resume")) {
       o->resume = true;
+    } else if (!strcmp(a, "--steps")) {
+      ok = number(argc, argv, &i, 1, 1e9, &v) && v == floor(v);
+      o->train.steps = (int64_t)v, o->steps_given = true;
     } else if (!strcmp(a, "--tiny")) {
       o->model.layers = 1, o->model.dim = 32, o->model.heads = 2, o->model.context = 32;
       o->model.mlp = 0, o->train.batch = 4;
@@ -128,7 +135,6 @@ static int parse(int argc, char **argv, options *o) {
     INT_FLAG("--heads", 1, 1024, o->model.heads)
     INT_FLAG("--mlp", 1, 65536, o->model.mlp)
     INT_FLAG("--context", 1, 4096, o->model.context)
-    INT_FLAG("--steps", 1, 1e9, o->train.steps)
     INT_FLAG("--batch", 1, 1 << 16, o->train.batch)
     REAL_FLAG("--lr", 0, 10, o->train.lr)
     REAL_FLAG("--min-lr", 0, 10, o->train.min_lr)
@@ -324,14 +330,35 @@ static nv_status report_val(charlm_trainer *t, progress *p, FILE *log, int windo
   return NV_OK;
 }
 
+/* Shortens the schedule when the speed measured so far says its steps will not fit in the
+ * time budget, so that the learning rate has decayed when the budget runs out (stopping in
+ * the middle of the schedule would leave it high, and the loss with it). The final validation
+ * pass is reserved about ten steps' time. Only shortens, and only by more than 2%. */
+static nv_status fit_schedule(charlm_trainer *t, progress *p) {
+  int64_t done = t->step - p->first;
+  double elapsed = now() - p->start, per_step = elapsed / (double)done;
+  double left = p->budget - elapsed - 10 * per_step;
+  int64_t fits = t->step + (left > 0 ? (int64_t)(left / per_step) : 0);
+  if (fits <= t->step) fits = t->step + 1;
+  if ((double)fits >= 0.98 * (double)t->options.steps) return NV_OK;
+  nv_status s = charlm_trainer_set_steps(t, fits);
+  if (s == NV_OK) {
+    progress_clear(p);
+    printf("time budget: %.0f ms per step, so the schedule now ends at step %lld\n",
+           1e3 * per_step, (long long)fits);
+    p->last = fits;
+  }
+  return s;
+}
+
 /* The training loop: steps until the schedule ends or the time budget is spent, with
  * validation reports and checkpoints along the way. */
 static nv_status train(charlm_trainer *t, const options *o, FILE *log, const char *ckpt) {
-  progress p = {.tty = isatty(STDOUT_FILENO), .first = t->step, .last = o->train.steps,
+  progress p = {.tty = isatty(STDOUT_FILENO), .first = t->step, .last = t->options.steps,
                 .start = now(), .budget = o->time_budget};
   double tokens = (double)o->train.batch * t->config.context, val = 0;
   nv_status s = NV_OK;
-  while (s == NV_OK && t->step < o->train.steps) {
+  while (s == NV_OK && t->step < t->options.steps) {
     if (now() - p.start >= o->time_budget) {
       progress_clear(&p);
       printf("time budget of %.0f s reached at step %lld\n", o->time_budget, (long long)t->step);
@@ -346,7 +373,10 @@ static nv_status train(charlm_trainer *t, const options *o, FILE *log, const cha
     }
     fprintf(log, "%lld,%.6f,,%.6g,%.3f\n", (long long)t->step, loss, lr, now() - p.start);
     progress_draw(&p, t->step, loss, tokens);
-    if (o->eval_every > 0 && t->step % o->eval_every == 0 && t->step < o->train.steps) {
+    int64_t done = t->step - p.first;
+    if (done == 10 || (done > 10 && done % 50 == 0)) s = fit_schedule(t, &p);
+    if (s == NV_OK && o->eval_every > 0 && t->step % o->eval_every == 0 &&
+        t->step < t->options.steps) {
       s = report_val(t, &p, log, o->eval_windows, false, &val);
       if (s == NV_OK) s = charlm_checkpoint_save(t, ckpt);
     }
@@ -371,6 +401,16 @@ static int run(const options *o) {
   charlm_trainer t;
   nv_status s = charlm_trainer_init(&t, &config, &o->train, &corpus);
   if (s == NV_OK && o->resume) s = charlm_checkpoint_load(&t, ckpt);
+  /* A resumed run keeps the checkpoint's schedule unless --steps names another. */
+  if (s == NV_OK && o->resume && o->steps_given && o->train.steps != t.options.steps) {
+    if (o->train.steps <= t.step) {
+      fprintf(stderr, "charlm: --steps %lld: the checkpoint has done %lld steps already\n",
+              (long long)o->train.steps, (long long)t.step);
+      s = NV_ERR_INVALID_ARGUMENT;
+    } else {
+      s = charlm_trainer_set_steps(&t, o->train.steps);
+    }
+  }
   FILE *log = s == NV_OK ? open_log(o->out, o->resume) : NULL;
   if (s == NV_OK && !log) s = NV_ERR_IO;
   if (s == NV_OK) {
@@ -381,7 +421,7 @@ static int run(const options *o) {
            (long long)nv_params_count(t.params));
     printf("training: batch %d, steps %lld%s, lr %g (warm-up %lld, cosine to %g), AdamW weight "
            "decay %g, clip %g, budget %.0f s\n",
-           o->train.batch, (long long)o->train.steps, o->resume ? " (resumed)" : "", o->train.lr,
+           o->train.batch, (long long)t.options.steps, o->resume ? " (resumed)" : "", o->train.lr,
            (long long)o->train.warmup, o->train.min_lr, o->train.weight_decay, o->train.clip,
            o->time_budget);
     if (o->resume) printf("resumed from %s at step %lld\n", ckpt, (long long)t.step);

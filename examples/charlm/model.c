@@ -6,12 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameter arrays per block and outside the blocks (wte, wpe, the final norm). */
-enum { PER_LAYER = 6, OUTSIDE = 3 };
-enum { P_ATTN_NORM, P_WQKV, P_WO, P_MLP_NORM, P_FC, P_PROJ };
+/* Parameter arrays per block and outside the blocks (wte, wpe, the final norm). The queries,
+ * keys and values have a matrix each rather than one fused matrix: slicing a fused product
+ * would cost the backward pass a zero-filled gradient of the whole product per slice. */
+enum { PER_LAYER = 8, OUTSIDE = 3 };
+enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_MLP_NORM, P_FC, P_PROJ };
 
 static const char *const layer_names[PER_LAYER] = {
-    "attn_norm.weight", "attn.wqkv", "attn.wo", "mlp_norm.weight", "mlp.fc", "mlp.proj",
+    "attn_norm.weight", "attn.wq", "attn.wk", "attn.wv",
+    "attn.wo",          "mlp_norm.weight", "mlp.fc", "mlp.proj",
 };
 
 bool charlm_config_valid(const charlm_config *c, char *why, size_t why_size) {
@@ -50,14 +53,9 @@ static void param_info(const charlm_config *c, int i, char *name, size_t size, i
   }
   int layer = (i - 2) / PER_LAYER, k = (i - 2) % PER_LAYER;
   snprintf(name, size, "layers.%d.%s", layer, layer_names[k]);
-  static const int rows_cols[PER_LAYER][2] = {{1, 0}, {1, 3}, {1, 1}, {1, 0}, {1, 4}, {4, 1}};
-  if (k == P_ATTN_NORM || k == P_MLP_NORM) {
-    shape[0] = d, *ndim = 1;
-  } else {
-    /* Rows and columns in units of dim, with the MLP's width in place of the "4". */
-    shape[0] = rows_cols[k][0] == 4 ? c->mlp : d;
-    shape[1] = rows_cols[k][1] == 4 ? c->mlp : rows_cols[k][1] * d;
-  }
+  shape[0] = k == P_PROJ ? c->mlp : d;
+  shape[1] = k == P_FC ? c->mlp : d;
+  if (k == P_ATTN_NORM || k == P_MLP_NORM) *ndim = 1;
 }
 
 void charlm_param_name(const charlm_config *c, int i, char *buf, size_t size) {
@@ -169,27 +167,20 @@ static nv_array *causal_mask(int length) {
   return nv_where(allowed, zero, neg_inf);
 }
 
-/* Entry i of the first axis of x, without that axis (a view). */
-static nv_array *pick(nv_array *x, int i) {
-  int n = nv_array_ndim(x), start[8] = {0}, stop[8], zero = 0;
-  for (int k = 0; k < n; k++) stop[k] = nv_array_dim(x, k);
-  start[0] = i, stop[0] = i + 1;
-  return nv_squeeze(nv_slice(x, start, stop, NULL, n), &zero, 1);
-}
-
 /* Causal multi-head self-attention of x (batch·length × dim). */
 static nv_array *attention(const charlm_config *c, nv_array *const *p, nv_array *x, int batch,
                            int length, nv_array *mask) {
   int hd = c->dim / c->heads;
-  nv_array *qkv = nv_matmul(x, p[P_WQKV]);
-  int split[5] = {batch, length, 3, c->heads, hd}, order[5] = {2, 0, 3, 1, 4};
-  nv_array *heads = nv_transpose(nv_reshape(qkv, split, 5), order, 5);
-  nv_array *q = nv_multiply_scalar(pick(heads, 0), 1.0 / sqrt((double)hd));
-  nv_array *kt = nv_swapaxes(pick(heads, 1), -1, -2);
+  int split[4] = {batch, length, c->heads, hd}, heads[4] = {0, 2, 1, 3}, keys[4] = {0, 2, 3, 1};
+  /* q, v: batch × heads × length × hd; k transposed: batch × heads × hd × length (views). */
+  nv_array *q = nv_multiply_scalar(nv_matmul(x, p[P_WQ]), 1.0 / sqrt((double)hd));
+  q = nv_transpose(nv_reshape(q, split, 4), heads, 4);
+  nv_array *kt = nv_transpose(nv_reshape(nv_matmul(x, p[P_WK]), split, 4), keys, 4);
+  nv_array *v = nv_transpose(nv_reshape(nv_matmul(x, p[P_WV]), split, 4), heads, 4);
   nv_array *att = softmax_last(nv_add(nv_matmul(q, kt), mask));
-  nv_array *y = nv_matmul(att, pick(heads, 2));
-  int back[4] = {0, 2, 1, 3}, flat[2] = {batch * length, c->dim};
-  y = nv_reshape(nv_transpose(y, back, 4), flat, 2);
+  nv_array *y = nv_matmul(att, v);
+  int flat[2] = {batch * length, c->dim};
+  y = nv_reshape(nv_transpose(y, heads, 4), flat, 2);
   return nv_matmul(y, p[P_WO]);
 }
 
@@ -197,7 +188,7 @@ static nv_array *attention(const charlm_config *c, nv_array *const *p, nv_array 
 static nv_array *trunk(const charlm_config *c, nv_array *const *params, const nv_array *tokens) {
   int batch = nv_array_dim(tokens, 0), length = nv_array_dim(tokens, 1);
   int start[2] = {0, 0}, stop[2] = {length, c->dim}, flat[2] = {batch * length, c->dim};
-  nv_array *pos = nv_slice(params[1], start, stop, NULL, 2);
+  nv_array *pos = length == c->context ? params[1] : nv_slice(params[1], start, stop, NULL, 2);
   nv_array *tok = nv_take(params[0], tokens, 0); /* batch × length × dim */
   nv_array *x = nv_reshape(nv_add(tok, pos), flat, 2);
   nv_array *mask = causal_mask(length);

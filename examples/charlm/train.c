@@ -146,6 +146,23 @@ void charlm_trainer_free(charlm_trainer *t) {
   memset(t, 0, sizeof *t);
 }
 
+nv_status charlm_trainer_set_steps(charlm_trainer *t, int64_t steps) {
+  if (steps <= t->step) return NV_ERR_INVALID_ARGUMENT;
+  charlm_train_options o = t->options;
+  o.steps = steps;
+  nv_optimizer *next = NULL;
+  nv_status s = make_optimizer(&o, &next);
+  if (s == NV_OK) s = nv_optimizer_set_state(next, nv_optimizer_state(t->opt));
+  if (s != NV_OK) {
+    nv_optimizer_free(next);
+    return s;
+  }
+  nv_optimizer_free(t->opt);
+  t->opt = next;
+  t->options.steps = steps;
+  return NV_OK;
+}
+
 /* The inputs of the loss closure: the parameters in order, then tokens and targets. */
 static nv_status loss_inputs(const charlm_trainer *t, nv_array *tokens, nv_array *targets,
                              nv_vec *inputs) {
@@ -252,11 +269,14 @@ nv_status charlm_trainer_eval(charlm_trainer *t, int max_windows, double *loss) 
 
 /* ---- Checkpoints ---- */
 
-static nv_status config_to_meta(const charlm_config *c, nv_io_metadata *meta) {
+static nv_status config_to_meta(const charlm_trainer *t, nv_io_metadata *meta) {
+  const charlm_config *c = &t->config;
   char text[160];
   snprintf(text, sizeof text, "vocab=%d context=%d layers=%d dim=%d heads=%d mlp=%d", c->vocab,
            c->context, c->layers, c->dim, c->heads, c->mlp);
   nv_status s = nv_io_metadata_set_string(meta, "charlm.config", text, (size_t)-1);
+  snprintf(text, sizeof text, "%lld", (long long)t->options.steps);
+  if (s == NV_OK) s = nv_io_metadata_set_string(meta, "charlm.schedule_steps", text, (size_t)-1);
   if (s == NV_OK) s = nv_io_metadata_set_string(meta, "charlm.format", "1", (size_t)-1);
   return s;
 }
@@ -274,7 +294,7 @@ nv_status charlm_checkpoint_save(const charlm_trainer *t, const char *path) {
     s = nv_map_set(both, "data.vocab", vocab);
     nv_release(vocab);
   }
-  if (s == NV_OK) s = config_to_meta(&t->config, meta);
+  if (s == NV_OK) s = config_to_meta(t, meta);
   if (s == NV_OK) s = nv_save_safetensors(path, both, meta);
   nv_map_free(model);
   nv_map_free(state);
@@ -318,7 +338,15 @@ nv_status charlm_checkpoint_load(charlm_trainer *t, const char *path) {
     return NV_ERR_INVALID_ARGUMENT;
   }
   nv_map *arrays = NULL, *model = NULL, *state = NULL;
-  s = nv_load_safetensors(path, &arrays, NULL);
+  nv_io_metadata *meta = NULL;
+  s = nv_load_safetensors(path, &arrays, &meta);
+  const char *text = NULL;
+  long long schedule = 0;
+  if (s == NV_OK && (nv_io_metadata_get_string(meta, "charlm.schedule_steps", &text, NULL) != NV_OK ||
+                     sscanf(text, "%lld", &schedule) != 1 || schedule < 1)) {
+    fprintf(stderr, "charlm: %s has no schedule length\n", path);
+    s = NV_ERR_IO;
+  }
   if (s == NV_OK && !same_vocab(arrays, t->corpus)) {
     fprintf(stderr, "charlm: %s was trained on another vocabulary\n", path);
     s = NV_ERR_INVALID_ARGUMENT;
@@ -330,6 +358,18 @@ nv_status charlm_checkpoint_load(charlm_trainer *t, const char *path) {
     free(order);
   }
   if (s == NV_OK) s = nv_params_filter(arrays, "optimizer", true, &state);
+  /* The schedule first (a new optimizer), then the state into it. */
+  if (s == NV_OK && schedule != t->options.steps) {
+    charlm_train_options o = t->options;
+    nv_optimizer *opt = NULL;
+    o.steps = schedule;
+    s = make_optimizer(&o, &opt);
+    if (s == NV_OK) {
+      nv_optimizer_free(t->opt);
+      t->opt = opt;
+      t->options.steps = schedule;
+    }
+  }
   if (s == NV_OK) s = nv_optimizer_set_state(t->opt, state);
   uint64_t step = 0;
   if (s == NV_OK) s = nv_array_item_uint64(nv_optimizer_step(t->opt), &step);
@@ -342,5 +382,6 @@ nv_status charlm_checkpoint_load(charlm_trainer *t, const char *path) {
   nv_map_free(arrays);
   nv_map_free(model);
   nv_map_free(state);
+  nv_io_metadata_free(meta);
   return s;
 }

@@ -52,6 +52,10 @@ nv_status charlm_trainer_init(charlm_trainer *t, const charlm_config *config,
                               const charlm_train_options *options, const charlm_corpus *corpus);
 void charlm_trainer_free(charlm_trainer *t);
 
+/* Changes the schedule's length to `steps` (> the steps done): warm-up then cosine decay
+ * ending at `steps`, keeping the optimizer's state. Used to fit the schedule to a time budget. */
+nv_status charlm_trainer_set_steps(charlm_trainer *t, int64_t steps);
+
 /* One optimization step on the batch of step t->step (random windows of the training split,
  * determined by the seed and the step alone, so a resumed run sees the batches the original
  * would have). Writes the batch's loss before the update, the gradient norm before clipping
@@ -64,14 +68,15 @@ nv_status charlm_trainer_eval(charlm_trainer *t, int max_windows, double *loss);
 
 /* Saves parameters ("model.<name>"), the optimizer's state ("optimizer.step",
  * "optimizer.learning_rate", "optimizer.<name>.m|v") and the vocabulary ("data.vocab") to a
- * safetensors file, with the model's shape in the metadata. */
+ * safetensors file, with the model's shape and the schedule's length in the metadata. */
 nv_status charlm_checkpoint_save(const charlm_trainer *t, const char *path);
 
 /* Reads the model's shape from a checkpoint's metadata into `config`. */
 nv_status charlm_checkpoint_config(const char *path, charlm_config *config);
 
-/* Replaces the trainer's parameters, optimizer state and step with a checkpoint's. Fails
- * when the checkpoint's vocabulary or model shape differ from the trainer's. */
+/* Replaces the trainer's parameters, optimizer state, step and schedule length with a
+ * checkpoint's. Fails when the checkpoint's vocabulary or model shape differ from the
+ * trainer's. */
 nv_status charlm_checkpoint_load(charlm_trainer *t, const char *path);
 
 #endif /* CHARLM_TRAIN_H */

@@ -129,6 +129,7 @@ Test(charlm, checkpoint_resume_reproduces_next_loss) {
   /* A fresh trainer with another seed for its initial parameters, then the checkpoint. */
   charlm_train_options other = o;
   other.seed = 99;
+  other.steps = 1000; /* the checkpoint brings its schedule length (40) */
   charlm_config read;
   cr_assert_eq(charlm_checkpoint_config(path, &read), NV_OK, "%s", nv_last_error());
   cr_expect_eq(read.dim, c.dim);
@@ -137,6 +138,7 @@ Test(charlm, checkpoint_resume_reproduces_next_loss) {
   b.options.seed = o.seed; /* the batch order of the original run */
   cr_assert_eq(charlm_checkpoint_load(&b, path), NV_OK, "%s", nv_last_error());
   cr_expect_eq(b.step, 3);
+  cr_expect_eq(b.options.steps, 40);
   cr_assert_eq(charlm_trainer_step(&b, &next_b, &norm, &lr_b), NV_OK);
   cr_assert_eq(charlm_trainer_step(&b, &next_b, &norm, &lr_b), NV_OK);
   cr_expect_eq(next_a, next_b, "loss after resuming: %.9g, uninterrupted: %.9g", next_b, next_a);
