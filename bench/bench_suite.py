@@ -21,7 +21,7 @@ REPEAT = 7
 
 # charlm's default model and batch (examples/charlm/charlm.c): layers, dim, heads, context,
 # batch, and the corpus' vocabulary.
-CHARLM = dict(layers=2, dim=128, heads=4, context=128, batch=32, vocab=73)
+CHARLM = dict(layers=2, dim=128, heads=4, context=64, batch=32, vocab=73)
 
 
 def rand(shape, seed):

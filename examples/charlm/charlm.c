@@ -194,7 +194,10 @@ static double now(void) {
 typedef struct progress {
   bool tty;
   int64_t first, last; /* steps of this run */
+  int64_t requested;   /* the schedule's length before any fitting to the budget */
   double start, budget;
+  double mark;         /* when the third step of this run ended (the speed is measured from
+                        * there, past the first steps' allocations) */
   int width;           /* characters of the current bar line, to clear it */
 } progress;
 
@@ -330,17 +333,19 @@ static nv_status report_val(charlm_trainer *t, progress *p, FILE *log, int windo
   return NV_OK;
 }
 
-/* Shortens the schedule when the speed measured so far says its steps will not fit in the
- * time budget, so that the learning rate has decayed when the budget runs out (stopping in
- * the middle of the schedule would leave it high, and the loss with it). The final validation
- * pass is reserved about ten steps' time. Only shortens, and only by more than 2%. */
+/* Fits the schedule to the time budget from the speed measured since the third step: when its
+ * steps will not fit, it is shortened so that the learning rate has decayed when the budget
+ * runs out (stopping in the middle of the schedule would leave it high, and the loss with it);
+ * when the speed picks up it grows back, at most to the requested length. The final
+ * validation pass is reserved about ten steps' time; changes under 2% are not made. */
 static nv_status fit_schedule(charlm_trainer *t, progress *p) {
-  int64_t done = t->step - p->first;
-  double elapsed = now() - p->start, per_step = elapsed / (double)done;
+  int64_t measured = t->step - p->first - 3;
+  double elapsed = now() - p->start, per_step = (now() - p->mark) / (double)measured;
   double left = p->budget - elapsed - 10 * per_step;
   int64_t fits = t->step + (left > 0 ? (int64_t)(left / per_step) : 0);
+  if (fits > p->requested) fits = p->requested;
   if (fits <= t->step) fits = t->step + 1;
-  if ((double)fits >= 0.98 * (double)t->options.steps) return NV_OK;
+  if (fabs((double)(fits - t->options.steps)) < 0.02 * (double)t->options.steps) return NV_OK;
   nv_status s = charlm_trainer_set_steps(t, fits);
   if (s == NV_OK) {
     progress_clear(p);
@@ -355,7 +360,7 @@ static nv_status fit_schedule(charlm_trainer *t, progress *p) {
  * validation reports and checkpoints along the way. */
 static nv_status train(charlm_trainer *t, const options *o, FILE *log, const char *ckpt) {
   progress p = {.tty = isatty(STDOUT_FILENO), .first = t->step, .last = t->options.steps,
-                .start = now(), .budget = o->time_budget};
+                .requested = t->options.steps, .start = now(), .budget = o->time_budget};
   double tokens = (double)o->train.batch * t->config.context, val = 0;
   nv_status s = NV_OK;
   while (s == NV_OK && t->step < t->options.steps) {
@@ -374,7 +379,8 @@ static nv_status train(charlm_trainer *t, const options *o, FILE *log, const cha
     fprintf(log, "%lld,%.6f,,%.6g,%.3f\n", (long long)t->step, loss, lr, now() - p.start);
     progress_draw(&p, t->step, loss, tokens);
     int64_t done = t->step - p.first;
-    if (done == 10 || (done > 10 && done % 50 == 0)) s = fit_schedule(t, &p);
+    if (done == 3) p.mark = now();
+    if (done == 20 || (done > 20 && done % 50 == 0)) s = fit_schedule(t, &p);
     if (s == NV_OK && o->eval_every > 0 && t->step % o->eval_every == 0 &&
         t->step < t->options.steps) {
       s = report_val(t, &p, log, o->eval_windows, false, &val);

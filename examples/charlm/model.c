@@ -63,19 +63,22 @@ void charlm_param_name(const charlm_config *c, int i, char *buf, size_t size) {
   param_info(c, i, buf, size, shape, &ndim);
 }
 
-/* The initial value of parameter `i`: norm weights 1, matrices N(0, std²). */
+/* The initial value of parameter `i`, as MLX's layers initialize theirs: norm weights 1,
+ * embeddings N(0, 1/dim) (nn.Embedding), projections uniform on ±1/sqrt(fan_in) (nn.Linear).
+ * GPT-2's N(0, 0.02²) is too small for a narrow model: queries and keys start so close to 0
+ * that attention stays uniform for hundreds of steps with some seeds. */
 static nv_array *param_init(const charlm_config *c, int i, const nv_array *key) {
   char name[64];
   int shape[2], ndim;
   param_info(c, i, name, sizeof name, shape, &ndim);
   if (ndim == 1) return nv_ones(shape, 1, NV_DTYPE_FLOAT32);
-  double std = 0.02;
-  int k = i >= 2 ? (i - 2) % PER_LAYER : -1;
-  /* GPT-2 scales the layers that write into the residual stream by 1/sqrt(2 × layers), so the
-   * stream's variance does not grow with depth at initialization. */
-  if (i >= 2 && i < charlm_param_count(c) - 1 && (k == P_WO || k == P_PROJ))
-    std /= sqrt(2.0 * c->layers);
-  return nv_init_normal(shape, 2, 0.0, std, NV_DTYPE_FLOAT32, key);
+  if (i < 2) return nv_init_normal(shape, 2, 0.0, 1.0 / sqrt(c->dim), NV_DTYPE_FLOAT32, key);
+  double limit = 1.0 / sqrt(shape[0]);
+  int k = (i - 2) % PER_LAYER;
+  /* The layers that write into the residual stream are scaled down by 1/sqrt(2 × layers), as
+   * GPT-2 does, so the stream's variance does not grow with depth at initialization. */
+  if (k == P_WO || k == P_PROJ) limit /= sqrt(2.0 * c->layers);
+  return nv_init_uniform(shape, 2, -limit, limit, NV_DTYPE_FLOAT32, key);
 }
 
 nv_status charlm_init(const charlm_config *c, const nv_array *key, nv_map **out) {

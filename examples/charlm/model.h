@@ -23,9 +23,10 @@ typedef struct charlm_config {
 /* Checks the configuration; on failure writes a sentence saying what is wrong into `why`. */
 bool charlm_config_valid(const charlm_config *c, char *why, size_t why_size);
 
-/* New parameters for `c`, drawn from `key` (a random key, borrowed): embeddings from
- * N(0, 0.02²), projections into the residual stream scaled down by sqrt(2 × layers) as GPT-2
- * does, norm weights 1. Writes a new map to `*out` (the caller frees it). */
+/* New parameters for `c`, drawn from `key` (a random key, borrowed), as MLX's layers draw
+ * theirs: embeddings N(0, 1/dim), projections uniform on ±1/sqrt(fan_in) (those writing into
+ * the residual stream scaled down by sqrt(2 × layers), as GPT-2 does), norm weights 1. Writes
+ * a new map to `*out` (the caller frees it). */
 nv_status charlm_init(const charlm_config *c, const nv_array *key, nv_map **out);
 
 /* The logits (batch × length × vocab, float32) of the next character after each position of
