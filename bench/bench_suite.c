@@ -143,7 +143,8 @@ int main(int argc, char **argv) {
     op_fn fn = cases[i].fn;
     bench_run(cases[i].name, run, &fn, 1, 7);
   }
-  nv_array *all[] = {x3, y3, row, sq, wide, mat_a, mat_b, bat_a, bat_b, thin_a, thin_b, vec, gemv_w};
+  nv_array *all[] = {x3,    y3,    row,    sq,     wide, mat_a, mat_b,
+                     bat_a, bat_b, thin_a, thin_b, vec,  gemv_w};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) nv_release(all[i]);
   return 0;
 }

@@ -254,7 +254,8 @@ static nv_status sample(charlm_trainer *t, const char *prompt, int n, double tem
   for (int v = 0; v < c->vocab_size; v++) index[c->vocab[v]] = v;
   int32_t *ids = malloc(sizeof *ids * (size_t)(cap > 0 ? cap : 1));
   nv_array **order = malloc(sizeof *order * (size_t)charlm_param_count(&t->config));
-  nv_status s = ids && order ? charlm_param_order(&t->config, t->params, order) : NV_ERR_OUT_OF_MEMORY;
+  nv_status s = ids && order ? charlm_param_order(&t->config, t->params, order)
+                              : NV_ERR_OUT_OF_MEMORY;
   for (const unsigned char *q = (const unsigned char *)prompt; s == NV_OK && *q; q++) {
     if (index[*q] < 0) {
       fprintf(stderr, "charlm: the prompt's character 0x%02x is not in the vocabulary\n", *q);
@@ -265,13 +266,16 @@ static nv_status sample(charlm_trainer *t, const char *prompt, int n, double tem
   }
   if (s == NV_OK && len == 0) ids[len++] = index['\n'] >= 0 ? index['\n'] : 0;
   printf("%s", prompt);
-  nv_array *base = nv_random_key(seed);
+  /* One key per character, split from the seed's key. */
+  nv_array *seed_key = nv_random_key(seed), *keys = nv_random_split(seed_key, n > 0 ? n : 1);
+  nv_release(seed_key);
   for (int i = 0; s == NV_OK && i < n; i++) {
     s = nv_scope_begin();
     if (s != NV_OK) break;
     int from = len > t->config.context ? len - t->config.context : 0, shape[2] = {1, len - from};
     nv_array *tokens = nv_array_from_data(ids + from, shape, 2, NV_DTYPE_INT32);
-    int start[3] = {0, shape[1] - 1, 0}, stop[3] = {1, shape[1], c->vocab_size}, flat = c->vocab_size;
+    int start[3] = {0, shape[1] - 1, 0}, stop[3] = {1, shape[1], c->vocab_size};
+    int flat = c->vocab_size;
     nv_array *logits = nv_reshape(
         nv_slice(charlm_logits(&t->config, order, tokens), start, stop, NULL, 3), &flat, 1);
     nv_array *next;
@@ -284,11 +288,8 @@ static nv_status sample(charlm_trainer *t, const char *prompt, int n, double tem
         nv_array *kth = nv_min(nv_topk(logits, top_k, NULL), NULL, 0, false);
         logits = nv_where(nv_less(logits, kth), nv_array_float(-INFINITY), logits);
       }
-      nv_array *keys = nv_random_split(base, 2);
-      int k0[2] = {0, 0}, k1[2] = {1, 2}, two = 2;
-      nv_release(base);
-      base = nv_scope_keep(nv_reshape(nv_slice(keys, (int[]){1, 0}, (int[]){2, 2}, NULL, 2), &two, 1));
-      nv_array *key = nv_reshape(nv_slice(keys, k0, k1, NULL, 2), &two, 1);
+      int row0[2] = {i, 0}, row1[2] = {i + 1, 2}, two = 2;
+      nv_array *key = nv_reshape(nv_slice(keys, row0, row1, NULL, 2), &two, 1);
       next = nv_random_categorical(logits, 0, NULL, 0, key);
     }
     int64_t id = 0;
@@ -300,7 +301,7 @@ static nv_status sample(charlm_trainer *t, const char *prompt, int n, double tem
       fflush(stdout);
     }
   }
-  nv_release(base);
+  nv_release(keys);
   printf("\n");
   free(ids);
   free(order);

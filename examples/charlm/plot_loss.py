@@ -49,7 +49,8 @@ def main():
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
     steps, losses = zip(*train)
     ax.plot(steps, losses, color="tab:blue", alpha=0.25, linewidth=0.8)
-    ax.plot(steps, moving_average(list(losses), 25), color="tab:blue", label="train (moving average)")
+    ax.plot(steps, moving_average(list(losses), 25), color="tab:blue",
+            label="train (moving average)")
     if val:
         vs, vl = zip(*val)
         ax.plot(vs, vl, "o-", color="tab:orange", label="validation")

@@ -35,7 +35,10 @@ nv_status charlm_corpus_load(const char *path, int context, charlm_corpus *corpu
   for (size_t i = 0; i < n; i++) seen[buf[i]] = true;
   int index[256];
   for (int b = 0; b < 256; b++)
-    if (seen[b]) index[b] = corpus->vocab_size, corpus->vocab[corpus->vocab_size++] = (unsigned char)b;
+    if (seen[b]) {
+      index[b] = corpus->vocab_size;
+      corpus->vocab[corpus->vocab_size++] = (unsigned char)b;
+    }
   for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)index[buf[i]];
   corpus->ids = buf;
   corpus->n = n;
@@ -193,7 +196,8 @@ static nv_status step_batch(charlm_trainer *t, nv_array *tokens, nv_array *targe
     charlm_param_name(&t->config, i, name, sizeof name);
     s = nv_map_set(grads, name, nv_vec_get(outs, 1 + (size_t)i));
   }
-  if (s == NV_OK && t->options.clip > 0) s = nv_clip_grad_norm(grads, t->options.clip, &clipped, &norm);
+  if (s == NV_OK && t->options.clip > 0)
+    s = nv_clip_grad_norm(grads, t->options.clip, &clipped, &norm);
   if (s == NV_OK) s = nv_optimizer_update(t->opt, t->params, clipped ? clipped : grads, next);
   if (s == NV_OK) {
     nv_array *value = nv_vec_get(outs, 0);
@@ -252,12 +256,14 @@ nv_status charlm_trainer_eval(charlm_trainer *t, int max_windows, double *loss) 
   for (size_t w = 0; s == NV_OK && w < used; w += (size_t)rows) {
     int n = (int)(used - w < (size_t)rows ? used - w : (size_t)rows);
     /* Window k of `used` is window k * total / used of the split: evenly spread. */
-    for (int r = 0; r < n; r++) starts[r] = c->n_train + (w + (size_t)r) * total / used * (size_t)length;
+    for (int r = 0; r < n; r++)
+      starts[r] = c->n_train + (w + (size_t)r) * total / used * (size_t)length;
     s = nv_scope_begin();
     nv_array *tokens = NULL, *targets = NULL;
     if (s == NV_OK) s = make_batch(c, starts, n, length, &tokens, &targets);
     double part = 0;
-    if (s == NV_OK) s = nv_array_item_double(charlm_loss(&t->config, order, tokens, targets), &part);
+    if (s == NV_OK)
+      s = nv_array_item_double(charlm_loss(&t->config, order, tokens, targets), &part);
     nv_scope_end();
     sum += part * n;
   }
@@ -342,8 +348,9 @@ nv_status charlm_checkpoint_load(charlm_trainer *t, const char *path) {
   s = nv_load_safetensors(path, &arrays, &meta);
   const char *text = NULL;
   long long schedule = 0;
-  if (s == NV_OK && (nv_io_metadata_get_string(meta, "charlm.schedule_steps", &text, NULL) != NV_OK ||
-                     sscanf(text, "%lld", &schedule) != 1 || schedule < 1)) {
+  if (s == NV_OK &&
+      (nv_io_metadata_get_string(meta, "charlm.schedule_steps", &text, NULL) != NV_OK ||
+       sscanf(text, "%lld", &schedule) != 1 || schedule < 1)) {
     fprintf(stderr, "charlm: %s has no schedule length\n", path);
     s = NV_ERR_IO;
   }
