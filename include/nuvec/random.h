@@ -13,7 +13,9 @@
  * (nv_weak_scalar): they take the sample dtype and convert from their exact
  * double value. Dtypes are MLX's: uniform, truncated_normal and gumbel accept float16,
  * bfloat16 and float32 (MLX 0.32 has no float64 uniform: "unsupported type"); normal also
- * float64 and complex64; laplace all real floats; randint integers and bool. */
+ * float64 and complex64; laplace all real floats; randint integers and bool. Under the
+ * transforms, samples carry no gradient, and vmap over a batch of keys draws each key's own
+ * stream (the values a loop over the keys gives). */
 #ifndef NUVEC_RANDOM_H
 #define NUVEC_RANDOM_H
 

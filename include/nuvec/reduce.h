@@ -12,7 +12,12 @@
  *   - integer sums and products wrap in their own type (int8 stays int8), bool sums to int32;
  *   - max/min/argmax/argmin/cummax/cummin propagate NaN as NumPy (argmax/argmin return the
  *     first NaN); sorts put NaN last;
- *   - complex64 orders lexicographically (real part, then imaginary part), as NumPy. */
+ *   - complex64 orders lexicographically (real part, then imaginary part), as NumPy.
+ * Under the transforms (nuvec/transforms.h; docs/transforms.md lists every rule): max/min
+ * split the cotangent evenly among tied extremes, cummax/cummin give it to the latest tied
+ * element in scan order, prod and cumprod are exact with zeros, sorts pass it through the
+ * stable argsort, logsumexp's gradient is softmax(x) with +inf ties split evenly and rows of
+ * only -inf getting 0; arg*, searchsorted, count_nonzero, all and any have none. */
 #ifndef NUVEC_REDUCE_H
 #define NUVEC_REDUCE_H
 

@@ -13,6 +13,8 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_elementwise,
     nv__rules_register_index,
     nv__rules_register_linalg,
+    nv__rules_register_reduce,
+    nv__rules_register_random,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

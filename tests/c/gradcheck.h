@@ -69,8 +69,12 @@ static nv_array *gc_random_like(const nv_array *x) {
 
 static bool gc_close(double a, double b, double tol) {
   if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (a == b) return true; /* equal infinities */
   return fabs(a - b) <= tol * (1 + fabs(b));
 }
+
+/* a − b, with equal values (an output held at ±inf) differing by 0 rather than NaN. */
+static double gc_diff(double a, double b) { return a == b ? 0 : a - b; }
 
 /* f applied to primals whose values are `vals[i]` (contiguous), outputs appended to `out`. */
 static nv_status gc_apply(const nv_closure *f, const nv_vec *primals, double **vals, nv_vec *out) {
@@ -91,7 +95,7 @@ static double gc_directional(nv_vec *plus, nv_vec *minus, double *const *cot, do
   for (size_t o = 0; o < nv_vec_size(plus); o++) {
     double *p = gc_read(nv_vec_get(plus, o)), *m = gc_read(nv_vec_get(minus, o));
     for (int64_t k = 0; p && m && k < nv_array_size(nv_vec_get(plus, o)); k++)
-      acc += cot[o][k] * (p[k] - m[k]) / (2 * h);
+      acc += cot[o][k] * gc_diff(p[k], m[k]) / (2 * h);
     free(p);
     free(m);
   }
@@ -172,7 +176,7 @@ static bool nv_gradcheck(const nv_closure *f, const nv_vec *primals, double h, d
       double *a = gc_read(nv_vec_get(jvps, o)), *pp = gc_read(nv_vec_get(p, o)),
              *qq = gc_read(nv_vec_get(q, o));
       for (int64_t k = 0; ok && a && k < nv_array_size(nv_vec_get(outs, o)); k++) {
-        double fd = (pp[k] - qq[k]) / (2 * h);
+        double fd = gc_diff(pp[k], qq[k]) / (2 * h);
         if (!gc_close(a[k], fd, tol))
           ok = gc_fail(why, whylen, "jvp of output %zu, element %lld: %.10g, finite differences %.10g",
                        o, (long long)k, a[k], fd);
