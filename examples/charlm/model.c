@@ -135,20 +135,11 @@ nv_status charlm_param_order(const charlm_config *c, const nv_map *params, nv_ar
 
 static const int last = -1;
 
-/* logsumexp over the last axis, keeping it. Written with primitives whose gradients are core
- * rules: the shift by the maximum is a constant for differentiation (stop_gradient), which
- * leaves the value and the gradient (softmax) exact. */
-static nv_array *logsumexp_last(nv_array *x) {
-  nv_array *m = nv_stop_gradient(nv_max(x, &last, 1, true));
-  return nv_add(nv_log(nv_sum(nv_exp(nv_subtract(x, m)), &last, 1, true)), m);
-}
+/* logsumexp and softmax over the last axis: the library's fused ops (one pass per row), whose
+ * gradients are the reduce family's rules. */
+static nv_array *logsumexp_last(nv_array *x) { return nv_logsumexp(x, &last, 1, true); }
 
-/* softmax over the last axis, shifted by the maximum as logsumexp_last. */
-static nv_array *softmax_last(nv_array *x) {
-  nv_array *m = nv_stop_gradient(nv_max(x, &last, 1, true));
-  nv_array *e = nv_exp(nv_subtract(x, m));
-  return nv_divide(e, nv_sum(e, &last, 1, true));
-}
+static nv_array *softmax_last(nv_array *x) { return nv_softmax(x, &last, 1, false); }
 
 /* RMSNorm: x / sqrt(mean(x²) + eps) * weight, over the last axis. */
 static nv_array *rms_norm(nv_array *x, nv_array *weight) {
