@@ -1,7 +1,7 @@
 # nuvec — the two commands of the README and the rest of the developer targets.
 #   make         build libnuvec.so / libnuvec.a (Release with debug info)
 #   make test    build and run every test; ends with "N passed, N failed, N skipped"
-#   make run     build and run the main example
+#   make run     build and run the main example (examples/charlm: train, sample, plot)
 #   make asan    the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan    the threading tests under ThreadSanitizer
 #   make bench   the benchmarks beside their peers
@@ -41,8 +41,11 @@ test: build
 test-full: build
 	NUVEC_TEST_FULL=1 $(MAKE) --no-print-directory test
 
+# The main job: examples/charlm trains its character-level transformer with its defaults (about
+# 2-4 minutes on 2 cores), then the loss curve is drawn to $(BUILD)/charlm/loss.png.
 run: build
-	$(BUILD)/examples/hello
+	$(BUILD)/examples/charlm --out $(BUILD)/charlm
+	python3 examples/charlm/plot_loss.py $(BUILD)/charlm
 
 asan: setup
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNUVEC_SANITIZE=address $(CMAKE_FLAGS)
