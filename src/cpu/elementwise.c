@@ -10,52 +10,9 @@ typedef nv__cf cf;
 
 /* ---- Binary ---- */
 
-#define BIN_LOOP(T, EXPR)                                                              \
-  T *o = (T *)p[0];                                                                    \
-  const T *a = (const T *)p[1], *b = (const T *)p[2];                                  \
-  int64_t sa = s[1], sb = s[2];                                                        \
-  if (sa == 1 && sb == 1) {                                                            \
-    for (int64_t i = 0; i < n; i++) {                                                  \
-      T x = a[i], y = b[i];                                                            \
-      o[i] = (EXPR);                                                                   \
-    }                                                                                  \
-  } else if (sa == 1 && sb == 0) {                                                     \
-    T y = b[0];                                                                        \
-    for (int64_t i = 0; i < n; i++) {                                                  \
-      T x = a[i];                                                                      \
-      o[i] = (EXPR);                                                                   \
-    }                                                                                  \
-  } else if (sa == 0 && sb == 1) {                                                     \
-    T x = a[0];                                                                        \
-    for (int64_t i = 0; i < n; i++) {                                                  \
-      T y = b[i];                                                                      \
-      o[i] = (EXPR);                                                                   \
-    }                                                                                  \
-  } else {                                                                             \
-    for (int64_t i = 0; i < n; i++) {                                                  \
-      T x = a[i * sa], y = b[i * sb];                                                  \
-      o[i] = (EXPR);                                                                   \
-    }                                                                                  \
-  }
-
-#define BIN_FN(NAME, T, EXPR)                                                       \
-  NV_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {      \
-    (void)extra;                                                                    \
-    BIN_LOOP(T, EXPR)                                                               \
-  }
-
-/* float16 / bfloat16: load to float, compute, round once. */
-#define BIN_HALF_FN(NAME, LOAD, STORE, EXPR)                                       \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {     \
-    (void)extra;                                                                   \
-    uint16_t *o = (uint16_t *)p[0];                                                \
-    const uint16_t *a = (const uint16_t *)p[1], *b = (const uint16_t *)p[2];       \
-    int64_t sa = s[1], sb = s[2];                                                  \
-    for (int64_t i = 0; i < n; i++) {                                              \
-      float x = LOAD(a[i * sa]), y = LOAD(b[i * sb]);                              \
-      o[i] = STORE(EXPR);                                                          \
-    }                                                                              \
-  }
+/* The loop templates are shared with the other element-wise files (elementwise_loops.h). */
+#define BIN_FN(NAME, T, EXPR) NV__BIN_FN(NAME, T, T, EXPR)
+#define BIN_HALF_FN(NAME, LOAD, STORE, EXPR) NV__BIN_HALF_FN(NAME, uint16_t, LOAD, STORE, EXPR)
 
 #define FMAXN(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
 #define FMINN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
@@ -149,36 +106,8 @@ nv_status nv__k_add_multiply(nv__node *node, const nv__operand *in, int donated)
 
 /* ---- Unary ---- */
 
-#define UN_FN(NAME, TO, TI, EXPR)                                                    \
-  NV_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {       \
-    (void)extra;                                                                     \
-    TO *o = (TO *)p[0];                                                              \
-    const TI *a = (const TI *)p[1];                                                  \
-    int64_t sa = s[1];                                                               \
-    if (sa == 1) {                                                                   \
-      for (int64_t i = 0; i < n; i++) {                                              \
-        TI x = a[i];                                                                 \
-        o[i] = (EXPR);                                                               \
-      }                                                                              \
-    } else {                                                                         \
-      for (int64_t i = 0; i < n; i++) {                                              \
-        TI x = a[i * sa];                                                            \
-        o[i] = (EXPR);                                                               \
-      }                                                                              \
-    }                                                                                \
-  }
-
-#define UN_HALF_FN(NAME, LOAD, STORE, EXPR)                                       \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {    \
-    (void)extra;                                                                  \
-    uint16_t *o = (uint16_t *)p[0];                                               \
-    const uint16_t *a = (const uint16_t *)p[1];                                   \
-    int64_t sa = s[1];                                                            \
-    for (int64_t i = 0; i < n; i++) {                                             \
-      float x = LOAD(a[i * sa]);                                                  \
-      o[i] = STORE(EXPR);                                                         \
-    }                                                                             \
-  }
+#define UN_FN NV__UN_FN
+#define UN_HALF_FN NV__UN_HALF_FN
 
 #define UN_INT_FAMILY(OP, EXPR32, EXPR64)               \
   UN_FN(OP##_u8, uint8_t, uint8_t, (uint8_t)(EXPR32))    \

@@ -15,7 +15,7 @@ typedef double _Complex nv__cd;
 
 /* out[i] = EXPR(x) with x of type TI, out of type TO; `extra` is visible to EXPR. */
 #define NV__UN_FN(NAME, TO, TI, EXPR)                                            \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
+  NV_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
     (void)extra;                                                                 \
     TO *o = (TO *)p[0];                                                          \
     const TI *a = (const TI *)p[1];                                              \
@@ -61,7 +61,7 @@ typedef double _Complex nv__cd;
 
 /* out[i] = EXPR(x, y), inputs of type TI, output TO, with broadcast-scalar fast paths. */
 #define NV__BIN_FN(NAME, TO, TI, EXPR)                                           \
-  static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
+  NV_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
     (void)extra;                                                                 \
     TO *o = (TO *)p[0];                                                          \
     const TI *a = (const TI *)p[1], *b = (const TI *)p[2];                       \
