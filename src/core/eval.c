@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 #include "core/internal.h"
+#include "core/ptrmap.h"
 
 /* ---- Counters (test hooks) ---- */
 static atomic_long eval_count;
@@ -174,68 +175,6 @@ void nv__test_end_running(const nv_array *x, nv_status status, const char *msg) 
   nv__node_detach(n);
 }
 
-/* ---- Pointer map for ordering ---- */
-typedef struct pmap {
-  nv__node **keys;
-  int *vals;
-  size_t cap, n;
-} pmap;
-
-static size_t hash_ptr(const void *p) {
-  uintptr_t x = (uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
-static bool pmap_grow(pmap *m) {
-  size_t nc = m->cap ? m->cap * 2 : 64;
-  nv__node **k = calloc(nc, sizeof *k);
-  int *v = malloc(nc * sizeof *v);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    return false;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    size_t h = hash_ptr(m->keys[i]) & (nc - 1);
-    while (k[h]) h = (h + 1) & (nc - 1);
-    k[h] = m->keys[i];
-    v[h] = m->vals[i];
-  }
-  free(m->keys);
-  free(m->vals);
-  m->keys = k;
-  m->vals = v;
-  m->cap = nc;
-  return true;
-}
-
-/* The slot of `key` (found or empty); NULL only when growing fails. */
-static int *pmap_slot(pmap *m, nv__node *key, bool *found) {
-  if ((m->n + 1) * 2 > m->cap && !pmap_grow(m)) return NULL;
-  size_t h = hash_ptr(key) & (m->cap - 1);
-  while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
-  *found = m->keys[h] != NULL;
-  if (!*found) {
-    m->keys[h] = key;
-    m->n++;
-  }
-  return &m->vals[h];
-}
-
-static int pmap_get(const pmap *m, nv__node *key) {
-  if (!m->cap) return -2;
-  size_t h = hash_ptr(key) & (m->cap - 1);
-  while (m->keys[h]) {
-    if (m->keys[h] == key) return m->vals[h];
-    h = (h + 1) & (m->cap - 1);
-  }
-  return -2;
-}
-
 /* A growable array of ints / pointers. */
 #define VEC_PUSH(arr, n, cap, val)                                  \
   do {                                                              \
@@ -271,7 +210,7 @@ static int bfs_max_width(void) {
  * Nodes Running elsewhere, Retained, Done or Failed are left out. Iterative. Returns the
  * number of nodes, or -1 when out of memory (thread error set). */
 static long topological_order(nv__node *const *roots, size_t nroots, nv__node ***out) {
-  pmap map = {0};
+  nv__ptrmap map = {0};
   entry *ent = NULL;
   size_t nent = 0, cent = 0;
   nv__node **flat = NULL;
@@ -293,7 +232,7 @@ static long topological_order(nv__node *const *roots, size_t nroots, nv__node **
   while (nstack) {
     nv__node *n = stack[--nstack];
     bool found;
-    int *slot = pmap_slot(&map, n, &found);
+    long *slot = nv__ptrmap_slot(&map, n, &found);
     if (!slot) goto oom;
     if (found) continue;
     nv__node_lock(n);
@@ -319,7 +258,7 @@ static long topological_order(nv__node *const *roots, size_t nroots, nv__node **
     }
     nv__node_unlock(n);
     if (!ok) goto oom;
-    *slot = (int)nent;
+    *slot = (long)nent;
     entry e = {n, begin, nflat - begin, 0};
     VEC_PUSH(ent, nent, cent, e);
     for (size_t i = begin; i < nflat; i++) VEC_PUSH(stack, nstack, cstack, flat[i]);
@@ -330,9 +269,9 @@ static long topological_order(nv__node *const *roots, size_t nroots, nv__node **
   for (size_t e = 0; e < nent; e++) {
     size_t w = ent[e].in_begin;
     for (size_t i = ent[e].in_begin; i < ent[e].in_begin + ent[e].in_count; i++) {
-      int v = pmap_get(&map, flat[i]);
+      long v = nv__ptrmap_get(&map, flat[i], -2);
       if (v >= 0) {
-        fidx[w++] = v;
+        fidx[w++] = (int)v;
         ent[v].consumers++;
       }
     }
@@ -343,9 +282,9 @@ static long topological_order(nv__node *const *roots, size_t nroots, nv__node **
   if (!root_idx) goto oom;
   size_t nri = 0;
   for (size_t i = 0; i < nroots; i++) {
-    int v = pmap_get(&map, roots[i]);
+    long v = nv__ptrmap_get(&map, roots[i], -2);
     if (v >= 0) {
-      root_idx[nri++] = v;
+      root_idx[nri++] = (int)v;
       ent[v].consumers++;
     }
   }
@@ -401,8 +340,7 @@ done:
   free(stack);
   free(tape);
   free(deferred);
-  free(map.keys);
-  free(map.vals);
+  nv__ptrmap_free(&map);
   return result;
 }
 

@@ -3,70 +3,20 @@
  * forward (jvp) passes over it. */
 #include <stdlib.h>
 
+#include "core/ptrmap.h"
 #include "transforms/transforms_internal.h"
 
-/* ---- A pointer → position map (open addressing) ---- */
+/* The tape's node → position map is a core pointer map (src/core/ptrmap.h). */
 struct nv__tape_map {
-  const nv__node **keys;
-  long *vals;
-  size_t cap, n;
+  nv__ptrmap m;
 };
 
-static size_t hash_ptr(const void *p) {
-  uintptr_t x = (uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
-static bool map_grow(struct nv__tape_map *m) {
-  size_t nc = m->cap ? m->cap * 2 : 64;
-  const nv__node **k = nv__calloc(nc, sizeof *k);
-  long *v = nv__malloc(nc * sizeof *v);
-  if (!k || !v) {
-    nv__free(k);
-    nv__free(v);
-    return false;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    size_t h = hash_ptr(m->keys[i]) & (nc - 1);
-    while (k[h]) h = (h + 1) & (nc - 1);
-    k[h] = m->keys[i];
-    v[h] = m->vals[i];
-  }
-  nv__free(m->keys);
-  nv__free(m->vals);
-  m->keys = k;
-  m->vals = v;
-  m->cap = nc;
-  return true;
-}
-
-/* The value slot of `key`, inserted with -1 when new; NULL when out of memory. */
 static long *map_slot(struct nv__tape_map *m, const nv__node *key, bool *found) {
-  if ((m->n + 1) * 2 > m->cap && !map_grow(m)) return NULL;
-  size_t h = hash_ptr(key) & (m->cap - 1);
-  while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
-  *found = m->keys[h] != NULL;
-  if (!*found) {
-    m->keys[h] = key;
-    m->vals[h] = -1;
-    m->n++;
-  }
-  return &m->vals[h];
+  return nv__ptrmap_slot(&m->m, key, found);
 }
 
 long nv__tape_find(const nv__tape *t, const nv__node *node) {
-  const struct nv__tape_map *m = t->map;
-  if (!m || !m->cap) return -1;
-  size_t h = hash_ptr(node) & (m->cap - 1);
-  while (m->keys[h]) {
-    if (m->keys[h] == node) return m->vals[h];
-    h = (h + 1) & (m->cap - 1);
-  }
-  return -1;
+  return t->map ? nv__ptrmap_get(&t->map->m, node, -1) : -1;
 }
 
 void nv__tape_free(nv__tape *t) {
@@ -74,8 +24,7 @@ void nv__tape_free(nv__tape *t) {
   nv__free(t->nodes);
   nv__free(t->dep);
   if (t->map) {
-    nv__free(t->map->keys);
-    nv__free(t->map->vals);
+    nv__ptrmap_free(&t->map->m);
     nv__free(t->map);
   }
   memset(t, 0, sizeof *t);
