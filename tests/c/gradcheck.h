@@ -286,4 +286,33 @@ done:
   return ok;
 }
 
+/* The values of `a` (consumed) as a non-contiguous view, so rules see strided inputs: the
+ * transpose of a transposed copy (`transpose` and at least 2-D), else a negative-step slice of
+ * a copy reversed along axis 0. 0-d arrays are returned as they are. */
+static inline nv_array *nv_test_strided_view(nv_array *a, bool transpose) {
+  int nd = nv_array_ndim(a);
+  if (nd < 1) return a;
+  const int *shape = nv_array_shape(a);
+  nv_array *r;
+  if (transpose && nd >= 2) {
+    nv_array *t = nv_transpose(a, NULL, 0), *c = nv_copy(t);
+    r = nv_transpose(c, NULL, 0);
+    nv_release(t);
+    nv_release(c);
+  } else {
+    int start[64], stop[64], step[64];
+    for (int i = 0; i < nd; i++) {
+      start[i] = i == 0 ? shape[0] - 1 : 0;
+      stop[i] = i == 0 ? -shape[0] - 1 : shape[i];
+      step[i] = i == 0 ? -1 : 1;
+    }
+    nv_array *rev = nv_slice(a, start, stop, step, nd), *c = nv_copy(rev);
+    r = nv_slice(c, start, stop, step, nd);
+    nv_release(rev);
+    nv_release(c);
+  }
+  nv_release(a);
+  return r;
+}
+
 #endif

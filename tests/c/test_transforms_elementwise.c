@@ -48,28 +48,7 @@ static nv_array *random_array(const int *shape, int nd, int domain, unsigned *st
 /* A strided view holding fresh random values: the transpose of a transposed copy (kind 0, at
  * least 2-D) or a negative-step slice of a reversed copy. */
 static nv_array *strided_array(const int *shape, int nd, int domain, unsigned *st, int kind) {
-  nv_array *a = random_array(shape, nd, domain, st);
-  if (nd < 1) return a;
-  nv_array *r;
-  if (kind == 0 && nd >= 2) {
-    nv_array *t = nv_transpose(a, NULL, 0), *c = nv_copy(t);
-    r = nv_transpose(c, NULL, 0);
-    nv_release(t);
-    nv_release(c);
-  } else {
-    int start[8], stop[8], step[8];
-    for (int i = 0; i < nd; i++) {
-      start[i] = i == 0 ? shape[0] - 1 : 0;
-      stop[i] = i == 0 ? -shape[0] - 1 : shape[i];
-      step[i] = i == 0 ? -1 : 1;
-    }
-    nv_array *rev = nv_slice(a, start, stop, step, nd), *c = nv_copy(rev);
-    r = nv_slice(c, start, stop, step, nd);
-    nv_release(rev);
-    nv_release(c);
-  }
-  nv_release(a);
-  return r;
+  return nv_test_strided_view(random_array(shape, nd, domain, st), kind == 0);
 }
 
 /* ---- The ops under test, as closures ----

@@ -176,27 +176,7 @@ static nv_array *make(const int *shape, int nd, int domain, unsigned *st) {
  * copy, layout 2 reverses a reversed copy along axis 0 (a negative step). Layout 0: plain. */
 static nv_array *make_layout(const int *shape, int nd, int domain, unsigned *st, int layout) {
   nv_array *a = make(shape, nd, domain, st);
-  if (layout == 0 || nd < 1) return a;
-  nv_array *r;
-  if (layout == 1 && nd >= 2) {
-    nv_array *t = nv_transpose(a, NULL, 0), *c = nv_copy(t);
-    r = nv_transpose(c, NULL, 0);
-    nv_release(t);
-    nv_release(c);
-  } else {
-    int start[4], stop[4], step[4];
-    for (int i = 0; i < nd; i++) {
-      start[i] = i == 0 ? shape[0] - 1 : 0;
-      stop[i] = i == 0 ? -shape[0] - 1 : shape[i];
-      step[i] = i == 0 ? -1 : 1;
-    }
-    nv_array *rev = nv_slice(a, start, stop, step, nd), *c = nv_copy(rev);
-    r = nv_slice(c, start, stop, step, nd);
-    nv_release(rev);
-    nv_release(c);
-  }
-  nv_release(a);
-  return r;
+  return layout == 0 ? a : nv_test_strided_view(a, layout == 1);
 }
 
 /* ---- vjp and jvp against finite differences ---- */
