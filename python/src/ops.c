@@ -8,90 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "nvpy.h"
+#include "optable.h"
 
-#define MAXARGS 8
-
-typedef struct nvpy_op nvpy_op;
-typedef struct call call;
-typedef PyObject *(*adapter_fn)(call *c);
-
-enum { METHOD = 1, VARARGS = 2 };
-
-struct nvpy_op {
-  const char *name;
-  adapter_fn sig;
-  void (*fn)(void);
-  const char *kw[MAXARGS]; /* argument names in positional order ("stream" is implied) */
-  int nreq;                /* required arguments */
-  double def[3];           /* numeric defaults the adapter reads with dflt() */
-  int flags;
-  const char *doc;
-};
-
-/* One call: the parsed arguments and the arrays converted from them, released afterwards. */
-struct call {
-  const nvpy_op *op;
-  PyObject *argv[MAXARGS];
-  PyObject *rest; /* VARARGS: the positional arguments as a tuple */
-  nv_array *held[MAXARGS + 2];
-  int nheld;
-};
-
-/* ---- Argument helpers ---- */
-
-static bool given(call *c, int i) { return c->argv[i] && c->argv[i] != Py_None; }
-
-static nv_array *hold(call *c, nv_array *x) {
-  if (x) c->held[c->nheld++] = x;
-  return x;
-}
-
-/* Argument i as an array (no weak typing). */
-static nv_array *arr(call *c, int i) { return hold(c, nvpy_to_array(c->argv[i], -1)); }
-
-/* Arguments i and j as binary operands (Python scalars weakly typed against the other). */
-static int pair(call *c, int i, int j, nv_array **a, nv_array **b) {
-  if (nvpy_operands(c->argv[i], c->argv[j], a, b) < 0) return -1;
-  hold(c, *a);
-  hold(c, *b);
-  return 0;
-}
-
-static int int_at(call *c, int i, int none_value, int *out) {
-  return nvpy_int_arg(c->argv[i], none_value, out, c->op->name);
-}
-
-static int dflt(call *c, int k) { return (int)c->op->def[k]; }
-
-static int bool_at(call *c, int i, bool dflt_v, bool *out) {
-  if (!c->argv[i]) {
-    *out = dflt_v;
-    return 0;
-  }
-  int t = PyObject_IsTrue(c->argv[i]);
-  if (t < 0) return -1;
-  *out = t;
-  return 0;
-}
-
-static int double_at(call *c, int i, double dflt_v, double *out) {
-  if (!given(c, i)) {
-    *out = dflt_v;
-    return 0;
-  }
-  *out = PyFloat_AsDouble(c->argv[i]);
-  return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
-}
-
-/* A dtype argument; `dflt_v` when absent or None. -2 with an exception. */
-static int dtype_at(call *c, int i, int dflt_v) {
-  if (!given(c, i)) return dflt_v;
-  return nvpy_dtype_arg(c->argv[i], false);
-}
-
-#define FN(T) ((T)(void (*)(void))c->op->fn)
-#define A1 const nv_array *
 typedef nv_array *(*f_a)(A1);
 typedef nv_array *(*f_aa)(A1, A1);
 typedef nv_array *(*f_ai)(A1, int);
@@ -794,8 +712,6 @@ static PyObject *sig_searchsorted(call *c) {
 
 /* ---- The table ---- */
 
-#define F(f) ((void (*)(void))(f))
-#define KW(...) {__VA_ARGS__}
 #define UNARY(name, f, flags) {name, sig_unary, F(f), KW("a"), 1, {0}, flags, NULL}
 #define BINARY(name, f) {name, sig_binary, F(f), KW("a", "b"), 2, {0}, 0, NULL}
 
@@ -1072,9 +988,12 @@ static PyObject *op_doc(PyObject *self, void *c) {
     Py_SETREF(args, s);
   }
   if (!args) return NULL;
-  PyObject *r = PyUnicode_FromFormat("%s(%s%U, *, stream=None): mlx.core.%s, in nuvec.",
-                                     op->name, op->flags & VARARGS ? "*arrays, " : "", args,
-                                     op->name);
+  PyObject *r = op->doc ? PyUnicode_FromFormat("%s(%s%U, *, stream=None): %s", op->name,
+                                                op->flags & VARARGS ? "*arrays, " : "", args,
+                                                op->doc)
+                        : PyUnicode_FromFormat("%s(%s%U, *, stream=None): mlx.core.%s, in nuvec.",
+                                               op->name, op->flags & VARARGS ? "*arrays, " : "",
+                                               args, op->name);
   Py_DECREF(args);
   return r;
 }
@@ -1093,20 +1012,22 @@ PyTypeObject nvpy_op_type = {
     .tp_getset = op_getset,
 };
 
-int nvpy_init_ops(PyObject *m) {
+int nvpy_add_ops(PyObject *m, const nvpy_op *table, size_t n) {
   if (PyType_Ready(&nvpy_op_type) < 0) return -1;
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+  for (size_t i = 0; i < n; i++) {
     op_object *o = PyObject_New(op_object, &nvpy_op_type);
     if (!o) return -1;
-    o->op = &ops[i];
-    if (PyModule_AddObject(m, ops[i].name, (PyObject *)o) < 0) {
+    o->op = &table[i];
+    if (PyModule_AddObject(m, table[i].name, (PyObject *)o) < 0) {
       Py_DECREF(o);
       return -1;
     }
-    if ((ops[i].flags & METHOD) &&
-        PyDict_SetItemString(nvpy_array_type.tp_dict, ops[i].name, (PyObject *)o) < 0)
+    if ((table[i].flags & METHOD) &&
+        PyDict_SetItemString(nvpy_array_type.tp_dict, table[i].name, (PyObject *)o) < 0)
       return -1;
   }
   PyType_Modified(&nvpy_array_type);
   return 0;
 }
+
+int nvpy_init_ops(PyObject *m) { return nvpy_add_ops(m, ops, sizeof ops / sizeof ops[0]); }
