@@ -94,11 +94,13 @@ static PyObject *py_async_eval(PyObject *m, PyObject *args) {
 
 /* ---- Python functions as closures ---- */
 
-/* A Python function traced with some of its positional arguments replaced by tracers:
- * `traced[i]` says whether argument i's arrays are the closure's inputs (in order). */
+/* A Python function traced with some of its arguments replaced by tracers: `traced[i]` says
+ * whether positional argument i's arrays are the closure's inputs (in order), and the keyword
+ * arguments named in `kw_names` (a tuple, or NULL) give the inputs after those. */
 typedef struct {
   PyObject *fn, *args, *kwargs;
   bool *traced;
+  PyObject *kw_names;
   PyObject *out_tmpl; /* the structure of the last result */
   PyObject *exc;      /* the exception the function raised, kept for the caller */
   int mode;           /* PLAIN, or the custom_function rule the payload calls */
@@ -114,6 +116,7 @@ static void py_fn_free(void *p) {
   Py_XDECREF(f->fn);
   Py_XDECREF(f->args);
   Py_XDECREF(f->kwargs);
+  Py_XDECREF(f->kw_names);
   Py_XDECREF(f->out_tmpl);
   Py_XDECREF(f->exc);
   Py_XDECREF(f->in_tmpl);
@@ -122,18 +125,38 @@ static void py_fn_free(void *p) {
   PyGILState_Release(g);
 }
 
-/* The arguments with the traced ones rebuilt from `inputs`. */
-static PyObject *rebuild_args(py_fn *f, const nv_vec *inputs) {
+/* The positional arguments with the traced ones rebuilt from `inputs` from `*pos`. */
+static PyObject *rebuild_args(py_fn *f, const nv_vec *inputs, size_t *pos) {
   Py_ssize_t n = PyTuple_GET_SIZE(f->args);
   PyObject *t = PyTuple_New(n);
-  size_t pos = 0;
   for (Py_ssize_t i = 0; t && i < n; i++) {
     PyObject *a = PyTuple_GET_ITEM(f->args, i);
-    PyObject *e = f->traced[i] ? tree_unflatten(a, inputs, &pos) : (Py_INCREF(a), a);
+    PyObject *e = f->traced[i] ? tree_unflatten(a, inputs, pos) : (Py_INCREF(a), a);
     if (!e) Py_CLEAR(t);
     else PyTuple_SET_ITEM(t, i, e);
   }
   return t;
+}
+
+/* The keyword arguments (a new reference in `*out`, NULL when there are none) with those of
+ * `kw_names` rebuilt from `inputs` from `*pos`. 0, or -1 with an exception. */
+static int rebuild_kwargs(py_fn *f, const nv_vec *inputs, size_t *pos, PyObject **out) {
+  *out = NULL;
+  if (!f->kwargs) return 0;
+  if (!f->kw_names) {
+    Py_INCREF(f->kwargs);
+    *out = f->kwargs;
+    return 0;
+  }
+  PyObject *d = PyDict_Copy(f->kwargs);
+  for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(f->kw_names); i++) {
+    PyObject *name = PyTuple_GET_ITEM(f->kw_names, i);
+    PyObject *e = tree_unflatten(PyDict_GetItem(f->kwargs, name), inputs, pos);
+    if (!e || PyDict_SetItem(d, name, e) < 0) Py_CLEAR(d);
+    Py_XDECREF(e);
+  }
+  *out = d;
+  return d ? 0 : -1;
 }
 
 /* Pushes the arrays of `r` and keeps its structure. */
@@ -197,9 +220,11 @@ static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs
   PyGILState_STATE g = PyGILState_Ensure();
   PyObject *r = NULL;
   if (f->mode == PLAIN) {
-    PyObject *args = rebuild_args(f, inputs);
-    if (args) r = PyObject_Call(f->fn, args, f->kwargs);
+    size_t pos = 0;
+    PyObject *args = rebuild_args(f, inputs, &pos), *kwargs = NULL;
+    if (args && rebuild_kwargs(f, inputs, &pos, &kwargs) == 0) r = PyObject_Call(f->fn, args, kwargs);
     Py_XDECREF(args);
+    Py_XDECREF(kwargs);
   } else {
     r = call_rule(f, inputs);
   }
@@ -287,8 +312,9 @@ struct nvpy_function {
   PyObject_HEAD fn_call call;
   PyObject *fn;
   PyObject *argnums;            /* grad: a tuple of ints; vmap: in_axes */
+  PyObject *argnames;           /* grad: a tuple of keyword names (NULL: none) */
   PyObject *out_axes;           /* vmap */
-  bool single;                  /* grad: argnums was an int */
+  bool single;                  /* grad: one argnum, whose gradient is returned alone */
   bool value;                   /* value_and_grad */
   PyObject *vjp, *jvp, *vmap;   /* custom_function rules */
 };
@@ -297,6 +323,7 @@ static void function_dealloc(PyObject *self) {
   nvpy_function *f = (nvpy_function *)self;
   Py_XDECREF(f->fn);
   Py_XDECREF(f->argnums);
+  Py_XDECREF(f->argnames);
   Py_XDECREF(f->out_axes);
   Py_XDECREF(f->vjp);
   Py_XDECREF(f->jvp);
@@ -328,31 +355,84 @@ static nvpy_function *function_new(fn_call call, PyObject *fn) {
   f->call = call;
   Py_INCREF(fn);
   f->fn = fn;
-  f->argnums = f->out_axes = f->vjp = f->jvp = f->vmap = NULL;
+  f->argnums = f->argnames = f->out_axes = f->vjp = f->jvp = f->vmap = NULL;
   f->single = f->value = false;
   return f;
 }
 
 /* ---- grad / value_and_grad ---- */
 
+static const char *grad_tag(nvpy_function *self) { return self->value ? "[value_and_grad]" : "[grad]"; }
+
+/* Checks that the call has every argument to differentiate: 0, or -1 with MLX's ValueError. */
+static int grad_check_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->argnums); i++) {
+    long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
+    if (k >= nargs) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s Can't compute the gradient of argument index %ld because the function is "
+                   "called with only %zd positional arguments.",
+                   grad_tag(self), k, nargs);
+      return -1;
+    }
+  }
+  for (Py_ssize_t i = 0; self->argnames && i < PyTuple_GET_SIZE(self->argnames); i++) {
+    PyObject *name = PyTuple_GET_ITEM(self->argnames, i);
+    if (kw && PyDict_GetItem(kw, name)) continue;
+    PyObject *have = PyUnicode_FromString(""), *k, *v;
+    Py_ssize_t pos = 0;
+    while (have && kw && PyDict_Next(kw, &pos, &k, &v)) Py_SETREF(have, PyUnicode_FromFormat("%U%U,", have, k));
+    if (have)
+      PyErr_Format(PyExc_ValueError,
+                   "%s Can't compute the gradient of keyword argument '%U' because the function "
+                   "is called with the following keyword arguments {%U}",
+                   grad_tag(self), name, have);
+    Py_XDECREF(have);
+    return -1;
+  }
+  return 0;
+}
+
+/* The gradients as MLX returns them: the argnums' trees (one alone, several in a tuple, None
+ * for none), and with argnames the pair (that, {name: tree}). */
+static PyObject *grad_result(nvpy_function *self, PyObject *args, PyObject *kw, const nv_vec *grads,
+                             const size_t *starts, size_t kw_start) {
+  Py_ssize_t nnums = PyTuple_GET_SIZE(self->argnums);
+  PyObject *gt = PyTuple_New(nnums);
+  for (Py_ssize_t i = 0; gt && i < nnums; i++) {
+    size_t pos = starts[PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))];
+    PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))), grads, &pos);
+    if (!e) Py_CLEAR(gt);
+    else PyTuple_SET_ITEM(gt, i, e);
+  }
+  if (gt && nnums == 0) Py_SETREF(gt, (Py_INCREF(Py_None), Py_None));
+  else if (gt && self->single) Py_SETREF(gt, (Py_INCREF(PyTuple_GET_ITEM(gt, 0)), PyTuple_GET_ITEM(gt, 0)));
+  if (!gt || !self->argnames) return gt;
+  PyObject *d = PyDict_New();
+  for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(self->argnames); i++) {
+    PyObject *name = PyTuple_GET_ITEM(self->argnames, i);
+    PyObject *e = tree_unflatten(PyDict_GetItem(kw, name), grads, &kw_start);
+    if (!e || PyDict_SetItem(d, name, e) < 0) Py_CLEAR(d);
+    Py_XDECREF(e);
+  }
+  PyObject *r = d ? PyTuple_Pack(2, gt, d) : NULL;
+  Py_DECREF(gt);
+  Py_XDECREF(d);
+  return r;
+}
+
 static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
   Py_ssize_t nargs = PyTuple_GET_SIZE(args), nnums = PyTuple_GET_SIZE(self->argnums);
   bool traced[NVPY_MAXDIM] = {0};
   if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "grad: too many arguments");
+  if (grad_check_call(self, args, kw) < 0) return NULL;
+  for (Py_ssize_t i = 0; i < nnums; i++) traced[PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))] = true;
   nv_vec *primals = nv_vec_new();
   size_t starts[NVPY_MAXDIM + 1];
   if (!primals) return PyErr_NoMemory();
-  for (Py_ssize_t i = 0; i < nnums; i++) {
-    long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
-    if (k < 0 || k >= nargs) {
-      nv_vec_free(primals);
-      PyErr_Format(PyExc_ValueError,
-                   "[grad] Invalid argument number %ld for function with %zd arguments", k, nargs);
-      return NULL;
-    }
-    traced[k] = true;
-  }
-  /* Primals in argument order (the closure rebuilds them so); grads are reordered below. */
+  /* Primals in argument order, then the keyword arguments' in argnames order (the closure
+   * rebuilds them so); grads are reordered by grad_result. */
   for (Py_ssize_t k = 0; k < nargs; k++) {
     starts[k] = nv_vec_size(primals);
     if (traced[k] && tree_flatten(PyTuple_GET_ITEM(args, k), primals) < 0) {
@@ -361,12 +441,19 @@ static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
     }
   }
   starts[nargs] = nv_vec_size(primals);
+  for (Py_ssize_t i = 0; self->argnames && i < PyTuple_GET_SIZE(self->argnames); i++)
+    if (tree_flatten(PyDict_GetItem(kw, PyTuple_GET_ITEM(self->argnames, i)), primals) < 0) {
+      nv_vec_free(primals);
+      return NULL;
+    }
   py_fn *pf = NULL;
   nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
   if (!c) {
     nv_vec_free(primals);
     return NULL;
   }
+  pf->kw_names = self->argnames;
+  Py_XINCREF(pf->kw_names);
   size_t np = nv_vec_size(primals);
   int *nums = PyMem_Malloc((np ? np : 1) * sizeof(int));
   for (size_t i = 0; nums && i < np; i++) nums[i] = (int)i;
@@ -381,21 +468,8 @@ static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
     size_t nout = nv_vec_size(out) - np;
     nv_vec *grads = nv_vec_new();
     for (size_t i = 0; grads && i < np; i++) nv_vec_push(grads, nv_vec_get(out, nout + i));
-    /* One gradient tree per argnum, in argnums order. */
-    PyObject *gt = PyTuple_New(nnums);
-    for (Py_ssize_t i = 0; gt && i < nnums; i++) {
-      long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
-      size_t pos = starts[k];
-      PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, k), grads, &pos);
-      if (!e) Py_CLEAR(gt);
-      else PyTuple_SET_ITEM(gt, i, e);
-    }
+    PyObject *gt = grads ? grad_result(self, args, kw, grads, starts, starts[nargs]) : PyErr_NoMemory();
     nv_vec_free(grads);
-    if (gt && self->single) {
-      PyObject *one = PyTuple_GET_ITEM(gt, 0);
-      Py_INCREF(one);
-      Py_SETREF(gt, one);
-    }
     if (gt && self->value) {
       size_t pos = 0;
       PyObject *value = tree_unflatten(pf->out_tmpl, out, &pos);
@@ -413,26 +487,97 @@ static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
   return r;
 }
 
-static PyObject *make_grad(PyObject *args, PyObject *kw, bool value) {
-  static char *kwlist[] = {"fun", "argnums", "argnames", NULL};
-  PyObject *fn, *argnums = Py_None, *argnames = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO", kwlist, &fn, &argnums, &argnames)) return NULL;
-  if (argnames && PyObject_IsTrue(argnames))
-    return nvpy_raise_status(NV_ERR_UNSUPPORTED, "grad: argnames is not supported by nuvec yet");
-  nvpy_function *f = function_new(grad_call, fn);
-  if (!f) return NULL;
-  f->value = value;
-  if (argnums == Py_None || PyLong_Check(argnums)) {
-    f->single = true;
-    f->argnums = Py_BuildValue("(O)", argnums == Py_None ? PyLong_FromLong(0) : argnums);
-    if (argnums == Py_None) Py_DECREF(PyTuple_GET_ITEM(f->argnums, 0));
-  } else {
-    f->argnums = PySequence_Tuple(argnums);
+/* argnames as a tuple of distinct names (a str is one name); NULL with a TypeError. */
+static PyObject *argnames_tuple(PyObject *o, const char *tag) {
+  if (!o) return PyTuple_New(0);
+  if (PyUnicode_Check(o)) return PyTuple_Pack(1, o);
+  PyObject *f = PySequence_Check(o) ? PySequence_Fast(o, "") : NULL;
+  PyObject *l = f ? PyList_New(0) : NULL;
+  for (Py_ssize_t i = 0; l && i < PySequence_Fast_GET_SIZE(f); i++) {
+    PyObject *s = PySequence_Fast_GET_ITEM(f, i);
+    int seen = PyUnicode_Check(s) ? PySequence_Contains(l, s) : -1;
+    if (seen < 0 || (!seen && PyList_Append(l, s) < 0)) Py_CLEAR(l);
   }
-  if (!f->argnums) {
-    Py_DECREF(f);
+  Py_XDECREF(f);
+  if (!l) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s argnames must be a str or a sequence of str, got %s", tag,
+                 Py_TYPE(o)->tp_name);
     return NULL;
   }
+  Py_SETREF(l, PyList_AsTuple(l));
+  return l;
+}
+
+/* argnums as a sorted tuple of distinct non-negative ints, checked as MLX checks them. */
+static PyObject *argnums_tuple(PyObject *o, bool has_names, const char *tag, bool *single) {
+  *single = o != Py_None && PyLong_Check(o);
+  PyObject *t;
+  if (o == Py_None) t = has_names ? PyTuple_New(0) : Py_BuildValue("(i)", 0);
+  else if (PyLong_Check(o)) t = PyTuple_Pack(1, o);
+  else t = PySequence_Check(o) ? PySequence_Tuple(o) : NULL;
+  if (!t) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s argnums must be an int, a sequence of ints or None, got %s",
+                 tag, Py_TYPE(o)->tp_name);
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(t);
+  if (n == 1) *single = true;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *e = PyTuple_GET_ITEM(t, i);
+    long k = PyLong_Check(e) ? PyLong_AsLong(e) : -1;
+    if (!PyLong_Check(e)) {
+      PyErr_Format(PyExc_TypeError, "%s argnums must be ints, got %s", tag, Py_TYPE(e)->tp_name);
+    } else if (k < 0 && !PyErr_Occurred()) {
+      PyErr_Format(PyExc_ValueError, "%s Can't compute the gradient of negative argument index %ld", tag, k);
+    } else if (k >= NVPY_MAXDIM && !PyErr_Occurred()) {
+      PyErr_Format(PyExc_ValueError, "%s argument index %ld is beyond the %d arguments nuvec differentiates",
+                   tag, k, NVPY_MAXDIM);
+    }
+    for (Py_ssize_t j = 0; j < i && !PyErr_Occurred(); j++)
+      if (PyLong_AsLong(PyTuple_GET_ITEM(t, j)) == k)
+        PyErr_Format(PyExc_ValueError, "%s Duplicate argument index %ld is not allowed.", tag, k);
+    if (PyErr_Occurred()) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  }
+  /* MLX returns the gradients in increasing argument order, whatever the order given. */
+  PyObject *l = PySequence_List(t);
+  Py_DECREF(t);
+  if (!l || PyList_Sort(l) < 0) {
+    Py_XDECREF(l);
+    return NULL;
+  }
+  Py_SETREF(l, PyList_AsTuple(l));
+  return l;
+}
+
+static PyObject *make_grad(PyObject *args, PyObject *kw, bool value) {
+  static char *kwlist[] = {"fun", "argnums", "argnames", NULL};
+  const char *tag = value ? "[value_and_grad]" : "[grad]";
+  PyObject *fn, *argnums = Py_None, *argnames = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO", kwlist, &fn, &argnums, &argnames)) return NULL;
+  PyObject *names = argnames_tuple(argnames, tag);
+  if (!names) return NULL;
+  bool single;
+  PyObject *nums = argnums_tuple(argnums, PyTuple_GET_SIZE(names) > 0, tag, &single);
+  if (nums && PyTuple_GET_SIZE(nums) == 0 && PyTuple_GET_SIZE(names) == 0) {
+    PyErr_Format(PyExc_ValueError, "%s Gradient wrt no argument requested", tag);
+    Py_CLEAR(nums);
+  }
+  nvpy_function *f = nums ? function_new(grad_call, fn) : NULL;
+  if (!f) {
+    Py_XDECREF(nums);
+    Py_DECREF(names);
+    return NULL;
+  }
+  f->value = value;
+  f->single = single;
+  f->argnums = nums;
+  if (PyTuple_GET_SIZE(names)) f->argnames = names;
+  else Py_DECREF(names);
   return (PyObject *)f;
 }
 
@@ -773,9 +918,9 @@ static PyMethodDef transform_methods[] = {
     {"eval", py_eval, METH_VARARGS, "Evaluates the arrays of pytrees."},
     {"async_eval", py_async_eval, METH_VARARGS, "Starts evaluating the arrays of pytrees."},
     {"grad", (PyCFunction)(void (*)(void))py_grad, METH_VARARGS | METH_KEYWORDS,
-     "grad(fun, argnums=None): a function computing fun's gradient."},
+     "grad(fun, argnums=None, argnames=[]): a function computing fun's gradient."},
     {"value_and_grad", (PyCFunction)(void (*)(void))py_value_and_grad,
-     METH_VARARGS | METH_KEYWORDS, "value_and_grad(fun, argnums=None)."},
+     METH_VARARGS | METH_KEYWORDS, "value_and_grad(fun, argnums=None, argnames=[])."},
     {"vjp", (PyCFunction)(void (*)(void))py_vjp, METH_VARARGS | METH_KEYWORDS,
      "vjp(fun, primals, cotangents) -> (outputs, vjps)."},
     {"jvp", (PyCFunction)(void (*)(void))py_jvp, METH_VARARGS | METH_KEYWORDS,

@@ -60,3 +60,26 @@ def test_transforms_and_errors_leak_nothing():
     assert steady(calls, 10000) == 0
     assert sys.getrefcount(x) == before
     assert sys.getrefcount(g) == 2
+
+
+def test_argnames_and_random_leak_nothing():
+    x = nv.array([1.0, 2.0, 3.0])
+    w = {"a": nv.array([0.5]), "b": [nv.array([2.0, 1.0, 0.0])]}
+    g = nv.value_and_grad(lambda x, *, w: (x * w["a"] + w["b"][0]).sum(), argnums=0, argnames="w")
+    key = nv.random.key(1)
+    before = (sys.getrefcount(x), sys.getrefcount(w), sys.getrefcount(key))
+
+    def calls():
+        nv.eval(g(x, w=w))
+        try:
+            g(x)
+        except ValueError:
+            pass
+        nv.eval(nv.random.normal((4,), loc=x[:1], key=key), nv.random.uniform(x, 5, (3,), key=key))
+        try:
+            nv.random.uniform(x, 5, (2,), key=key)
+        except ValueError:
+            pass
+
+    assert steady(calls, 5000) == 0
+    assert (sys.getrefcount(x), sys.getrefcount(w), sys.getrefcount(key)) == before
