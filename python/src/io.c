@@ -1,16 +1,101 @@
 /* nuvec's CPython extension: files as MLX's load/save functions — .npy, .npz, safetensors
- * and GGUF — with the GIL released while the library reads or writes. load returns one array
- * for .npy, else a dict (and, with return_metadata=True, the metadata as MLX gives it:
- * strings, string lists, and numbers or number lists as arrays). */
+ * and GGUF — with the GIL released while the library reads or writes. A file is a path (str,
+ * bytes, os.PathLike such as pathlib.Path) or a binary file object: anything with read() to
+ * load from, anything with write() to save to. load returns one array for .npy, else a dict
+ * (and, with return_metadata=True, the metadata as MLX gives it: strings, string lists, and
+ * numbers or number lists as arrays). */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nvpy.h"
 
-/* The path of a str or os.PathLike argument, a new bytes object. */
-static PyObject *path_arg(PyObject *o) {
-  PyObject *b = NULL;
-  if (!PyUnicode_FSConverter(o, &b)) return NULL;
+/* ---- File arguments: a path or a file object ---- */
+
+/* `o` as a path (str, bytes or os.PathLike: `*path` a new bytes object), or a file object
+ * with the method `method` ("read" or "write"; `*path` NULL). 0, or -1 with MLX's ValueError
+ * for anything else. */
+static int file_arg(PyObject *o, const char *method, const char *op, PyObject **path) {
+  *path = NULL;
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || PyObject_HasAttrString(o, "__fspath__"))
+    return PyUnicode_FSConverter(o, path) ? 0 : -1;
+  if (PyObject_HasAttrString(o, method)) return 0;
+  PyErr_Format(PyExc_ValueError, "[%s] Input must be a file-like object%s, or string", op,
+               strcmp(method, "read") ? "" : " opened in binary mode");
+  return -1;
+}
+
+/* The bytes a read() call returned, as a bytes object (a bytearray or memoryview is copied);
+ * a str means a text-mode file: TypeError. Steals `r`. */
+static PyObject *read_result(PyObject *r) {
+  if (!r || PyBytes_Check(r)) return r;
+  PyObject *b = PyObject_CheckBuffer(r) && !PyUnicode_Check(r) ? PyBytes_FromObject(r) : NULL;
+  if (!b && !PyErr_Occurred())
+    PyErr_Format(PyExc_TypeError,
+                 "[load] Input must be a file-like object opened in binary mode (read() gave %s)",
+                 Py_TYPE(r)->tp_name);
+  Py_DECREF(r);
   return b;
+}
+
+/* Up to `n` bytes from the file object (fewer only at its end): read(n) until it has them. */
+static PyObject *read_exact(PyObject *obj, Py_ssize_t n) {
+  PyObject *all = PyBytes_FromStringAndSize(NULL, 0);
+  while (all && PyBytes_GET_SIZE(all) < n) {
+    PyObject *b = read_result(PyObject_CallMethod(obj, "read", "n", n - PyBytes_GET_SIZE(all)));
+    if (!b) Py_CLEAR(all);
+    bool eof = b && PyBytes_GET_SIZE(b) == 0;
+    if (all) PyBytes_ConcatAndDel(&all, b);
+    else Py_XDECREF(b);
+    if (eof) break;
+  }
+  return all;
+}
+
+/* The data bytes an .npy header declares (its dtype's size times its shape's product), or -1
+ * when the header cannot be read so (the loader then reports what is wrong with it). */
+static Py_ssize_t npy_data_size(PyObject *header) {
+  PyObject *ast = PyImport_ImportModule("ast");
+  PyObject *s = PyUnicode_DecodeLatin1(PyBytes_AS_STRING(header), PyBytes_GET_SIZE(header), NULL);
+  PyObject *d = ast && s ? PyObject_CallMethod(ast, "literal_eval", "O", s) : NULL;
+  Py_XDECREF(ast);
+  Py_XDECREF(s);
+  PyObject *descr = d && PyDict_Check(d) ? PyDict_GetItemString(d, "descr") : NULL;
+  PyObject *shape = d && PyDict_Check(d) ? PyDict_GetItemString(d, "shape") : NULL;
+  Py_ssize_t n = -1;
+  const char *ds = descr && PyUnicode_Check(descr) ? PyUnicode_AsUTF8(descr) : NULL;
+  if (ds && shape && PyTuple_Check(shape)) {
+    const char *digits = ds + strcspn(ds, "0123456789");
+    n = *digits ? atol(digits) : -1;
+    for (Py_ssize_t i = 0; n >= 0 && i < PyTuple_GET_SIZE(shape); i++) {
+      long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+      n = k < 0 || (k && n > PY_SSIZE_T_MAX / k) ? -1 : n * (Py_ssize_t)k;
+    }
+  }
+  Py_XDECREF(d);
+  PyErr_Clear();
+  return n;
+}
+
+/* One .npy array from a file object: its prefix, header and data and nothing after them, so
+ * arrays saved one after another to one stream load one after another (as NumPy's). */
+static PyObject *read_npy(PyObject *obj) {
+  PyObject *all = read_exact(obj, 10);
+  if (!all || PyBytes_GET_SIZE(all) < 10 || memcmp(PyBytes_AS_STRING(all), "\x93NUMPY", 6))
+    return all; /* not an .npy file: the loader says so */
+  const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(all);
+  size_t hlen = p[8] | (size_t)p[9] << 8;
+  if (p[6] >= 2) { /* versions 2 and 3: a 4-byte header length */
+    PyBytes_ConcatAndDel(&all, read_exact(obj, 2));
+    if (!all || PyBytes_GET_SIZE(all) < 12) return all;
+    p = (const unsigned char *)PyBytes_AS_STRING(all);
+    hlen |= (size_t)p[10] << 16 | (size_t)p[11] << 24;
+  }
+  PyObject *header = read_exact(obj, (Py_ssize_t)hlen);
+  Py_ssize_t n = header ? npy_data_size(header) : -1;
+  PyBytes_ConcatAndDel(&all, header);
+  if (all) PyBytes_ConcatAndDel(&all, n >= 0 ? read_exact(obj, n) : read_result(PyObject_CallMethod(obj, "read", NULL)));
+  return all;
 }
 
 static PyObject *dict_from_map(const nv_map *m) {
@@ -96,51 +181,86 @@ static PyObject *dict_from_meta(const nv_io_metadata *m) {
   return d;
 }
 
+enum { FMT_NPY, FMT_NPZ, FMT_SAFETENSORS, FMT_GGUF, FMT_COUNT };
+static const char *const fmt_names[FMT_COUNT] = {"npy", "npz", "safetensors", "gguf"};
+
+/* The format of a load: `format`, else the extension of the path or of the file object's
+ * `name`. A FMT_ value, or -1 with MLX's ValueError. */
+static int load_format(PyObject *format, PyObject *path, PyObject *file) {
+  PyObject *name = NULL;
+  const char *s = NULL;
+  if (format != Py_None) {
+    if (!PyUnicode_Check(format)) {
+      PyErr_Format(PyExc_TypeError, "[load] format must be a str, got %s", Py_TYPE(format)->tp_name);
+      return -1;
+    }
+    s = PyUnicode_AsUTF8(format);
+  } else {
+    const char *p = NULL;
+    if (path) p = PyBytes_AS_STRING(path);
+    else if ((name = PyObject_GetAttrString(file, "name")) && PyUnicode_Check(name))
+      p = PyUnicode_AsUTF8(name);
+    PyErr_Clear();
+    const char *dot = p ? strrchr(p, '.') : NULL;
+    if (dot && !strchr(dot, '/')) s = dot + 1;
+    if (!s) {
+      Py_XDECREF(name);
+      PyErr_Format(PyExc_ValueError, "[load] Could not infer file format from extension%s",
+                   path ? "" : " (a file object without a name: pass format=)");
+      return -1;
+    }
+  }
+  int k = 0;
+  while (s && k < FMT_COUNT && strcmp(s, fmt_names[k])) k++;
+  if (s && k == FMT_COUNT) PyErr_Format(PyExc_ValueError, "[load] Unknown file format %s", s);
+  Py_XDECREF(name);
+  return s && k < FMT_COUNT ? k : -1;
+}
+
 static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw) {
   (void)mod;
   static char *kwlist[] = {"file", "format", "return_metadata", "stream", NULL};
-  PyObject *file, *format = Py_None, *stream = Py_None;
+  PyObject *file, *format = Py_None, *stream = Py_None, *path;
   int ret_meta = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Op$O:load", kwlist, &file, &format, &ret_meta, &stream))
     return NULL;
-  PyObject *path = path_arg(file);
-  if (!path) return NULL;
-  const char *p = PyBytes_AS_STRING(path);
-  const char *ext = strrchr(p, '.');
-  if (format != Py_None) ext = PyUnicode_AsUTF8(format);
-  else if (ext) ext++;
-  if (!ext) {
-    Py_DECREF(path);
-    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "[load] Could not infer file format from extension");
+  if (file_arg(file, "read", "load", &path) < 0) return NULL;
+  int fmt = load_format(format, path, file);
+  if (fmt >= 0 && ret_meta && (fmt == FMT_NPY || fmt == FMT_NPZ)) {
+    PyErr_Format(PyExc_ValueError, "[load] metadata not supported for format %s", fmt_names[fmt]);
+    fmt = -1;
+  }
+  /* A file object is read here, with the GIL; the library parses (and copies) its bytes. */
+  PyObject *data = NULL;
+  if (fmt >= 0 && !path)
+    data = fmt == FMT_NPY ? read_npy(file) : read_result(PyObject_CallMethod(file, "read", NULL));
+  if (fmt < 0 || (!path && !data)) {
+    Py_XDECREF(path);
+    return NULL;
   }
   nv_map *arrays = NULL;
   nv_io_metadata *meta = NULL;
   nv_array *one = NULL;
   nv_status st;
-  bool npy = !strcmp(ext, "npy");
-  char fmt[16];
-  snprintf(fmt, sizeof fmt, "%s", ext);
-  Py_BEGIN_ALLOW_THREADS if (npy) st = nv_load_npy(p, &one);
-  else if (!strcmp(fmt, "npz")) st = nv_load_npz(p, &arrays);
-  else if (!strcmp(fmt, "safetensors")) st = nv_load_safetensors(p, &arrays, &meta);
-  else if (!strcmp(fmt, "gguf")) st = nv_load_gguf(p, NV_GGUF_RAW, &arrays, &meta);
-  else st = NV_ERR_INVALID_ARGUMENT;
-  Py_END_ALLOW_THREADS Py_DECREF(path);
-  if (st != NV_OK) {
-    if (st == NV_ERR_INVALID_ARGUMENT && !npy)
-      return nvpy_raise_status(st, "[load] Unknown file format; expected npy, npz, safetensors or gguf");
-    return nvpy_raise_last(st);
+  const char *p = path ? PyBytes_AS_STRING(path) : NULL;
+  const void *buf = data ? PyBytes_AS_STRING(data) : NULL;
+  size_t size = data ? (size_t)PyBytes_GET_SIZE(data) : 0;
+  Py_BEGIN_ALLOW_THREADS switch (fmt) {
+  case FMT_NPY: st = p ? nv_load_npy(p, &one) : nv_load_npy_from_memory(buf, size, &one); break;
+  case FMT_NPZ: st = p ? nv_load_npz(p, &arrays) : nv_load_npz_from_memory(buf, size, &arrays); break;
+  case FMT_SAFETENSORS:
+    st = p ? nv_load_safetensors(p, &arrays, &meta)
+           : nv_load_safetensors_from_memory(buf, size, &arrays, &meta);
+    break;
+  default:
+    st = p ? nv_load_gguf(p, NV_GGUF_RAW, &arrays, &meta)
+           : nv_load_gguf_from_memory(buf, size, NV_GGUF_RAW, &arrays, &meta);
   }
-  PyObject *r;
-  if (npy) {
-    r = nvpy_wrap(one);
-    if (r && ret_meta) {
-      PyObject *t = Py_BuildValue("(N{})", r);
-      r = t;
-    }
-    return r;
-  }
-  r = dict_from_map(arrays);
+  Py_END_ALLOW_THREADS Py_XDECREF(path);
+  Py_XDECREF(data);
+  if (st != NV_OK) return nvpy_raise_last(st);
+  if (fmt == FMT_NPY) return nvpy_wrap(one);
+  PyObject *r = dict_from_map(arrays);
   if (r && ret_meta) {
     PyObject *md = meta ? dict_from_meta(meta) : PyDict_New();
     r = md ? Py_BuildValue("(NN)", r, md) : (Py_DECREF(r), NULL);
@@ -173,8 +293,120 @@ static nv_map *map_from_dict(PyObject *d) {
   return m;
 }
 
-static PyObject *save_result(nv_status st) {
-  if (st != NV_OK) return nvpy_raise_last(st);
+/* ---- Saving ---- */
+
+enum { SAVE_NPY, SAVE_NPZ, SAVE_NPZ_COMPRESSED, SAVE_SAFETENSORS, SAVE_GGUF };
+static const char *const save_ext[] = {".npy", ".npz", ".npz", ".safetensors", ".gguf"};
+
+/* What one save writes: an array (npy) or a map and its metadata. */
+typedef struct {
+  int kind;
+  nv_array *x;
+  nv_map *m;
+  nv_io_metadata *md;
+} save_job;
+
+static nv_status run_save(const save_job *j, const char *path) {
+  switch (j->kind) {
+  case SAVE_NPY: return nv_save(path, j->x);
+  case SAVE_NPZ: return nv_savez(path, j->m);
+  case SAVE_NPZ_COMPRESSED: return nv_savez_compressed(path, j->m);
+  case SAVE_SAFETENSORS: return nv_save_safetensors(path, j->m, j->md);
+  default: return nv_save_gguf(path, j->m, j->md);
+  }
+}
+
+/* Copies the file at `path` to the file object `obj` through its write(), in chunks (a
+ * write() that returns a count may take part of a chunk; one returning None takes it all). */
+static int copy_to_object(const char *path, PyObject *obj) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    return -1;
+  }
+  enum { CHUNK = 1 << 24 };
+  int rc = 0;
+  for (;;) {
+    PyObject *b = PyBytes_FromStringAndSize(NULL, CHUNK);
+    size_t n = b ? fread(PyBytes_AS_STRING(b), 1, CHUNK, f) : 0;
+    if (!b || (n < CHUNK && _PyBytes_Resize(&b, (Py_ssize_t)n) < 0)) {
+      rc = -1;
+      break;
+    }
+    Py_ssize_t done = 0;
+    while (rc == 0 && done < (Py_ssize_t)n) {
+      PyObject *part = done ? PySequence_GetSlice(b, done, (Py_ssize_t)n) : (Py_INCREF(b), b);
+      PyObject *r = part ? PyObject_CallMethod(obj, "write", "O", part) : NULL;
+      Py_XDECREF(part);
+      if (!r) rc = -1;
+      else if (r == Py_None) done = (Py_ssize_t)n;
+      else {
+        Py_ssize_t w = PyLong_AsSsize_t(r);
+        if (w <= 0) {
+          if (!PyErr_Occurred()) PyErr_SetString(PyExc_OSError, "[save] the file object's write() wrote nothing");
+          rc = -1;
+        }
+        done += w;
+      }
+      Py_XDECREF(r);
+    }
+    Py_DECREF(b);
+    if (rc < 0 || n < CHUNK) break;
+  }
+  if (rc == 0 && ferror(f)) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    rc = -1;
+  }
+  fclose(f);
+  return rc;
+}
+
+/* A fresh private directory under $TMPDIR (or /tmp); PyMem-allocated, NULL with OSError. */
+static char *temp_dir(void) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !*base) base = "/tmp";
+  size_t n = strlen(base) + 32;
+  char *d = PyMem_Malloc(n);
+  if (!d) return (char *)PyErr_NoMemory();
+  snprintf(d, n, "%s/nuvec-XXXXXX", base);
+  if (!mkdtemp(d)) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, d);
+    PyMem_Free(d);
+    return NULL;
+  }
+  return d;
+}
+
+/* Runs a save to `file`, a path or a file object with write(). The C library writes files by
+ * path, so a file object gets a file written in a private temporary directory and copied. */
+static PyObject *save_file(PyObject *file, const char *op, const save_job *j) {
+  PyObject *path;
+  if (file_arg(file, "write", op, &path) < 0) return NULL;
+  nv_status st;
+  if (path) {
+    const char *p = PyBytes_AS_STRING(path);
+    Py_BEGIN_ALLOW_THREADS st = run_save(j, p);
+    Py_END_ALLOW_THREADS Py_DECREF(path);
+    if (st != NV_OK) return nvpy_raise_last(st);
+    Py_RETURN_NONE;
+  }
+  char *dir = temp_dir();
+  if (!dir) return NULL;
+  size_t n = strlen(dir) + 32;
+  char *p = PyMem_Malloc(n);
+  if (!p) {
+    rmdir(dir);
+    PyMem_Free(dir);
+    return PyErr_NoMemory();
+  }
+  snprintf(p, n, "%s/file%s", dir, save_ext[j->kind]);
+  Py_BEGIN_ALLOW_THREADS st = run_save(j, p);
+  Py_END_ALLOW_THREADS int rc = st != NV_OK ? (nvpy_raise_last(st), -1) : copy_to_object(p, file);
+  unlink(p);
+  rmdir(dir);
+  PyMem_Free(p);
+  PyMem_Free(dir);
+  if (rc < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -182,18 +414,11 @@ static PyObject *py_save(PyObject *mod, PyObject *args) {
   (void)mod;
   PyObject *file, *arr;
   if (!PyArg_ParseTuple(args, "OO:save", &file, &arr)) return NULL;
-  PyObject *path = path_arg(file);
-  nv_array *x = path ? nvpy_to_array(arr, -1) : NULL;
-  if (!x) {
-    Py_XDECREF(path);
-    return NULL;
-  }
-  nv_status st;
-  const char *p = PyBytes_AS_STRING(path);
-  Py_BEGIN_ALLOW_THREADS st = nv_save(p, x);
-  Py_END_ALLOW_THREADS nv_release(x);
-  Py_DECREF(path);
-  return save_result(st);
+  save_job j = {SAVE_NPY, nvpy_to_array(arr, -1), NULL, NULL};
+  if (!j.x) return NULL;
+  PyObject *r = save_file(file, "save", &j);
+  nv_release(j.x);
+  return r;
 }
 
 static PyObject *savez_common(PyObject *args, PyObject *kw, bool compressed) {
@@ -201,8 +426,6 @@ static PyObject *savez_common(PyObject *args, PyObject *kw, bool compressed) {
     PyErr_SetString(PyExc_TypeError, "savez: expected a file");
     return NULL;
   }
-  PyObject *path = path_arg(PyTuple_GET_ITEM(args, 0));
-  if (!path) return NULL;
   PyObject *d = kw ? PyDict_Copy(kw) : PyDict_New();
   for (Py_ssize_t i = 1; d && i < PyTuple_GET_SIZE(args); i++) {
     char name[32];
@@ -214,18 +437,12 @@ static PyObject *savez_common(PyObject *args, PyObject *kw, bool compressed) {
       Py_CLEAR(d);
     }
   }
-  nv_map *m = d ? map_from_dict(d) : NULL;
+  save_job j = {compressed ? SAVE_NPZ_COMPRESSED : SAVE_NPZ, NULL, d ? map_from_dict(d) : NULL, NULL};
   Py_XDECREF(d);
-  if (!m) {
-    Py_DECREF(path);
-    return NULL;
-  }
-  nv_status st;
-  const char *p = PyBytes_AS_STRING(path);
-  Py_BEGIN_ALLOW_THREADS st = compressed ? nv_savez_compressed(p, m) : nv_savez(p, m);
-  Py_END_ALLOW_THREADS nv_map_free(m);
-  Py_DECREF(path);
-  return save_result(st);
+  if (!j.m) return NULL;
+  PyObject *r = save_file(PyTuple_GET_ITEM(args, 0), compressed ? "savez_compressed" : "savez", &j);
+  nv_map_free(j.m);
+  return r;
 }
 
 static PyObject *py_savez(PyObject *mod, PyObject *args, PyObject *kw) {
@@ -305,35 +522,26 @@ static PyObject *save_dict_meta(PyObject *args, PyObject *kw, bool gguf) {
   static char *kwlist[] = {"file", "arrays", "metadata", NULL};
   PyObject *file, *arrays, *meta = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &file, &arrays, &meta)) return NULL;
-  PyObject *path = path_arg(file);
-  if (!path) return NULL;
-  nv_map *m = map_from_dict(arrays);
-  nv_io_metadata *md = NULL;
-  if (m && meta != Py_None) {
-    md = nv_io_metadata_new();
+  save_job j = {gguf ? SAVE_GGUF : SAVE_SAFETENSORS, NULL, map_from_dict(arrays), NULL};
+  if (j.m && meta != Py_None) {
+    j.md = nv_io_metadata_new();
     PyObject *k, *v;
     Py_ssize_t pos = 0;
-    if (!PyDict_Check(meta)) PyErr_SetString(PyExc_TypeError, "metadata must be a dict");
-    while (md && PyDict_Check(meta) && PyDict_Next(meta, &pos, &k, &v)) {
+    if (!j.md) PyErr_NoMemory();
+    else if (!PyDict_Check(meta)) PyErr_SetString(PyExc_TypeError, "metadata must be a dict");
+    while (j.md && PyDict_Check(meta) && PyDict_Next(meta, &pos, &k, &v)) {
       const char *key = PyUnicode_AsUTF8(k);
       if (!key) break;
       if (!gguf && !PyUnicode_Check(v)) {
         PyErr_SetString(PyExc_ValueError, "save_safetensors: metadata values must be strings");
         break;
       }
-      if (set_meta(md, key, v) < 0) break;
+      if (set_meta(j.md, key, v) < 0) break;
     }
   }
-  PyObject *r = NULL;
-  if (m && !PyErr_Occurred()) {
-    nv_status st;
-    const char *p = PyBytes_AS_STRING(path);
-    Py_BEGIN_ALLOW_THREADS st = gguf ? nv_save_gguf(p, m, md) : nv_save_safetensors(p, m, md);
-    Py_END_ALLOW_THREADS r = save_result(st);
-  }
-  nv_map_free(m);
-  nv_io_metadata_free(md);
-  Py_DECREF(path);
+  PyObject *r = j.m && !PyErr_Occurred() ? save_file(file, gguf ? "save_gguf" : "save_safetensors", &j) : NULL;
+  nv_map_free(j.m);
+  nv_io_metadata_free(j.md);
   return r;
 }
 
@@ -348,8 +556,9 @@ static PyObject *py_save_gguf(PyObject *mod, PyObject *args, PyObject *kw) {
 
 static PyMethodDef io_methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
-     "load(file, format=None, return_metadata=False): arrays from .npy/.npz/.safetensors/.gguf."},
-    {"save", py_save, METH_VARARGS, "save(file, arr): a .npy file."},
+     "load(file, format=None, return_metadata=False): arrays from .npy/.npz/.safetensors/.gguf "
+     "(a path or a binary file object)."},
+    {"save", py_save, METH_VARARGS, "save(file, arr): a .npy file (a path or a file object)."},
     {"savez", (PyCFunction)(void (*)(void))py_savez, METH_VARARGS | METH_KEYWORDS,
      "savez(file, *args, **kwargs): a .npz archive."},
     {"savez_compressed", (PyCFunction)(void (*)(void))py_savez_compressed,
