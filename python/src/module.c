@@ -384,6 +384,19 @@ static PyObject *py_synchronize(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* The devices of a type: 1 CPU; the GPUs a backend serves (indices 0, 1, ... while available). */
+static PyObject *py_device_count(PyObject *self, PyObject *arg) {
+  (void)self;
+  if (!PyObject_TypeCheck(arg, &nvpy_devtype_type)) {
+    PyErr_Format(PyExc_TypeError, "device_count: expected a DeviceType, got %s", Py_TYPE(arg)->tp_name);
+    return NULL;
+  }
+  if (((nvpy_enum *)arg)->value == NV_DEVICE_CPU) return PyLong_FromLong(1);
+  int n = 0;
+  while (n < 1024 && nv_device_is_available(nv_gpu(n))) n++;
+  return PyLong_FromLong(n);
+}
+
 static PyObject *py_is_available(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
@@ -415,6 +428,10 @@ static PyObject *py_clear_cache(PyObject *s, PyObject *u) {
   nv_clear_cache();
   Py_RETURN_NONE;
 }
+static PyObject *py_get_memory_limit(PyObject *s, PyObject *u) {
+  (void)s, (void)u;
+  return PyLong_FromSize_t(nv_get_memory_limit());
+}
 static PyObject *py_set_memory_limit(PyObject *s, PyObject *arg) {
   (void)s;
   size_t v = PyLong_AsSize_t(arg);
@@ -437,10 +454,12 @@ static PyMethodDef module_methods[] = {
     {"stream", py_stream, METH_O, "A context manager making a stream the current one."},
     {"synchronize", py_synchronize, METH_VARARGS, "Waits for the work of a stream."},
     {"is_available", py_is_available, METH_O, "Whether a device can run work here."},
+    {"device_count", py_device_count, METH_O, "device_count(device_type): the devices of a type."},
     {"get_active_memory", py_get_active_memory, METH_NOARGS, "Bytes held by live arrays."},
     {"get_peak_memory", py_get_peak_memory, METH_NOARGS, "The peak of active memory."},
     {"reset_peak_memory", py_reset_peak_memory, METH_NOARGS, "Resets the peak memory."},
     {"get_cache_memory", py_get_cache_memory, METH_NOARGS, "Bytes in the buffer cache."},
+    {"get_memory_limit", py_get_memory_limit, METH_NOARGS, "The memory limit in bytes."},
     {"set_memory_limit", py_set_memory_limit, METH_O, "Sets the memory limit; returns the old."},
     {"set_cache_limit", py_set_cache_limit, METH_O, "Sets the cache limit; returns the old."},
     {"clear_cache", py_clear_cache, METH_NOARGS, "Frees the buffer cache."},
@@ -492,6 +511,21 @@ static int add_dtypes(PyObject *m) {
   return 0;
 }
 
+/* mlx.core's constants: e, pi, inf, nan, euler_gamma as Python floats, newaxis as None. */
+static int add_constants(PyObject *m) {
+  static const struct {
+    const char *name;
+    double value;
+  } c[] = {{"e", 2.718281828459045}, {"pi", 3.141592653589793}, {"euler_gamma", 0.5772156649015329}};
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+    if (add_object(m, c[i].name, PyFloat_FromDouble(c[i].value)) < 0) return -1;
+  if (add_object(m, "inf", PyFloat_FromDouble(Py_HUGE_VAL)) < 0 ||
+      add_object(m, "nan", PyFloat_FromDouble(Py_NAN)) < 0)
+    return -1;
+  Py_INCREF(Py_None);
+  return add_object(m, "newaxis", Py_None);
+}
+
 static int add_devices(PyObject *m) {
   devtypes[0] = new_enum(&nvpy_devtype_type, "cpu", NV_DEVICE_CPU);
   devtypes[1] = new_enum(&nvpy_devtype_type, "gpu", NV_DEVICE_GPU);
@@ -508,7 +542,8 @@ PyMODINIT_FUNC PyInit__core(void) {
       add_type(m, "DtypeCategory", &nvpy_category_type) < 0 ||
       add_type(m, "DeviceType", &nvpy_devtype_type) < 0 ||
       add_type(m, "Device", &nvpy_device_type) < 0 || add_type(m, "Stream", &nvpy_stream_type) < 0 ||
-      add_dtypes(m) < 0 || add_devices(m) < 0 || nvpy_init_array(m) < 0 || nvpy_init_ops(m) < 0 ||
+      add_dtypes(m) < 0 || add_devices(m) < 0 || add_constants(m) < 0 ||
+      nvpy_init_dtypeinfo(m) < 0 || nvpy_init_array(m) < 0 || nvpy_init_ops(m) < 0 ||
       nvpy_init_index(m) < 0 || nvpy_init_transforms(m) < 0 || nvpy_init_io(m) < 0 || nvpy_init_dlpack(m) < 0 ||
       nvpy_init_random(m) < 0 ||
       PyModule_AddStringConstant(m, "__version__", nv_version()) < 0) {

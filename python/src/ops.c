@@ -710,6 +710,88 @@ static PyObject *sig_searchsorted(call *c) {
   return nvpy_wrap(nv_searchsorted(a, v, !strcmp(side, "right")));
 }
 
+/* ---- Adapters: mlx.core's conveniences over the ops above ---- */
+
+/* (min, max) over the same axes: minmax(a, axis=None, keepdims=False). */
+static PyObject *sig_minmax(call *c) {
+  nv_array *a = arr(c, 0);
+  int axes[NVPY_MAXDIM];
+  bool keep;
+  int n = a ? nvpy_axes_arg(c->argv[1], axes, "minmax") : -1;
+  if (n == -1 || bool_at(c, 2, false, &keep) < 0) return NULL;
+  const int *p = n == -2 ? NULL : axes;
+  n = n == -2 ? 0 : n;
+  PyObject *lo = nvpy_wrap(nv_min(a, p, n, keep)), *hi = lo ? nvpy_wrap(nv_max(a, p, n, keep)) : NULL;
+  PyObject *r = hi ? PyTuple_Pack(2, lo, hi) : NULL;
+  Py_XDECREF(lo);
+  Py_XDECREF(hi);
+  return r;
+}
+
+/* The last two axes swapped (the array API's matrix_transpose). */
+static PyObject *sig_matrix_transpose(call *c) {
+  nv_array *a = arr(c, 0);
+  if (!a) return NULL;
+  if (nv_array_ndim(a) < 2)
+    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT,
+                             "[matrix_transpose] Input array must have at least 2 dimensions.");
+  return nvpy_wrap(nv_swapaxes(a, -1, -2));
+}
+
+/* MLX's form of a shape in messages: (2,3), (2), (). */
+static PyObject *shape_text(const int *s, int n) {
+  PyObject *r = PyUnicode_FromString("(");
+  for (int i = 0; r && i < n; i++) Py_SETREF(r, PyUnicode_FromFormat("%U%s%d", r, i ? "," : "", s[i]));
+  if (r) Py_SETREF(r, PyUnicode_FromFormat("%U)", r));
+  return r;
+}
+
+/* broadcast_shapes(*shapes): the shape NumPy's broadcasting gives them, as a tuple. */
+static PyObject *sig_broadcast_shapes(call *c) {
+  Py_ssize_t n = PyTuple_GET_SIZE(c->rest);
+  if (n == 0) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "[broadcast_shapes] Must provide at least one shape.");
+  int acc[NVPY_MAXDIM], s[NVPY_MAXDIM], out[NVPY_MAXDIM];
+  int na = nvpy_shape_arg(PyTuple_GET_ITEM(c->rest, 0), acc, "broadcast_shapes");
+  for (Py_ssize_t k = 1; na >= 0 && k < n; k++) {
+    int ns = nvpy_shape_arg(PyTuple_GET_ITEM(c->rest, k), s, "broadcast_shapes");
+    if (ns < 0) return NULL;
+    int no = na > ns ? na : ns;
+    for (int i = 0; i < no; i++) {
+      int x = i < no - na ? 1 : acc[i - (no - na)], y = i < no - ns ? 1 : s[i - (no - ns)];
+      if (x != y && x != 1 && y != 1) {
+        PyObject *ta = shape_text(acc, na), *ts = ta ? shape_text(s, ns) : NULL;
+        if (ts) PyErr_Format(PyExc_ValueError, "[broadcast_shapes] Shapes %U and %U cannot be broadcast.", ta, ts);
+        Py_XDECREF(ta);
+        Py_XDECREF(ts);
+        return NULL;
+      }
+      out[i] = x == 1 ? y : x;
+    }
+    memcpy(acc, out, sizeof(int) * (size_t)no);
+    na = no;
+  }
+  if (na < 0) return NULL;
+  PyObject *r = PyTuple_New(na);
+  for (int i = 0; r && i < na; i++) PyTuple_SET_ITEM(r, i, PyLong_FromLong(acc[i]));
+  return r;
+}
+
+/* asarray(a, dtype=None, copy=None): array(a, dtype). With copy=False it fails when that needs
+ * a copy: anything but a nuvec array of the dtype asked for. */
+static PyObject *sig_asarray(call *c) {
+  PyObject *a = c->argv[0];
+  int dt = dtype_at(c, 1, -1);
+  if (dt == -2) return NULL;
+  if (given(c, 2)) {
+    int copy = PyObject_IsTrue(c->argv[2]);
+    if (copy < 0) return NULL;
+    if (!copy && !(NVPY_IS_ARRAY(a) && (dt < 0 || (nv_dtype)dt == nv_array_dtype(NVPY_A(a)))))
+      return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT,
+                               "asarray: Unable to avoid copy while creating an array as requested.");
+  }
+  return PyObject_CallFunctionObjArgs((PyObject *)&nvpy_array_type, a, given(c, 1) ? c->argv[1] : Py_None, NULL);
+}
+
 /* ---- The table ---- */
 
 #define UNARY(name, f, flags) {name, sig_unary, F(f), KW("a"), 1, {0}, flags, NULL}
@@ -894,7 +976,20 @@ static const nvpy_op ops[] = {
     {"softmax", sig_softmax, NULL, KW("a", "axis", "precise"), 1, {0}, 0, NULL},
     {"trace", sig_trace, NULL, KW("a", "offset", "axis1", "axis2", "dtype"), 1, {0}, 0, NULL},
     {"searchsorted", sig_searchsorted, NULL, KW("sorted_sequence", "values", "side"), 2, {0}, 0, NULL},
+    {"minmax", sig_minmax, NULL, KW("a", "axis", "keepdims"), 1, {0}, 0, NULL},
+    {"matrix_transpose", sig_matrix_transpose, NULL, KW("a"), 1, {0}, 0, NULL},
+    {"broadcast_shapes", sig_broadcast_shapes, NULL, KW(NULL), 0, {0}, VARARGS, NULL},
+    {"asarray", sig_asarray, NULL, KW("a", "dtype", "copy"), 1, {0}, 0, NULL},
 };
+
+/* mlx.core's other names for ops: the same function objects, as in mlx.core. */
+static const char *const aliases[][2] = {
+    {"acos", "arccos"},   {"acosh", "arccosh"}, {"asin", "arcsin"},
+    {"asinh", "arcsinh"}, {"atan", "arctan"},   {"atanh", "arctanh"},
+    {"atan2", "arctan2"}, {"pow", "power"},     {"bitwise_left_shift", "left_shift"},
+    {"bitwise_right_shift", "right_shift"},     {"cumulative_sum", "cumsum"},
+    {"cumulative_prod", "cumprod"},             {"empty", "zeros"},
+    {"empty_like", "zeros_like"}};
 
 /* ---- The callable op object ---- */
 
@@ -1030,4 +1125,14 @@ int nvpy_add_ops(PyObject *m, const nvpy_op *table, size_t n) {
   return 0;
 }
 
-int nvpy_init_ops(PyObject *m) { return nvpy_add_ops(m, ops, sizeof ops / sizeof ops[0]); }
+int nvpy_init_ops(PyObject *m) {
+  if (nvpy_add_ops(m, ops, sizeof ops / sizeof ops[0]) < 0) return -1;
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+    PyObject *f = PyObject_GetAttrString(m, aliases[i][1]);
+    if (!f || PyModule_AddObject(m, aliases[i][0], f) < 0) {
+      Py_XDECREF(f);
+      return -1;
+    }
+  }
+  return 0;
+}
