@@ -94,7 +94,9 @@ static PyObject *read_npy(PyObject *obj) {
   PyObject *header = read_exact(obj, (Py_ssize_t)hlen);
   Py_ssize_t n = header ? npy_data_size(header) : -1;
   PyBytes_ConcatAndDel(&all, header);
-  if (all) PyBytes_ConcatAndDel(&all, n >= 0 ? read_exact(obj, n) : read_result(PyObject_CallMethod(obj, "read", NULL)));
+  if (!all) return NULL;
+  PyBytes_ConcatAndDel(&all, n >= 0 ? read_exact(obj, n)
+                                    : read_result(PyObject_CallMethod(obj, "read", NULL)));
   return all;
 }
 
@@ -343,7 +345,8 @@ static int copy_to_object(const char *path, PyObject *obj) {
       else {
         Py_ssize_t w = PyLong_AsSsize_t(r);
         if (w <= 0) {
-          if (!PyErr_Occurred()) PyErr_SetString(PyExc_OSError, "[save] the file object's write() wrote nothing");
+          if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_OSError, "[save] the file object's write() wrote nothing");
           rc = -1;
         }
         done += w;

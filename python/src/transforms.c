@@ -382,7 +382,8 @@ static int grad_check_call(nvpy_function *self, PyObject *args, PyObject *kw) {
     if (kw && PyDict_GetItem(kw, name)) continue;
     PyObject *have = PyUnicode_FromString(""), *k, *v;
     Py_ssize_t pos = 0;
-    while (have && kw && PyDict_Next(kw, &pos, &k, &v)) Py_SETREF(have, PyUnicode_FromFormat("%U%U,", have, k));
+    while (have && kw && PyDict_Next(kw, &pos, &k, &v))
+      Py_SETREF(have, PyUnicode_FromFormat("%U%U,", have, k));
     if (have)
       PyErr_Format(PyExc_ValueError,
                    "%s Can't compute the gradient of keyword argument '%U' because the function "
@@ -401,13 +402,18 @@ static PyObject *grad_result(nvpy_function *self, PyObject *args, PyObject *kw, 
   Py_ssize_t nnums = PyTuple_GET_SIZE(self->argnums);
   PyObject *gt = PyTuple_New(nnums);
   for (Py_ssize_t i = 0; gt && i < nnums; i++) {
-    size_t pos = starts[PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))];
-    PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))), grads, &pos);
+    long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
+    size_t pos = starts[k];
+    PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, k), grads, &pos);
     if (!e) Py_CLEAR(gt);
     else PyTuple_SET_ITEM(gt, i, e);
   }
   if (gt && nnums == 0) Py_SETREF(gt, (Py_INCREF(Py_None), Py_None));
-  else if (gt && self->single) Py_SETREF(gt, (Py_INCREF(PyTuple_GET_ITEM(gt, 0)), PyTuple_GET_ITEM(gt, 0)));
+  else if (gt && self->single) {
+    PyObject *one = PyTuple_GET_ITEM(gt, 0);
+    Py_INCREF(one);
+    Py_SETREF(gt, one);
+  }
   if (!gt || !self->argnames) return gt;
   PyObject *d = PyDict_New();
   for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(self->argnames); i++) {
