@@ -1,5 +1,6 @@
 /* The sort family's kernels on sortable keys (sort_keys.h): sort / argsort (and partition /
- * argpartition, which return the fully sorted arrangement) through stable radix sorts,
+ * argpartition, which return the fully sorted arrangement) through stable radix sorts (float32
+ * values into a contiguous row: the vectorized quicksort of sort_simd.c where the CPU has AVX2),
  * median, argmax / argmin, and searchsorted. Rows come from the row driver; a single large row
  * sorts with every pass split over the pool, many rows sort one per task. */
 #include <stdlib.h>
@@ -64,8 +65,10 @@ static bool sort_row(const sort_job *j, int64_t row, sort_scratch *s) {
   bool out_direct = nv__rows_out_contiguous(r);
   char *y = r->out + nv__rows_out_offset(r, row) * r->osz;
   bool idx = j->arg || j->via_index;
-  if (!idx && out_direct && r->idt == NV_DTYPE_FLOAT32)
+  if (!idx && out_direct && r->idt == NV_DTYPE_FLOAT32) {
+    if (nv__simd_sort_f32((const float *)x, (float *)y, n, j->parallel)) return true;
     return nv__radix_sort_f32((const float *)x, (float *)y, s->tkeys, n, j->parallel);
+  }
   if (idx)
     for (int64_t i = 0; i < n; i++) s->idx[i] = (uint32_t)i;
   /* Sorting float32/int32/uint32 values into a contiguous output row uses the row itself as

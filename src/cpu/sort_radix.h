@@ -19,4 +19,9 @@ bool nv__radix_sort_u64(uint64_t *k, uint64_t *tk, uint32_t *idx, uint32_t *ti, 
  * conversions fused into the first and last passes; `tmp` is scratch of n keys. */
 bool nv__radix_sort_f32(const float *in, float *out, uint32_t *tmp, int64_t n, bool parallel);
 
+/* Sorts n float32 values from `in` into `out` in the same order as nv__radix_sort_f32 (NaN
+ * last as the quiet NaN 0x7fffffff, -0.0 before +0.0) with a vectorized quicksort (not stable;
+ * equal keys are equal values). False, doing nothing, where the CPU lacks AVX2 (sort_simd.c). */
+bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel);
+
 #endif

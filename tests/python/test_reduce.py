@@ -555,3 +555,36 @@ def test_errors_name_the_op_and_problem(nv):
     # Errors are sticky through later ops.
     bad = nv.own(lib.nv_max(x, three, n, False))
     assert error_of(nv, lib.nv_sort(bad, None)).startswith("max: axis 2")
+
+
+def _sort_inputs(rng, n):
+    """float32 inputs of length n shaped to stress the vectorized quicksort's partitions, its
+    sorting networks (n <= 16) and its parallel split."""
+    normal = rng.standard_normal(n).astype(np.float32)
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45,
+                         np.finfo(np.float32).max, np.finfo(np.float32).min], np.float32)
+    mixed = normal.copy()
+    if n:
+        mixed[rng.integers(0, n, n // 4 + 1)] = rng.choice(specials, n // 4 + 1)
+    yield "normal", normal
+    yield "specials", mixed
+    yield "equal", np.full(n, 2.5, np.float32)
+    yield "few", rng.integers(-2, 3, n).astype(np.float32)
+    yield "sorted", np.sort(normal)
+    yield "reversed", np.sort(normal)[::-1].copy()
+    yield "organ", np.concatenate([np.arange(n // 2), np.arange(n - n // 2)[::-1]]).astype(np.float32)
+    yield "sawtooth", (np.arange(n) % 17).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000,
+                               (1 << 16) + 3, (1 << 18) + 5])
+def test_float32_sort_every_layout_of_values(nv, rng, n):
+    for name, x in _sort_inputs(rng, n):
+        got = nv.read(nv.own(lib.nv_sort(nv.array(x), None)))
+        want = np.sort(x)
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} n={n}")
+        # -0.0 before +0.0, NaN (of either sign) last.
+        z = np.flatnonzero(got == 0)
+        assert np.all(np.diff(np.signbit(got[z]).astype(np.int8)) <= 0), name
+        assert np.sum(np.signbit(got[z])) == np.sum(np.signbit(x[x == 0])), name
+        assert np.all(np.isnan(got[n - np.isnan(x).sum():])), name

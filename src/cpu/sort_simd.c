@@ -1,0 +1,469 @@
+/* float32 value sorts by a vectorized quicksort (AVX2, chosen at run time): the values become
+ * signed 32-bit keys whose integer order is the float order (NaN last, -0.0 before +0.0), the
+ * keys are partitioned in place eight at a time (a compare, a movemask and one permutation
+ * from a table put the lanes below the pivot first; the vector is stored at both write ends),
+ * and converted back. Large inputs split first into about equal parts around sampled
+ * medians, one part per pool thread. A recursion deeper than 2·log2(n) finishes with
+ * heapsort, so no input is quadratic. Without AVX2 the caller uses the radix sort. */
+#include <stdlib.h>
+
+#include "cpu/pool.h"
+#include "cpu/sort_radix.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <pthread.h>
+
+#define AVX2 __attribute__((target("avx2,popcnt")))
+#define SMALL 64        /* partitions of at most this many keys: sorting networks */
+#define SAMPLE 255      /* keys sampled for a splitting median of the parallel split */
+#define SPLITS_MAX 16   /* parts of the parallel split */
+
+/* perm[m]: lane indices putting the lanes whose bit is clear in m first, in order, then the
+ * others. */
+static int32_t perm[256][8];
+static pthread_once_t perm_once = PTHREAD_ONCE_INIT;
+
+static void perm_init(void) {
+  for (int m = 0; m < 256; m++) {
+    int k = 0;
+    for (int j = 0; j < 8; j++)
+      if (!(m >> j & 1)) perm[m][k++] = j;
+    for (int j = 0; j < 8; j++)
+      if (m >> j & 1) perm[m][k++] = j;
+  }
+}
+
+/* The key's bits are the float's with the low 31 flipped when negative (an involution); every
+ * NaN becomes INT32_MAX (bits 0x7fffffff, a quiet NaN, on the way back). */
+static inline int32_t key_of(float f) {
+  if (f != f) return INT32_MAX;
+  int32_t s;
+  memcpy(&s, &f, 4);
+  return s ^ (int32_t)((uint32_t)(s >> 31) & 0x7fffffffu);
+}
+
+static inline float value_of(int32_t k) {
+  int32_t s = k ^ (int32_t)((uint32_t)(k >> 31) & 0x7fffffffu);
+  float f;
+  memcpy(&f, &s, 4);
+  return f;
+}
+
+AVX2 static void to_keys(const float *in, int32_t *k, int64_t n) {
+  const __m256i low = _mm256_set1_epi32(0x7fffffff);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 f = _mm256_loadu_ps(in + i);
+    __m256i s = _mm256_castps_si256(f);
+    __m256i key = _mm256_xor_si256(s, _mm256_and_si256(_mm256_srai_epi32(s, 31), low));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+    _mm256_storeu_si256((__m256i *)(k + i), _mm256_blendv_epi8(key, low, nan));
+  }
+  for (; i < n; i++) k[i] = key_of(in[i]);
+}
+
+AVX2 static void to_values(int32_t *k, int64_t n) {
+  const __m256i low = _mm256_set1_epi32(0x7fffffff);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i s = _mm256_loadu_si256((const __m256i *)(k + i));
+    s = _mm256_xor_si256(s, _mm256_and_si256(_mm256_srai_epi32(s, 31), low));
+    _mm256_storeu_si256((__m256i *)(k + i), s);
+  }
+  for (; i < n; i++) {
+    float f = value_of(k[i]);
+    memcpy(k + i, &f, 4);
+  }
+}
+
+/* Stores v's lanes that go left at *lw and those that go right ending at *rw. */
+#define STORE_SPLIT(v, right, lw, rw)                                                      \
+  do {                                                                                     \
+    int m_ = _mm256_movemask_ps(_mm256_castsi256_ps(right));                               \
+    int c_ = __builtin_popcount((unsigned)m_);                                             \
+    __m256i p_ = _mm256_permutevar8x32_epi32(                                              \
+        (v), _mm256_loadu_si256((const __m256i *)perm[m_]));                               \
+    _mm256_storeu_si256((__m256i *)(lw), p_);                                              \
+    (lw) += 8 - c_;                                                                        \
+    _mm256_storeu_si256((__m256i *)((rw) - 8), p_);                                        \
+    (rw) -= c_;                                                                            \
+  } while (0)
+
+/* Partitions a[0, n) in place: keys at most q first (q = p - 1 for "below p"). Returns their
+ * count. UNROLL (4) vectors are held back at each end so that every store lands in space
+ * already read: the free space on the two sides always totals 16·UNROLL keys, and reading
+ * UNROLL vectors from the side with less free keeps at least 8·UNROLL free on both (one
+ * branch per 32 keys). Short partitions hold back one vector a side. */
+#define UNROLL 4
+#define SPLIT1(v) STORE_SPLIT((v), _mm256_cmpgt_epi32((v), qv), lw, rw)
+AVX2 static int64_t partition_at_most(int32_t *a, int64_t n, int32_t q) {
+  int64_t m = n - n % 8, s = 0;
+  if (m < 16) {
+    for (int64_t i = 0; i < n; i++)
+      if (a[i] <= q) {
+        int32_t t = a[i];
+        a[i] = a[s];
+        a[s++] = t;
+      }
+    return s;
+  }
+  const __m256i qv = _mm256_set1_epi32(q);
+  int32_t *lw = a, *rw = a + m;
+  if (m >= 16 * UNROLL) {
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)a);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(a + 8));
+    __m256i l2 = _mm256_loadu_si256((const __m256i *)(a + 16));
+    __m256i l3 = _mm256_loadu_si256((const __m256i *)(a + 24));
+    __m256i r0 = _mm256_loadu_si256((const __m256i *)(a + m - 32));
+    __m256i r1 = _mm256_loadu_si256((const __m256i *)(a + m - 24));
+    __m256i r2 = _mm256_loadu_si256((const __m256i *)(a + m - 16));
+    __m256i r3 = _mm256_loadu_si256((const __m256i *)(a + m - 8));
+    int32_t *lr = a + 32, *rr = a + m - 32;
+    while (rr - lr >= 32) {
+      /* Branch-free side choice (the branch would mispredict half the time). */
+      int64_t left = lr - lw <= rw - rr;
+      int32_t *src = left ? lr : rr - 32;
+      lr += 32 * left;
+      rr -= 32 * (1 - left);
+      __m256i v0 = _mm256_loadu_si256((const __m256i *)src);
+      __m256i v1 = _mm256_loadu_si256((const __m256i *)(src + 8));
+      __m256i v2 = _mm256_loadu_si256((const __m256i *)(src + 16));
+      __m256i v3 = _mm256_loadu_si256((const __m256i *)(src + 24));
+      SPLIT1(v0);
+      SPLIT1(v1);
+      SPLIT1(v2);
+      SPLIT1(v3);
+    }
+    while (rr - lr >= 8) {
+      __m256i x;
+      if (lr - lw <= rw - rr) {
+        x = _mm256_loadu_si256((const __m256i *)lr);
+        lr += 8;
+      } else {
+        rr -= 8;
+        x = _mm256_loadu_si256((const __m256i *)rr);
+      }
+      SPLIT1(x);
+    }
+    SPLIT1(l0);
+    SPLIT1(l1);
+    SPLIT1(l2);
+    SPLIT1(l3);
+    SPLIT1(r0);
+    SPLIT1(r1);
+    SPLIT1(r2);
+    SPLIT1(r3);
+  } else {
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)a);
+    __m256i r0 = _mm256_loadu_si256((const __m256i *)(a + m - 8));
+    int32_t *lr = a + 8, *rr = a + m - 8;
+    while (rr - lr >= 8) {
+      __m256i x;
+      if (lr - lw <= rw - rr) {
+        x = _mm256_loadu_si256((const __m256i *)lr);
+        lr += 8;
+      } else {
+        rr -= 8;
+        x = _mm256_loadu_si256((const __m256i *)rr);
+      }
+      SPLIT1(x);
+    }
+    SPLIT1(l0);
+    SPLIT1(r0);
+  }
+  /* The n % 8 keys after the vector part: a left one swaps with the first right one. */
+  s = lw - a;
+  for (int64_t i = m; i < n; i++)
+    if (a[i] <= q) {
+      int32_t t = a[i];
+      a[i] = a[s];
+      a[s++] = t;
+    }
+  return s;
+}
+
+/* Keys below p first (le false) or at most p (le true); returns their count. */
+AVX2 static int64_t partition(int32_t *a, int64_t n, int32_t p, bool le) {
+  if (le) return partition_at_most(a, n, p);
+  return p == INT32_MIN ? 0 : partition_at_most(a, n, p - 1);
+}
+
+/* ---- sorting networks for at most 16 keys in two registers ---- */
+
+/* One compare-exchange layer: each lane meets lane i ^ d (the permutation `idx`) and keeps the
+ * maximum where the blend mask's bit is set, the minimum elsewhere. */
+#define LAYER(v, idx, mask)                                                                \
+  do {                                                                                     \
+    __m256i w_ = _mm256_permutevar8x32_epi32((v), (idx));                                  \
+    (v) = _mm256_blend_epi32(_mm256_min_epi32((v), w_), _mm256_max_epi32((v), w_), (mask)); \
+  } while (0)
+
+/* Bitonic sort of the 8 lanes ascending. */
+AVX2 static inline __m256i sort8(__m256i v) {
+  const __m256i x1 = _mm256_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6);
+  const __m256i x2 = _mm256_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5);
+  const __m256i x4 = _mm256_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3);
+  LAYER(v, x1, 0x66);
+  LAYER(v, x2, 0x3c);
+  LAYER(v, x1, 0x5a);
+  LAYER(v, x4, 0xf0);
+  LAYER(v, x2, 0xcc);
+  LAYER(v, x1, 0xaa);
+  return v;
+}
+
+/* A bitonic sequence of 8 lanes, sorted ascending. */
+AVX2 static inline __m256i clean8(__m256i v) {
+  const __m256i x1 = _mm256_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6);
+  const __m256i x2 = _mm256_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5);
+  const __m256i x4 = _mm256_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3);
+  LAYER(v, x4, 0xf0);
+  LAYER(v, x2, 0xcc);
+  LAYER(v, x1, 0xaa);
+  return v;
+}
+
+/* Sorted 8-lane registers merged pairwise up to a sorted run of 8·R lanes (R a power of two),
+ * by bitonic merges: the second run reversed, lane-wise minimum and maximum (two bitonic
+ * halves), then each half cleaned by exchanges at halving distances. */
+AVX2 static inline __attribute__((always_inline)) void clean_run(__m256i *v, int r) {
+  for (int d = r / 2; d >= 1; d /= 2)
+    for (int i = 0; i < r; i++)
+      if (!(i & d)) {
+        __m256i lo = _mm256_min_epi32(v[i], v[i + d]);
+        v[i + d] = _mm256_max_epi32(v[i], v[i + d]);
+        v[i] = lo;
+      }
+  for (int i = 0; i < r; i++) v[i] = clean8(v[i]);
+}
+
+AVX2 static inline __attribute__((always_inline)) void merge_runs(__m256i *v, int r) {
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int w = 1; w < r; w *= 2)     /* runs of w registers merge into runs of 2w */
+    for (int b = 0; b < r; b += 2 * w) {
+      __m256i *x = v + b, *y = v + b + w;
+      for (int i = 0; i < w; i++) y[i] = _mm256_permutevar8x32_epi32(y[i], rev);
+      for (int i = 0; i < w / 2; i++) { /* reverse the order of y's registers */
+        __m256i t = y[i];
+        y[i] = y[w - 1 - i];
+        y[w - 1 - i] = t;
+      }
+      for (int i = 0; i < w; i++) {
+        __m256i lo = _mm256_min_epi32(x[i], y[i]);
+        y[i] = _mm256_max_epi32(x[i], y[i]);
+        x[i] = lo;
+      }
+      clean_run(x, w);
+      clean_run(y, w);
+    }
+}
+
+/* Sorts n <= 8·R keys in R registers padded with INT32_MAX. */
+#define SMALL_SORT(R)                                                                      \
+  AVX2 static void small_sort##R(int32_t *a, int64_t n) {                                 \
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                        \
+    const __m256i big = _mm256_set1_epi32(INT32_MAX);                                     \
+    __m256i v[R], m[R];                                                                   \
+    for (int i = 0; i < R; i++) {                                                         \
+      m[i] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n - 8 * i), lane);                 \
+      v[i] = sort8(_mm256_blendv_epi8(big, _mm256_maskload_epi32(a + 8 * i, m[i]), m[i])); \
+    }                                                                                     \
+    merge_runs(v, R);                                                                     \
+    for (int i = 0; i < R; i++) _mm256_maskstore_epi32(a + 8 * i, m[i], v[i]);           \
+  }
+SMALL_SORT(1)
+SMALL_SORT(2)
+SMALL_SORT(4)
+SMALL_SORT(8)
+
+AVX2 static void small_sort(int32_t *a, int64_t n) {
+  if (n <= 8) small_sort1(a, n);
+  else if (n <= 16) small_sort2(a, n);
+  else if (n <= 32) small_sort4(a, n);
+  else small_sort8(a, n);
+}
+
+static void insertion(int32_t *a, int64_t n) {
+  for (int64_t i = 1; i < n; i++) {
+    int32_t x = a[i];
+    int64_t j = i - 1;
+    while (j >= 0 && a[j] > x) {
+      a[j + 1] = a[j];
+      j--;
+    }
+    a[j + 1] = x;
+  }
+}
+
+static void sift(int32_t *a, int64_t i, int64_t n) {
+  int32_t x = a[i];
+  for (;;) {
+    int64_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && a[c + 1] > a[c]) c++;
+    if (a[c] <= x) break;
+    a[i] = a[c];
+    i = c;
+  }
+  a[i] = x;
+}
+
+static void heapsort_keys(int32_t *a, int64_t n) {
+  for (int64_t i = n / 2 - 1; i >= 0; i--) sift(a, i, n);
+  for (int64_t e = n - 1; e > 0; e--) {
+    int32_t t = a[0];
+    a[0] = a[e];
+    a[e] = t;
+    sift(a, 0, e);
+  }
+}
+
+static inline int32_t med3(int32_t x, int32_t y, int32_t z) {
+  if (x > y) {
+    int32_t t = x;
+    x = y;
+    y = t;
+  }
+  return z <= x ? x : z >= y ? y : z;
+}
+
+/* The median of three medians of three, spread over the partition. */
+static int32_t pivot_of(const int32_t *a, int64_t n) {
+  int64_t q = n / 8;
+  return med3(med3(a[0], a[q], a[2 * q]), med3(a[3 * q], a[4 * q], a[5 * q]),
+              med3(a[6 * q], a[7 * q], a[n - 1]));
+}
+
+AVX2 static void quicksort(int32_t *a, int64_t n, int depth) {
+  while (n > SMALL) {
+    if (depth-- <= 0) {
+      heapsort_keys(a, n);
+      return;
+    }
+    int32_t p = pivot_of(a, n);
+    int64_t s = partition(a, n, p, false);
+    if (s == 0) { /* p is the least key: its copies go first and are done */
+      s = partition(a, n, p, true);
+      a += s;
+      n -= s;
+      continue;
+    }
+    /* Recurse on the smaller side, loop on the larger. */
+    if (s < n - s) {
+      quicksort(a, s, depth);
+      a += s;
+      n -= s;
+    } else {
+      quicksort(a + s, n - s, depth);
+      n = s;
+    }
+  }
+  small_sort(a, n);
+}
+
+static int depth_for(int64_t n) {
+  int d = 0;
+  while (n > 1) {
+    n >>= 1;
+    d++;
+  }
+  return 2 * d + 4;
+}
+
+/* The median of SAMPLE keys spread over a[0, n). */
+static int32_t sample_median(const int32_t *a, int64_t n) {
+  int32_t s[SAMPLE];
+  for (int i = 0; i < SAMPLE; i++) s[i] = a[(int64_t)((double)n * (i + 0.5) / SAMPLE)];
+  insertion(s, SAMPLE);
+  return s[SAMPLE / 2];
+}
+
+typedef struct split_job {
+  int32_t *a;
+  int64_t start[SPLITS_MAX + 1];
+  int nparts;
+} split_job;
+
+typedef struct conv_job {
+  const float *in;
+  int32_t *k;
+  int64_t n, chunk;
+  bool back;
+} conv_job;
+
+AVX2 static void conv_range(void *ctx, int64_t b, int64_t e) {
+  conv_job *j = ctx;
+  for (int64_t c = b; c < e; c++) {
+    int64_t lo = c * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    if (j->back) to_values(j->k + lo, hi - lo);
+    else to_keys(j->in + lo, j->k + lo, hi - lo);
+  }
+}
+
+AVX2 static void part_range(void *ctx, int64_t b, int64_t e) {
+  split_job *j = ctx;
+  for (int64_t i = b; i < e; i++) {
+    int64_t lo = j->start[i], n = j->start[i + 1] - lo;
+    quicksort(j->a + lo, n, depth_for(n));
+  }
+}
+
+/* Splits a[0, n) into up to `want` parts, each part's keys at most the next part's: the
+ * largest part is partitioned around its sample median until there are enough parts or the
+ * largest is too unbalanced to split (all keys equal). */
+AVX2 static void split_parts(split_job *j, int64_t n, int want) {
+  j->start[0] = 0;
+  j->start[1] = n;
+  j->nparts = 1;
+  while (j->nparts < want) {
+    int big = 0;
+    for (int i = 1; i < j->nparts; i++)
+      if (j->start[i + 1] - j->start[i] > j->start[big + 1] - j->start[big]) big = i;
+    int64_t lo = j->start[big], m = j->start[big + 1] - lo;
+    int32_t *a = j->a + lo;
+    int32_t p = sample_median(a, m);
+    int64_t s = partition(a, m, p, false);
+    if (s < m / 8 || m - s < m / 8) { /* many copies of p: put them left instead */
+      s = partition(a, m, p, true);
+      if (s < m / 8 || m - s < m / 8) break;
+    }
+    memmove(j->start + big + 2, j->start + big + 1, (size_t)(j->nparts - big) * sizeof *j->start);
+    j->start[big + 1] = lo + s;
+    j->nparts++;
+  }
+}
+
+bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("popcnt")) return false;
+  pthread_once(&perm_once, perm_init);
+  int32_t *k = (int32_t *)out;
+  int threads = parallel ? nv__pool_threads() : 1;
+  int64_t chunk = (int64_t)1 << 16;
+  conv_job c = {in, k, n, chunk, false};
+  int64_t nchunks = (n + chunk - 1) / chunk;
+  if (threads > 1) nv__parallel_for(nchunks, 1, conv_range, &c);
+  else conv_range(&c, 0, nchunks);
+  split_job j = {.a = k};
+  int want = threads > 1 && n >= ((int64_t)1 << 16) ? threads : 1;
+  if (want > SPLITS_MAX) want = SPLITS_MAX;
+  split_parts(&j, n, want);
+  if (j.nparts > 1) nv__parallel_for(j.nparts, 1, part_range, &j);
+  else part_range(&j, 0, 1);
+  c.back = true;
+  if (threads > 1) nv__parallel_for(nchunks, 1, conv_range, &c);
+  else conv_range(&c, 0, nchunks);
+  return true;
+}
+
+#else
+
+bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
+  (void)in;
+  (void)out;
+  (void)n;
+  (void)parallel;
+  return false;
+}
+
+#endif

@@ -1,0 +1,130 @@
+/* White-box tests of the vectorized quicksort (src/cpu/sort_simd.c, included here so that its
+ * static parts can be driven directly): the heapsort fallback at the depth limit, partitions
+ * at the extreme pivots, the sorting networks at every length up to 64, and the parallel split
+ * on inputs it cannot split. The end-to-end sort is tested against NumPy in
+ * tests/python/test_reduce.py. */
+#include <criterion/criterion.h>
+
+#include "../../src/cpu/sort_simd.c"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+
+static int32_t next_key(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (int32_t)(uint32_t)(rng_state >> 32);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts a copy with qsort and compares. */
+static void check_sorted_like(const int32_t *got, const int32_t *orig, int64_t n) {
+  int32_t *want = malloc((size_t)(n ? n : 1) * sizeof *want);
+  memcpy(want, orig, (size_t)n * sizeof *want);
+  qsort(want, (size_t)n, sizeof *want, cmp_i32);
+  for (int64_t i = 0; i < n; i++)
+    cr_assert_eq(got[i], want[i], "n=%lld: index %lld: %d, want %d", (long long)n, (long long)i,
+                 got[i], want[i]);
+  free(want);
+}
+
+static bool have_avx2(void) {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+}
+
+Test(sort_simd, depth_limit_falls_back_to_heapsort) {
+  if (!have_avx2()) cr_skip_test("no AVX2");
+  pthread_once(&perm_once, perm_init);
+  for (int depth = 0; depth < 3; depth++) {
+    int64_t n = 5000;
+    int32_t *a = malloc(n * sizeof *a), *orig = malloc(n * sizeof *a);
+    for (int64_t i = 0; i < n; i++) orig[i] = a[i] = next_key() % 100;
+    quicksort(a, n, depth);
+    check_sorted_like(a, orig, n);
+    free(a);
+    free(orig);
+  }
+}
+
+Test(sort_simd, partition_at_extreme_pivots) {
+  if (!have_avx2()) cr_skip_test("no AVX2");
+  pthread_once(&perm_once, perm_init);
+  int32_t a[203];
+  for (int i = 0; i < 203; i++) a[i] = i % 2 ? INT32_MIN : INT32_MAX;
+  cr_assert_eq(partition(a, 203, INT32_MIN, false), 0);
+  cr_assert_eq(partition(a, 203, INT32_MIN, true), 101);
+  for (int i = 0; i < 101; i++) cr_assert_eq(a[i], INT32_MIN);
+  cr_assert_eq(partition(a, 203, INT32_MAX, false), 101);
+  for (int i = 101; i < 203; i++) cr_assert_eq(a[i], INT32_MAX);
+  cr_assert_eq(partition(a, 203, INT32_MAX, true), 203);
+}
+
+Test(sort_simd, partition_keeps_every_key_on_its_side) {
+  if (!have_avx2()) cr_skip_test("no AVX2");
+  pthread_once(&perm_once, perm_init);
+  for (int64_t n = 0; n < 300; n += 7) {
+    int32_t a[300], orig[300];
+    for (int64_t i = 0; i < n; i++) orig[i] = a[i] = next_key() % 50;
+    int32_t p = 20;
+    int64_t s = partition(a, n, p, false);
+    for (int64_t i = 0; i < n; i++) cr_assert(i < s ? a[i] < p : a[i] >= p, "n=%lld", (long long)n);
+    qsort(a, (size_t)n, sizeof *a, cmp_i32);
+    check_sorted_like(a, orig, n);
+  }
+}
+
+Test(sort_simd, networks_sort_every_length) {
+  if (!have_avx2()) cr_skip_test("no AVX2");
+  for (int64_t n = 0; n <= SMALL; n++)
+    for (int rep = 0; rep < 20; rep++) {
+      int32_t a[SMALL + 8], orig[SMALL + 8];
+      for (int64_t i = 0; i < n; i++) {
+        int32_t k = next_key();
+        orig[i] = a[i] = rep % 3 == 0 ? k % 4 : rep % 3 == 1 ? k : (k & 1 ? INT32_MAX : INT32_MIN);
+      }
+      for (int i = (int)n; i < SMALL + 8; i++) a[i] = 12345; /* beyond n: untouched */
+      small_sort(a, n);
+      check_sorted_like(a, orig, n);
+      for (int i = (int)n; i < SMALL + 8; i++) cr_assert_eq(a[i], 12345, "n=%lld wrote past the end", (long long)n);
+    }
+}
+
+Test(sort_simd, split_stops_on_equal_keys) {
+  if (!have_avx2()) cr_skip_test("no AVX2");
+  pthread_once(&perm_once, perm_init);
+  int64_t n = 1 << 17;
+  int32_t *a = malloc(n * sizeof *a);
+  for (int64_t i = 0; i < n; i++) a[i] = 7;
+  split_job j = {.a = a};
+  split_parts(&j, n, 8);
+  cr_assert_eq(j.nparts, 1);
+  for (int64_t i = 0; i < n; i++) a[i] = (int32_t)(i % 3);
+  split_parts(&j, n, 8);
+  cr_assert(j.nparts >= 2 && j.nparts <= 8, "%d parts", j.nparts);
+  for (int p = 0; p + 1 < j.nparts; p++) {
+    int32_t hi = INT32_MIN, lo = INT32_MAX;
+    for (int64_t i = j.start[p]; i < j.start[p + 1]; i++) hi = a[i] > hi ? a[i] : hi;
+    for (int64_t i = j.start[p + 1]; i < j.start[p + 2]; i++) lo = a[i] < lo ? a[i] : lo;
+    cr_assert(hi <= lo, "part %d's keys exceed the next part's", p);
+  }
+  free(a);
+}
+
+Test(sort_simd, keys_round_trip_and_order) {
+  float v[] = {-INFINITY, -3.5f, -1e-45f, -0.0f, 0.0f, 1e-45f, 2.0f, INFINITY, NAN};
+  int n = sizeof v / sizeof *v;
+  for (int i = 0; i + 1 < n; i++) cr_assert_lt(key_of(v[i]), key_of(v[i + 1]), "at %d", i);
+  cr_assert_eq(key_of(-NAN), INT32_MAX);
+  for (int i = 0; i + 1 < n; i++) {
+    float back = value_of(key_of(v[i]));
+    cr_assert(memcmp(&back, &v[i], 4) == 0, "at %d", i);
+  }
+}
+
+#endif
