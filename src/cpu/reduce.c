@@ -430,6 +430,129 @@ static void outer_range(void *ctx, int64_t b, int64_t e) {
   free(koff);
 }
 
+/* Column layout: the kept innermost axis is contiguous and the reduced ones strided (sums over
+ * a leading or middle axis). Each task owns a block of up to COLS consecutive outputs and adds
+ * every reduced row into them lane by lane, which the compiler vectorizes: float32 and float64
+ * sums in float64, rows gathered in groups of ROWS whose totals join the block's with Neumaier's
+ * compensation; max/min in the input type with NaN tracked per lane. */
+#define ROWS 256
+
+typedef struct cols_plan {
+  const plan *p;
+  int64_t k;      /* the contiguous kept axis' length */
+  int64_t cw;     /* outputs per block: wide when there are few reduced rows */
+  int64_t blocks; /* blocks per kept row */
+  atomic_int failed;
+} cols_plan;
+
+NV_CLONES static void cols_add_f32(double *g, const float *x, int64_t w) {
+  for (int64_t j = 0; j < w; j++) g[j] += x[j];
+}
+NV_CLONES static void cols_add_f64(double *g, const double *x, int64_t w) {
+  for (int64_t j = 0; j < w; j++) g[j] += x[j];
+}
+#define COLS_MINMAX(NAME, T, CMP)                                                \
+  NV_CLONES static void NAME(T *m, uint8_t *nan, const T *x, int64_t w) {        \
+    for (int64_t j = 0; j < w; j++) {                                            \
+      T v = x[j];                                                                \
+      m[j] = v CMP m[j] ? v : m[j];                                              \
+      nan[j] |= v != v;                                                          \
+    }                                                                            \
+  }
+COLS_MINMAX(cols_max_f32, float, >)
+COLS_MINMAX(cols_min_f32, float, <)
+COLS_MINMAX(cols_max_f64, double, >)
+COLS_MINMAX(cols_min_f64, double, <)
+
+static void cols_range(void *ctx, int64_t b, int64_t e) {
+  const cols_plan *c = ctx;
+  const plan *p = c->p;
+  bool f32 = p->dt == NV_DTYPE_FLOAT32, sum = p->op == R_SUM || p->op == R_MEAN;
+  int64_t cw = c->cw;
+  /* Sums: the block's totals, compensations and the current row group; max/min: the lanes
+   * (in the input type) and their NaN flags. */
+  double *buf = malloc((size_t)cw * (3 * sizeof(double) + 1));
+  if (!buf) {
+    atomic_store(&((cols_plan *)c)->failed, 1);
+    return;
+  }
+  double *tot = buf, *comp = buf + cw, *grp = buf + 2 * cw;
+  struct {
+    float *f;
+    double *d;
+  } m = {(float *)buf, buf};
+  uint8_t *nan = (uint8_t *)(buf + 3 * cw);
+  for (int64_t t = b; t < e; t++) {
+    int64_t row = t / c->blocks, j0 = (t % c->blocks) * cw;
+    int64_t w = c->k - j0 < cw ? c->k - j0 : cw, o0 = row * c->k + j0;
+    const char *base = p->base + (kept_offset(p, o0)) * (int64_t)p->isz;
+    if (sum) {
+      memset(tot, 0, (size_t)w * sizeof *tot);
+      memset(comp, 0, (size_t)w * sizeof *comp);
+    } else {
+      double init = p->op == R_MAX ? -INFINITY : INFINITY;
+      for (int64_t j = 0; j < w; j++) {
+        if (f32) m.f[j] = (float)init;
+        else m.d[j] = init;
+      }
+      memset(nan, 0, (size_t)w);
+    }
+    int64_t idx[NV__MAX_DIMS] = {0};
+    for (int64_t r0 = 0; r0 < p->rsize; r0 += ROWS) {
+      int64_t rn = p->rsize - r0 < ROWS ? p->rsize - r0 : ROWS;
+      if (sum) memset(grp, 0, (size_t)w * sizeof *grp);
+      for (int64_t r = 0; r < rn; r++) {
+        int64_t roff = 0;
+        for (int i = 0; i < p->nr; i++) roff += idx[i] * p->rst[i];
+        const char *x = base + roff * (int64_t)p->isz;
+        if (sum) {
+          if (f32) cols_add_f32(grp, (const float *)x, w);
+          else cols_add_f64(grp, (const double *)x, w);
+        } else if (p->op == R_MAX) {
+          if (f32) cols_max_f32(m.f, nan, (const float *)x, w);
+          else cols_max_f64(m.d, nan, (const double *)x, w);
+        } else {
+          if (f32) cols_min_f32(m.f, nan, (const float *)x, w);
+          else cols_min_f64(m.d, nan, (const double *)x, w);
+        }
+        for (int i = p->nr - 1; i >= 0; i--) {
+          if (++idx[i] < p->rshape[i]) break;
+          idx[i] = 0;
+        }
+      }
+      if (sum)
+        for (int64_t j = 0; j < w; j++) {
+          acc a = {.d = tot[j], .c = comp[j]};
+          acc_add(&a, grp[j]);
+          tot[j] = a.d;
+          comp[j] = a.c;
+        }
+    }
+    /* The results (in grp, as float64) convert to the output type in one run. */
+    for (int64_t j = 0; j < w; j++) {
+      double v;
+      if (sum) {
+        v = tot[j] + comp[j];
+        if (p->op == R_MEAN) v /= (double)p->rsize;
+      } else {
+        v = nan[j] ? NAN : f32 ? (double)m.f[j] : m.d[j];
+      }
+      grp[j] = v;
+    }
+    nv__convert_run(NV_DTYPE_FLOAT64, (const char *)grp, 1, p->odt,
+                    p->out + o0 * (int64_t)p->osz, 1, w);
+  }
+  free(buf);
+}
+
+/* Whether the column layout applies: float32/float64 sum, mean, max or min whose innermost kept
+ * axis is contiguous and wide, the reduced axes strided. */
+static bool cols_layout(const plan *p) {
+  return (p->dt == NV_DTYPE_FLOAT32 || p->dt == NV_DTYPE_FLOAT64) &&
+         (p->op == R_SUM || p->op == R_MEAN || p->op == R_MAX || p->op == R_MIN) && p->nk > 0 &&
+         p->kst[p->nk - 1] == 1 && p->kshape[p->nk - 1] >= 16 && p->rst[p->nr - 1] != 1;
+}
+
 /* Folds adjacent axes of one list where contiguous. */
 static int fold(int64_t *shape, int64_t *st, int n) {
   int m = 0;
@@ -522,6 +645,18 @@ nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated) {
   if (out->size < threads && p.nr == 1 && p.rsize >= 4 * NV__PAR_GRAIN && threads > 1 &&
       reduce_split(&p, out->size))
     return NV_OK;
+  if (cols_layout(&p)) {
+    /* Blocks of about 64 Ki elements of input (at least 512 outputs, at most 8192). */
+    int64_t k = p.kshape[p.nk - 1], cw = ((int64_t)1 << 16) / p.rsize;
+    cw = cw < 512 ? 512 : cw > 8192 ? 8192 : cw;
+    if (cw > k) cw = k;
+    cols_plan c = {&p, k, cw, (k + cw - 1) / cw, 0};
+    int64_t tasks = out->size / k * c.blocks, per = NV__PAR_GRAIN / (p.rsize * cw);
+    nv__parallel_for(tasks, per < 1 ? 1 : per, cols_range, &c);
+    if (atomic_load(&c.failed))
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[node->prim].name);
+    return NV_OK;
+  }
   bool inner = p.rst[p.nr - 1] == 1 || p.rshape[p.nr - 1] >= 64 || p.nk == 0 ||
                p.kst[p.nk - 1] != 1;
   int64_t per = NV__PAR_GRAIN / p.rsize;

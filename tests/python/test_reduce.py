@@ -175,6 +175,35 @@ def test_large_sums_are_accurate_and_parallel(nv, rng):
         np.testing.assert_array_equal(got, np.max(m, axis=axes))
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("shape,axes", [((3, 40, 37), (1,)), ((3, 40, 37), (0,)),
+                                        ((3, 40, 37), (0, 1)), ((2, 300, 600), (1,)),
+                                        ((700, 20), (0,)), ((5, 4, 33), (0, 1))])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_column_reductions_match_numpy(nv, rng, dt, shape, axes, layout):
+    """Reductions over strided axes into contiguous outputs (the column layout): blocks of
+    outputs, groups of rows, NaN and infinities per lane."""
+    x = rng.standard_normal(shape).astype(np_dtype(dt)) * 100
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, 5)] = np.nan
+    flat[rng.integers(0, flat.size, 5)] = np.inf
+    flat[rng.integers(0, flat.size, 5)] = -np.inf
+    h = nv.view(x, layout)
+    xs = x
+    for op, f in [("nv_sum", np.sum), ("nv_mean", np.mean), ("nv_max", np.max),
+                  ("nv_min", np.min)]:
+        got = nv.read(nv.own(call_axes(getattr(lib, op), h, axes, False)))
+        with np.errstate(invalid="ignore"):
+            want = f(xs.astype(np.float64), axis=axes)
+        assert got.dtype == np_dtype(dt)
+        # float64: cancellation leaves an absolute error of a few ulps of the summands' scale.
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-6 if dt == "float32" else 1e-12,
+                                   atol=0 if dt == "float32" else 1e-9, err_msg=f"{op} {shape} {axes}")
+    big = (rng.random((4096, 24)) * 1e3 + 1e4).astype(np.float32)
+    got = nv.read(nv.own(call_axes(lib.nv_sum, nv.array(big), (0,), False)))
+    np.testing.assert_allclose(got, big.astype(np.float64).sum(0), rtol=1e-7)
+
+
 def test_empty_reductions(nv):
     e = nv.array(np.zeros((0, 3), np.float32))
     np.testing.assert_array_equal(nv.read(nv.own(call_axes(lib.nv_sum, e, (0,), False))), [0, 0, 0])
