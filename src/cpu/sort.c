@@ -294,17 +294,69 @@ static void arg_range(void *ctx, int64_t b, int64_t e) {
   free(vals);
 }
 
-/* Columns: one reduced axis of stride > 1 over contiguous outputs. Each task keeps the best
- * key and index of a block of outputs and walks the reduced axis row by row. */
+/* Columns: one reduced axis of stride > 1, the innermost kept axis contiguous (k outputs a
+ * kept row). Each task keeps the best key and index of a block of outputs within one kept row
+ * and walks the reduced axis row by row. */
+typedef struct arg_cols_job {
+  const arg_job *j;
+  int64_t k, blocks;
+} arg_cols_job;
+
+/* float32/float64 lanes compared directly: a strict comparison keeps the first extreme, and a
+ * NaN replaces any non-NaN (so the first NaN wins). */
+#define ARG_COLS_FLOAT(NAME, T, CMP)                                                   \
+  NV_CLONES static void NAME(T *best, uint32_t *at, const T *x, int64_t m, uint32_t s) { \
+    for (int64_t i = 0; i < m; i++) {                                                  \
+      T v = x[i], b = best[i];                                                         \
+      bool better = (v CMP b) | ((v != v) & (b == b));                                 \
+      best[i] = better ? v : b;                                                        \
+      at[i] = better ? s : at[i];                                                      \
+    }                                                                                  \
+  }
+ARG_COLS_FLOAT(cols_argmax_f32, float, >)
+ARG_COLS_FLOAT(cols_argmin_f32, float, <)
+ARG_COLS_FLOAT(cols_argmax_f64, double, >)
+ARG_COLS_FLOAT(cols_argmin_f64, double, <)
+
+static void arg_cols_float(const arg_cols_job *cj, const char *base, int64_t m, uint32_t *at) {
+  const arg_job *j = cj->j;
+  const nv__rows *r = j->r;
+  union {
+    float f[ARG_BLOCK];
+    double d[ARG_BLOCK];
+  } best;
+  bool f32 = r->idt == NV_DTYPE_FLOAT32;
+  memcpy(&best, base, (size_t)m * (size_t)r->isz);
+  memset(at, 0, (size_t)m * sizeof *at);
+  for (int64_t s = 1; s < r->len; s++) {
+    const char *x = base + s * r->rin[0] * r->isz;
+    if (f32) {
+      if (j->max) cols_argmax_f32(best.f, at, (const float *)x, m, (uint32_t)s);
+      else cols_argmin_f32(best.f, at, (const float *)x, m, (uint32_t)s);
+    } else {
+      if (j->max) cols_argmax_f64(best.d, at, (const double *)x, m, (uint32_t)s);
+      else cols_argmin_f64(best.d, at, (const double *)x, m, (uint32_t)s);
+    }
+  }
+}
+
 static void arg_cols(void *ctx, int64_t b, int64_t e) {
-  const arg_job *j = ctx;
+  const arg_cols_job *cj = ctx;
+  const arg_job *j = cj->j;
   const nv__rows *r = j->r;
   uint64_t best[ARG_BLOCK], k[ARG_BLOCK];
   uint32_t at[ARG_BLOCK];
-  for (int64_t c = b; c < e; c += ARG_BLOCK) {
-    int64_t m = e - c < ARG_BLOCK ? e - c : ARG_BLOCK;
+  for (int64_t t = b; t < e; t++) {
+    int64_t c = (t / cj->blocks) * cj->k + (t % cj->blocks) * ARG_BLOCK;
+    int64_t m = cj->k - (t % cj->blocks) * ARG_BLOCK;
+    if (m > ARG_BLOCK) m = ARG_BLOCK;
+    const char *base = r->in + nv__rows_in_offset(r, c) * r->isz;
+    if (r->idt == NV_DTYPE_FLOAT32 || r->idt == NV_DTYPE_FLOAT64) {
+      arg_cols_float(cj, base, m, (uint32_t *)r->out + c);
+      continue;
+    }
     for (int64_t s = 0; s < r->len; s++) {
-      arg_keys(j, r->in + (s * r->rin[0] + c) * r->isz, m, k);
+      arg_keys(j, base + s * r->rin[0] * r->isz, m, k);
       if (s == 0) {
         memcpy(best, k, (size_t)m * sizeof *k);
         memset(at, 0, (size_t)m * sizeof *at);
@@ -330,9 +382,12 @@ nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated) {
   nv__rows_init(&r, &in[0], p->axes, p->naxes, out, false);
   bool max = node->prim == NV__PRIM_ARGMAX;
   arg_job j = {&r, max, !max && nv_issubdtype(r.idt, NV_CATEGORY_INEXACT)};
-  if (r.nr == 1 && r.nk == 1 && r.kin[0] == 1 && r.rin[0] != 1) {
-    int64_t per = NV__PAR_GRAIN / r.len;
-    nv__parallel_for(r.nrows, per < ARG_BLOCK ? ARG_BLOCK : per, arg_cols, &j);
+  if (r.nr == 1 && r.nk >= 1 && r.kin[r.nk - 1] == 1 && r.kshape[r.nk - 1] >= 16 &&
+      r.rin[0] != 1) {
+    int64_t k = r.kshape[r.nk - 1];
+    arg_cols_job cj = {&j, k, (k + ARG_BLOCK - 1) / ARG_BLOCK};
+    int64_t per = NV__PAR_GRAIN / (r.len * ARG_BLOCK);
+    nv__parallel_for(r.nrows / k * cj.blocks, per < 1 ? 1 : per, arg_cols, &cj);
     return NV_OK;
   }
   nv__rows_parallel(&r, arg_range, &j);

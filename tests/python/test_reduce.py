@@ -287,6 +287,23 @@ def test_argmax_nan_and_signed_zero(nv):
     assert nv.read(nv.own(lib.nv_argmin(nv.array(z[::-1].copy()[1:]), None, False))) == 0
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64", "int32", "float16"])
+@pytest.mark.parametrize("shape,axis", [((3, 40, 37), 1), ((3, 40, 37), 0), ((50, 600), 0),
+                                        ((2, 5, 1100), 1)])
+def test_argmax_argmin_over_strided_axes(nv, rng, dt, shape, axis):
+    """Arg-reductions over a strided axis into contiguous outputs (the column path): ties keep
+    the first index, the first NaN wins."""
+    x = rng.integers(-3, 4, shape).astype(np_dtype(dt))
+    if dt in FLOATS:
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, 40)] = np.nan
+        flat[rng.integers(0, flat.size, 10)] = np.inf
+        flat[rng.integers(0, flat.size, 10)] = -np.inf
+    for op, f in [(lib.nv_argmax, np.argmax), (lib.nv_argmin, np.argmin)]:
+        got = nv.read(nv.own(op(nv.array(x), axis_ptr(axis), False)))
+        np.testing.assert_array_equal(got, f(ref64(x) if dt in FLOATS else x, axis=axis))
+
+
 # ---- softmax ----
 
 @pytest.mark.parametrize("dt,shape,axes,layout,precise", sample(itertools.product(
