@@ -125,12 +125,57 @@ typedef struct gemm_job {
   double alpha, beta;
 } gemm_job;
 
+/* A product with one row (or one column) is a matrix-vector product: BLAS's gemv reads the
+ * matrix once (sgemm with M = 1 packs it first). For M = 1, C = Bᵀ·a with a's row as the vector
+ * (stride 1, or the leading dimension when a is stored transposed); for N = 1, C = A·b. */
+static void gemv_one(const gemm_job *j, const void *A, const void *B, void *C) {
+  CBLAS_TRANSPOSE t;
+  int rows, cols, ld, inc;
+  const void *mat, *vec;
+  if (j->M == 1) {
+    mat = B;
+    vec = A;
+    ld = j->ob.ld;
+    inc = j->oa.trans == CblasNoTrans ? 1 : j->oa.ld;
+    /* B stored K × N (NoTrans): Bᵀ·a is the transposed product of that matrix. */
+    t = j->ob.trans == CblasNoTrans ? CblasTrans : CblasNoTrans;
+    rows = j->ob.trans == CblasNoTrans ? j->K : j->N;
+    cols = j->ob.trans == CblasNoTrans ? j->N : j->K;
+  } else {
+    mat = A;
+    vec = B;
+    ld = j->oa.ld;
+    inc = j->ob.trans == CblasNoTrans ? j->ob.ld : 1;
+    t = j->oa.trans;
+    rows = j->oa.trans == CblasNoTrans ? j->M : j->K;
+    cols = j->oa.trans == CblasNoTrans ? j->K : j->M;
+  }
+  switch (j->dt) {
+    case NV_DTYPE_FLOAT32:
+      cblas_sgemv(CblasRowMajor, t, rows, cols, (float)j->alpha, mat, ld, vec, inc,
+                  (float)j->beta, C, 1);
+      break;
+    case NV_DTYPE_FLOAT64:
+      cblas_dgemv(CblasRowMajor, t, rows, cols, j->alpha, mat, ld, vec, inc, j->beta, C, 1);
+      break;
+    default: {
+      float al[2] = {(float)j->alpha, 0}, be[2] = {(float)j->beta, 0};
+      cblas_cgemv(CblasRowMajor, t, rows, cols, al, mat, ld, vec, inc, be, C, 1);
+      break;
+    }
+  }
+}
+
 static void gemm_one(const gemm_job *j, int64_t batch) {
   int64_t offa, offb;
   nv__linalg_batch_offsets(&j->bt, batch, &offa, &offb);
   size_t isz = nv_dtype_size(j->dt);
   const void *A = j->a + offa * (int64_t)isz, *B = j->b + offb * (int64_t)isz;
   void *C = j->c + batch * (int64_t)j->M * j->N * (int64_t)isz;
+  if (j->M == 1 || j->N == 1) {
+    gemv_one(j, A, B, C);
+    return;
+  }
   switch (j->dt) {
     case NV_DTYPE_FLOAT32:
       cblas_sgemm(CblasRowMajor, j->oa.trans, j->ob.trans, j->M, j->N, j->K, (float)j->alpha, A,

@@ -253,6 +253,26 @@ def test_matmul_errors(nv):
     assert error_of(nv, lib.nv_matmul(bad, f)) == nv.status(bad)[1]
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64", "complex64"])
+@pytest.mark.parametrize("sa,sb", [((1, 7), (7, 5)), ((6, 7), (7, 1)), ((3, 1, 7), (3, 7, 4)),
+                                   ((5,), (5, 3)), ((2, 3, 4), (4,)), ((1, 9), (9, 1)),
+                                   ((4, 6, 1, 8), (8, 33))])
+def test_matrix_vector_products_every_layout(nv, rng, dt, sa, sb):
+    """One-row and one-column products (BLAS gemv) with each operand in every layout, and as
+    addmm with both scalars."""
+    a, b = rand(rng, sa, dt), rand(rng, sb, dt)
+    want, scale = ref_product(a, b, dt)
+    for la, lb in itertools.product(LAYOUTS, LAYOUTS):
+        got = read(nv, lib.nv_matmul(nv.view(a, la), nv.view(b, lb)))
+        check_product(got, want, scale, dt, sa[-1])
+    if len(sa) == 2 and len(sb) == 2:
+        c = rand(rng, (sa[0], sb[1]), dt)
+        got = read(nv, lib.nv_addmm(nv.view(c, "strided"), nv.view(a, "transposed"),
+                                    nv.view(b, "reversed"), 1.5, -0.5))
+        ref = 1.5 * want - 0.5 * ref64(c)
+        check_product(got, ref, 1.5 * scale + 0.5 * np.abs(ref64(c)) + np.abs(ref), dt, sa[-1])
+
+
 # ---- addmm ----
 
 ADDMM_CASES = [
