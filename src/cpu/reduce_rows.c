@@ -175,9 +175,21 @@ static void frow_range(void *ctx, int64_t b, int64_t e) {
     atomic_store(&r->failed, 1);
     return;
   }
+  /* float32 logsumexp: float32 rows (in place when contiguous) and the vectorized exponential;
+   * buf holds the gathered row in its first half and the exponentials in its second. */
+  bool f32 = j->prim == NV__PRIM_LOGSUMEXP && r->idt == NV_DTYPE_FLOAT32;
   for (int64_t i = b; i < e; i++) {
-    nv__rows_gather(r, i, NV_DTYPE_FLOAT64, buf);
     double v;
+    if (f32) {
+      float *row = (float *)buf, *scratch = (float *)buf + r->len;
+      const float *x = row;
+      if (nv__rows_in_contiguous(r)) x = (const float *)r->in + nv__rows_in_offset(r, i);
+      else nv__rows_gather(r, i, NV_DTYPE_FLOAT32, row);
+      v = r->len ? nv__row_logsumexp_f32(x, r->len, scratch) : -INFINITY;
+      nv__convert_run(NV_DTYPE_FLOAT64, (const char *)&v, 1, r->odt, r->out + i * r->osz, 1, 1);
+      continue;
+    }
+    nv__rows_gather(r, i, NV_DTYPE_FLOAT64, buf);
     if (j->prim == NV__PRIM_LOGSUMEXP) v = row_logsumexp(buf, r->len);
     else {
       v = r->len ? row_var(buf, r->len, j->ddof) : NAN;

@@ -52,6 +52,10 @@ void nv__rows_scatter(const nv__rows *r, int64_t i, nv_dtype work, const void *s
 /* Runs fn over the rows split across the pool (about NV__PAR_GRAIN elements per task). */
 void nv__rows_parallel(nv__rows *r, nv__range_fn fn, void *ctx);
 
+/* log(sum(exp(x))) of a float32 row with the softmax kernel's vectorized exponential;
+ * `scratch` holds n floats (reduce_softmax.c). An empty row gives -inf. */
+double nv__row_logsumexp_f32(const float *x, int64_t n, float *scratch);
+
 /* The reduce family's kernels. */
 nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_row_reduce(nv__node *node, const nv__operand *in, int donated);

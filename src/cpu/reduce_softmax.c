@@ -109,6 +109,12 @@ static double exp_shift_sum_f32(const float *x, float *y, int64_t n, float m) {
   return s;
 }
 
+double nv__row_logsumexp_f32(const float *x, int64_t n, float *scratch) {
+  float m = row_max_f32(x, n);
+  if (m != m || isinf(m)) return m; /* NaN; +inf dominates; a row of only -inf gives -inf */
+  return (double)m + log(exp_shift_sum_f32(x, scratch, n, m));
+}
+
 NV_CLONES static void scale_f32(float *y, int64_t n, float s) {
   for (int64_t i = 0; i < n; i++) y[i] *= s;
 }

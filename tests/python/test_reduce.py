@@ -257,6 +257,27 @@ def test_row_reductions_match_numpy(nv, rng, op, dt, shape, axes, layout, keep):
     assert_close(got, want, out_dt, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+def test_float32_logsumexp_long_rows(nv, rng, layout):
+    """float32 rows go through the vectorized exponential: long rows, wide ranges, and rows
+    with NaN, +inf and only -inf."""
+    x = (rng.standard_normal((9, 3001)) * 30).astype(np.float32)
+    x[1, 7] = np.nan
+    x[2, 100] = np.inf
+    x[3, :] = -np.inf
+    x[4, :] = 80.0
+    x[5, ::2] = -np.inf
+    x[6, :] = rng.uniform(-200, -100, 3001)
+    got = nv.read(nv.own(call_axes(lib.nv_logsumexp, nv.view(x, layout), (1,), False)))
+    r = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.max(r, axis=1, keepdims=True)
+        ms = np.where(np.isfinite(m), m, 0)
+        want = (np.log(np.sum(np.exp(r - ms), axis=1, keepdims=True)) + ms)[:, 0]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=0)
+
+
 def test_logsumexp_infinities(nv):
     x = np.array([[0.0, np.inf], [-np.inf, -np.inf], [1000.0, 1000.0], [np.nan, 1.0]], np.float32)
     got = nv.read(nv.own(call_axes(lib.nv_logsumexp, nv.array(x), (1,), False)))
