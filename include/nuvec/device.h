@@ -50,6 +50,11 @@ NV_API nv_status nv_set_default_device(nv_device device);
 /* The default stream of `device` (process-wide, created on first use). Thread-safe. */
 NV_API nv_stream nv_default_stream(nv_device device);
 
+/* Makes `stream` the default stream of its device (as MLX's set_default_stream; the default
+ * device is unchanged). NV_ERR_INVALID_ARGUMENT for a negative index or an invalid device.
+ * Thread-safe. */
+NV_API nv_status nv_set_default_stream(nv_stream stream);
+
 /* A new stream on `device`. Thread-safe. */
 NV_API nv_stream nv_new_stream(nv_device device);
 

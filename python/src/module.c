@@ -357,6 +357,21 @@ static PyObject *py_default_stream(PyObject *self, PyObject *arg) {
   return stream_from(nv_default_stream(d));
 }
 
+static PyObject *py_set_default_stream(PyObject *self, PyObject *arg) {
+  (void)self;
+  if (!PyObject_TypeCheck(arg, &nvpy_stream_type)) {
+    PyErr_SetString(PyExc_TypeError, "set_default_stream: expected a Stream");
+    return NULL;
+  }
+  nv_stream s = ((nvpy_stream *)arg)->s;
+  if (!nv_device_is_available(s.device))
+    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT,
+                             "[set_default_stream] the stream's device is not available in this build");
+  nv_status st = nv_set_default_stream(s);
+  if (st != NV_OK) return nvpy_raise_last(st);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_new_stream(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
@@ -451,6 +466,8 @@ static PyMethodDef module_methods[] = {
     {"set_default_device", py_set_default_device, METH_O, "Sets the default device."},
     {"default_stream", py_default_stream, METH_O, "The default stream of a device."},
     {"new_stream", py_new_stream, METH_O, "A new stream on a device."},
+    {"set_default_stream", py_set_default_stream, METH_O,
+     "set_default_stream(stream): make `stream` the default of its device."},
     {"stream", py_stream, METH_O, "A context manager making a stream the current one."},
     {"synchronize", py_synchronize, METH_VARARGS, "Waits for the work of a stream."},
     {"is_available", py_is_available, METH_O, "Whether a device can run work here."},

@@ -170,6 +170,26 @@ def test_pickle_and_copy_roundtrip(rng):
             assert_close(np.array(y), np.array(x), name)
 
 
+def test_set_default_stream_as_mlx():
+    import mlx.core as mx
+    for lib in (nv, mx):
+        old = lib.default_stream(lib.cpu)
+        s = lib.new_stream(lib.cpu)
+        lib.set_default_stream(s)
+        try:
+            assert lib.default_stream(lib.cpu) == s
+            assert lib.default_device() == lib.Device(lib.cpu)
+            assert (lib.ones((2,)) * 3).tolist() == [3.0, 3.0]
+        finally:
+            lib.set_default_stream(old)
+        assert lib.default_stream(lib.cpu) == old
+        with pytest.raises(TypeError):
+            lib.set_default_stream(lib.cpu)
+    if not nv.is_available(nv.gpu):
+        with pytest.raises(ValueError, match="set_default_stream"):
+            nv.set_default_stream(nv.new_stream(nv.gpu))
+
+
 def test_devices_streams_and_memory():
     assert repr(nv.cpu) == "DeviceType.cpu" and repr(nv.default_device()) == "Device(cpu, 0)"
     s = nv.default_stream(nv.cpu)

@@ -8,8 +8,10 @@ static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static nv_device default_device = {NV_DEVICE_CPU, 0};
 static atomic_int next_stream = 1;
 
-/* Default streams: the CPU's is index 0; each GPU's is created on first use. */
+/* Default streams: the CPU's is index 0 until nv_set_default_stream; each GPU's is created on
+ * first use. */
 #define MAX_GPUS 64
+static int cpu_default_stream;
 static int gpu_default_stream[MAX_GPUS];
 
 static _Thread_local nv_stream stream_stack[64];
@@ -46,13 +48,32 @@ nv_status nv_set_default_device(nv_device d) {
 }
 
 nv_stream nv_default_stream(nv_device d) {
-  if (d.type == NV_DEVICE_CPU) return (nv_stream){0, d};
+  if (d.type == NV_DEVICE_CPU) {
+    pthread_mutex_lock(&dev_lock);
+    int idx = cpu_default_stream;
+    pthread_mutex_unlock(&dev_lock);
+    return (nv_stream){idx, d};
+  }
   if (d.index < 0 || d.index >= MAX_GPUS) return (nv_stream){-1, d};
   pthread_mutex_lock(&dev_lock);
   if (!gpu_default_stream[d.index]) gpu_default_stream[d.index] = atomic_fetch_add(&next_stream, 1);
   int idx = gpu_default_stream[d.index];
   pthread_mutex_unlock(&dev_lock);
   return (nv_stream){idx, d};
+}
+
+nv_status nv_set_default_stream(nv_stream s) {
+  bool cpu = s.device.type == NV_DEVICE_CPU;
+  if (s.index < 0 || (!cpu && s.device.type != NV_DEVICE_GPU) || (cpu && s.device.index != 0) ||
+      (!cpu && (s.device.index < 0 || s.device.index >= MAX_GPUS)))
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                         "set_default_stream: invalid stream (index %d on device type %d:%d)",
+                         s.index, (int)s.device.type, s.device.index);
+  pthread_mutex_lock(&dev_lock);
+  if (cpu) cpu_default_stream = s.index;
+  else gpu_default_stream[s.device.index] = s.index;
+  pthread_mutex_unlock(&dev_lock);
+  return NV_OK;
 }
 
 nv_stream nv_new_stream(nv_device d) {

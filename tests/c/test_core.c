@@ -406,6 +406,21 @@ Test(device, streams_and_an_unavailable_gpu) {
   nv_release(a);
   nv_release(b);
   nv_release(g);
+  /* A settable default stream per device; new ops record it. */
+  nv_stream old = nv_default_stream(nv_cpu());
+  cr_assert_eq(nv_set_default_stream(s2), NV_OK);
+  cr_assert_eq(nv_default_stream(nv_cpu()).index, s2.index);
+  nv_array *c = nv_array_float(2);
+  cr_assert_eq(nv_array_stream(c).index, s2.index);
+  nv_release(c);
+  cr_assert_eq(nv_set_default_stream(old), NV_OK);
+  cr_assert_eq(nv_current_stream().index, old.index);
+  nv_stream gs = nv_new_stream(nv_gpu(1));
+  cr_assert_eq(nv_set_default_stream(gs), NV_OK);
+  cr_assert_eq(nv_default_stream(nv_gpu(1)).index, gs.index);
+  cr_assert_eq(nv_set_default_stream((nv_stream){-1, nv_cpu()}), NV_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(nv_last_error(), "set_default_stream") != NULL);
+  cr_assert_eq(nv_set_default_stream((nv_stream){3, nv_gpu(64)}), NV_ERR_INVALID_ARGUMENT);
 }
 
 Test(errors, messages_null_inputs_and_status_strings) {
