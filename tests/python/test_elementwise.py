@@ -230,6 +230,20 @@ def test_erfinv_tails(nv):
     assert np.isnan(got[7:]).all()
 
 
+def test_float32_erfinv_within_4_ulp(nv):
+    """float32 erfinv (a polynomial approximation) against the float64 inverse: a dense sweep
+    of (-1, 1) and the floats nearest ±1."""
+    y = np.concatenate([np.linspace(-1, 1, 200001, dtype=np.float32)[1:-1],
+                        np.nextafter(np.float32(1), np.float32(0)) - np.arange(64, dtype=np.float32) * np.float32(2**-24),
+                        np.float32(-1) + np.arange(1, 64, dtype=np.float32) * np.float32(2**-24)])
+    got = nv.read(call(nv, "erfinv", nv.array(y)))
+    want = np_erfinv(y.astype(np.float64))
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    err = np.abs(got.astype(np.float64) - want) / np.maximum(ulp, np.float64(np.finfo(np.float32).tiny))
+    assert err.max() <= 4, f"{err.max()} ulp at {y[np.argmax(err)]}"
+    assert np.all(np.sign(got) == np.sign(y))
+
+
 @pytest.mark.parametrize("name", ["sigmoid", "erf", "erfinv"])
 def test_complex_rejected(nv, name):
     x = nv.array(np.ones(3, np.complex64))
