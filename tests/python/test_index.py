@@ -251,12 +251,13 @@ def test_scatter_matches_reference(nv, rng, op, dt, spec):
         assert_close(got, want, dt)
 
 
-@pytest.mark.parametrize("dt", ["float32", "int32", "float16", "int64", "uint8"])
-def test_scatter_add_large_duplicates(nv, rng, dt):
+@pytest.mark.parametrize("it", [np.int32, np.int64])
+@pytest.mark.parametrize("dt", ["float32", "int32", "float16", "int64", "uint8", "float64"])
+def test_scatter_add_large_duplicates(nv, rng, dt, it):
     """Enough work for the pool: duplicates accumulate exactly as a serial loop."""
     n, m = 1 << 12, 1 << 16
     a = rand(rng, (n,), dt, edges=False)
-    idx = rng.integers(-n, n, m).astype(np.int64)
+    idx = rng.integers(-n, n, m).astype(it)
     upd = rand(rng, (m, 1), dt, edges=False)
     got = nv.read(nv.own(lib.nv_scatter_add(nv.array(a), arrays(nv.array(idx)), 1, nv.array(upd),
                                             ints([0])[0])))
@@ -269,6 +270,25 @@ def test_scatter_add_large_duplicates(nv, rng, dt):
         ref = ref64 = a.astype(np.float64)
         np.add.at(ref64, idx, upd[:, 0].astype(np.float64))
         assert_close(got, ref, dt, rtol=1e-2 if dt == "float16" else 1e-4, atol=1 if dt == "float16" else 1e-3)
+
+
+@pytest.mark.parametrize("it", [np.int32, np.int64])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_scatter_large_duplicates_last_wins(nv, rng, dt, it):
+    n, m = 1 << 10, 1 << 16
+    a = rng.standard_normal(n).astype(dt)
+    idx = rng.integers(-n, n, m).astype(it)
+    upd = rng.standard_normal((m, 1)).astype(dt)
+    got = nv.read(nv.own(lib.nv_scatter(nv.array(a), arrays(nv.array(idx)), 1, nv.array(upd),
+                                        ints([0])[0])))
+    want = a.copy()
+    for i, u in zip(idx, upd[:, 0]):  # a serial loop: the last update of an index wins
+        want[i] = u
+    assert_same(got, want)
+    bad = idx.copy()
+    bad[m // 2] = n
+    h = nv.own(lib.nv_scatter_add(nv.array(a), arrays(nv.array(bad)), 1, nv.array(upd), ints([0])[0]))
+    expect_error(nv, h, "scatter_add", "out of range")
 
 
 def test_scatter_duplicates_last_wins(nv):
