@@ -124,8 +124,9 @@ NV_API nv_array *nv_partition(const nv_array *x, int kth, const int *axis);
 NV_API nv_array *nv_argpartition(const nv_array *x, int kth, const int *axis);
 
 /* The `k` largest elements along `axis` (NULL: the flattened array), as MLX's topk: the last k
- * elements of partition(x, -k); nuvec returns them in ascending order. Fails unless
- * 0 <= k <= the axis's size. */
+ * elements of partition(x, -k); nuvec returns them in ascending order (those of a stable
+ * sort's last k: equal values by index, NaN largest), selected without sorting the row when k
+ * is small. Fails unless 0 <= k <= the axis's size. */
 NV_API nv_array *nv_topk(const nv_array *x, int k, const int *axis);
 
 /* For each element of `v`, the index (uint32, MLX's index dtype) at which inserting it into the

@@ -695,6 +695,7 @@ void nv__cpu_register_reduce(nv__kernel_fn *k) {
   k[NV__PRIM_LOGCUMSUMEXP] = nv__k_scan;
   k[NV__PRIM_SORT] = nv__k_sort;
   k[NV__PRIM_ARGSORT] = nv__k_sort;
+  k[NV__PRIM_ARGTOPK] = nv__k_argtopk;
   k[NV__PRIM_PARTITION] = nv__k_sort;
   k[NV__PRIM_ARGPARTITION] = nv__k_sort;
   k[NV__PRIM_SEARCHSORTED] = nv__k_searchsorted;

@@ -64,6 +64,7 @@ nv_status nv__k_scan(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_sort(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_argtopk(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_searchsorted(nv__node *node, const nv__operand *in, int donated);
 
 #endif

@@ -396,6 +396,119 @@ nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated) {
   return NV_OK;
 }
 
+/* ---- argtopk: the k largest of each row by (key, index), ascending ----
+ * 32-bit keys with k small against the row: a min-heap of the k best (key << 32 | index)
+ * composites, which most elements leave after one comparison with its root, then sorted.
+ * Otherwise (64-bit keys, or k a large part of the row): the stable radix sort with its
+ * indices, whose last k are the answer. */
+
+typedef struct topk_job {
+  nv__rows *r;
+  int64_t k;
+  int64_t inner; /* output elements after the row axis (the stride of its k outputs) */
+  bool key32;
+} topk_job;
+
+static void heap_down(uint64_t *h, int64_t i, int64_t n) {
+  uint64_t x = h[i];
+  for (;;) {
+    int64_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && h[c + 1] < h[c]) c++;
+    if (h[c] >= x) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = x;
+}
+
+/* The k best composites of the n keys, ascending, into h. */
+static void topk_heap(const uint32_t *keys, int64_t n, int64_t k, uint64_t *h) {
+  for (int64_t i = 0; i < k; i++) h[i] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+  for (int64_t i = k / 2 - 1; i >= 0; i--) heap_down(h, i, k);
+  for (int64_t i = k; i < n; i++) {
+    uint64_t c = (uint64_t)keys[i] << 32 | (uint64_t)i;
+    if (c > h[0]) {
+      h[0] = c;
+      heap_down(h, 0, k);
+    }
+  }
+  /* Pop the minimum to the end, repeatedly: descending order in place, then reversed. */
+  for (int64_t e = k - 1; e > 0; e--) {
+    uint64_t t = h[0];
+    h[0] = h[e];
+    h[e] = t;
+    heap_down(h, 0, e);
+  }
+  for (int64_t i = 0, j = k - 1; i < j; i++, j--) {
+    uint64_t t = h[i];
+    h[i] = h[j];
+    h[j] = t;
+  }
+}
+
+static void topk_range(void *ctx, int64_t b, int64_t e) {
+  const topk_job *j = ctx;
+  nv__rows *r = j->r;
+  int64_t n = r->len, k = j->k;
+  size_t kw = j->key32 ? 4 : 8;
+  char *vals = malloc((size_t)n * (size_t)r->isz);
+  void *keys = malloc((size_t)n * kw), *tkeys = malloc((size_t)n * kw);
+  uint32_t *idx = malloc((size_t)n * 4), *tidx = malloc((size_t)n * 4);
+  uint64_t *h = malloc((size_t)(k ? k : 1) * sizeof *h);
+  bool ok = vals && keys && tkeys && idx && tidx && h;
+  for (int64_t i = b; i < e && ok; i++) {
+    const char *x = vals;
+    if (nv__rows_in_contiguous(r)) x = r->in + nv__rows_in_offset(r, i) * r->isz;
+    else nv__rows_gather(r, i, r->idt, vals);
+    uint32_t *dst = (uint32_t *)r->out + (i / j->inner) * k * j->inner + i % j->inner;
+    if (j->key32 && k * 8 <= n) {
+      nv__to_keys32(r->idt, x, n, keys, false);
+      topk_heap(keys, n, k, h);
+      for (int64_t q = 0; q < k; q++) dst[q * j->inner] = (uint32_t)h[q];
+      continue;
+    }
+    for (int64_t q = 0; q < n; q++) idx[q] = (uint32_t)q;
+    if (j->key32) {
+      nv__to_keys32(r->idt, x, n, keys, false);
+      ok = nv__radix_sort_u32(keys, tkeys, idx, tidx, n, false);
+    } else {
+      nv__to_keys64(r->idt, x, n, keys, false);
+      ok = nv__radix_sort_u64(keys, tkeys, idx, tidx, n, false);
+    }
+    for (int64_t q = 0; q < k && ok; q++) dst[q * j->inner] = idx[n - k + q];
+  }
+  if (!ok) atomic_store(&r->failed, 1);
+  free(vals);
+  free(keys);
+  free(tkeys);
+  free(idx);
+  free(tidx);
+  free(h);
+}
+
+nv_status nv__k_argtopk(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (out->size == 0) return NV_OK;
+  const nv__rows_params *p = node->params;
+  nv__rows r;
+  nv__rows_init(&r, &in[0], p->axes, p->naxes, NULL, false);
+  r.out = nv__output_ptr(out);
+  r.odt = NV_DTYPE_UINT32;
+  r.osz = 4;
+  /* One row axis: its k outputs are spaced by the product of the later axes. */
+  int64_t inner = 1;
+  const nv__output *x = in[0].meta;
+  if (p->naxes == 1)
+    for (int d = p->axes[0] + 1; d < x->ndim; d++) inner *= x->shape[d];
+  topk_job j = {&r, p->k, inner, nv__key32_dtype(r.idt)};
+  nv__rows_parallel(&r, topk_range, &j);
+  if (atomic_load(&r.failed)) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "argtopk: out of memory");
+  return NV_OK;
+}
+
 /* ---- searchsorted: binary search of each value's key among the sorted keys of a ---- */
 
 typedef struct search_job {

@@ -27,6 +27,7 @@
   X(ARGSORT, "argsort", D_NONE, false, false)                  \
   X(PARTITION, "partition", D_NONE, false, false)              \
   X(ARGPARTITION, "argpartition", D_NONE, false, false)        \
+  X(ARGTOPK, "argtopk", D_NONE, false, false)                  \
   X(SEARCHSORTED, "searchsorted", D_NONE, false, false)
 
 #endif

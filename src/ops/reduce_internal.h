@@ -22,4 +22,10 @@ nv_dtype nv__at_least_float(nv_dtype dt);
 nv_array *nv__rows_node(int prim, nv_array *in, nv_dtype dt, const int *shape, int nd,
                         const int *ax, int nax, nv__rows_params **params);
 
+/* The indices of the k largest elements of each row along `axis` (NULL: the flattened array),
+ * ordered as a stable ascending sort orders them (value, then index), as uint32. The
+ * primitive behind topk (internal: topk gathers the values through take_along_axis, which
+ * carries the gradient). */
+nv_array *nv__argtopk(const nv_array *x, int k, const int *axis);
+
 #endif

@@ -14,6 +14,7 @@ typedef struct nv__rows_params {
   bool inclusive; /* scans: each element includes itself */
   bool right;     /* searchsorted: the last insertion point */
   int ddof;       /* var/std */
+  int k;          /* argtopk: indices kept per row */
   int naxes;
   int axes[];
 } nv__rows_params;

@@ -129,27 +129,52 @@ nv_array *nv_argpartition(const nv_array *x, int kth, const int *axis) {
   return sort_op(NV__PRIM_ARGPARTITION, x, axis, &kth);
 }
 
-nv_array *nv_topk(const nv_array *x, int k, const int *axis) {
-  nv_array *f = nv__op_check("topk", &x, 1);
+/* Checks topk/argtopk's arguments: NULL when valid (with the row axis in *a and the result
+ * shape), else the failed array naming `op`. */
+static nv_array *argtopk_check(const char *op, const nv_array *x, int k, const int *axis,
+                               int *ax, int *nax, int *shape, int *nd, int *a) {
+  nv_array *f = nv__op_check(op, &x, 1);
   if (f) return f;
   nv__output *o = nv__out(x);
-  int ax[NV__MAX_DIMS], nax, shape[NV__MAX_DIMS], nd;
-  if ((f = row_axis("topk", o, axis, ax, &nax, shape, &nd))) return f;
-  int len = shape[axis ? ax[0] : 0];
+  if ((f = row_axis(op, o, axis, ax, nax, shape, nd))) return f;
+  *a = axis ? ax[0] : 0;
+  int len = shape[*a];
   if (k < 0 || k > len)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "topk", "k %d is out of range for length %d", k,
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "k %d is out of range for length %d", k,
                         len);
+  shape[*a] = k;
+  return NULL;
+}
+
+static nv_array *argtopk_node(const nv_array *x, int k, const int *ax, int nax,
+                              const int *shape, int nd) {
+  nv__rows_params *p;
+  nv_array *r = nv__rows_node(NV__PRIM_ARGTOPK, (nv_array *)x, NV_DTYPE_UINT32, shape, nd, ax,
+                              nax, &p);
+  if (!nv_array_status(r)) p->k = k;
+  return r;
+}
+
+nv_array *nv__argtopk(const nv_array *x, int k, const int *axis) {
+  int ax[NV__MAX_DIMS], nax, shape[NV__MAX_DIMS], nd, a;
+  nv_array *f = argtopk_check("argtopk", x, k, axis, ax, &nax, shape, &nd, &a);
+  return f ? f : argtopk_node(x, k, ax, nax, shape, nd);
+}
+
+/* The values at argtopk's indices (a selection in O(n) per row for small k, rather than a
+ * sort); the gradient flows through take_along_axis. */
+nv_array *nv_topk(const nv_array *x, int k, const int *axis) {
+  int ax[NV__MAX_DIMS], nax, shape[NV__MAX_DIMS], nd, a;
+  nv_array *f = argtopk_check("topk", x, k, axis, ax, &nax, shape, &nd, &a);
+  if (f) return f;
   nv__scope_suspend();
-  nv_array *s = nv_sort(x, axis);
+  int flat = -1;
+  nv_array *idx = argtopk_node(x, k, ax, nax, shape, nd);
+  nv_array *src = axis ? nv_retain((nv_array *)x) : nv_reshape(x, &flat, 1);
   nv__scope_resume();
-  int start[NV__MAX_DIMS], stop[NV__MAX_DIMS];
-  int a = axis ? ax[0] : 0;
-  for (int i = 0; i < nd; i++) {
-    start[i] = i == a ? len - k : 0;
-    stop[i] = shape[i];
-  }
-  nv_array *r = nv_slice(s, start, stop, NULL, nd);
-  nv_release(s);
+  nv_array *r = nv_take_along_axis(src, idx, a);
+  nv_release(idx);
+  nv_release(src);
   return r;
 }
 

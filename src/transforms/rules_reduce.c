@@ -7,6 +7,7 @@
 
 #include "nuvec.h"
 #include "ops/reduce_params.h"
+#include "ops/reduce_internal.h"
 #include "transforms/transforms_internal.h"
 
 #define U __attribute__((unused))
@@ -872,6 +873,7 @@ VMAP(vmap_rows) {
     /* The node does not keep kth: nuvec's partition is the full sort whatever kth is, and 0 is
      * in range (a partition of an empty row does not exist). */
     case NV__PRIM_PARTITION: out[0] = nv_partition(x, 0, &ax); break;
+    case NV__PRIM_ARGTOPK: out[0] = nv__argtopk(x, p->k, &ax); break;
     default: out[0] = nv_argpartition(x, 0, &ax); break;
   }
   oax[0] = 0;
@@ -962,5 +964,6 @@ void nv__rules_register_reduce(nv__prim_rule *r) {
   set(r, NV__PRIM_ARGSORT, vjp_none, jvp_none, vmap_rows);
   set(r, NV__PRIM_PARTITION, vjp_sort, jvp_sort, vmap_rows);
   set(r, NV__PRIM_ARGPARTITION, vjp_none, jvp_none, vmap_rows);
+  set(r, NV__PRIM_ARGTOPK, vjp_none, jvp_none, vmap_rows);
   set(r, NV__PRIM_SEARCHSORTED, vjp_none, jvp_none, vmap_searchsorted);
 }

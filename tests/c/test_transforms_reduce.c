@@ -123,6 +123,8 @@ static const rcase vmap_cases[] = {
     {"argsort_flat", K_ARGSORT, -1, A(0), false, false, false, 0, S2, D_DISTINCT},
     {"argpartition", K_ARGPARTITION, 1, A(0), false, false, false, 1, S3, D_DISTINCT},
     {"partition_flat", K_PARTITION, -1, A(0), false, false, false, 3, S2, D_DISTINCT},
+    {"topk", K_TOPK, 1, A(1), false, false, false, 2, S3, D_DISTINCT},
+    {"topk_flat", K_TOPK, -1, A(0), false, false, false, 1, S2, D_DISTINCT},
     {"all", K_ALL, 1, A(1), false, false, false, 0, S3, D_ZEROS},
     {"any_keep", K_ANY, 2, A(0, 2), true, false, false, 0, S3, D_ZEROS},
     {"count_nonzero_all", K_COUNT, -1, A(0), false, false, false, 0, S3, D_ZEROS},

@@ -567,6 +567,27 @@ def test_topk_matches_numpy(nv, rng, dt, k, axis):
     np.testing.assert_array_equal(np.sort(ref64(got), axis=a), want)
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64", "int32", "float16", "uint8", "int64"])
+@pytest.mark.parametrize("shape,axis,k", [((7, 300), -1, 5), ((300, 7), 0, 3), ((4, 200, 3), 1, 9),
+                                          ((5, 90), 1, 40), ((1000,), None, 7), ((3, 4, 50), None, 1)])
+def test_topk_selection_matches_a_stable_sort(nv, rng, dt, shape, axis, k):
+    """topk selects without sorting the row (a heap of the k best for small k): the values and
+    their order must be those of a stable ascending sort's last k, ties and NaN included."""
+    x = rng.integers(-5, 6, shape).astype(np_dtype(dt))
+    if dt in FLOATS:
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, 6)] = np.nan
+        flat[rng.integers(0, flat.size, 6)] = -0.0
+        flat[rng.integers(0, flat.size, 3)] = np.inf
+    for layout in ["contiguous", "transposed"]:
+        got = nv.read(nv.own(lib.nv_topk(nv.view(x, layout), k, axis_ptr(axis))))
+        xs = ref64(x).reshape(-1) if axis is None else ref64(x)
+        a = -1 if axis is None else axis
+        n = xs.shape[a]
+        want = np.take(np.sort(xs, axis=a, kind="stable"), range(n - k, n), axis=a)
+        np.testing.assert_array_equal(ref64(got), want)
+
+
 @pytest.mark.parametrize("dt,right,vshape,layout", sample(itertools.product(
     REAL, [False, True], [(), (7,), (3, 5)], ["contiguous", "transposed", "reversed"]), 60, salt=20))
 def test_searchsorted_matches_numpy(nv, rng, dt, right, vshape, layout):
