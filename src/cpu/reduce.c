@@ -505,6 +505,10 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
         int64_t roff = 0;
         for (int i = 0; i < p->nr; i++) roff += idx[i] * p->rst[i];
         const char *x = base + roff * (int64_t)p->isz;
+        if (r + 1 < rn && p->nr == 1) { /* the next row's block, ahead of the prefetchers */
+          const char *nx = x + p->rst[0] * (int64_t)p->isz;
+          for (int64_t b = 0; b < w * (int64_t)p->isz; b += 64) __builtin_prefetch(nx + b, 0, 3);
+        }
         if (sum) {
           if (f32) cols_add_f32(grp, (const float *)x, w);
           else cols_add_f64(grp, (const double *)x, w);

@@ -330,6 +330,8 @@ static void arg_cols_float(const arg_cols_job *cj, const char *base, int64_t m, 
   memset(at, 0, (size_t)m * sizeof *at);
   for (int64_t s = 1; s < r->len; s++) {
     const char *x = base + s * r->rin[0] * r->isz;
+    if (s + 1 < r->len) /* the next row's block, ahead of the prefetchers */
+      for (int64_t b = 0; b < m * r->isz; b += 64) __builtin_prefetch(x + r->rin[0] * r->isz + b);
     if (f32) {
       if (j->max) cols_argmax_f32(best.f, at, (const float *)x, m, (uint32_t)s);
       else cols_argmin_f32(best.f, at, (const float *)x, m, (uint32_t)s);
