@@ -103,21 +103,33 @@ static PyObject *sig_bits(call *c) {
   return nvpy_wrap(nv_random_bits(shape, nd, width, key));
 }
 
+/* A pair of bounds at arguments i and i + 1 (defaults d0, d1 when absent): Python numbers (or
+ * absent) as doubles, else arrays of `dt`. */
+typedef struct bounds {
+  bool scalars;
+  double lo, hi;
+  nv_array *alo, *ahi;
+} bounds;
+
+static int bounds_at(call *c, int i, double d0, double d1, nv_dtype dt, bounds *b) {
+  b->scalars = (!c->argv[i] || is_number(c->argv[i])) && (!c->argv[i + 1] || is_number(c->argv[i + 1]));
+  if (b->scalars)
+    return double_at(c, i, d0, &b->lo) < 0 || double_at(c, i + 1, d1, &b->hi) < 0 ? -1 : 0;
+  b->alo = bound_at(c, i, d0, dt);
+  b->ahi = b->alo ? bound_at(c, i + 1, d1, dt) : NULL;
+  return b->ahi ? 0 : -1;
+}
+
 /* uniform(low=0, high=1, shape=[], dtype=float32, key=None) */
 static PyObject *sig_uniform(call *c) {
   int shape[NVPY_MAXDIM], nd;
   int dt = dtype_at(c, 3, NV_DTYPE_FLOAT32);
   nv_array *key;
   if (dt < 0 || shape_at(c, 2, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
-  bool scalars = (!c->argv[0] || is_number(c->argv[0])) && (!c->argv[1] || is_number(c->argv[1]));
-  if (scalars) {
-    double lo, hi;
-    if (double_at(c, 0, 0.0, &lo) < 0 || double_at(c, 1, 1.0, &hi) < 0) return NULL;
-    return nvpy_wrap(nv_random_uniform_scalar(lo, hi, shape, nd, (nv_dtype)dt, key));
-  }
-  nv_array *lo = bound_at(c, 0, 0.0, (nv_dtype)dt), *hi = lo ? bound_at(c, 1, 1.0, (nv_dtype)dt) : NULL;
-  if (!hi) return NULL;
-  return nvpy_wrap(nv_random_uniform(lo, hi, shape, nd, (nv_dtype)dt, key));
+  bounds b;
+  if (bounds_at(c, 0, 0.0, 1.0, (nv_dtype)dt, &b) < 0) return NULL;
+  if (b.scalars) return nvpy_wrap(nv_random_uniform_scalar(b.lo, b.hi, shape, nd, (nv_dtype)dt, key));
+  return nvpy_wrap(nv_random_uniform(b.alo, b.ahi, shape, nd, (nv_dtype)dt, key));
 }
 
 /* normal(shape=[], dtype=float32, loc=None, scale=None, key=None) */
@@ -181,14 +193,11 @@ static PyObject *sig_truncated_normal(call *c) {
   if (dt < 0 || shape_at(c, 2, shape, &nd, -1) < 0 || key_at(c, 4, &key) < 0) return NULL;
   const int *sp = nd < 0 ? NULL : shape;
   if (nd < 0) nd = 0;
-  if (is_number(c->argv[0]) && is_number(c->argv[1])) {
-    double lo, hi;
-    if (double_at(c, 0, 0.0, &lo) < 0 || double_at(c, 1, 0.0, &hi) < 0) return NULL;
-    return nvpy_wrap(nv_random_truncated_normal_scalar(lo, hi, sp, nd, (nv_dtype)dt, key));
-  }
-  nv_array *lo = bound_at(c, 0, 0.0, (nv_dtype)dt), *hi = lo ? bound_at(c, 1, 0.0, (nv_dtype)dt) : NULL;
-  if (!hi) return NULL;
-  return nvpy_wrap(nv_random_truncated_normal(lo, hi, sp, nd, (nv_dtype)dt, key));
+  bounds b;
+  if (bounds_at(c, 0, 0.0, 0.0, (nv_dtype)dt, &b) < 0) return NULL;
+  if (b.scalars)
+    return nvpy_wrap(nv_random_truncated_normal_scalar(b.lo, b.hi, sp, nd, (nv_dtype)dt, key));
+  return nvpy_wrap(nv_random_truncated_normal(b.alo, b.ahi, sp, nd, (nv_dtype)dt, key));
 }
 
 /* gumbel(shape=[], dtype=float32, key=None) */

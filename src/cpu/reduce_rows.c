@@ -67,6 +67,15 @@ void nv__rows_init(nv__rows *r, const nv__operand *in, const int *axes, int naxe
   atomic_init(&r->failed, 0);
 }
 
+int nv__rows_begin(nv__node *node, const nv__operand *in, bool keep_rows, nv__rows *r) {
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return -1;
+  if (out->size == 0) return 0;
+  const nv__rows_params *p = node->params;
+  nv__rows_init(r, &in[0], p->axes, p->naxes, out, keep_rows);
+  return 1;
+}
+
 static int64_t offset_of(const int64_t *shape, const int64_t *st, int n, int64_t i) {
   int64_t off = 0;
   for (int d = n - 1; d >= 0; d--) {

@@ -36,6 +36,11 @@ typedef struct nv__rows {
 void nv__rows_init(nv__rows *r, const nv__operand *in, const int *axes, int naxes,
                    nv__output *out, bool keep_rows);
 
+/* The start of a row kernel: allocates the node's output and plans the rows of input 0 over
+ * the node's row axes (nv__rows_params). Returns 1 to run, 0 when the output is empty, -1 out
+ * of memory (the error set). */
+int nv__rows_begin(nv__node *node, const nv__operand *in, bool keep_rows, nv__rows *r);
+
 /* Element offsets of row `i` in the input and the output. */
 int64_t nv__rows_in_offset(const nv__rows *r, int64_t i);
 int64_t nv__rows_out_offset(const nv__rows *r, int64_t i);

@@ -225,12 +225,10 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
 
 nv_status nv__k_scan(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  nv__output *out = &node->out[0];
-  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-  if (out->size == 0) return NV_OK;
-  const nv__rows_params *p = node->params;
   nv__rows r;
-  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, true);
+  int go = nv__rows_begin(node, in, true, &r);
+  if (go <= 0) return go < 0 ? NV_ERR_OUT_OF_MEMORY : NV_OK;
+  const nv__rows_params *p = node->params;
   scan_job j = {&r, S_SUM, p->reverse, p->inclusive, NV_DTYPE_FLOAT64};
   switch (node->prim) {
     case NV__PRIM_CUMPROD: j.op = S_PROD; break;

@@ -120,12 +120,9 @@ static void sort_range(void *ctx, int64_t b, int64_t e) {
 
 nv_status nv__k_sort(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  nv__output *out = &node->out[0];
-  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-  if (out->size == 0) return NV_OK;
-  const nv__rows_params *p = node->params;
   nv__rows r;
-  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, true);
+  int go = nv__rows_begin(node, in, true, &r);
+  if (go <= 0) return go < 0 ? NV_ERR_OUT_OF_MEMORY : NV_OK;
   sort_job j = {&r, node->prim == NV__PRIM_ARGSORT || node->prim == NV__PRIM_ARGPARTITION,
                 nv__key32_dtype(r.idt), r.idt == NV_DTYPE_COMPLEX64, false};
   /* Few long rows: sort them one by one, each pass on the whole pool. */
@@ -184,12 +181,9 @@ done:
 
 nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  nv__output *out = &node->out[0];
-  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-  if (out->size == 0) return NV_OK;
-  const nv__rows_params *p = node->params;
   nv__rows r;
-  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, false);
+  int go = nv__rows_begin(node, in, false, &r);
+  if (go <= 0) return go < 0 ? NV_ERR_OUT_OF_MEMORY : NV_OK;
   nv__rows_parallel(&r, median_range, &r);
   if (atomic_load(&r.failed)) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "median: out of memory");
   return NV_OK;
@@ -376,12 +370,9 @@ static void arg_cols(void *ctx, int64_t b, int64_t e) {
 
 nv_status nv__k_arg_reduce(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  nv__output *out = &node->out[0];
-  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-  if (out->size == 0) return NV_OK;
-  const nv__rows_params *p = node->params;
   nv__rows r;
-  nv__rows_init(&r, &in[0], p->axes, p->naxes, out, false);
+  int go = nv__rows_begin(node, in, false, &r);
+  if (go <= 0) return go < 0 ? NV_ERR_OUT_OF_MEMORY : NV_OK;
   bool max = node->prim == NV__PRIM_ARGMAX;
   arg_job j = {&r, max, !max && nv_issubdtype(r.idt, NV_CATEGORY_INEXACT)};
   if (r.nr == 1 && r.nk >= 1 && r.kin[r.nk - 1] == 1 && r.kshape[r.nk - 1] >= 16 &&
@@ -491,15 +482,10 @@ static void topk_range(void *ctx, int64_t b, int64_t e) {
 
 nv_status nv__k_argtopk(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  nv__output *out = &node->out[0];
-  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-  if (out->size == 0) return NV_OK;
-  const nv__rows_params *p = node->params;
   nv__rows r;
-  nv__rows_init(&r, &in[0], p->axes, p->naxes, NULL, false);
-  r.out = nv__output_ptr(out);
-  r.odt = NV_DTYPE_UINT32;
-  r.osz = 4;
+  int go = nv__rows_begin(node, in, false, &r);
+  if (go <= 0) return go < 0 ? NV_ERR_OUT_OF_MEMORY : NV_OK;
+  const nv__rows_params *p = node->params;
   /* One row axis: its k outputs are spaced by the product of the later axes. */
   int64_t inner = 1;
   const nv__output *x = in[0].meta;

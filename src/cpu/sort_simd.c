@@ -109,17 +109,17 @@ AVX2 static int64_t partition_at_most(int32_t *a, int64_t n, int32_t q) {
     return s;
   }
   const __m256i qv = _mm256_set1_epi32(q);
-  int32_t *lw = a, *rw = a + m;
-  if (m >= 16 * UNROLL) {
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)a);
-    __m256i l1 = _mm256_loadu_si256((const __m256i *)(a + 8));
-    __m256i l2 = _mm256_loadu_si256((const __m256i *)(a + 16));
-    __m256i l3 = _mm256_loadu_si256((const __m256i *)(a + 24));
-    __m256i r0 = _mm256_loadu_si256((const __m256i *)(a + m - 32));
-    __m256i r1 = _mm256_loadu_si256((const __m256i *)(a + m - 24));
-    __m256i r2 = _mm256_loadu_si256((const __m256i *)(a + m - 16));
-    __m256i r3 = _mm256_loadu_si256((const __m256i *)(a + m - 8));
-    int32_t *lr = a + 32, *rr = a + m - 32;
+  int32_t *lw = a, *rw = a + m, *lr, *rr;
+  /* The held-back vectors: UNROLL a side (one a side for short partitions). */
+  __m256i held[2 * UNROLL];
+  int h = m >= 16 * UNROLL ? UNROLL : 1;
+  for (int u = 0; u < h; u++) {
+    held[u] = _mm256_loadu_si256((const __m256i *)(a + 8 * u));
+    held[h + u] = _mm256_loadu_si256((const __m256i *)(a + m - 8 * h + 8 * u));
+  }
+  lr = a + 8 * h;
+  rr = a + m - 8 * h;
+  if (h == UNROLL)
     while (rr - lr >= 32) {
       /* Branch-free side choice (the branch would mispredict half the time). */
       int64_t left = lr - lw <= rw - rr;
@@ -135,43 +135,18 @@ AVX2 static int64_t partition_at_most(int32_t *a, int64_t n, int32_t q) {
       SPLIT1(v2);
       SPLIT1(v3);
     }
-    while (rr - lr >= 8) {
-      __m256i x;
-      if (lr - lw <= rw - rr) {
-        x = _mm256_loadu_si256((const __m256i *)lr);
-        lr += 8;
-      } else {
-        rr -= 8;
-        x = _mm256_loadu_si256((const __m256i *)rr);
-      }
-      SPLIT1(x);
+  while (rr - lr >= 8) {
+    __m256i x;
+    if (lr - lw <= rw - rr) {
+      x = _mm256_loadu_si256((const __m256i *)lr);
+      lr += 8;
+    } else {
+      rr -= 8;
+      x = _mm256_loadu_si256((const __m256i *)rr);
     }
-    SPLIT1(l0);
-    SPLIT1(l1);
-    SPLIT1(l2);
-    SPLIT1(l3);
-    SPLIT1(r0);
-    SPLIT1(r1);
-    SPLIT1(r2);
-    SPLIT1(r3);
-  } else {
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)a);
-    __m256i r0 = _mm256_loadu_si256((const __m256i *)(a + m - 8));
-    int32_t *lr = a + 8, *rr = a + m - 8;
-    while (rr - lr >= 8) {
-      __m256i x;
-      if (lr - lw <= rw - rr) {
-        x = _mm256_loadu_si256((const __m256i *)lr);
-        lr += 8;
-      } else {
-        rr -= 8;
-        x = _mm256_loadu_si256((const __m256i *)rr);
-      }
-      SPLIT1(x);
-    }
-    SPLIT1(l0);
-    SPLIT1(r0);
+    SPLIT1(x);
   }
+  for (int u = 0; u < 2 * h; u++) SPLIT1(held[u]);
   /* The n % 8 keys after the vector part: a left one swaps with the first right one. */
   s = lw - a;
   for (int64_t i = m; i < n; i++)
