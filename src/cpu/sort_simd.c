@@ -174,20 +174,6 @@ AVX2 static int64_t partition(int32_t *a, int64_t n, int32_t p, bool le) {
     (v) = _mm256_blend_epi32(_mm256_min_epi32((v), w_), _mm256_max_epi32((v), w_), (mask)); \
   } while (0)
 
-/* Bitonic sort of the 8 lanes ascending. */
-AVX2 static inline __m256i sort8(__m256i v) {
-  const __m256i x1 = _mm256_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6);
-  const __m256i x2 = _mm256_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5);
-  const __m256i x4 = _mm256_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3);
-  LAYER(v, x1, 0x66);
-  LAYER(v, x2, 0x3c);
-  LAYER(v, x1, 0x5a);
-  LAYER(v, x4, 0xf0);
-  LAYER(v, x2, 0xcc);
-  LAYER(v, x1, 0xaa);
-  return v;
-}
-
 /* A bitonic sequence of 8 lanes, sorted ascending. */
 AVX2 static inline __m256i clean8(__m256i v) {
   const __m256i x1 = _mm256_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6);
@@ -197,6 +183,17 @@ AVX2 static inline __m256i clean8(__m256i v) {
   LAYER(v, x2, 0xcc);
   LAYER(v, x1, 0xaa);
   return v;
+}
+
+/* Bitonic sort of the 8 lanes ascending: sorted pairs and quads in alternating directions (a
+ * bitonic sequence of 8), then cleaned. */
+AVX2 static inline __m256i sort8(__m256i v) {
+  const __m256i x1 = _mm256_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6);
+  const __m256i x2 = _mm256_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5);
+  LAYER(v, x1, 0x66);
+  LAYER(v, x2, 0x3c);
+  LAYER(v, x1, 0x5a);
+  return clean8(v);
 }
 
 /* Sorted 8-lane registers merged pairwise up to a sorted run of 8·R lanes (R a power of two),
