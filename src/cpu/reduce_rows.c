@@ -191,10 +191,14 @@ static void frow_range(void *ctx, int64_t b, int64_t e) {
     double v;
     if (f32) {
       float *row = (float *)buf, *scratch = (float *)buf + r->len;
-      const float *x = row;
-      if (nv__rows_in_contiguous(r)) x = (const float *)r->in + nv__rows_in_offset(r, i);
-      else nv__rows_gather(r, i, NV_DTYPE_FLOAT32, row);
-      v = r->len ? nv__row_logsumexp_f32(x, r->len, scratch) : -INFINITY;
+      const float *x = row, *next = NULL;
+      if (nv__rows_in_contiguous(r)) {
+        x = (const float *)r->in + nv__rows_in_offset(r, i);
+        if (i + 1 < e) next = (const float *)r->in + nv__rows_in_offset(r, i + 1);
+      } else {
+        nv__rows_gather(r, i, NV_DTYPE_FLOAT32, row);
+      }
+      v = r->len ? nv__row_logsumexp_f32(x, r->len, scratch, next) : -INFINITY;
       nv__convert_run(NV_DTYPE_FLOAT64, (const char *)&v, 1, r->odt, r->out + i * r->osz, 1, 1);
       continue;
     }

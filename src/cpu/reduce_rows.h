@@ -58,8 +58,9 @@ void nv__rows_scatter(const nv__rows *r, int64_t i, nv_dtype work, const void *s
 void nv__rows_parallel(nv__rows *r, nv__range_fn fn, void *ctx);
 
 /* log(sum(exp(x))) of a float32 row with the softmax kernel's vectorized exponential;
- * `scratch` holds n floats (reduce_softmax.c). An empty row gives -inf. */
-double nv__row_logsumexp_f32(const float *x, int64_t n, float *scratch);
+ * `scratch` holds n floats; `next` (or NULL) is the next row, prefetched meanwhile
+ * (reduce_softmax.c). An empty row gives -inf. */
+double nv__row_logsumexp_f32(const float *x, int64_t n, float *scratch, const float *next);
 
 /* The reduce family's kernels. */
 nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated);

@@ -99,29 +99,32 @@ NV_CLONES static float exp_shift_f32(const float *x, float *y, int64_t n, float 
   return s;
 }
 
-/* exp(x - m) into y, summed in blocks (float32 within a block, float64 across blocks). */
-static double exp_shift_sum_f32(const float *x, float *y, int64_t n, float m) {
+/* exp(x - m) into y, summed in blocks (float32 within a block, float64 across blocks). `next`
+ * (or NULL): the next row, whose blocks are prefetched while these compute. */
+static double exp_shift_sum_f32(const float *x, float *y, int64_t n, float m, const float *next) {
   double s = 0;
   for (int64_t b = 0; b < n; b += 1024) {
     int64_t k = n - b < 1024 ? n - b : 1024;
+    if (next)
+      for (int64_t q = 0; q < k; q += 16) __builtin_prefetch(next + b + q, 0, 3);
     s += exp_shift_f32(x + b, y + b, k, m);
   }
   return s;
 }
 
-double nv__row_logsumexp_f32(const float *x, int64_t n, float *scratch) {
+double nv__row_logsumexp_f32(const float *x, int64_t n, float *scratch, const float *next) {
   float m = row_max_f32(x, n);
   if (m != m || isinf(m)) return m; /* NaN; +inf dominates; a row of only -inf gives -inf */
-  return (double)m + log(exp_shift_sum_f32(x, scratch, n, m));
+  return (double)m + log(exp_shift_sum_f32(x, scratch, n, m, next));
 }
 
 NV_CLONES static void scale_f32(float *y, int64_t n, float s) {
   for (int64_t i = 0; i < n; i++) y[i] *= s;
 }
 
-static void softmax_f32(const float *x, float *y, int64_t n) {
+static void softmax_f32(const float *x, float *y, int64_t n, const float *next) {
   float m = row_max_f32(x, n);
-  double s = exp_shift_sum_f32(x, y, n, m);
+  double s = exp_shift_sum_f32(x, y, n, m, next);
   scale_f32(y, n, (float)(1.0 / s));
 }
 
@@ -166,7 +169,11 @@ static void softmax_range(void *ctx, int64_t b, int64_t e) {
       x = y = buf;
     }
     if (f64) softmax_f64(x, y, r->len);
-    else softmax_f32(x, y, r->len);
+    else /* the next row's reads overlap this row's exponentials */
+      softmax_f32(x, y, r->len,
+                  direct && i + 1 < e
+                      ? (const float *)(r->in + nv__rows_in_offset(r, i + 1) * r->isz)
+                      : NULL);
     if (!direct) nv__rows_scatter(r, i, work, buf);
   }
   free(buf);
