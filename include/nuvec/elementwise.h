@@ -78,8 +78,8 @@ NV_API nv_array *nv_radians(const nv_array *x);
 
 /* The logistic function 1/(1+e^-x), computed without overflow for large |x|; the error
  * function; and its inverse (erfinv(±1) = ±inf, NaN outside [-1, 1]; float32 and the half
- * types within 4 ulp of the float32-rounded inverse, through the same polynomial as MLX;
- * float64 refined to full precision). Real dtypes only (integers and bool compute in float32);
+ * types within 4 ulp of the float32-rounded inverse, by a polynomial approximation; float64
+ * refined to full precision). Real dtypes only (integers and bool compute in float32);
  * complex64 fails with NV_ERR_INVALID_ARGUMENT. */
 NV_API nv_array *nv_sigmoid(const nv_array *x);
 NV_API nv_array *nv_erf(const nv_array *x);
