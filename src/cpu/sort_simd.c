@@ -2,7 +2,7 @@
  * signed 32-bit keys whose integer order is the float order (NaN last, -0.0 before +0.0), the
  * keys are partitioned in place eight at a time (a compare, a movemask and one permutation
  * from a table put the lanes below the pivot first; the vector is stored at both write ends),
- * and converted back. Large inputs split first into about equal parts around sampled
+ * and converted back where each range becomes final (in the sorting networks' stores). Large inputs split first into about equal parts around sampled
  * medians, one part per pool thread. A recursion deeper than 2·log2(n) finishes with
  * heapsort, so no input is quadratic. Without AVX2 the caller uses the radix sort. */
 #include <stdlib.h>
@@ -18,6 +18,9 @@
 #define SMALL 64        /* partitions of at most this many keys: sorting networks */
 #define SAMPLE 255      /* keys sampled for a splitting median of the parallel split */
 #define SPLITS_MAX 16   /* parts of the parallel split */
+#ifndef PIVOT_SAMPLE_MIN
+#define PIVOT_SAMPLE_MIN 4096 /* partitions from this size take a 64-key sample's median */
+#endif
 
 /* perm[m]: lane indices putting the lanes whose bit is clear in m first, in order, then the
  * others. */
@@ -231,9 +234,10 @@ AVX2 static inline __attribute__((always_inline)) void merge_runs(__m256i *v, in
     }
 }
 
-/* Sorts n <= 8·R keys in R registers padded with INT32_MAX. */
+/* Sorts n <= 8·R keys in R registers padded with INT32_MAX; with `values` the sorted keys are
+ * stored as the float32 values they stand for (the conversion back fused into the store). */
 #define SMALL_SORT(R)                                                                      \
-  AVX2 static void small_sort##R(int32_t *a, int64_t n) {                                 \
+  AVX2 static void small_sort##R(int32_t *a, int64_t n, bool values) {                    \
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                        \
     const __m256i big = _mm256_set1_epi32(INT32_MAX);                                     \
     __m256i v[R], m[R];                                                                   \
@@ -242,18 +246,23 @@ AVX2 static inline __attribute__((always_inline)) void merge_runs(__m256i *v, in
       v[i] = sort8(_mm256_blendv_epi8(big, _mm256_maskload_epi32(a + 8 * i, m[i]), m[i])); \
     }                                                                                     \
     merge_runs(v, R);                                                                     \
-    for (int i = 0; i < R; i++) _mm256_maskstore_epi32(a + 8 * i, m[i], v[i]);           \
+    const __m256i low = _mm256_set1_epi32(0x7fffffff);                                    \
+    for (int i = 0; i < R; i++) {                                                         \
+      if (values)                                                                         \
+        v[i] = _mm256_xor_si256(v[i], _mm256_and_si256(_mm256_srai_epi32(v[i], 31), low)); \
+      _mm256_maskstore_epi32(a + 8 * i, m[i], v[i]);                                      \
+    }                                                                                     \
   }
 SMALL_SORT(1)
 SMALL_SORT(2)
 SMALL_SORT(4)
 SMALL_SORT(8)
 
-AVX2 static void small_sort(int32_t *a, int64_t n) {
-  if (n <= 8) small_sort1(a, n);
-  else if (n <= 16) small_sort2(a, n);
-  else if (n <= 32) small_sort4(a, n);
-  else small_sort8(a, n);
+AVX2 static void small_sort(int32_t *a, int64_t n, bool values) {
+  if (n <= 8) small_sort1(a, n, values);
+  else if (n <= 16) small_sort2(a, n, values);
+  else if (n <= 32) small_sort4(a, n, values);
+  else small_sort8(a, n, values);
 }
 
 static void insertion(int32_t *a, int64_t n) {
@@ -300,38 +309,50 @@ static inline int32_t med3(int32_t x, int32_t y, int32_t z) {
   return z <= x ? x : z >= y ? y : z;
 }
 
-/* The median of three medians of three, spread over the partition. */
-static int32_t pivot_of(const int32_t *a, int64_t n) {
+/* The pivot: for large partitions the median of 64 keys spread over it (sorted by the
+ * networks; closer to the true median, so fewer levels), else the median of three medians of
+ * three. */
+AVX2 static int32_t pivot_of(const int32_t *a, int64_t n) {
+  if (n >= PIVOT_SAMPLE_MIN) {
+    int32_t s[64];
+    for (int i = 0; i < 64; i++) s[i] = a[(n / 64) * i + n / 128];
+    small_sort8(s, 64, false);
+    return s[32];
+  }
   int64_t q = n / 8;
   return med3(med3(a[0], a[q], a[2 * q]), med3(a[3 * q], a[4 * q], a[5 * q]),
               med3(a[6 * q], a[7 * q], a[n - 1]));
 }
 
-AVX2 static void quicksort(int32_t *a, int64_t n, int depth) {
+/* Sorts the n keys; with `values`, every key ends as the float32 value it stands for (each
+ * range is converted where it is final: a network's store, a run of pivot copies, heapsort). */
+AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
   while (n > SMALL) {
     if (depth-- <= 0) {
       heapsort_keys(a, n);
+      if (values) to_values(a, n);
       return;
     }
     int32_t p = pivot_of(a, n);
     int64_t s = partition(a, n, p, false);
     if (s == 0) { /* p is the least key: its copies go first and are done */
       s = partition(a, n, p, true);
+      if (values) to_values(a, s);
       a += s;
       n -= s;
       continue;
     }
     /* Recurse on the smaller side, loop on the larger. */
     if (s < n - s) {
-      quicksort(a, s, depth);
+      quicksort(a, s, depth, values);
       a += s;
       n -= s;
     } else {
-      quicksort(a + s, n - s, depth);
+      quicksort(a + s, n - s, depth, values);
       n = s;
     }
   }
-  small_sort(a, n);
+  small_sort(a, n, values);
 }
 
 static int depth_for(int64_t n) {
@@ -361,15 +382,13 @@ typedef struct conv_job {
   const float *in;
   int32_t *k;
   int64_t n, chunk;
-  bool back;
 } conv_job;
 
 AVX2 static void conv_range(void *ctx, int64_t b, int64_t e) {
   conv_job *j = ctx;
   for (int64_t c = b; c < e; c++) {
     int64_t lo = c * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
-    if (j->back) to_values(j->k + lo, hi - lo);
-    else to_keys(j->in + lo, j->k + lo, hi - lo);
+    to_keys(j->in + lo, j->k + lo, hi - lo);
   }
 }
 
@@ -377,7 +396,7 @@ AVX2 static void part_range(void *ctx, int64_t b, int64_t e) {
   split_job *j = ctx;
   for (int64_t i = b; i < e; i++) {
     int64_t lo = j->start[i], n = j->start[i + 1] - lo;
-    quicksort(j->a + lo, n, depth_for(n));
+    quicksort(j->a + lo, n, depth_for(n), true);
   }
 }
 
@@ -412,7 +431,7 @@ bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
   int32_t *k = (int32_t *)out;
   int threads = parallel ? nv__pool_threads() : 1;
   int64_t chunk = (int64_t)1 << 16;
-  conv_job c = {in, k, n, chunk, false};
+  conv_job c = {in, k, n, chunk};
   int64_t nchunks = (n + chunk - 1) / chunk;
   if (threads > 1) nv__parallel_for(nchunks, 1, conv_range, &c);
   else conv_range(&c, 0, nchunks);
@@ -422,9 +441,6 @@ bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
   split_parts(&j, n, want);
   if (j.nparts > 1) nv__parallel_for(j.nparts, 1, part_range, &j);
   else part_range(&j, 0, 1);
-  c.back = true;
-  if (threads > 1) nv__parallel_for(nchunks, 1, conv_range, &c);
-  else conv_range(&c, 0, nchunks);
   return true;
 }
 

@@ -45,11 +45,37 @@ Test(sort_simd, depth_limit_falls_back_to_heapsort) {
     int64_t n = 5000;
     int32_t *a = malloc(n * sizeof *a), *orig = malloc(n * sizeof *a);
     for (int64_t i = 0; i < n; i++) orig[i] = a[i] = next_key() % 100;
-    quicksort(a, n, depth);
+    quicksort(a, n, depth, false);
     check_sorted_like(a, orig, n);
     free(a);
     free(orig);
   }
+}
+
+/* With values, every range is converted back where it becomes final: networks, runs of pivot
+ * copies and the heapsort fallback alike. */
+Test(sort_simd, values_come_back_on_every_path) {
+  if (!have_avx2()) cr_skip_test("no AVX2");
+  pthread_once(&perm_once, perm_init);
+  for (int depth = 0; depth < 4; depth++)
+    for (int kind = 0; kind < 3; kind++) {
+      int64_t n = 3000;
+      int32_t *a = malloc(n * sizeof *a), *keys = malloc(n * sizeof *a);
+      for (int64_t i = 0; i < n; i++) {
+        int32_t r = next_key();
+        float f = kind == 0 ? (float)(r % 1000) / 7.0f : kind == 1 ? 2.5f : (r & 1 ? -0.0f : NAN);
+        keys[i] = a[i] = key_of(f);
+      }
+      quicksort(a, n, depth, true);
+      qsort(keys, (size_t)n, sizeof *keys, cmp_i32);
+      for (int64_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, &a[i], 4);
+        cr_assert_eq(key_of(f), keys[i], "depth %d kind %d: index %lld", depth, kind, (long long)i);
+      }
+      free(a);
+      free(keys);
+    }
 }
 
 Test(sort_simd, partition_at_extreme_pivots) {
@@ -89,7 +115,7 @@ Test(sort_simd, networks_sort_every_length) {
         orig[i] = a[i] = rep % 3 == 0 ? k % 4 : rep % 3 == 1 ? k : (k & 1 ? INT32_MAX : INT32_MIN);
       }
       for (int i = (int)n; i < SMALL + 8; i++) a[i] = 12345; /* beyond n: untouched */
-      small_sort(a, n);
+      small_sort(a, n, false);
       check_sorted_like(a, orig, n);
       for (int i = (int)n; i < SMALL + 8; i++) cr_assert_eq(a[i], 12345, "n=%lld wrote past the end", (long long)n);
     }
