@@ -11,8 +11,13 @@
  * time (function multi-versioning), so one binary runs everywhere and fast where it can. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(NV_NO_CLONES)
 #define NV_KERNEL_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+/* The same with FMA in the AVX2 clone (x86-64-v3), for polynomial kernels whose results are
+ * not promised bit for bit (the exponential of softmax and logsumexp): multiply-adds fuse. */
+#define NV_KERNEL_CLONES_FMA \
+  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define NV_KERNEL_CLONES
+#define NV_KERNEL_CLONES_FMA
 #endif
 
 /* Element count above which kernels split work across the pool. */

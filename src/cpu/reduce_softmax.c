@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) void exp8(v8f *tp) {
 /* y[i] = exp(x[i] - m), returning their sum: float32 lanes within a block of at most 1024
  * values (the caller adds blocks in float64). The tail goes through a zero-padded vector whose
  * padding is left out of the sum. */
-NV_CLONES static float exp_shift_f32(const float *x, float *y, int64_t n, float m) {
+NV_KERNEL_CLONES_FMA static float exp_shift_f32(const float *x, float *y, int64_t n, float m) {
   v8f acc = splat(0.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
