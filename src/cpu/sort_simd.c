@@ -234,6 +234,38 @@ AVX2 static inline __attribute__((always_inline)) void merge_runs(__m256i *v, in
     }
 }
 
+/* Eight registers each sorted: a 19-comparator network sorts the columns (lane j across the
+ * registers), then an 8×8 transpose makes each column a register. */
+#define CX(a, b)                                  \
+  do {                                            \
+    __m256i t_ = _mm256_min_epi32((a), (b));      \
+    (b) = _mm256_max_epi32((a), (b));             \
+    (a) = t_;                                     \
+  } while (0)
+
+AVX2 static inline __attribute__((always_inline)) void sort8x8(__m256i *v) {
+  static const int8_t net[19][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6},
+                                     {3, 7}, {0, 1}, {2, 3}, {4, 5}, {6, 7}, {2, 4}, {3, 5},
+                                     {1, 4}, {3, 6}, {1, 2}, {3, 4}, {5, 6}};
+#pragma GCC unroll 19
+  for (int c = 0; c < 19; c++) CX(v[net[c][0]], v[net[c][1]]);
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; i++) {
+    v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
 /* Sorts n <= 8·R keys in R registers padded with INT32_MAX; with `values` the sorted keys are
  * stored as the float32 values they stand for (the conversion back fused into the store). */
 #define SMALL_SORT(R)                                                                      \
@@ -241,16 +273,28 @@ AVX2 static inline __attribute__((always_inline)) void merge_runs(__m256i *v, in
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                        \
     const __m256i big = _mm256_set1_epi32(INT32_MAX);                                     \
     __m256i v[R], m[R];                                                                   \
+    /* Whole registers load plainly; only the partial one is masked (masked moves are slow \
+     * on some CPUs). */                                                                  \
+    int full = (int)(n / 8);                                                              \
     for (int i = 0; i < R; i++) {                                                         \
       m[i] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n - 8 * i), lane);                 \
-      v[i] = sort8(_mm256_blendv_epi8(big, _mm256_maskload_epi32(a + 8 * i, m[i]), m[i])); \
+      if (i < full) v[i] = _mm256_loadu_si256((const __m256i *)(a + 8 * i));              \
+      else if (i == full && n % 8)                                                        \
+        v[i] = _mm256_blendv_epi8(big, _mm256_maskload_epi32(a + 8 * i, m[i]), m[i]);     \
+      else v[i] = big;                                                                    \
+    }                                                                                     \
+    if (R == 8) {                                                                         \
+      sort8x8(v);                                                                         \
+    } else {                                                                              \
+      for (int i = 0; i < R; i++) v[i] = sort8(v[i]);                                     \
     }                                                                                     \
     merge_runs(v, R);                                                                     \
     const __m256i low = _mm256_set1_epi32(0x7fffffff);                                    \
     for (int i = 0; i < R; i++) {                                                         \
       if (values)                                                                         \
         v[i] = _mm256_xor_si256(v[i], _mm256_and_si256(_mm256_srai_epi32(v[i], 31), low)); \
-      _mm256_maskstore_epi32(a + 8 * i, m[i], v[i]);                                      \
+      if (i < full) _mm256_storeu_si256((__m256i *)(a + 8 * i), v[i]);                    \
+      else if (i == full && n % 8) _mm256_maskstore_epi32(a + 8 * i, m[i], v[i]);         \
     }                                                                                     \
   }
 SMALL_SORT(1)
