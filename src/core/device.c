@@ -11,7 +11,7 @@ static atomic_int next_stream = 1;
 /* Default streams: the CPU's is index 0 until nv_set_default_stream; each GPU's is created on
  * first use. */
 #define MAX_GPUS 64
-static int cpu_default_stream;
+static atomic_int cpu_default_stream; /* read on every op: no lock */
 static int gpu_default_stream[MAX_GPUS];
 
 static _Thread_local nv_stream stream_stack[64];
@@ -48,12 +48,7 @@ nv_status nv_set_default_device(nv_device d) {
 }
 
 nv_stream nv_default_stream(nv_device d) {
-  if (d.type == NV_DEVICE_CPU) {
-    pthread_mutex_lock(&dev_lock);
-    int idx = cpu_default_stream;
-    pthread_mutex_unlock(&dev_lock);
-    return (nv_stream){idx, d};
-  }
+  if (d.type == NV_DEVICE_CPU) return (nv_stream){atomic_load(&cpu_default_stream), d};
   if (d.index < 0 || d.index >= MAX_GPUS) return (nv_stream){-1, d};
   pthread_mutex_lock(&dev_lock);
   if (!gpu_default_stream[d.index]) gpu_default_stream[d.index] = atomic_fetch_add(&next_stream, 1);
@@ -69,9 +64,12 @@ nv_status nv_set_default_stream(nv_stream s) {
     return nv__set_error(NV_ERR_INVALID_ARGUMENT,
                          "set_default_stream: invalid stream (index %d on device type %d:%d)",
                          s.index, (int)s.device.type, s.device.index);
+  if (cpu) {
+    atomic_store(&cpu_default_stream, s.index);
+    return NV_OK;
+  }
   pthread_mutex_lock(&dev_lock);
-  if (cpu) cpu_default_stream = s.index;
-  else gpu_default_stream[s.device.index] = s.index;
+  gpu_default_stream[s.device.index] = s.index;
   pthread_mutex_unlock(&dev_lock);
   return NV_OK;
 }
