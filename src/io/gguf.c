@@ -75,7 +75,10 @@ static nv_status truncated(rd *r) {
                       r->pos);
 }
 
+/* The readers set their outputs even when they fail (to 0), so that no caller reads an
+ * unset value. */
 static nv_status u32(rd *r, uint32_t *v) {
+  *v = 0;
   const unsigned char *p = take(r, 4);
   if (!p) return truncated(r);
   *v = (uint32_t)le(p, 4);
@@ -83,6 +86,7 @@ static nv_status u32(rd *r, uint32_t *v) {
 }
 
 static nv_status u64(rd *r, uint64_t *v) {
+  *v = 0;
   const unsigned char *p = take(r, 8);
   if (!p) return truncated(r);
   *v = le(p, 8);
@@ -91,6 +95,8 @@ static nv_status u64(rd *r, uint64_t *v) {
 
 /* A GGUF string: its bytes stay in the source (`*p`, `*n`). */
 static nv_status str(rd *r, const char **p, size_t *n) {
+  *p = NULL;
+  *n = 0;
   uint64_t len;
   nv_status st = u64(r, &len);
   if (st != NV_OK) return st;

@@ -150,7 +150,7 @@ nv_status nv__io_array(const nv__io_src *s, size_t off, size_t nbytes, nv_dtype 
     *out = a;
     return NV_OK;
   }
-  void *data;
+  void *data = NULL;
   nv_status st = nv__io_array_alloc(s->op, nbytes, dtype, shape, ndim, strides, out, &data);
   if (st == NV_OK && nbytes) memcpy(data, s->data + off, nbytes);
   return st;

@@ -299,7 +299,7 @@ static nv__node *binary_node(int prim, const nv_array *a, const nv_array *b, con
 
 static nv_array *binary(int prim, const nv_array *a, const nv_array *b) {
   int shape[NV__MAX_DIMS], nd;
-  nv_dtype in_dt, out_dt;
+  nv_dtype in_dt = NV_DTYPE_FLOAT32, out_dt = NV_DTYPE_FLOAT32; /* set when f is NULL */
   nv_array *f = binary_prepare(prim, a, b, shape, &nd, &in_dt, &out_dt);
   if (f) return f;
   return nv__op_finish(pname(prim), binary_node(prim, a, b, shape, nd, in_dt, out_dt, 1));
@@ -360,7 +360,7 @@ nv_array *nv_right_shift(const nv_array *a, const nv_array *b) {
 nv_status nv_divmod(const nv_array *a, const nv_array *b, nv_vec *out) {
   if (!out) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "divmod: the output list is NULL");
   int shape[NV__MAX_DIMS], nd;
-  nv_dtype in_dt, out_dt;
+  nv_dtype in_dt = NV_DTYPE_FLOAT32, out_dt = NV_DTYPE_FLOAT32; /* set when f is NULL */
   nv_array *f = binary_prepare(NV__PRIM_DIVMOD, a, b, shape, &nd, &in_dt, &out_dt);
   if (f) {
     nv_status s = nv_array_status(f);

@@ -150,7 +150,7 @@ static nv_array *row_reduce(int prim, const nv_array *x, const int *axes, int na
                         "reductions of %lld elements exceed uint32 indices", (long long)len);
   int shape[NV__MAX_DIMS];
   int nd = nv__reduced_shape(o, ax, nax, keepdims, shape);
-  nv__rows_params *p;
+  nv__rows_params *p = NULL;
   nv_array *r = nv__rows_node(prim, (nv_array *)x, dt, shape, nd, ax, nax, &p);
   if (!nv_array_status(r)) {
     p->keepdims = keepdims;

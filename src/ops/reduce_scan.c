@@ -7,6 +7,7 @@
 /* The row axes for an optional single axis (NULL: all axes, flattened) and the result shape. */
 static nv_array *row_axis(const char *op, const nv__output *o, const int *axis, int *ax,
                           int *nax, int *shape, int *nd) {
+  *nax = *nd = 0; /* set on every path */
   if (axis) {
     int a = *axis;
     if (!nv__norm_axis(&a, o->ndim)) {
@@ -53,7 +54,7 @@ static nv_array *scan(int prim, const nv_array *x, const int *axis, bool reverse
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "complex64 is not supported");
     dt = nv__at_least_float(dt);
   }
-  nv__rows_params *p;
+  nv__rows_params *p = NULL;
   nv_array *r = nv__rows_node(prim, (nv_array *)x, dt, shape, nd, ax, nax, &p);
   if (!nv_array_status(r)) {
     p->reverse = reverse;
@@ -90,7 +91,7 @@ nv_array *nv_softmax(const nv_array *x, const int *axes, int naxes, bool precise
   nv_dtype dt = nv__at_least_float(o->dtype);
   /* Cast first so that the evaluation may write the result into the cast's buffer. */
   nv_array *in = nv__cast_unscoped(x, dt);
-  nv__rows_params *p;
+  nv__rows_params *p = NULL;
   nv_array *r = nv__rows_node(NV__PRIM_SOFTMAX, in, dt, o->shape, o->ndim, ax, nax, &p);
   nv_release(in);
   return r;
@@ -111,7 +112,7 @@ static nv_array *sort_op(int prim, const nv_array *x, const int *axis, const int
   if (arg && len > (int64_t)UINT32_MAX)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "rows of %lld elements exceed uint32 indices",
                         (long long)len);
-  nv__rows_params *p;
+  nv__rows_params *p = NULL;
   return nv__rows_node(prim, (nv_array *)x, arg ? NV_DTYPE_UINT32 : o->dtype, shape, nd, ax, nax,
                        &p);
 }
@@ -148,7 +149,7 @@ static nv_array *argtopk_check(const char *op, const nv_array *x, int k, const i
 
 static nv_array *argtopk_node(const nv_array *x, int k, const int *ax, int nax,
                               const int *shape, int nd) {
-  nv__rows_params *p;
+  nv__rows_params *p = NULL;
   nv_array *r = nv__rows_node(NV__PRIM_ARGTOPK, (nv_array *)x, NV_DTYPE_UINT32, shape, nd, ax,
                               nax, &p);
   if (!nv_array_status(r)) p->k = k;
