@@ -6,20 +6,9 @@
 #include <math.h>
 
 #include "ops/elementwise_params.h"
-#include "transforms/transforms_internal.h"
+#include "transforms/rule_decls.h"
 
-#define U __attribute__((unused))
-#define VJP(name)                                                                          \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, nv_array *const *out U, \
-                        nv_array *const *cot U, const bool *want U, nv_array **grad U)
-#define JVP(name)                                                                          \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, nv_array *const *out U, \
-                        nv_array *const *tan U, nv_array **ot U)
-#define VMAP(name)                                                                      \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, const int *axes U, \
-                        nv_array **out U, int *oax U)
 
-static const nv__output *meta(const nv_array *x) { return nv__out(x); }
 static bool inexact(nv_dtype d) { return nv_issubdtype(d, NV_CATEGORY_INEXACT); }
 static bool real_float(nv_dtype d) { return nv_issubdtype(d, NV_CATEGORY_FLOATING); }
 

@@ -15,20 +15,9 @@
  * - vmap: the batch goes in front of every batched operand, padded to the product's rank, and
  *   the primitive's own batch broadcasting does the rest (one batched matmul). */
 #include "ops/linalg_params.h"
-#include "transforms/transforms_internal.h"
+#include "transforms/rule_decls.h"
 
-#define U __attribute__((unused))
-#define VJP(name)                                                                          \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, nv_array *const *out U, \
-                        nv_array *const *cot U, const bool *want U, nv_array **grad U)
-#define JVP(name)                                                                          \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, nv_array *const *out U, \
-                        nv_array *const *tan U, nv_array **ot U)
-#define VMAP(name)                                                                      \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, const int *axes U, \
-                        nv_array **out U, int *oax U)
 
-static const nv__output *meta(const nv_array *x) { return nv__out(x); }
 static bool inexact(const nv_array *x) { return nv_issubdtype(meta(x)->dtype, NV_CATEGORY_INEXACT); }
 static bool is_complex(const nv_array *x) { return meta(x)->dtype == NV_DTYPE_COMPLEX64; }
 

@@ -8,18 +8,8 @@
 #include "nuvec.h"
 #include "ops/reduce_params.h"
 #include "ops/reduce_internal.h"
-#include "transforms/transforms_internal.h"
+#include "transforms/rule_decls.h"
 
-#define U __attribute__((unused))
-#define VJP(name)                                                                          \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, nv_array *const *out U, \
-                        nv_array *const *cot U, const bool *want U, nv_array **grad U)
-#define JVP(name)                                                                          \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, nv_array *const *out U, \
-                        nv_array *const *tan U, nv_array **ot U)
-#define VMAP(name)                                                                      \
-  static nv_status name(const nv__node *n U, nv_array *const *in U, const int *axes U, \
-                        nv_array **out U, int *oax U)
 
 /* ---- Temporaries ----
  * A rule builds a chain of temporaries; each goes into the rule's pool as it is made and the
@@ -43,7 +33,6 @@ static void drain(pool *p) {
 /* Hands `x` (owned by the pool) to the caller as a new reference. */
 static nv_array *give(nv_array *x) { return nv_retain(x); }
 
-static const nv__output *meta(const nv_array *x) { return nv__out(x); }
 static nv_dtype dtype_of(const nv_array *x) { return nv__out(x)->dtype; }
 static bool inexact(const nv_array *x) {
   return nv_issubdtype(dtype_of(x), NV_CATEGORY_INEXACT);
