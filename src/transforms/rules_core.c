@@ -3,7 +3,6 @@
  * differentiable and batchable. */
 #include "transforms/rule_decls.h"
 
-
 static bool inexact(nv_dtype d) { return nv_issubdtype(d, NV_CATEGORY_INEXACT); }
 
 /* Binary op by primitive. */

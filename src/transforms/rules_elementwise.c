@@ -8,7 +8,6 @@
 #include "ops/elementwise_params.h"
 #include "transforms/rule_decls.h"
 
-
 static bool inexact(nv_dtype d) { return nv_issubdtype(d, NV_CATEGORY_INEXACT); }
 static bool real_float(nv_dtype d) { return nv_issubdtype(d, NV_CATEGORY_FLOATING); }
 

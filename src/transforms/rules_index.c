@@ -17,7 +17,6 @@
 #include "ops/index_params.h"
 #include "transforms/rule_decls.h"
 
-
 static bool inexact(const nv_array *x) { return nv_issubdtype(meta(x)->dtype, NV_CATEGORY_INEXACT); }
 
 /* ---- Small helpers ---- */

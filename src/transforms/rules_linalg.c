@@ -17,7 +17,6 @@
 #include "ops/linalg_params.h"
 #include "transforms/rule_decls.h"
 
-
 static bool inexact(const nv_array *x) { return nv_issubdtype(meta(x)->dtype, NV_CATEGORY_INEXACT); }
 static bool is_complex(const nv_array *x) { return meta(x)->dtype == NV_DTYPE_COMPLEX64; }
 

@@ -10,7 +10,6 @@
 #include "ops/reduce_internal.h"
 #include "transforms/rule_decls.h"
 
-
 /* ---- Temporaries ----
  * A rule builds a chain of temporaries; each goes into the rule's pool as it is made and the
  * pool releases them all when the rule returns (the rule's results are retained out of it). */
