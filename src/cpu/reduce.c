@@ -96,46 +96,29 @@ MINMAX_BLOCK(min_f32, float, <)
 MINMAX_BLOCK(max_f64, double, >)
 MINMAX_BLOCK(min_f64, double, <)
 
-/* A contiguous float32 block (the half types arrive converted) into the accumulator. */
-static void run_f32(int op, const float *x, int64_t n, acc *a) {
-  switch (op) {
-    case R_SUM:
-    case R_MEAN: acc_add(a, block_f32(x, n)); break;
-    case R_PROD:
-      for (int64_t i = 0; i < n; i++) a->d *= x[i];
-      break;
-    case R_MAX: max_f32(x, n, a); break;
-    case R_MIN: min_f32(x, n, a); break;
-    case R_ALL:
-      for (int64_t i = 0; i < n; i++) a->u &= x[i] != 0;
-      break;
-    case R_ANY:
-      for (int64_t i = 0; i < n; i++) a->u |= x[i] != 0;
-      break;
-    default:
-      for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;
+/* A contiguous float block into the accumulator (float32: the half types arrive converted). */
+#define RUN_FLOAT(SUF, T)                                                   \
+  static void run_##SUF(int op, const T *x, int64_t n, acc *a) {            \
+    switch (op) {                                                           \
+      case R_SUM:                                                           \
+      case R_MEAN: acc_add(a, block_##SUF(x, n)); break;                    \
+      case R_PROD:                                                          \
+        for (int64_t i = 0; i < n; i++) a->d *= x[i];                       \
+        break;                                                              \
+      case R_MAX: max_##SUF(x, n, a); break;                                \
+      case R_MIN: min_##SUF(x, n, a); break;                                \
+      case R_ALL:                                                           \
+        for (int64_t i = 0; i < n; i++) a->u &= x[i] != 0;                  \
+        break;                                                              \
+      case R_ANY:                                                           \
+        for (int64_t i = 0; i < n; i++) a->u |= x[i] != 0;                  \
+        break;                                                              \
+      default:                                                              \
+        for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;                  \
+    }                                                                       \
   }
-}
-
-static void run_f64(int op, const double *x, int64_t n, acc *a) {
-  switch (op) {
-    case R_SUM:
-    case R_MEAN: acc_add(a, block_f64(x, n)); break;
-    case R_PROD:
-      for (int64_t i = 0; i < n; i++) a->d *= x[i];
-      break;
-    case R_MAX: max_f64(x, n, a); break;
-    case R_MIN: min_f64(x, n, a); break;
-    case R_ALL:
-      for (int64_t i = 0; i < n; i++) a->u &= x[i] != 0;
-      break;
-    case R_ANY:
-      for (int64_t i = 0; i < n; i++) a->u |= x[i] != 0;
-      break;
-    default:
-      for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;
-  }
-}
+RUN_FLOAT(f32, float)
+RUN_FLOAT(f64, double)
 
 /* Complex: lexicographic order for max/min, NaN in either part propagates. */
 static void run_c64(int op, const float *x, int64_t n, int64_t st, acc *a) {
