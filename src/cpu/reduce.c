@@ -47,27 +47,21 @@ static acc acc_init(int op) {
 
 #define BLK 1024
 
-/* float32 blocks accumulate in float64 lanes, so their rounding errors stay far below
- * float32's own (a float32 sum is, in practice, the float64 sum of its values rounded once). */
-NV_CLONES static double block_f32(const float *p, int64_t n) {
-  double s[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) s[j] += p[i + j];
-  double r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; i < n; i++) r += p[i];
-  return r;
-}
-
-NV_CLONES static double block_f64(const double *p, int64_t n) {
-  double s[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) s[j] += p[i + j];
-  double r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; i < n; i++) r += p[i];
-  return r;
-}
+/* A block's sum in eight float64 lanes: float32 blocks thereby keep their rounding errors far
+ * below float32's own (a float32 sum is, in practice, the float64 sum of its values rounded
+ * once). */
+#define BLOCK_SUM(SUF, T)                                                              \
+  NV_CLONES static double block_##SUF(const T *p, int64_t n) {                         \
+    double s[8] = {0};                                                                 \
+    int64_t i = 0;                                                                     \
+    for (; i + 8 <= n; i += 8)                                                         \
+      for (int j = 0; j < 8; j++) s[j] += p[i + j];                                    \
+    double r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));      \
+    for (; i < n; i++) r += p[i];                                                      \
+    return r;                                                                          \
+  }
+BLOCK_SUM(f32, float)
+BLOCK_SUM(f64, double)
 
 /* The maximum (or minimum) of a contiguous float block in eight lanes, tracking NaN. */
 #define MINMAX_BLOCK(NAME, T, CMP)                                  \
