@@ -120,7 +120,8 @@ NV_API nv_array *nv_log(const nv_array *x);
 NV_API nv_array *nv_sqrt(const nv_array *x);
 
 /* a+b, a-b, a*b, a/b, max(a,b), min(a,b), broadcasting. Integer overflow wraps. divide always
- * gives a float (integers and bool: float32, as MLX). maximum/minimum propagate NaN. */
+ * gives a float (integers and bool: float32, as MLX). maximum/minimum propagate NaN. bool
+ * operands stay bool (as MLX): add is or, subtract is xor, multiply is and. */
 NV_API nv_array *nv_add(const nv_array *a, const nv_array *b);
 NV_API nv_array *nv_subtract(const nv_array *a, const nv_array *b);
 NV_API nv_array *nv_multiply(const nv_array *a, const nv_array *b);

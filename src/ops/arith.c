@@ -150,9 +150,8 @@ static nv_array *binary(int prim, const nv_array *a, const nv_array *b) {
   }
   nv_dtype dt = nv__result_type(a, b);
   if (prim == NV__PRIM_DIVIDE && !nv_issubdtype(dt, NV_CATEGORY_INEXACT)) dt = NV_DTYPE_FLOAT32;
-  if (prim == NV__PRIM_SUBTRACT && dt == NV_DTYPE_BOOL)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
-                        "boolean subtract is not supported (use logical_xor)");
+  /* bool - bool is MLX's: computed in bool, a - b is nonzero exactly when a != b. */
+  if (prim == NV__PRIM_SUBTRACT && dt == NV_DTYPE_BOOL) return nv_logical_xor(a, b);
   nv_array *in[2] = {nv__cast_unscoped(a, dt), nv__cast_unscoped(b, dt)};
   nv__node *n = nv__op_node(prim, in, 2, dt, shape, nd, 0);
   nv_release(in[0]);

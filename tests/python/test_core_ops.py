@@ -50,8 +50,6 @@ def binary_cases():
         BINARY, ALL, [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 5), (3, 1)), ((), (5,)), ((0, 3), (3,))],
         LAYOUTS,
     ):
-        if op == "nv_subtract" and dt == "bool":
-            continue
         if op in ("nv_maximum", "nv_minimum") and dt == "complex64":
             continue
         yield op, dt, sa, sb, layout
@@ -67,7 +65,7 @@ def test_binary_matches_numpy(nv, rng, op, dt, sa, sb, layout):
     want = BINARY[op](ra, rb)
     if dt == "bool" and op != "nv_divide":
         want = {"nv_add": a | b, "nv_multiply": a & b, "nv_maximum": a | b,
-                "nv_minimum": a & b}[op]
+                "nv_minimum": a & b, "nv_subtract": a ^ b}[op]
     out_dt = dt
     if op == "nv_divide" and dt in INTS + ["bool"]:
         out_dt = "float32"
