@@ -257,3 +257,12 @@ def test_broadcast_error_names_op_and_shapes(nv):
     assert st == 1 and msg == "add: shapes (2,3) and (4,) cannot be broadcast"
     with pytest.raises(NuvecError):
         nv.read(h)
+
+
+def test_bool_subtract_is_xor_as_mlx(nv):
+    """MLX computes bool - bool in bool (nonzero exactly when the values differ); NumPy refuses."""
+    a = np.array([[True, False, True, False]])
+    b = np.array([[True], [False]])
+    got = nv.read(nv.own(lib.nv_subtract(nv.array(a), nv.array(b))))
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, a ^ b)
