@@ -151,11 +151,44 @@ void nv_optimizer_free(nv_optimizer *o) {
 
 /* ---- The per-parameter rules (built inside the update's scope) ---- */
 
+/* The scalars every parameter of one dtype shares within an update (MLX computes them per
+ * parameter; the values are the same, built once): the learning rate in that dtype and, for
+ * Adam, the decay factor and the two bias corrections. */
+typedef struct shared {
+  nv_dtype dt;
+  nv_array *lr_g, *decay, *c1, *c2;
+} shared;
+
+#define MAX_SHARED 4 /* the real float dtypes */
+
+/* 1 - beta^step, as Python's `1 - beta**step` with a weak int 1 and a weak float beta. */
+static nv_array *one_minus_pow(double beta, nv_array *step) {
+  return nv_subtract(nv_weak_int(1), nv_power(nv_weak_scalar(beta), step));
+}
+
+/* The shared scalars of dtype gt (built on first use; arrays owned by the update's scope). */
+static const shared *shared_of(const nv_optimizer *o, shared *tab, int *n, nv_dtype gt,
+                               nv_array *lr, nv_array *step) {
+  for (int i = 0; i < *n; i++)
+    if (tab[i].dt == gt) return &tab[i];
+  shared *e = &tab[(*n)++];
+  e->dt = gt;
+  e->lr_g = nv_astype(lr, gt);
+  e->decay = e->c1 = e->c2 = NULL;
+  if (o->adam && o->decoupled)
+    e->decay = nv_subtract(nv_weak_int(1), nv_multiply_scalar(e->lr_g, o->weight_decay));
+  if (o->adam && o->bias_correction) {
+    e->c1 = nv_astype(nv_divide(e->lr_g, one_minus_pow(o->beta1, step)), gt);
+    e->c2 = nv_astype(nv_rsqrt(one_minus_pow(o->beta2, step)), gt);
+  }
+  return e;
+}
+
 /* MLX's SGD.apply_single: returns the new parameter and writes the new "v" slot. */
-static nv_array *sgd_single(const nv_optimizer *o, nv_array *g, nv_array *p, nv_array *lr,
+static nv_array *sgd_single(const nv_optimizer *o, nv_array *g, nv_array *p, const shared *sh,
                             nv_array *const *slot, nv_array **slot_out) {
   if (o->weight_decay != 0) g = nv_add(g, nv_multiply_scalar(p, o->weight_decay));
-  nv_array *lr_g = nv_astype(lr, nv_array_dtype(g));
+  nv_array *lr_g = sh->lr_g;
   if (o->momentum <= 0) return nv_subtract(p, nv_multiply(lr_g, g));
   nv_array *v = nv_multiply_scalar(slot[0], o->momentum);
   v = nv_add(v, o->dampening > 0 ? nv_multiply_scalar(g, 1 - o->dampening) : g);
@@ -164,18 +197,11 @@ static nv_array *sgd_single(const nv_optimizer *o, nv_array *g, nv_array *p, nv_
   return nv_subtract(p, nv_multiply(lr_g, update));
 }
 
-/* 1 - beta^step, as Python's `1 - beta**step` with a weak int 1 and a weak float beta. */
-static nv_array *one_minus_pow(double beta, nv_array *step) {
-  return nv_subtract(nv_weak_int(1), nv_power(nv_weak_scalar(beta), step));
-}
-
 /* MLX's Adam.apply_single (and AdamW's, which decays the parameter first). */
-static nv_array *adam_single(const nv_optimizer *o, nv_array *g, nv_array *p, nv_array *lr,
-                             nv_array *step, nv_array *const *slot, nv_array **slot_out) {
-  nv_dtype gt = nv_array_dtype(g);
-  nv_array *lr_g = nv_astype(lr, gt);
-  if (o->decoupled)
-    p = nv_multiply(p, nv_subtract(nv_weak_int(1), nv_multiply_scalar(lr_g, o->weight_decay)));
+static nv_array *adam_single(const nv_optimizer *o, nv_array *g, nv_array *p, const shared *sh,
+                             nv_array *const *slot, nv_array **slot_out) {
+  nv_array *lr_g = sh->lr_g;
+  if (o->decoupled) p = nv_multiply(p, sh->decay);
   nv_array *m = nv_add(nv_multiply_scalar(slot[0], o->beta1),
                        nv_multiply_scalar(g, 1 - o->beta1));
   nv_array *v = nv_add(nv_multiply_scalar(slot[1], o->beta2),
@@ -184,10 +210,8 @@ static nv_array *adam_single(const nv_optimizer *o, nv_array *g, nv_array *p, nv
   slot_out[1] = v;
   if (!o->bias_correction)
     return nv_subtract(p, nv_divide(nv_multiply(lr_g, m), nv_add_scalar(nv_sqrt(v), o->eps)));
-  nv_array *c1 = nv_astype(nv_divide(lr_g, one_minus_pow(o->beta1, step)), gt);
-  nv_array *c2 = nv_astype(nv_rsqrt(one_minus_pow(o->beta2, step)), gt);
-  nv_array *den = nv_add_scalar(nv_multiply(nv_sqrt(v), c2), o->eps);
-  return nv_subtract(p, nv_divide(nv_multiply(c1, m), den));
+  nv_array *den = nv_add_scalar(nv_multiply(nv_sqrt(v), sh->c2), o->eps);
+  return nv_subtract(p, nv_divide(nv_multiply(sh->c1, m), den));
 }
 
 /* ---- Updates ---- */
@@ -382,13 +406,16 @@ static nv_status next_params(const nv_map *params, const nv_map *grads, const en
 /* Builds every entry's new parameter and slots (retained), in the scope of the update. */
 static void apply_all(const nv_optimizer *o, entry *entries, size_t n, nv_array *lr,
                       nv_array *step) {
+  shared tab[MAX_SHARED];
+  int ntab = 0;
   for (size_t i = 0; i < n; i++) {
     entry *e = &entries[i];
     nv_array *slot[MAX_SLOTS] = {0}, *slot_new[MAX_SLOTS] = {0};
     /* New slots are zeros like the gradient, as MLX's init(gradients). */
     for (int s = 0; s < o->nslots; s++) slot[s] = e->slot[s] ? e->slot[s] : nv_zeros_like(e->g);
-    nv_array *p = o->adam ? adam_single(o, e->g, e->p, lr, step, slot, slot_new)
-                          : sgd_single(o, e->g, e->p, lr, slot, slot_new);
+    const shared *sh = shared_of(o, tab, &ntab, nv_array_dtype(e->g), lr, step);
+    nv_array *p = o->adam ? adam_single(o, e->g, e->p, sh, slot, slot_new)
+                          : sgd_single(o, e->g, e->p, sh, slot, slot_new);
     e->p_new = nv_retain(p);
     for (int s = 0; s < o->nslots; s++) e->slot_new[s] = nv_retain(slot_new[s]);
   }
