@@ -5,7 +5,8 @@
 #include "core/internal.h"
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static nv_device default_device = {NV_DEVICE_CPU, 0};
+/* The default device packed as type << 32 | index: read on every op, without a lock. */
+static _Atomic uint64_t default_device = (uint64_t)NV_DEVICE_CPU << 32;
 static atomic_int next_stream = 1;
 
 /* Default streams: the CPU's is index 0 until nv_set_default_stream; each GPU's is created on
@@ -32,18 +33,14 @@ void nv_device_name(nv_device d, char *buf, size_t size) {
 
 nv_device nv_default_device(void) {
   if (stream_depth) return stream_stack[stream_depth - 1].device;
-  pthread_mutex_lock(&dev_lock);
-  nv_device d = default_device;
-  pthread_mutex_unlock(&dev_lock);
-  return d;
+  uint64_t v = atomic_load(&default_device);
+  return (nv_device){(nv_device_type)(v >> 32), (int)(uint32_t)v};
 }
 
 nv_status nv_set_default_device(nv_device d) {
   if (d.index < 0 || (d.type != NV_DEVICE_CPU && d.type != NV_DEVICE_GPU))
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "set_default_device: invalid device");
-  pthread_mutex_lock(&dev_lock);
-  default_device = d;
-  pthread_mutex_unlock(&dev_lock);
+  atomic_store(&default_device, (uint64_t)d.type << 32 | (uint32_t)d.index);
   return NV_OK;
 }
 
