@@ -3,6 +3,7 @@
  * 64 products of 128³, a transposed operand (aᵀ @ b, 1024³) and 1024³ float64. Each case
  * prints "BENCH nuvec_<case>" and "BENCH blas_<case>". */
 #include <cblas.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "nuvec.h"
@@ -47,6 +48,8 @@ static void run_nuvec(void *ctx) {
   if (a != c->a) nv_release(a);
 }
 
+extern void openblas_set_num_threads(int);
+
 static void run_blas(void *ctx) {
   mm_case *c = ctx;
   int64_t sa = (int64_t)c->m * c->k, sb = (int64_t)c->k * c->n, so = (int64_t)c->m * c->n;
@@ -78,10 +81,16 @@ static void bench_case(mm_case *c, int repeat) {
   c->pb = db;
   c->out = malloc((size_t)c->batch * c->m * c->n * (c->dt == NV_DTYPE_FLOAT64 ? 8 : 4));
   char name[96];
-  /* Alternate the two so that neither gets a warmer machine. */
+  /* Alternate the two so that neither gets a warmer machine. OpenBLAS called directly runs
+   * with its own threads (one per core); nuvec keeps it single-threaded and cuts products
+   * over its pool. OpenBLAS's idle workers spin for a while after each call, so the rounds
+   * are separated by a pause in which they go to sleep. */
   for (int round = 0; round < 2; round++) {
     snprintf(name, sizeof name, "%s_%s", round ? "nuvec" : "blas", c->name);
+    if (!round) openblas_set_num_threads(nv_get_num_threads());
     bench_run(name, round ? run_nuvec : run_blas, c, 2, repeat);
+    if (!round) openblas_set_num_threads(1);
+    usleep(500000);
   }
   nv_release(c->a);
   nv_release(c->b);

@@ -12,7 +12,6 @@
 #include "cpu/pool.h"
 #include "ops/linalg_params.h"
 
-extern void openblas_set_num_threads(int);
 
 /* ---- Shared helpers (also used by linalg_int.c and linalg_vecdot.c) ---- */
 
@@ -123,6 +122,9 @@ typedef struct gemm_job {
   blas_operand oa, ob;
   char *c; /* row-contiguous batches of M × N */
   double alpha, beta;
+  int ldc;   /* C's row stride: the full N (a slice's N may be smaller) */
+  int parts; /* slices each product is cut into (run_gemm) */
+  bool by_rows; /* slices of M (else of N) */
 } gemm_job;
 
 /* A product with one row (or one column) is a matrix-vector product: BLAS's gemv reads the
@@ -171,7 +173,7 @@ static void gemm_one(const gemm_job *j, int64_t batch) {
   nv__linalg_batch_offsets(&j->bt, batch, &offa, &offb);
   size_t isz = nv_dtype_size(j->dt);
   const void *A = j->a + offa * (int64_t)isz, *B = j->b + offb * (int64_t)isz;
-  void *C = j->c + batch * (int64_t)j->M * j->N * (int64_t)isz;
+  void *C = j->c + batch * (int64_t)j->M * j->ldc * (int64_t)isz;
   if (j->M == 1 || j->N == 1) {
     gemv_one(j, A, B, C);
     return;
@@ -179,50 +181,59 @@ static void gemm_one(const gemm_job *j, int64_t batch) {
   switch (j->dt) {
     case NV_DTYPE_FLOAT32:
       cblas_sgemm(CblasRowMajor, j->oa.trans, j->ob.trans, j->M, j->N, j->K, (float)j->alpha, A,
-                  j->oa.ld, B, j->ob.ld, (float)j->beta, C, j->N);
+                  j->oa.ld, B, j->ob.ld, (float)j->beta, C, j->ldc);
       break;
     case NV_DTYPE_FLOAT64:
       cblas_dgemm(CblasRowMajor, j->oa.trans, j->ob.trans, j->M, j->N, j->K, j->alpha, A, j->oa.ld,
-                  B, j->ob.ld, j->beta, C, j->N);
+                  B, j->ob.ld, j->beta, C, j->ldc);
       break;
     default: {
       float al[2] = {(float)j->alpha, 0}, be[2] = {(float)j->beta, 0};
       cblas_cgemm(CblasRowMajor, j->oa.trans, j->ob.trans, j->M, j->N, j->K, al, A, j->oa.ld, B,
-                  j->ob.ld, be, C, j->N);
+                  j->ob.ld, be, C, j->ldc);
       break;
     }
   }
 }
 
+/* Task i: product i / parts, slice i % parts of its rows (by_rows) or columns. OpenBLAS runs
+ * single-threaded (pool.c): the pool is the process's one set of threads, and OpenBLAS's own
+ * idle workers would spin on the cores the pool needs. */
 static void gemm_range(void *ctx, int64_t lo, int64_t hi) {
-  for (int64_t i = lo; i < hi; i++) gemm_one(ctx, i);
+  const gemm_job *j = ctx;
+  size_t isz = nv_dtype_size(j->dt);
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t batch = i / j->parts, part = i % j->parts;
+    if (j->parts == 1) {
+      gemm_one(j, batch);
+      continue;
+    }
+    gemm_job s = *j;
+    s.bt.n = 1;
+    int dim = j->by_rows ? j->M : j->N;
+    int64_t s0 = (int64_t)dim * part / j->parts, s1 = (int64_t)dim * (part + 1) / j->parts;
+    if (s1 == s0) continue;
+    int64_t offa, offb;
+    nv__linalg_batch_offsets(&j->bt, batch, &offa, &offb);
+    s.a = j->a + offa * (int64_t)isz;
+    s.b = j->b + offb * (int64_t)isz;
+    s.bt.nd = 0;
+    s.c = j->c + batch * (int64_t)j->M * j->ldc * (int64_t)isz;
+    if (j->by_rows) {
+      s.M = (int)(s1 - s0);
+      s.a += (j->oa.trans == CblasNoTrans ? s0 * j->oa.ld : s0) * (int64_t)isz;
+      s.c += s0 * j->ldc * (int64_t)isz;
+    } else {
+      s.N = (int)(s1 - s0);
+      s.b += (j->ob.trans == CblasNoTrans ? s0 : s0 * j->ob.ld) * (int64_t)isz;
+      s.c += s0 * (int64_t)isz;
+    }
+    gemm_one(&s, 0);
+  }
 }
 
-/* OpenBLAS has one process-wide thread count. While batches of small products run in
- * parallel on the pool, each call must stay on its own thread, so the count drops to 1 for as
- * long as any such section is open (a concurrent large product elsewhere then runs on one
- * thread: slower, never wrong). */
-static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
-static int serial_users;
-
-static void blas_serial_enter(void) {
-  pthread_mutex_lock(&serial_lock);
-  if (serial_users++ == 0) openblas_set_num_threads(1);
-  pthread_mutex_unlock(&serial_lock);
-}
-
-static void blas_serial_leave(void) {
-  pthread_mutex_lock(&serial_lock);
-  if (--serial_users == 0) openblas_set_num_threads(nv__pool_threads());
-  pthread_mutex_unlock(&serial_lock);
-}
-
-/* Products up to this many multiply-adds OpenBLAS 0.3 computes on the calling thread anyway
- * (its threading threshold), so batches of them can run on the pool as they are. */
-#define NV__GEMM_SMALL (1 << 18)
-/* Up to this size a batch of products runs faster one product per pool thread than each
- * product split across all threads by OpenBLAS. */
-#define NV__GEMM_MEDIUM (1 << 24)
+/* Products below this many multiply-adds in all run on the calling thread. */
+#define NV__GEMM_SERIAL (1 << 16)
 
 /* A batch whose `b` is shared by every batch and whose `a` stacks its matrices at a uniform
  * row stride is one product with M × batch rows (fewer, larger calls). */
@@ -259,21 +270,20 @@ static void run_gemm(gemm_job *j, int64_t c_size) {
     scale_output(j->dt, j->c, c_size, j->beta);
     return;
   }
-  if (j->bt.n == 1) {
-    gemm_one(j, 0);
-    return;
-  }
   int t = nv__pool_threads();
   double mnk = (double)j->M * j->N * j->K;
-  if (t > 1 && mnk <= NV__GEMM_SMALL) {
-    nv__parallel_for(j->bt.n, 1, gemm_range, j);
-  } else if (t > 1 && mnk <= NV__GEMM_MEDIUM && j->bt.n >= t) {
-    blas_serial_enter();
-    nv__parallel_for(j->bt.n, 1, gemm_range, j);
-    blas_serial_leave();
-  } else {
+  j->parts = 1;
+  if (t <= 1 || mnk * (double)j->bt.n < NV__GEMM_SERIAL) {
     gemm_range(j, 0, j->bt.n);
+    return;
   }
+  /* Fewer products than threads: each is cut into slices along its longer side. */
+  if (j->bt.n < t) {
+    j->by_rows = j->M >= j->N;
+    int dim = j->by_rows ? j->M : j->N;
+    j->parts = dim >= 16 * t ? t : 1;
+  }
+  nv__parallel_for(j->bt.n * j->parts, 1, gemm_range, j);
 }
 
 /* Sets up operand `x` (rows × cols matrices) for BLAS, packing it into a contiguous copy
@@ -331,6 +341,7 @@ static nv_status blas_product(const char *op, nv__output *out, nv__linalg_view *
     cv.shape = out->shape;
     nv__linalg_pack(&cv, cst, work, cbuf);
   }
+  j.ldc = j.N;
   run_gemm(&j, out->size);
   if (work != out->dtype)
     nv__convert_run(work, cbuf, 1, out->dtype, nv__output_ptr(out), 1, out->size);

@@ -57,7 +57,9 @@ static void start(void) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   nthreads = (int)nv__env_long("NUVEC_NUM_THREADS", cores > 0 ? cores : 1);
   if (nthreads > 256) nthreads = 256;
-  openblas_set_num_threads(nthreads);
+  /* OpenBLAS computes on the calling thread; products are cut into slices over this pool
+   * (linalg.c). Its own idle workers would spin on the cores the pool's kernels use. */
+  openblas_set_num_threads(1);
   for (int i = 1; i < nthreads; i++) {
     pthread_t t;
     pthread_attr_t attr;
