@@ -74,8 +74,9 @@ NV_API void nv_stream_exit(void);
  * thread, so for CPU streams this returns at once. */
 NV_API nv_status nv_stream_synchronize(nv_stream stream);
 
-/* Threads the CPU kernels use (from NUVEC_NUM_THREADS, else the machine's cores). OpenBLAS is
- * told the same number. */
+/* Threads the CPU kernels use (from NUVEC_NUM_THREADS, else the machine's cores). Matrix
+ * products run on these too: OpenBLAS is kept single-threaded and each large product is cut
+ * into slices over the pool. */
 NV_API int nv_get_num_threads(void);
 
 #ifdef __cplusplus

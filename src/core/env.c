@@ -1,6 +1,7 @@
 /* Every environment variable nuvec reads, with its default:
  *
- *   NUVEC_NUM_THREADS     threads of the CPU kernel pool (and OpenBLAS); default: the cores
+ *   NUVEC_NUM_THREADS     threads of the CPU kernel pool (matrix products included: OpenBLAS
+ *                         itself stays single-threaded); default: the cores
  *                         available to the process.
  *   NUVEC_BFS_MAX_WIDTH   breadth-first width of the evaluation order before it goes depth
  *                         first; default 20 (MLX's MLX_BFS_MAX_WIDTH).
