@@ -281,6 +281,7 @@ typedef struct scatter_job {
   nv__ix_combine_fn comb;
   int mode;     /* NV__IX_* */
   nv_dtype odt; /* the output's dtype */
+  bool fast;    /* scatter_fast_applies, decided once per kernel call */
   nv__ix_walk slice; /* the walk of one slice: out and updates strides (bases set per use) */
   int nparts;
   nv__ix_bad bad;
@@ -328,7 +329,7 @@ static bool scatter_elems_fast(scatter_job *j, int64_t npos, int64_t lo, int64_t
   const index_set *s = &j->ix;
   nv_dtype dt = s->dt[0];
   bool add = j->mode == NV__IX_ADD, parts = j->nparts > 1;
-  if (!scatter_fast_applies(j)) return false;
+  if (!j->fast) return false;
   int64_t n = s->n[0];
   const char *ixp = s->ptr[0];
   if (dt == NV_DTYPE_INT32 && j->odt == NV_DTYPE_FLOAT32) SCATTER_FAST(int32_t, float)
@@ -454,11 +455,12 @@ nv_status nv__k_scatter(nv__node *node, const nv__operand *in, int donated) {
   char *base[2] = {NULL, NULL};
   int64_t is[2] = {(int64_t)j.isz, (int64_t)j.isz};
   nv__ix_walk_init(&j.slice, slice, out->ndim, 2, st, base, is, combine_run, &j.comb);
+  j.fast = scatter_fast_applies(&j);
   /* Positions on different rows of the first indexed axis touch disjoint elements when the
    * slice is one element thick there: split that axis between the threads. */
   int threads = nv__pool_threads();
   if (k > 0 && slice[p->data[0]] == 1 && npos * j.slice_total >= NV__PAR_GRAIN && threads > 1 &&
-      out->shape[p->data[0]] >= threads && !scatter_fast_applies(&j)) {
+      out->shape[p->data[0]] >= threads && !j.fast) {
     j.nparts = threads;
     nv__parallel_for(threads, 1, scatter_parts, &j);
   } else {

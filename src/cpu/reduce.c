@@ -442,7 +442,7 @@ COLS_MINMAX(cols_max_f64, double, >)
 COLS_MINMAX(cols_min_f64, double, <)
 
 static void cols_range(void *ctx, int64_t b, int64_t e) {
-  const cols_plan *c = ctx;
+  cols_plan *c = ctx;
   const plan *p = c->p;
   bool f32 = p->dt == NV_DTYPE_FLOAT32, sum = p->op == R_SUM || p->op == R_MEAN;
   int64_t cw = c->cw;
@@ -450,7 +450,7 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
    * (in the input type) and their NaN flags. */
   double *buf = malloc((size_t)cw * (3 * sizeof(double) + 1));
   if (!buf) {
-    atomic_store(&((cols_plan *)c)->failed, 1);
+    atomic_store(&c->failed, 1);
     return;
   }
   double *tot = buf, *comp = buf + cw, *grp = buf + 2 * cw;

@@ -445,17 +445,25 @@ static void topk_range(void *ctx, int64_t b, int64_t e) {
   nv__rows *r = j->r;
   int64_t n = r->len, k = j->k;
   size_t kw = j->key32 ? 4 : 8;
+  bool heap = j->key32 && k * 8 <= n; /* the same for every row */
   char *vals = malloc((size_t)n * (size_t)r->isz);
-  void *keys = malloc((size_t)n * kw), *tkeys = malloc((size_t)n * kw);
-  uint32_t *idx = malloc((size_t)n * 4), *tidx = malloc((size_t)n * 4);
-  uint64_t *h = malloc((size_t)(k ? k : 1) * sizeof *h);
-  bool ok = vals && keys && tkeys && idx && tidx && h;
+  void *keys = malloc((size_t)n * kw), *tkeys = NULL;
+  uint32_t *idx = NULL, *tidx = NULL;
+  uint64_t *h = NULL;
+  if (heap) {
+    h = malloc((size_t)k * sizeof *h);
+  } else {
+    tkeys = malloc((size_t)n * kw);
+    idx = malloc((size_t)n * 4);
+    tidx = malloc((size_t)n * 4);
+  }
+  bool ok = vals && keys && (heap ? h != NULL : tkeys && idx && tidx);
   for (int64_t i = b; i < e && ok; i++) {
     const char *x = vals;
     if (nv__rows_in_contiguous(r)) x = r->in + nv__rows_in_offset(r, i) * r->isz;
     else nv__rows_gather(r, i, r->idt, vals);
     uint32_t *dst = (uint32_t *)r->out + (i / j->inner) * k * j->inner + i % j->inner;
-    if (j->key32 && k * 8 <= n) {
+    if (heap) {
       nv__to_keys32(r->idt, x, n, keys, false);
       topk_heap(keys, n, k, h);
       for (int64_t q = 0; q < k; q++) dst[q * j->inner] = (uint32_t)h[q];

@@ -23,11 +23,13 @@
 #endif
 
 /* perm[m]: lane indices putting the lanes whose bit is clear in m first, in order, then the
- * others. */
+ * others. Built once, with the check that the CPU runs this file's code (simd_ok). */
 static int32_t perm[256][8];
+static bool simd_ok;
 static pthread_once_t perm_once = PTHREAD_ONCE_INIT;
 
 static void perm_init(void) {
+  simd_ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
   for (int m = 0; m < 256; m++) {
     int k = 0;
     for (int j = 0; j < 8; j++)
@@ -470,8 +472,8 @@ AVX2 static void split_parts(split_job *j, int64_t n, int want) {
 }
 
 bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("popcnt")) return false;
   pthread_once(&perm_once, perm_init);
+  if (!simd_ok) return false;
   int32_t *k = (int32_t *)out;
   int threads = parallel ? nv__pool_threads() : 1;
   int64_t chunk = (int64_t)1 << 16;
