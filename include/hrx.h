@@ -297,6 +297,8 @@ typedef struct hrx_host_launch {
   size_t constant_count;
   uint32_t grid[3];
   uint32_t block[3];
+  const void *params; /* the dispatch's by-value parameter block (hrx_graph_dispatch_ex) */
+  size_t params_size;
 } hrx_host_launch;
 
 /* A host-engine kernel body. Returns HRX_OK, or any other status to report a native failure
@@ -333,6 +335,21 @@ HRX_API hrx_status hrx_kernel_create_source(hrx_runtime *runtime, const char *so
                                             const hrx_kernel_contract *contract,
                                             const uint32_t grid[3], const uint32_t block[3],
                                             hrx_kernel **out);
+
+/* Creates a kernel for a HRX_ENGINE_CUDA runtime from a `__global__` function compiled into
+ * the program by nvcc (`func` is the function's host-side address, as given to
+ * cudaLaunchKernel). Its parameters are one pointer per contract binding, then each constant,
+ * then, when `params_size` is nonzero, one by-value parameter block of exactly that many bytes
+ * (a plain struct, given per dispatch to hrx_graph_dispatch_ex). `shared_bytes` of dynamic
+ * shared memory are requested per launch (above 48 KiB the caller must have raised the
+ * function's limit with cudaFuncSetAttribute). Fails with HRX_E_INVALID (NULL func, bad
+ * contract or dimensions, a params block over 4096 bytes), HRX_E_UNSUPPORTED (host runtime or
+ * a build without CUDA). Thread-safe. */
+HRX_API hrx_status hrx_kernel_create_function(hrx_runtime *runtime, const void *func,
+                                              const hrx_kernel_contract *contract,
+                                              size_t params_size, uint32_t shared_bytes,
+                                              const uint32_t grid[3], const uint32_t block[3],
+                                              hrx_kernel **out);
 
 /* Adds a reference (NULL-safe) and returns kernel. Thread-safe. */
 HRX_API hrx_kernel *hrx_kernel_retain(hrx_kernel *kernel);
@@ -431,6 +448,20 @@ HRX_API hrx_status hrx_graph_dispatch_aliasing(hrx_graph *graph, hrx_kernel *ker
                                                const hrx_view *views, size_t view_count,
                                                const hrx_constant *constants,
                                                size_t constant_count, size_t *out_index);
+
+/* Flags for hrx_graph_dispatch_ex. */
+enum { HRX_DISPATCH_ALIASING = 1 /* writable bindings may alias (as _aliasing) */ };
+
+/* As hrx_graph_dispatch, with a by-value parameter block: `params` (`params_size` bytes, which
+ * must equal the kernel's params_size; copied) is passed after the constants. Parameter blocks
+ * take part in update-in-place like constants. With HRX_DISPATCH_ALIASING writable bindings may
+ * alias. Fails as hrx_graph_dispatch, and with HRX_E_INVALID for a parameter block of the
+ * wrong size. */
+HRX_API hrx_status hrx_graph_dispatch_ex(hrx_graph *graph, hrx_kernel *kernel,
+                                         const hrx_view *views, size_t view_count,
+                                         const hrx_constant *constants, size_t constant_count,
+                                         const void *params, size_t params_size, uint32_t flags,
+                                         size_t *out_index);
 
 /* Records a scoped native callback with declared accesses; it always forms a region of its
  * own, runs on an hrx worker (never inside hrx_completion_poll), and its runs are serialized.

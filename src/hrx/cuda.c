@@ -97,7 +97,7 @@ static cudaError_t op_node(cudaGraph_t g, const hrx__op *op, const cudaGraphNode
   }
   struct cudaKernelNodeParams k;
   memset(&k, 0, sizeof k);
-  void *args[130];
+  void *args[131];
   void *ptrs[64];
   unsigned int value = op->value;
   void *dst = NULL;
@@ -122,7 +122,9 @@ static cudaError_t op_node(cudaGraph_t g, const hrx__op *op, const cudaGraphNode
       args[a++] = &ptrs[i];
     }
     for (size_t i = 0; i < op->nconstants; i++) args[a++] = (void *)&op->constants[i].value;
-    k.func = (void *)op->kernel->function;
+    if (op->params_size) args[a++] = op->params;
+    k.func = op->kernel->stub ? (void *)op->kernel->stub : (void *)op->kernel->function;
+    k.sharedMemBytes = op->kernel->shared_bytes;
     k.gridDim.x = op->kernel->grid[0];
     k.gridDim.y = op->kernel->grid[1];
     k.gridDim.z = op->kernel->grid[2];
@@ -176,6 +178,9 @@ static bool same_params(const hrx__op *a, const hrx__op *b) {
   if (a->value != b->value || !same_view(a->dst, b->dst) || !same_view(a->src, b->src)) return false;
   for (size_t i = 0; i < a->nviews; i++)
     if (!same_view(a->views[i], b->views[i])) return false;
+  if (a->params_size != b->params_size ||
+      (a->params_size && memcmp(a->params, b->params, a->params_size) != 0))
+    return false;
   for (size_t i = 0; i < a->nconstants; i++)
     if (a->constants[i].size != b->constants[i].size ||
         memcmp(&a->constants[i].value, &b->constants[i].value, a->constants[i].size) != 0)

@@ -17,6 +17,7 @@ void hrx__op_clear(hrx__op *op) {
   hrx__free(op->uses);
   hrx__free(op->views);
   hrx__free(op->constants);
+  hrx__free(op->params);
   hrx_kernel_release(op->kernel);
   hrx__callback_release(op->callback);
   memset(op, 0, sizeof *op);
@@ -76,6 +77,7 @@ static hrx_status push(hrx_graph *g, const char *call, hrx__op *op, size_t *out_
       hrx__free(op->uses);
       hrx__free(op->views);
       hrx__free(op->constants);
+      hrx__free(op->params);
       return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
     }
     g->ops = ops;
@@ -157,12 +159,15 @@ HRX_API hrx_status hrx_graph_copy_on(hrx_graph *graph, hrx_view dst, hrx_view sr
 static hrx_status dispatch(hrx_graph *graph, const char *call, bool aliasing, hrx_kernel *kernel,
                            const hrx_view *views, size_t view_count,
                            const hrx_constant *constants, size_t constant_count,
-                           size_t *out_index) {
+                           const void *params, size_t params_size, size_t *out_index) {
   hrx_status s = check_graph(graph, call);
   if (s != HRX_OK) return s;
   if (!kernel) return hrx__err(HRX_E_INVALID, "%s: kernel is NULL", call);
   if (kernel->rt != graph->rt)
     return hrx__err(HRX_E_INVALID, "%s: kernel belongs to another runtime", call);
+  if (params_size != kernel->params_size || (params_size && !params))
+    return hrx__err(HRX_E_INVALID, "%s: the kernel takes a parameter block of %zu bytes, got %zu",
+                    call, kernel->params_size, params ? params_size : 0);
   const hrx_kernel_contract *c = &kernel->contract;
   if (view_count != c->binding_count || (view_count && !views))
     return hrx__err(HRX_E_INVALID, "%s: the kernel's contract has %zu bindings, got %zu", call,
@@ -209,12 +214,16 @@ static hrx_status dispatch(hrx_graph *graph, const char *call, bool aliasing, hr
   op.uses = uses_alloc(view_count, call, &s);
   op.views = hrx__calloc(view_count, sizeof *op.views);
   op.constants = hrx__calloc(constant_count, sizeof *op.constants);
-  if (!op.uses || !op.views || !op.constants) {
+  op.params = params_size ? hrx__calloc(1, params_size) : NULL;
+  if (!op.uses || !op.views || !op.constants || (params_size && !op.params)) {
     hrx__free(op.uses);
     hrx__free(op.views);
     hrx__free(op.constants);
+    hrx__free(op.params);
     return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
+  if (params_size) memcpy(op.params, params, params_size);
+  op.params_size = params_size;
   for (size_t i = 0; i < view_count; i++) {
     op.views[i] = views[i];
     op.uses[i] = (hrx__use){views[i], c->bindings[i].access};
@@ -230,7 +239,16 @@ HRX_API hrx_status hrx_graph_dispatch(hrx_graph *graph, hrx_kernel *kernel,
                                       const hrx_constant *constants, size_t constant_count,
                                       size_t *out_index) {
   return dispatch(graph, "hrx_graph_dispatch", false, kernel, views, view_count, constants,
-                  constant_count, out_index);
+                  constant_count, NULL, 0, out_index);
+}
+
+HRX_API hrx_status hrx_graph_dispatch_ex(hrx_graph *graph, hrx_kernel *kernel,
+                                         const hrx_view *views, size_t view_count,
+                                         const hrx_constant *constants, size_t constant_count,
+                                         const void *params, size_t params_size, uint32_t flags,
+                                         size_t *out_index) {
+  return dispatch(graph, "hrx_graph_dispatch_ex", (flags & HRX_DISPATCH_ALIASING) != 0, kernel,
+                  views, view_count, constants, constant_count, params, params_size, out_index);
 }
 
 HRX_API hrx_status hrx_graph_dispatch_aliasing(hrx_graph *graph, hrx_kernel *kernel,
@@ -238,7 +256,7 @@ HRX_API hrx_status hrx_graph_dispatch_aliasing(hrx_graph *graph, hrx_kernel *ker
                                                const hrx_constant *constants,
                                                size_t constant_count, size_t *out_index) {
   return dispatch(graph, "hrx_graph_dispatch_aliasing", true, kernel, views, view_count,
-                  constants, constant_count, out_index);
+                  constants, constant_count, NULL, 0, out_index);
 }
 
 static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,

@@ -80,6 +80,9 @@ struct hrx_kernel {
   uint32_t grid[3], block[3];
   hrx_host_kernel_fn host_fn;
   void *host_user;
+  const void *stub;      /* hrx_kernel_create_function: the nvcc function's host address */
+  size_t params_size;    /* bytes of the by-value parameter block (0: none) */
+  uint32_t shared_bytes; /* dynamic shared memory per launch */
 #ifdef HRX_HAVE_CUDA
   cudaLibrary_t library;
   cudaKernel_t function;
@@ -118,6 +121,8 @@ typedef struct hrx__op {
   size_t nviews;
   hrx_constant *constants; /* dispatch */
   size_t nconstants;
+  void *params;            /* dispatch: by-value parameter block (owned) */
+  size_t params_size;
   hrx__callback *callback; /* scoped, host (retained) */
   hrx__use *uses;          /* each use's buffer retained once */
   size_t nuses;

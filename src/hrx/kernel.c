@@ -219,6 +219,39 @@ HRX_API hrx_status hrx_kernel_create_source(hrx_runtime *runtime, const char *so
 #endif
 }
 
+HRX_API hrx_status hrx_kernel_create_function(hrx_runtime *runtime, const void *func,
+                                              const hrx_kernel_contract *contract,
+                                              size_t params_size, uint32_t shared_bytes,
+                                              const uint32_t grid[3], const uint32_t block[3],
+                                              hrx_kernel **out) {
+  const char *call = "hrx_kernel_create_function";
+  if (!runtime || !func || !out)
+    return hrx__err(HRX_E_INVALID, "%s: runtime, func or out is NULL", call);
+  if (runtime->options.engine != HRX_ENGINE_CUDA)
+    return hrx__err(HRX_E_UNSUPPORTED, "%s: compiled functions need a CUDA-engine runtime", call);
+  if (params_size > 4096)
+    return hrx__err(HRX_E_INVALID, "%s: a parameter block of %zu bytes exceeds 4096", call,
+                    params_size);
+#ifndef HRX_HAVE_CUDA
+  (void)contract;
+  (void)shared_bytes;
+  (void)grid;
+  (void)block;
+  return hrx__err(HRX_E_UNSUPPORTED, "%s: hrx was built without CUDA", call);
+#else
+  hrx_status s = check_contract(call, contract, grid, block);
+  if (s == HRX_OK) s = hrx__runtime_usable(runtime, call);
+  hrx_kernel *k = NULL;
+  if (s == HRX_OK) s = kernel_new(runtime, call, contract, grid, block, &k);
+  if (s != HRX_OK) return s;
+  k->stub = func;
+  k->params_size = params_size;
+  k->shared_bytes = shared_bytes;
+  *out = k;
+  return HRX_OK;
+#endif
+}
+
 HRX_API hrx_kernel *hrx_kernel_retain(hrx_kernel *kernel) {
   if (kernel) atomic_fetch_add(&kernel->refs, 1);
   return kernel;

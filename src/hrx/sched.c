@@ -250,7 +250,8 @@ static void run_host_native(hrx__run *run, hrx__region *reg, exec_result *res) {
         ptrs[i] = host_address(op->views[i]);
         lens[i] = op->views[i].length;
       }
-      hrx_host_launch launch = {ptrs, lens, op->nviews, op->constants, op->nconstants, {0}, {0}};
+      hrx_host_launch launch = {ptrs, lens, op->nviews, op->constants, op->nconstants,
+                                {0}, {0}, op->params, op->params_size};
       memcpy(launch.grid, op->kernel->grid, sizeof launch.grid);
       memcpy(launch.block, op->kernel->block, sizeof launch.block);
       hrx_status s = op->kernel->host_fn(&launch, op->kernel->host_user);

@@ -1,0 +1,119 @@
+/* The CUDA backend's internal interface (DESIGN §13): what a kernel family calls to record its
+ * work into the evaluation's open hrx graph. Host code is C11; this header is also included by
+ * the families' .cu files (CUDA's C++ dialect stays inside them, behind C declarations).
+ *
+ * A CUDA kernel-table entry has the CPU kernel's contract with a recording context in front:
+ * it validates what it must, asks for each output's device memory (nv__gpu_output, unless the
+ * evaluation donated an input's buffer: then out[0].buf is set and nv__gpu_output returns that
+ * buffer's device view), asks for each input's device view (nv__gpu_input: uploads a host
+ * buffer once, waits for another thread's unsubmitted writer), and records dispatches of nvcc
+ * `__global__` functions (nv__gpu_dispatch) or library calls as scoped callbacks
+ * (nv__gpu_library). Nothing runs until the evaluation commits. Kernels must never read device
+ * memory from the host. */
+#ifndef NUVEC_CUDA_GPU_H
+#define NUVEC_CUDA_GPU_H
+
+#include "core/internal.h"
+#include "hrx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One evaluation's open recording on one GPU. */
+typedef struct nv__gpu_ctx nv__gpu_ctx;
+
+/* A CUDA kernel: records the outputs of `node` from its operands (see the file comment). */
+typedef nv_status (*nv__gpu_kernel_fn)(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                                       int donated);
+
+/* The kernel table, filled once by the families' registration functions (src/cuda/register.c
+ * lists them): void nv__gpu_register_<family>(nv__gpu_kernel_fn *k). A NULL entry runs the
+ * CPU kernel on downloaded inputs (counted by nv_gpu_fallback_count). */
+extern nv__gpu_kernel_fn nv__gpu_kernels[NV__PRIM_COUNT];
+
+/* A device argument: the hrx view of every byte the layout reaches (from its lowest to its
+ * highest element address; strides may be negative or zero), and where element 0 is. A kernel
+ * receives the view's start as its pointer parameter and adds `offset` elements. An empty
+ * array (size 0) has a 1-byte placeholder view. */
+typedef struct nv__gpu_arg {
+  hrx_view view;
+  int64_t offset; /* elements from the view's start to element 0 */
+} nv__gpu_arg;
+
+/* The device view of operand `op` (any layout); uploads a host-resident buffer once (its
+ * device copy is then cached with the buffer). */
+nv_status nv__gpu_input(nv__gpu_ctx *ctx, const nv__operand *op, nv__gpu_arg *out);
+
+/* The device view of output `o`: allocates a row-contiguous device buffer (offset 0) unless
+ * o->buf is already set (a donated buffer, or a second call). */
+nv_status nv__gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out);
+
+/* `bytes` (>= 1) of device scratch memory for this node's kernels only: valid until the
+ * evaluation's submission that uses it completes. Contents undefined. */
+nv_status nv__gpu_scratch(nv__gpu_ctx *ctx, size_t bytes, hrx_view *out);
+
+/* One kernel launch. Parameters of `func` are: one pointer per view (the view's start), then,
+ * when params_size > 0, one by-value struct of params_size bytes (at most 4096). Accesses
+ * declare how each view is used (hrx orders work by them); `aliasing` allows a written view to
+ * overlap another (element-wise in place). Views need 16-byte alignment only if `align16`. */
+typedef struct nv__gpu_launch {
+  const void *func; /* the __global__ function's host address */
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes; /* dynamic shared memory */
+  const hrx_view *views;
+  const hrx_access *access;
+  int nviews;
+  const void *params;
+  size_t params_size;
+  bool aliasing;
+} nv__gpu_launch;
+
+/* Records one launch. Fails (NV_ERR_BACKEND with hrx's message, or out of memory). */
+nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *launch);
+
+/* Records a library call (cuBLASLt, cuSOLVER, ...) as an hrx scoped callback over the declared
+ * bindings: `fn` runs later on hrx's callback worker with the bindings' GPU addresses, on a
+ * stream of its own that it synchronizes before returning. `user` passes to hrx (destroy frees
+ * it), also on failure of this call. */
+nv_status nv__gpu_library(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t count,
+                          hrx_scoped_fn fn, void *user, hrx_destroy_fn destroy);
+
+/* Records a byte fill of `dst` and a device-to-device copy (equal lengths, no overlap). */
+nv_status nv__gpu_fill(nv__gpu_ctx *ctx, hrx_view dst, uint8_t value);
+nv_status nv__gpu_copy(nv__gpu_ctx *ctx, hrx_view dst, hrx_view src);
+
+/* The CUDA device index of the recording. */
+int nv__gpu_device_index(const nv__gpu_ctx *ctx);
+
+/* The CUDA stream library calls of this process use on the calling thread for `device` (made
+ * on first use); NULL when CUDA fails. Scoped callbacks run on hrx's one callback worker per
+ * runtime, so a family may keep one library handle per device for them. */
+void *nv__gpu_library_stream(int device);
+
+/* Shared launch helpers for the families' .cu files. */
+#define NV__GPU_MAX_DIMS 8
+
+/* A strided layout folded for a kernel: up to NV__GPU_MAX_DIMS dims (row-major order, last
+ * fastest) with per-operand element strides. Families that need more dims after folding copy
+ * the operand contiguous first (nv__gpu_contiguous). */
+typedef struct nv__gpu_layout {
+  int ndim;
+  int64_t shape[NV__GPU_MAX_DIMS];
+} nv__gpu_layout;
+
+/* Makes a row-contiguous device copy of any operand (a strided copy kernel; 64-bit indexing),
+ * written into `dst` (an output or temporary of the same dtype and size). Family helper used
+ * by kernels that need contiguous inputs; implemented with the copy kernels (copy.cu). */
+nv_status nv__gpu_copy_contiguous(nv__gpu_ctx *ctx, const nv__operand *src, nv__gpu_arg dst);
+
+/* A row-contiguous device view of operand `src`: its own view when it is row-contiguous,
+ * else a copy in scratch memory (nv__gpu_copy_contiguous into nv__gpu_scratch). */
+nv_status nv__gpu_input_contiguous(nv__gpu_ctx *ctx, const nv__operand *src, nv__gpu_arg *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

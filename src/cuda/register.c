@@ -1,0 +1,20 @@
+/* The CUDA kernel table: each family registers its kernels once, before the first GPU
+ * evaluation. A family adds its registration function to the list below. */
+#include <pthread.h>
+
+#include "cuda/gpu.h"
+
+nv__gpu_kernel_fn nv__gpu_kernels[NV__PRIM_COUNT];
+
+/* Families register here, one line each. */
+static void (*const families[])(nv__gpu_kernel_fn *) = {
+    NULL,
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void register_all(void) {
+  for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+    if (families[i]) families[i](nv__gpu_kernels);
+}
+
+void nv__gpu_register(void) { pthread_once(&once, register_all); }
