@@ -36,11 +36,17 @@ NV_API nv_device nv_gpu(int index);
 /* Whether a backend can run work on `device` in this process and build. */
 NV_API bool nv_device_is_available(nv_device device);
 
-/* Writes the device's name ("cpu", "gpu:0") into `buf` (NUL-terminated, truncated to `size`). */
+/* The number of devices of a type in this process: 1 for the CPU; the usable CUDA devices for
+ * the GPU (0 in a build without CUDA or on a machine without a GPU). Thread-safe. */
+NV_API int nv_device_count(nv_device_type type);
+
+/* Writes the device's name ("cpu", "gpu:0") into `buf` (NUL-terminated, truncated to `size`;
+ * nothing is written when buf is NULL or size is 0). */
 NV_API void nv_device_name(nv_device device, char *buf, size_t size);
 
-/* The default device: the calling thread's override if one is set, else the process-wide one
- * (initially the CPU). Thread-safe. */
+/* The default device: the calling thread's override if one is set, else the process-wide one.
+ * Initially gpu:0 where a usable CUDA device is present, else the CPU (as MLX);
+ * NUVEC_DEFAULT_DEVICE=cpu|gpu|gpu:N overrides. Thread-safe. */
 NV_API nv_device nv_default_device(void);
 
 /* Sets the process-wide default device, as MLX's set_default_device. Thread-safe. Fails with
@@ -70,9 +76,15 @@ NV_API nv_status nv_stream_enter(nv_stream stream);
 /* Ends the innermost nv_stream_enter of the calling thread; does nothing if there is none. */
 NV_API void nv_stream_exit(void);
 
-/* Waits until all work submitted on `stream` has finished. CPU work runs on the evaluating
- * thread, so for CPU streams this returns at once. */
+/* Waits until all work submitted on `stream`'s device has finished. CPU work runs on the
+ * evaluating thread, so for CPU streams this returns at once; for a GPU it waits for every
+ * submission in flight on that GPU and returns the device's health. */
 NV_API nv_status nv_stream_synchronize(nv_stream stream);
+
+/* How many GPU nodes ran their CPU kernel because their primitive has no CUDA kernel (their
+ * inputs read back, their outputs moved up on first GPU use: correct, slow), since the process
+ * started. NUVEC_LOG_FALLBACK=1 names each on stderr. Thread-safe. */
+NV_API size_t nv_gpu_fallback_count(void);
 
 /* Threads the CPU kernels use (from NUVEC_NUM_THREADS, else the machine's cores). Matrix
  * products run on these too: OpenBLAS is kept single-threaded and each large product is cut

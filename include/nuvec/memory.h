@@ -1,12 +1,15 @@
 /* nuvec — memory statistics and limits, as MLX's memory functions.
  *
- * The counters cover array data buffers. Freed buffers go to a size-class cache that later
- * allocations reuse; the cache is emptied by nv_clear_cache or when an allocation would pass
- * the memory limit. All functions are thread-safe. */
+ * The counters cover array data buffers, per device: the CPU's host memory and each GPU's
+ * device memory. The functions without a device speak of the default device (as MLX's).
+ * Freed buffers go to a size-class cache that later allocations reuse; the cache is emptied by
+ * nv_clear_cache or when an allocation would pass the memory limit. All functions are
+ * thread-safe. */
 #ifndef NUVEC_MEMORY_H
 #define NUVEC_MEMORY_H
 
 #include "nuvec/base.h"
+#include "nuvec/device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,8 +38,17 @@ NV_API size_t nv_get_memory_limit(void);
 /* Sets the largest size of the cache and returns the previous one (trimming it at once). */
 NV_API size_t nv_set_cache_limit(size_t limit);
 
-/* Frees every cached buffer. */
+/* Frees every cached buffer (of every device). */
 NV_API void nv_clear_cache(void);
+
+/* The same statistics and limits for one device (a GPU's limit defaults to its memory; a GPU
+ * that is not available reports 0 and ignores a new limit). */
+NV_API size_t nv_get_device_active_memory(nv_device device);
+NV_API size_t nv_get_device_peak_memory(nv_device device);
+NV_API void nv_reset_device_peak_memory(nv_device device);
+NV_API size_t nv_get_device_cache_memory(nv_device device);
+NV_API size_t nv_set_device_memory_limit(nv_device device, size_t limit);
+NV_API size_t nv_get_device_memory_limit(nv_device device);
 
 /* With NUVEC_DEBUG_GUARDS=1 in the environment, every data buffer is surrounded by guard bytes
  * that are checked when it is freed (a debugging aid for kernels; buffers are then not cached).

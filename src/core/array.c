@@ -434,6 +434,7 @@ nv_status nv_array_read(nv_array *x, void *dst, size_t nbytes) {
   }
   if (!need) return NV_OK;
   if (!dst) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "array_read: NULL destination");
+  if ((s = nv__buffer_host(o->buf)) != NV_OK) return s;
   nv__copy_strided(dst, nv__output_ptr(o), o->shape, o->strides, o->ndim,
                    nv_dtype_size(o->dtype));
   return NV_OK;
@@ -450,6 +451,7 @@ static nv_status item_ptr(nv_array *x, const char *what, const void **p, nv_dtyp
                          "%s: item needs exactly one element, the array has shape %s", what,
                          nv__shape_str(o->shape, o->ndim, sb, sizeof sb));
   }
+  if ((s = nv__buffer_host(o->buf)) != NV_OK) return s;
   *p = nv__output_ptr(o);
   *dt = o->dtype;
   return NV_OK;
@@ -550,6 +552,7 @@ const void *nv_array_data(nv_array *x) {
   if (nv_eval1(x) != NV_OK) return NULL;
   const nv__output *o = nv__out(x);
   if (!o->size) return NULL;
+  if (nv__buffer_host(o->buf) != NV_OK) return NULL;
   return nv__output_ptr(o);
 }
 

@@ -6,7 +6,12 @@
 
 #include "core/internal.h"
 
-typedef struct nv__ectx nv__ectx;
+/* One evaluation's context: the open work of each backend it used. The CPU backend keeps none;
+ * the CUDA backend keeps its recordings (one per GPU) in `gpu` once `gpu_backend` is set. */
+typedef struct nv__ectx {
+  const struct nv__backend *gpu_backend;
+  void *gpu;
+} nv__ectx;
 
 typedef struct nv__backend {
   const char *name;
@@ -16,6 +21,8 @@ typedef struct nv__backend {
   void (*commit)(nv__ectx *ctx);
   /* Submits open work and waits for it. */
   nv_status (*flush)(nv__ectx *ctx);
+  /* Ends the evaluation: frees the context's state (after commit or flush). May be NULL. */
+  void (*end)(nv__ectx *ctx);
 } nv__backend;
 
 /* The backend serving a device type, or NULL when none exists in this build or process. */
@@ -23,6 +30,15 @@ const nv__backend *nv__backend_for(nv_device device);
 
 /* The CPU backend (src/cpu/backend.c). */
 extern const nv__backend nv__cpu_backend;
+
+#ifdef NUVEC_HAVE_CUDA
+/* The CUDA backend (src/cuda/backend.c) when GPU `index` is usable, else NULL. */
+const nv__backend *nv__gpu_backend_for(int index);
+#endif
+
+/* Commits / flushes the open work of every backend the evaluation used (src/core/eval.c). */
+void nv__ectx_commit(nv__ectx *ctx);
+nv_status nv__ectx_flush(nv__ectx *ctx);
 
 /* Transform tracing depth of the calling thread (src/transforms): nodes flagged as tracers and
  * evaluated while it is positive are Retained instead of detached. */

@@ -4,9 +4,40 @@
 
 #include "core/internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef NUVEC_HAVE_CUDA
+int nv__gpu_device_count(void); /* src/cuda/backend.c */
+#endif
+
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-/* The default device packed as type << 32 | index: read on every op, without a lock. */
-static _Atomic uint64_t default_device = (uint64_t)NV_DEVICE_CPU << 32;
+/* The default device packed as type << 32 | index: read on every op, without a lock. Unset
+ * until first read: then NUVEC_DEFAULT_DEVICE (cpu, gpu, gpu:N), else gpu:0 where a usable
+ * CUDA device exists, else the CPU (as MLX). */
+#define UNSET_DEVICE UINT64_MAX
+static _Atomic uint64_t default_device = UNSET_DEVICE;
+
+static int gpu_count(void) {
+#ifdef NUVEC_HAVE_CUDA
+  return nv__gpu_device_count();
+#else
+  return 0;
+#endif
+}
+
+static uint64_t pack(nv_device d) { return (uint64_t)d.type << 32 | (uint32_t)d.index; }
+
+static uint64_t resolve_default(void) {
+  const char *e = getenv("NUVEC_DEFAULT_DEVICE");
+  nv_device d = nv_cpu();
+  if (e && !strcmp(e, "cpu")) d = nv_cpu();
+  else if (e && !strncmp(e, "gpu", 3)) d = nv_gpu(e[3] == ':' ? atoi(e + 4) : 0);
+  else if (gpu_count() > 0) d = nv_gpu(0);
+  uint64_t expected = UNSET_DEVICE, v = pack(d);
+  if (!atomic_compare_exchange_strong(&default_device, &expected, v)) v = expected;
+  return v;
+}
 static atomic_int next_stream = 1;
 
 /* Default streams: the CPU's is index 0 until nv_set_default_stream; each GPU's is created on
@@ -22,11 +53,17 @@ nv_device nv_cpu(void) { return (nv_device){NV_DEVICE_CPU, 0}; }
 nv_device nv_gpu(int index) { return (nv_device){NV_DEVICE_GPU, index}; }
 
 bool nv_device_is_available(nv_device d) {
-  /* The CUDA backend registers itself here when it exists; until then only the CPU runs. */
-  return d.type == NV_DEVICE_CPU;
+  if (d.type == NV_DEVICE_CPU) return true;
+  return d.type == NV_DEVICE_GPU && d.index >= 0 && d.index < gpu_count();
+}
+
+int nv_device_count(nv_device_type type) {
+  if (type == NV_DEVICE_CPU) return 1;
+  return type == NV_DEVICE_GPU ? gpu_count() : 0;
 }
 
 void nv_device_name(nv_device d, char *buf, size_t size) {
+  if (!buf || !size) return;
   if (d.type == NV_DEVICE_CPU) snprintf(buf, size, "cpu");
   else snprintf(buf, size, "gpu:%d", d.index);
 }
@@ -34,13 +71,14 @@ void nv_device_name(nv_device d, char *buf, size_t size) {
 nv_device nv_default_device(void) {
   if (stream_depth) return stream_stack[stream_depth - 1].device;
   uint64_t v = atomic_load(&default_device);
+  if (v == UNSET_DEVICE) v = resolve_default();
   return (nv_device){(nv_device_type)(v >> 32), (int)(uint32_t)v};
 }
 
 nv_status nv_set_default_device(nv_device d) {
   if (d.index < 0 || (d.type != NV_DEVICE_CPU && d.type != NV_DEVICE_GPU))
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "set_default_device: invalid device");
-  atomic_store(&default_device, (uint64_t)d.type << 32 | (uint32_t)d.index);
+  atomic_store(&default_device, pack(d));
   return NV_OK;
 }
 
@@ -91,11 +129,26 @@ void nv_stream_exit(void) {
   if (stream_depth) stream_depth--;
 }
 
+#ifdef NUVEC_HAVE_CUDA
+nv_status nv__gpu_synchronize(int index); /* src/cuda/backend.c */
+#endif
+
 nv_status nv_stream_synchronize(nv_stream s) {
   if (s.device.type != NV_DEVICE_CPU && !nv_device_is_available(s.device)) {
     char name[32];
     nv_device_name(s.device, name, sizeof name);
     return nv__set_error(NV_ERR_UNSUPPORTED, "synchronize: device %s has no backend", name);
   }
+#ifdef NUVEC_HAVE_CUDA
+  if (s.device.type == NV_DEVICE_GPU) return nv__gpu_synchronize(s.device.index);
+#endif
   return NV_OK;
 }
+
+/* ---- GPU fallbacks (primitives without a CUDA kernel, run on the CPU) ---- */
+static atomic_size_t fallbacks;
+void nv__gpu_note_fallback(int prim) {
+  (void)prim;
+  atomic_fetch_add(&fallbacks, 1);
+}
+size_t nv_gpu_fallback_count(void) { return atomic_load(&fallbacks); }

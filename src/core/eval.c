@@ -137,7 +137,7 @@ static nv__error *wait_running(nv__node *n, nv__ectx *ctx) {
   }
   if (c) atomic_fetch_add(&c->refs, 1);
   nv__node_unlock(n);
-  nv__cpu_backend.commit(ctx);
+  nv__ectx_commit(ctx); /* the owner may be waiting for our open GPU work */
   if (c) {
     pthread_mutex_lock(&c->m);
     while (!c->done) pthread_cond_wait(&c->c, &c->m);
@@ -461,6 +461,17 @@ static void evaluate(nv__node *n, nv__ectx *ctx) {
   if (!retain) nv__node_detach(n); /* outside the lock */
 }
 
+/* ---- Backends of an evaluation ---- */
+
+void nv__ectx_commit(nv__ectx *ctx) {
+  if (ctx && ctx->gpu_backend) ctx->gpu_backend->commit(ctx);
+}
+
+nv_status nv__ectx_flush(nv__ectx *ctx) {
+  if (ctx && ctx->gpu_backend) return ctx->gpu_backend->flush(ctx);
+  return NV_OK;
+}
+
 /* ---- eval / async_eval / schedule ---- */
 
 struct nv_schedule {
@@ -552,17 +563,29 @@ static nv_status arrays_status(nv_array *const *xs, size_t n, nv__ectx *ctx, boo
   return NV_OK;
 }
 
-static nv_status start(nv_schedule *s, bool wait) {
-  nv__ectx *ctx = NULL;
-  submit(s, ctx);
-  nv_status r;
-  if (wait) {
-    nv__cpu_backend.flush(ctx);
-    r = arrays_status(s->arrays, s->n, ctx, true);
-  } else {
-    nv__cpu_backend.commit(ctx);
-    r = arrays_status(s->arrays, s->n, ctx, false);
+/* Ends an evaluation's backend work: waits for it (eval) or only submits it (async_eval), then
+ * reports the first error among the arrays; the GPU's errors of arrays it computed surface when
+ * waited for. */
+static nv_status finish_eval(nv__ectx *ctx, nv_array *const *xs, size_t n, bool wait) {
+  if (wait) nv__ectx_flush(ctx);
+  else nv__ectx_commit(ctx);
+  nv_status r = arrays_status(xs, n, ctx, wait);
+  if (r == NV_OK && wait && ctx->gpu_backend) {
+    /* Arrays written on the GPU: their submissions' results. */
+    for (size_t i = 0; i < n && r == NV_OK; i++) {
+      const nv__output *o = nv__out(xs[i]);
+      if (o->buf && atomic_load_explicit(&o->buf->dev, memory_order_acquire))
+        r = atomic_load(&nv__gpu_hooks_ptr)->status(o->buf);
+    }
   }
+  if (ctx->gpu_backend) ctx->gpu_backend->end(ctx);
+  return r;
+}
+
+static nv_status start(nv_schedule *s, bool wait) {
+  nv__ectx ctx = {0};
+  submit(s, &ctx);
+  nv_status r = finish_eval(&ctx, s->arrays, s->n, wait);
   nv_schedule_free(s);
   return r;
 }
@@ -596,12 +619,10 @@ static nv_status eval_impl(const char *op, nv_array *const *xs, size_t n, bool w
   sch.norder = topological_order(roots, n, &sch.order);
   if (roots != roots_inline) free(roots);
   if (sch.norder < 0) return NV_ERR_OUT_OF_MEMORY;
-  nv__ectx *ctx = NULL;
-  submit(&sch, ctx);
+  nv__ectx ctx = {0};
+  submit(&sch, &ctx);
   free(sch.order);
-  if (wait) nv__cpu_backend.flush(ctx);
-  else nv__cpu_backend.commit(ctx);
-  return arrays_status(xs, n, ctx, wait);
+  return finish_eval(&ctx, xs, n, wait);
 }
 
 nv_status nv_eval(nv_array *const *xs, size_t n) { return eval_impl("eval", xs, n, true); }

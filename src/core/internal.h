@@ -73,16 +73,48 @@ enum {
   NV__BUF_INLINE = 3, /* small data stored in the buffer object itself; writable */
 };
 
+typedef struct nv__devcopy nv__devcopy; /* a buffer's device side (src/cuda) */
+
 typedef struct nv__buffer {
   atomic_long refs;
-  void *ptr;
+  void *ptr;        /* host data; NULL while a GPU-written buffer has no host copy */
   size_t nbytes;    /* bytes usable by the array */
-  size_t capacity;  /* bytes counted by the allocator (size class) */
+  size_t capacity;  /* bytes counted by the allocator (size class); 0 for GPU-made buffers */
   int kind;
   void (*destroy)(void *ctx);
   void *ctx;
+  /* The device copy (DESIGN §13): set by the CUDA backend when a GPU wrote the buffer or read
+   * it; then the backend's hooks own where the valid data is, and host readers call
+   * nv__buffer_host first. NULL for host-only buffers. */
+  nv__devcopy *_Atomic dev;
   _Alignas(16) unsigned char inl[]; /* NV__BUF_INLINE data */
 } nv__buffer;
+
+/* What the CUDA backend provides to the core for buffers with a device copy. */
+typedef struct nv__gpu_hooks {
+  /* Makes b->ptr hold the buffer's data (waits for its GPU writer, downloads once). */
+  nv_status (*to_host)(nv__buffer *b);
+  /* The host copy was written in place: the device copy is stale. */
+  void (*host_written)(nv__buffer *b);
+  /* Frees the device side (and a host copy it owns) when the buffer is freed. */
+  void (*release)(nv__buffer *b);
+  /* Waits for the submission that last wrote the buffer; its error, if it failed. */
+  nv_status (*status)(nv__buffer *b);
+} nv__gpu_hooks;
+extern const nv__gpu_hooks *_Atomic nv__gpu_hooks_ptr;
+
+/* Makes a buffer's host data valid (a no-op for host-only buffers); the error (a failed GPU
+ * writer, a failed download) is set as the thread's last error. */
+static inline nv_status nv__buffer_host(nv__buffer *b) {
+  if (!b || !atomic_load_explicit(&b->dev, memory_order_acquire)) return NV_OK;
+  return atomic_load(&nv__gpu_hooks_ptr)->to_host(b);
+}
+static inline void nv__buffer_host_written(nv__buffer *b) {
+  if (b && atomic_load_explicit(&b->dev, memory_order_acquire))
+    atomic_load(&nv__gpu_hooks_ptr)->host_written(b);
+}
+/* A buffer with no host memory yet, for a GPU-written output (src/cuda). */
+nv__buffer *nv__buffer_new_device(size_t nbytes, nv__devcopy *dev);
 
 #define NV__INLINE_BYTES 16
 

@@ -195,6 +195,7 @@ nv__buffer *nv__buffer_alloc(size_t nbytes) {
     b->kind = NV__BUF_INLINE;
     b->destroy = NULL;
     b->ctx = NULL;
+    atomic_init(&b->dev, NULL);
     atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
     return b;
   }
@@ -216,6 +217,27 @@ nv__buffer *nv__buffer_alloc(size_t nbytes) {
   b->kind = NV__BUF_POOL;
   b->destroy = NULL;
   b->ctx = NULL;
+  atomic_init(&b->dev, NULL);
+  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+  return b;
+}
+
+const nv__gpu_hooks *_Atomic nv__gpu_hooks_ptr;
+
+nv__buffer *nv__buffer_new_device(size_t nbytes, nv__devcopy *dev) {
+  nv__buffer *b = nv__malloc(sizeof *b);
+  if (!b) {
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer");
+    return NULL;
+  }
+  atomic_init(&b->refs, 1);
+  b->ptr = NULL;
+  b->nbytes = nbytes;
+  b->capacity = 0;
+  b->kind = NV__BUF_POOL;
+  b->destroy = NULL;
+  b->ctx = NULL;
+  atomic_init(&b->dev, dev);
   atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
   return b;
 }
@@ -234,6 +256,7 @@ nv__buffer *nv__buffer_wrap(void *ptr, size_t nbytes, int kind, void (*destroy)(
   b->kind = kind;
   b->destroy = destroy;
   b->ctx = ctx;
+  atomic_init(&b->dev, NULL);
   atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
   return b;
 }
@@ -242,41 +265,44 @@ void nv__buffer_release(nv__buffer *b) {
   if (!b) return;
   if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
-  if (b->kind == NV__BUF_POOL) raw_free(b->ptr, b->nbytes, b->capacity);
+  /* The device side first: it may own the host copy (a pinned download), which it frees. */
+  if (atomic_load_explicit(&b->dev, memory_order_acquire))
+    atomic_load(&nv__gpu_hooks_ptr)->release(b);
+  if (b->kind == NV__BUF_POOL && b->capacity) raw_free(b->ptr, b->nbytes, b->capacity);
   else if (b->destroy) b->destroy(b->ctx);
   nv__free(b);
 }
 
 long nv__test_live_buffers(void) { return atomic_load(&live_buffers); }
 
-size_t nv_get_active_memory(void) {
+static size_t cpu_active(void) {
   pthread_mutex_lock(&mem_lock);
   size_t r = active;
   pthread_mutex_unlock(&mem_lock);
   return r;
 }
 
-size_t nv_get_peak_memory(void) {
+static size_t cpu_peak(void) {
   pthread_mutex_lock(&mem_lock);
   size_t r = peak;
   pthread_mutex_unlock(&mem_lock);
   return r;
 }
 
-void nv_reset_peak_memory(void) {
+static void cpu_reset_peak(void) {
   pthread_mutex_lock(&mem_lock);
   peak = active;
   pthread_mutex_unlock(&mem_lock);
 }
 
-size_t nv_get_cache_memory(void) {
+static size_t cpu_cache(void) {
   pthread_mutex_lock(&mem_lock);
   size_t r = cached;
   pthread_mutex_unlock(&mem_lock);
   return r;
 }
 
-size_t nv_set_memory_limit(size_t new_limit) {
+static size_t cpu_set_limit(size_t new_limit) {
   pthread_mutex_lock(&mem_lock);
   init_limits_locked();
   size_t old = limit;
@@ -286,13 +312,50 @@ size_t nv_set_memory_limit(size_t new_limit) {
   return old;
 }
 
-size_t nv_get_memory_limit(void) {
+static size_t cpu_limit(void) {
   pthread_mutex_lock(&mem_lock);
   init_limits_locked();
   size_t r = limit;
   pthread_mutex_unlock(&mem_lock);
   return r;
 }
+
+#ifdef NUVEC_HAVE_CUDA
+size_t nv__gpu_memory(int index, int what, size_t arg); /* src/cuda/memory.c */
+#else
+static size_t nv__gpu_memory(int index, int what, size_t arg) {
+  (void)index, (void)what, (void)arg;
+  return 0;
+}
+#endif
+
+/* What nv__gpu_memory answers: 0 active, 1 peak, 2 reset peak, 3 cache, 4 set limit, 5 limit,
+ * 6 clear cache. */
+static size_t device_memory(nv_device d, int what, size_t arg) {
+  if (d.type == NV_DEVICE_GPU) return nv__gpu_memory(d.index, what, arg);
+  switch (what) {
+    case 0: return cpu_active();
+    case 1: return cpu_peak();
+    case 2: cpu_reset_peak(); return 0;
+    case 3: return cpu_cache();
+    case 4: return cpu_set_limit(arg);
+    case 5: return cpu_limit();
+    default: return 0;
+  }
+}
+
+size_t nv_get_device_active_memory(nv_device d) { return device_memory(d, 0, 0); }
+size_t nv_get_device_peak_memory(nv_device d) { return device_memory(d, 1, 0); }
+void nv_reset_device_peak_memory(nv_device d) { device_memory(d, 2, 0); }
+size_t nv_get_device_cache_memory(nv_device d) { return device_memory(d, 3, 0); }
+size_t nv_set_device_memory_limit(nv_device d, size_t limit) { return device_memory(d, 4, limit); }
+size_t nv_get_device_memory_limit(nv_device d) { return device_memory(d, 5, 0); }
+size_t nv_get_active_memory(void) { return device_memory(nv_default_device(), 0, 0); }
+size_t nv_get_peak_memory(void) { return device_memory(nv_default_device(), 1, 0); }
+void nv_reset_peak_memory(void) { device_memory(nv_default_device(), 2, 0); }
+size_t nv_get_cache_memory(void) { return device_memory(nv_default_device(), 3, 0); }
+size_t nv_set_memory_limit(size_t limit) { return device_memory(nv_default_device(), 4, limit); }
+size_t nv_get_memory_limit(void) { return device_memory(nv_default_device(), 5, 0); }
 
 size_t nv_set_cache_limit(size_t new_limit) {
   pthread_mutex_lock(&mem_lock);
@@ -308,4 +371,5 @@ void nv_clear_cache(void) {
   pthread_mutex_lock(&mem_lock);
   trim_cache_locked(0);
   pthread_mutex_unlock(&mem_lock);
+  for (int i = 0; i < nv_device_count(NV_DEVICE_GPU); i++) nv__gpu_memory(i, 6, 0);
 }

@@ -5,12 +5,36 @@
 #include "core/backend.h"
 
 static nv_status cpu_encode(nv__ectx *ctx, nv__node *node, const nv__operand *in, int donated) {
-  (void)ctx;
   nv__cpu_register();
   nv__kernel_fn k = nv__cpu_kernels[node->prim];
   if (!k)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: no CPU kernel", nv__prims[node->prim].name);
-  return k(node, in, donated);
+  /* Inputs written by a GPU: this evaluation's open GPU work is submitted first, then each is
+   * read back once (its host copy stays cached with the buffer). */
+  bool committed = false;
+  for (int i = 0; i < node->ninputs; i++) {
+    if (!in[i].buf || !atomic_load_explicit(&in[i].buf->dev, memory_order_acquire)) continue;
+    if (!committed && ctx) {
+      nv__ectx_commit(ctx);
+      committed = true;
+    }
+    nv_status s = nv__buffer_host(in[i].buf);
+    if (s != NV_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", nv_last_error());
+      return nv__set_error(s, "%s: reading an input back from the GPU: %s",
+                           nv__prims[node->prim].name, why);
+    }
+  }
+  nv__buffer *dbuf = donated >= 0 ? node->out[0].buf : NULL;
+  if (dbuf && atomic_load_explicit(&dbuf->dev, memory_order_acquire)) {
+    if (!committed && ctx) nv__ectx_commit(ctx);
+    nv_status s = nv__buffer_host(dbuf);
+    if (s != NV_OK) return s;
+  }
+  nv_status s = k(node, in, donated);
+  if (dbuf) nv__buffer_host_written(dbuf);
+  return s;
 }
 
 static void cpu_commit(nv__ectx *ctx) { (void)ctx; }
@@ -19,9 +43,12 @@ static nv_status cpu_flush(nv__ectx *ctx) {
   return NV_OK;
 }
 
-const nv__backend nv__cpu_backend = {"cpu", cpu_encode, cpu_commit, cpu_flush};
+const nv__backend nv__cpu_backend = {"cpu", cpu_encode, cpu_commit, cpu_flush, NULL};
 
 const nv__backend *nv__backend_for(nv_device device) {
   if (device.type == NV_DEVICE_CPU) return &nv__cpu_backend;
+#ifdef NUVEC_HAVE_CUDA
+  if (device.type == NV_DEVICE_GPU) return nv__gpu_backend_for(device.index);
+#endif
   return NULL;
 }

@@ -312,6 +312,7 @@ nv_status nv__io_eval_flat(const char *op, nv_array *const *xs, size_t n, nv_arr
   }
   nv__scope_resume();
   if (st == NV_OK) st = nv_eval(flat, n);
+  for (size_t i = 0; i < n && st == NV_OK; i++) st = nv__buffer_host(nv__out(flat[i])->buf);
   if (st != NV_OK) {
     char why[512];
     snprintf(why, sizeof why, "%s", nv_last_error());
@@ -326,7 +327,7 @@ nv_status nv__io_eval_flat(const char *op, nv_array *const *xs, size_t n, nv_arr
 
 const void *nv__io_bytes(const nv_array *x) {
   const nv__output *o = nv__out(x);
-  return o->size ? nv__output_ptr(o) : NULL;
+  return o->size ? nv__output_ptr(o) : NULL; /* host data made valid by nv__io_eval_flat */
 }
 
 /* ---- nv_load ---- */

@@ -1,0 +1,151 @@
+/* The CUDA backend's own objects (host C): devices, device copies of buffers, submissions and
+ * recordings. Kernel families see only gpu.h. */
+#ifndef NUVEC_CUDA_INTERNAL_H
+#define NUVEC_CUDA_INTERNAL_H
+
+#include <pthread.h>
+
+#include "core/backend.h"
+#include "cuda/gpu.h"
+
+#define NV__GPU_MAX_DEVICES 16
+#define NV__GPU_CLASSES 256
+
+/* One submission of an evaluation's recorded work: observed by the buffers it wrote. Its hrx
+ * completion is released as soon as it is seen finished (so prepared graphs can be updated),
+ * keeping only the status and message. */
+typedef struct nv__gpu_sub {
+  atomic_int refs;
+  pthread_mutex_t lock;
+  hrx_completion *c; /* NULL once finished (or when the submission never happened) */
+  bool done;
+  nv_status status;
+  char msg[512];
+} nv__gpu_sub;
+
+nv__gpu_sub *nv__gpu_sub_new(hrx_completion *c);
+/* A submission that failed before reaching the GPU (status and message given). */
+nv__gpu_sub *nv__gpu_sub_failed(nv_status status, const char *msg);
+void nv__gpu_sub_release(nv__gpu_sub *s);
+/* Waits for the submission; returns its status (setting the thread's error when it failed). */
+nv_status nv__gpu_sub_wait(nv__gpu_sub *s);
+/* Whether it finished (never blocks; records the result when it did). */
+bool nv__gpu_sub_poll(nv__gpu_sub *s);
+
+/* A buffer's device side. Under `lock`: */
+struct nv__devcopy {
+  int device;
+  hrx_buffer *hb; /* device memory of `cap` bytes (a size class of the device cache) */
+  size_t cap;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct nv__gpu_ctx *pending; /* a recording that wrote it and has not submitted yet */
+  nv__gpu_sub *writer;         /* the submission that last wrote it (or NULL) */
+  bool dev_valid, host_valid;
+  hrx_buffer *shadow; /* pinned host copy, mapped for reading while host_valid */
+  size_t shadow_cap;
+  bool shadow_mapped;
+};
+
+typedef struct nv__gpu_kentry nv__gpu_kentry;
+typedef struct nv__gpu_gentry nv__gpu_gentry;
+
+/* A pinned host buffer of a size class, kept for reuse (staging for uploads, download copies). */
+typedef struct nv__pinned {
+  hrx_buffer *hb;
+  size_t cap;
+} nv__pinned;
+
+typedef struct nv__gpu_dev {
+  int index;
+  hrx_runtime *rt;
+  pthread_mutex_t lock; /* memory, pools, kernels, graph cache, in-flight list */
+  /* device memory: free lists by size class */
+  hrx_buffer **free_list[NV__GPU_CLASSES];
+  size_t free_n[NV__GPU_CLASSES], free_cap[NV__GPU_CLASSES];
+  size_t active, peak, cached, limit, cache_limit;
+  /* pinned host buffers */
+  nv__pinned *pinned;
+  size_t npinned, cpinned;
+  /* interned kernels */
+  nv__gpu_kentry **kernels;
+  size_t nkernels;
+  /* prepared graphs by structure */
+  nv__gpu_gentry **graphs;
+  size_t ngraphs;
+  /* submissions not yet seen finished, oldest first */
+  nv__gpu_sub **inflight;
+  size_t ninflight, cinflight;
+  hrx_buffer *dummy; /* a 16-byte placeholder view for empty arrays */
+} nv__gpu_dev;
+
+/* The device `index`, started on first use; NULL with the thread's error set when it cannot. */
+nv__gpu_dev *nv__gpu_dev_get(int index);
+
+/* Device memory of at least `bytes` from the device's cache (*cap gets the class size). */
+nv_status nv__gpu_mem_alloc(nv__gpu_dev *d, size_t bytes, hrx_buffer **out, size_t *cap);
+/* Gives device memory back to the cache (GPU work still using it is ordered by hrx). */
+void nv__gpu_mem_free(nv__gpu_dev *d, hrx_buffer *hb, size_t cap);
+/* Pinned host memory of at least `bytes`, not mapped and not in use by unfinished GPU work
+ * (mapping it for writing succeeds), and its return to the pool. */
+nv_status nv__gpu_pinned_get(nv__gpu_dev *d, size_t bytes, nv__pinned *out);
+void nv__gpu_pinned_put(nv__gpu_dev *d, nv__pinned p);
+/* Drops cached prepared graphs and free memory (an allocation failed). */
+void nv__gpu_trim(nv__gpu_dev *d);
+
+/* A new device copy with `bytes` of device memory (dev_valid, not host_valid). */
+nv__devcopy *nv__devcopy_new(nv__gpu_dev *d, size_t bytes);
+
+/* The hooks the core calls for buffers with a device copy. */
+extern const nv__gpu_hooks nv__gpu_buffer_hooks;
+
+/* One evaluation's recording on one device. */
+typedef struct nv__gpu_ctx {
+  nv__gpu_dev *dev;
+  int thread;
+  hrx_graph *g;
+  size_t nops;
+  uint64_t hash;
+  nv__buffer **written; /* retained until the commit publishes their writer */
+  size_t nwritten, cwritten;
+  struct nv__gpu_temp {
+    hrx_buffer *hb;
+    size_t cap;
+  } *temps;
+  size_t ntemps, ctemps;
+  nv__pinned *staging;
+  size_t nstaging, cstaging;
+  hrx_buffer *ids[32]; /* buffers seen, for the structure hash's binding pattern */
+  size_t nids;
+  nv__gpu_sub *last; /* this evaluation's last submission on the device */
+} nv__gpu_ctx;
+
+/* The recordings of one evaluation (nv__ectx.gpu). */
+typedef struct nv__gpu_ectx {
+  nv__gpu_ctx *dev[NV__GPU_MAX_DEVICES];
+} nv__gpu_ectx;
+
+/* Submits the recording's open work (no wait). Failures reach the buffers it wrote. */
+void nv__gpu_ctx_commit(nv__gpu_ctx *ctx);
+/* Marks a buffer as written by this recording (retained until the commit). */
+nv_status nv__gpu_ctx_wrote(nv__gpu_ctx *ctx, nv__buffer *b);
+/* Records an upload of host data into a device copy (the store kernel for small data, a
+ * pinned staging copy otherwise). */
+nv_status nv__gpu_record_upload(nv__gpu_ctx *ctx, hrx_view dst, const void *src, size_t bytes);
+/* Mixes a value into the recording's structure hash. */
+void nv__gpu_hash(nv__gpu_ctx *ctx, uint64_t v);
+/* Mixes a buffer's position among the recording's buffers (its binding pattern). */
+void nv__gpu_hash_buffer(nv__gpu_ctx *ctx, hrx_buffer *hb);
+/* Ensures the recording has an open builder. */
+nv_status nv__gpu_ctx_graph(nv__gpu_ctx *ctx);
+/* Waits until the submission list is short enough, sweeps finished submissions. */
+void nv__gpu_sweep(nv__gpu_dev *d, size_t keep);
+/* An nv_status for an hrx status, with hrx's message in the thread's error after `what`. */
+nv_status nv__gpu_hrx_error(hrx_status s, const char *what);
+
+/* The upload kernels (backend_kernels.cu): `bytes` (<= NV__GPU_STORE_MAX) of a by-value block
+ * stored at dst. *func and *params_size describe the launch for that size. */
+#define NV__GPU_STORE_MAX 2048
+void nv__gpu_store_kernel(size_t bytes, const void **func, size_t *params_size);
+
+#endif
