@@ -877,3 +877,12 @@ void nv__gpu_graph_stats(long *prepared, long *updated) {
   if (updated) *updated = atomic_load(&stat_updated);
   (void)stat_replayed;
 }
+
+/* Arms hrx's fault injection on GPU `index`: the next region to start fails (kind 0), or the
+ * whole runtime does (kind 1). Test hook. */
+nv_status nv__gpu_test_inject_fault(int index, int kind) {
+  nv__gpu_dev *d = nv__gpu_dev_get(index);
+  if (!d) return NV_ERR_UNSUPPORTED;
+  hrx_status hs = hrx_runtime_inject_fault(d->rt, kind ? HRX_FAULT_RUNTIME : HRX_FAULT_NEXT_REGION);
+  return hs == HRX_OK ? NV_OK : nv__gpu_hrx_error(hs, "inject_fault");
+}

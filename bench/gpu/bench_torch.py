@@ -1,0 +1,87 @@
+"""PyTorch's side of the GPU benchmarks, the same cases and timing as bench_gpu.c (eager: launch
+and synchronize, host clock, median), plus CUDA-graph replay and torch.compile where the issue
+names them. Prints "BENCH <case>[:<mode>] <seconds>"."""
+import statistics
+import sys
+import time
+
+import torch
+
+
+def timed(fn, warmup, repeat):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(repeat):
+        s = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - s)
+    return statistics.median(ts)
+
+
+def graphed(fn, warmup, repeat):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return timed(g.replay, warmup, repeat)
+
+
+def report(name, sec):
+    print(f"BENCH {name} {sec:.9g}", flush=True)
+
+
+def main():
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    want = lambda n: only in n
+    dev = "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    r = lambda *s, dt=torch.float32: (torch.rand(*s, device=dev) * 2 - 1).to(dt)
+    if want("fma_2^28_f32"):
+        a, b, c = r(1 << 28), r(1 << 28), r(1 << 28)
+        f = lambda: a * b + c
+        report("fma_2^28_f32", timed(f, 3, 20))
+        report("fma_2^28_f32:graph", graphed(f, 3, 20))
+        cf = torch.compile(lambda x, y, z: x * y + z)
+        report("fma_2^28_f32:compile", timed(lambda: cf(a, b, c), 3, 20))
+        del a, b, c
+    if want("softmax_bf16_32768x4096"):
+        x = r(32768, 4096, dt=torch.bfloat16)
+        report("softmax_bf16_32768x4096", timed(lambda: torch.softmax(x, -1), 3, 20))
+        del x
+    if want("sum_axis"):
+        x = r(64, 1024, 1024)
+        for a in range(3):
+            report(f"sum_axis{a}_64x1024x1024_f32", timed(lambda: x.sum(a), 3, 20))
+        del x
+    if want("matmul_bf16_8192"):
+        a, b = r(8192, 8192, dt=torch.bfloat16), r(8192, 8192, dt=torch.bfloat16)
+        report("matmul_bf16_8192", timed(lambda: a @ b, 3, 10))
+        del a, b
+    if want("matmul_f32_4096"):
+        a, b = r(4096, 4096), r(4096, 4096)
+        report("matmul_f32_4096", timed(lambda: a @ b, 3, 10))
+        del a, b
+    if want("tiny_1000"):
+        y0, s, t = r(16), r(16), r(16)
+
+        def chain():
+            y = y0
+            for i in range(1000):
+                y = y * s if i % 2 else y + t
+            return y
+
+        report("tiny_1000_ops", timed(chain, 5, 30))
+        report("tiny_1000_ops:graph", graphed(chain, 5, 30))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU benchmarks beside PyTorch on the same machine, one run: nuvec's bench_gpu (C) and
+# bench_torch.py, then a table of times and ratios (PyTorch time / nuvec time: above 1 means
+# nuvec is faster). NUVEC_BUILD names the build folder (default build).
+set -u
+B=${NUVEC_BUILD:-build}
+cd "$(dirname "$0")/../.."
+$B/bench/gpu/bench_gpu "${1:-}" > /tmp/bench_nuvec.txt 2>&1; echo "nuvec rc=$?"
+python3 bench/gpu/bench_torch.py "${1:-}" > /tmp/bench_torch.txt 2>&1; echo "torch rc=$?"
+cat /tmp/bench_nuvec.txt /tmp/bench_torch.txt
+python3 - <<'PY'
+import re
+def load(p):
+    d = {}
+    for line in open(p):
+        m = re.match(r"BENCH (\S+) (\S+)", line)
+        if m: d[m.group(1)] = float(m.group(2))
+    return d
+nv, th = load("/tmp/bench_nuvec.txt"), load("/tmp/bench_torch.txt")
+work = {  # bytes moved or flops, for rates
+    "fma_2^28_f32": ("TB/s", 4 * 4 * 2**28),
+    "softmax_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
+    "sum_axis0_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20), "sum_axis1_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
+    "sum_axis2_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
+    "matmul_bf16_8192": ("TFLOP/s", 2 * 8192**3), "matmul_f32_4096": ("TFLOP/s", 2 * 4096**3),
+    "tiny_1000_ops": ("us/op", 1000),
+}
+print("=== table (median times; ratio = torch eager / nuvec; >1: nuvec faster)")
+print(f"{'case':30s} {'nuvec':>10s} {'torch':>10s} {'ratio':>6s} {'nuvec rate':>14s} {'torch graph':>11s} {'torch compile':>13s}")
+for k, t in nv.items():
+    u, w = work.get(k, ("", 0))
+    tt = th.get(k)
+    rate = (f"{t*1e6/w:.2f} {u}" if u == "us/op" else f"{w/t/1e12:.2f} {u}") if w else ""
+    g, c = th.get(k + ":graph"), th.get(k + ":compile")
+    print(f"{k:30s} {t*1e3:9.3f}ms {tt*1e3 if tt else float('nan'):9.3f}ms {tt/t if tt else float('nan'):6.2f} {rate:>14s} "
+          f"{(g*1e3 if g else float('nan')):9.3f}ms {(c*1e3 if c else float('nan')):11.3f}ms")
+PY

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The GPU run (one call on the lent H200, within 10 minutes): builds nuvec there (the machine has
+# nvcc, CMake and Python with PyTorch, not our Debian packages: OpenBLAS, LAPACKE, minizip,
+# Criterion and their libraries travel in .carry/deps.tar.xz, made by tests/gpu/make_carry.sh),
+# then runs
+#   1. the whole C and pytest suite with the default device gpu (NUVEC_DEFAULT_DEVICE=gpu), so
+#      every op is compared with NumPy on the GPU (ops without a kernel through the fallback);
+#   2. the GPU tests (tests/gpu: semantics, kernels' own conformance files);
+#   3. the fallback census: which primitives ran on the CPU during the suite;
+#   4. compute-sanitizer memcheck over the GPU semantics tests;
+#   5. the benchmarks beside PyTorch (bench/gpu).
+# Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
+#   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
+set -u
+STAGES=${1:-"1 2 3 4 5"}
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+SUM=$OUT/summary.txt
+: >"$SUM"
+note() { echo "$*" | tee -a "$SUM"; }
+T0=$(date +%s)
+
+tar xJf .carry/deps.tar.xz -C /tmp
+D=/tmp/deps
+export LD_LIBRARY_PATH="$D/lib:${LD_LIBRARY_PATH:-}"
+export LIBRARY_PATH="$D/lib" CPATH="$D/include"
+{ nvidia-smi -L; nvcc --version | tail -2; python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)'; } >"$OUT/device.txt" 2>&1
+note "device: $(head -1 "$OUT/device.txt") | $(tail -1 "$OUT/device.txt")"
+
+B=/tmp/nvb
+t=$(date +%s)
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_WERROR=OFF \
+  -DCMAKE_LIBRARY_PATH="$D/lib" -DCMAKE_INCLUDE_PATH="$D/include" -DCBLAS_INCLUDE_DIR="$D/include" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" \
+  >"$OUT/build.log" 2>&1 && timeout 400 cmake --build $B -j16 >>"$OUT/build.log" 2>&1
+rc=$?
+note "build: rc=$rc in $(( $(date +%s) - t )) s"
+if [ $rc != 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; fi
+
+export NUVEC_LIB=$B/src/libnuvec.so PYTHONDONTWRITEBYTECODE=1
+summ() { python3 tools/test_summary.py "$1" "$2" 2>/dev/null | tail -1; }
+
+if [[ " $STAGES " == *" 1 "* ]]; then
+  t=$(date +%s)
+  rm -rf $B/test-results && mkdir -p $B/test-results
+  (cd $B && NUVEC_DEFAULT_DEVICE=gpu NUVEC_TEST_THREAD_ITERS=200 timeout 300 ctest -j6 --timeout 280 \
+     --output-on-failure --output-junit ctest-junit.xml -E "test_gpu_semantics" >"$OUT/suite.log" 2>&1)
+  note "1. suite with default device gpu: $(summ $B/test-results $B/ctest-junit.xml) ($(( $(date +%s) - t )) s)"
+  grep -E "^FAILED|Failed  |\*\*\*Failed|Timeout" "$OUT/suite.log" | head -40 | tee -a "$SUM"
+fi
+
+if [[ " $STAGES " == *" 2 "* ]]; then
+  t=$(date +%s)
+  timeout 120 $B/tests/gpu/test_gpu_semantics --verbose >"$OUT/gpu_tests.log" 2>&1
+  note "2a. GPU semantics: rc=$? $(grep -E 'Synthesis' "$OUT/gpu_tests.log" | tail -1)"
+  grep -E "\[FAIL\]|Assertion|signal" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
+  NUVEC_DEFAULT_DEVICE=gpu timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/gpu >>"$OUT/gpu_tests.log" 2>&1
+  note "2b. tests/gpu pytest: rc=$? $(tail -1 "$OUT/gpu_tests.log")"
+  grep -E "^FAILED|Error" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
+  note "   ($(( $(date +%s) - t )) s)"
+fi
+
+if [[ " $STAGES " == *" 3 "* ]]; then
+  t=$(date +%s)
+  NUVEC_DEFAULT_DEVICE=gpu NUVEC_LOG_FALLBACK=1 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/python \
+    >"$OUT/fallback.log" 2>&1
+  note "3. fallback census (pytest tests/python on gpu): $(grep -c 'ran on the CPU' "$OUT/fallback.log") CPU runs; by primitive:"
+  grep -o "nuvec: [a-z_0-9]* ran on the CPU" "$OUT/fallback.log" | awk '{print $2}' | sort | uniq -c | sort -rn | head -60 | tr '\n' ' ' | tee -a "$SUM"
+  echo | tee -a "$SUM"
+fi
+
+if [[ " $STAGES " == *" 4 "* ]]; then
+  t=$(date +%s)
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  timeout 200 $CS --tool memcheck --error-exitcode 3 --report-api-errors no $B/tests/gpu/test_gpu_semantics --jobs 1 \
+    >"$OUT/sanitizer.log" 2>&1
+  note "4. compute-sanitizer memcheck test_gpu_semantics: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(( $(date +%s) - t )) s)"
+fi
+
+if [[ " $STAGES " == *" 5 "* ]]; then
+  t=$(date +%s)
+  NUVEC_BUILD=$B timeout 240 bash bench/gpu/run.sh >"$OUT/bench.log" 2>&1
+  note "5. bench: rc=$? ($(( $(date +%s) - t )) s)"
+  sed -n '/^=== table/,$p' "$OUT/bench.log" | tee -a "$SUM"
+fi
+note "total: $(( $(date +%s) - T0 )) s"
