@@ -62,7 +62,7 @@ static const char usage[] =
     "  --eval-windows N    windows of context characters for those reports (default 128;\n"
     "                      the final report uses the whole validation split)\n"
     "  --seed N            initialization, batch order and sampling (default 1)\n"
-    "  --device cpu|gpu    where to compute (default cpu; the GPU backend is not built yet)\n"
+    "  --device cpu|gpu    where to compute (default gpu where a CUDA device is usable, else cpu)\n"
     "sampling:\n"
     "  --prompt TEXT       the text to continue (default \"ROMEO.\\n\")\n"
     "  --sample-chars N    characters to generate, 0 for none (default 400)\n"
@@ -78,7 +78,7 @@ static void defaults(options *o) {
                                     .seed = 1};
   o->data = "examples/charlm/data/shakespeare.txt";
   o->out = "charlm-out";
-  o->device = "cpu";
+  o->device = nv_device_is_available(nv_gpu(0)) ? "gpu" : "cpu";
   o->prompt = "ROMEO.\n";
   o->time_budget = 240;
   o->temperature = 0.8;
@@ -173,8 +173,8 @@ static bool select_device(const char *name) {
   if (!strcmp(name, "cpu")) return nv_set_default_device(nv_cpu()) == NV_OK;
   if (!strcmp(name, "gpu")) {
     if (!nv_device_is_available(nv_gpu(0))) {
-      fprintf(stderr, "charlm: --device gpu: nuvec's GPU backend does not exist yet (it comes "
-                      "with the CUDA backend); use --device cpu\n");
+      fprintf(stderr, "charlm: --device gpu: no usable CUDA device here (or a build without "
+                      "CUDA); use --device cpu\n");
       return false;
     }
     return nv_set_default_device(nv_gpu(0)) == NV_OK;

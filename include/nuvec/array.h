@@ -109,6 +109,13 @@ NV_API nv_status nv_array_item_complex(nv_array *x, nv_complex64 *out);
  * empty array. */
 NV_API const void *nv_array_data(nv_array *x);
 
+/* Evaluates `x` and writes where its data is valid without moving it: a GPU's device address of
+ * the first element (laid out by nv_array_strides; *device is that GPU) once the GPU work that
+ * wrote it has finished, or else the host pointer of nv_array_data (*device is the CPU). The
+ * address is valid while `x` lives and is not written in place. Fails as nv_eval, and with
+ * NV_ERR_INVALID_ARGUMENT on NULL arguments. Thread-safe. */
+NV_API nv_status nv_array_device_data(nv_array *x, nv_device *device, const void **data);
+
 /* ---- Scopes ---- */
 
 /* Opens a scope on the calling thread: until the matching nv_scope_end, the scope owns every

@@ -318,7 +318,7 @@ static PyMethodDef array_methods[] = {
      "A NumPy array sharing the data when it is contiguous."},
     {"__dlpack__", (PyCFunction)(void (*)(void))nvpy_dlpack, METH_VARARGS | METH_KEYWORDS,
      "A DLPack capsule viewing the data."},
-    {"__dlpack_device__", nvpy_dlpack_device, METH_NOARGS, "The DLPack device: (1, 0), the CPU."},
+    {"__dlpack_device__", nvpy_dlpack_device, METH_NOARGS, "The DLPack device: (1, 0) for the CPU, (2, index) for data on a GPU."},
     {"__reduce__", m_reduce, METH_NOARGS, NULL},
     {"__copy__", m_copy, METH_NOARGS, NULL},
     {"__deepcopy__", m_deepcopy, METH_O, NULL},

@@ -1,4 +1,4 @@
-/* nuvec's CPython extension: DLPack on the CPU — __dlpack__ exports an array's data without
+/* nuvec's CPython extension: DLPack — __dlpack__ exports (GPU-resident arrays as CUDA memory) an array's data without
  * a copy (the capsule holds a reference to the array), and from_dlpack views another
  * library's tensor without a copy (strided tensors through as_strided over their span). The
  * structures are DLPack's (version 0.8 ABI, the unversioned "dltensor" capsule). */
@@ -35,7 +35,7 @@ typedef struct dl_managed {
 } dl_managed;
 
 enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_COMPLEX = 5, DL_BOOL = 6 };
-enum { DL_CPU = 1 };
+enum { DL_CPU = 1, DL_CUDA = 2 };
 
 static const dl_dtype dl_types[NV_DTYPE_COUNT] = {
     [NV_DTYPE_BOOL] = {DL_BOOL, 8, 1},      [NV_DTYPE_UINT8] = {DL_UINT, 8, 1},
@@ -66,11 +66,15 @@ PyObject *nvpy_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
   int nd = nv_array_ndim(a);
   dl_managed *m = calloc(1, sizeof *m + 2 * (size_t)(nd ? nd : 1) * sizeof(int64_t));
   if (!m) return PyErr_NoMemory();
-  const void *data;
-  Py_BEGIN_ALLOW_THREADS data = nv_array_data(a);
-  Py_END_ALLOW_THREADS if (!data && nv_array_size(a) != 0) {
+  const void *data = NULL;
+  nv_device where = nv_cpu();
+  nv_status st;
+  /* GPU-resident data is exported as CUDA memory (kDLCUDA) once the GPU work writing it has
+   * finished, so any consumer stream may read it. */
+  Py_BEGIN_ALLOW_THREADS st = nv_array_device_data(a, &where, &data);
+  Py_END_ALLOW_THREADS if (st != NV_OK) {
     free(m);
-    return nvpy_raise_last(nv_array_status(a) ? nv_array_status(a) : NV_ERR_BACKEND);
+    return nvpy_raise_last(st);
   }
   static char empty[16];
   int64_t *dims = (int64_t *)(m + 1);
@@ -78,7 +82,8 @@ PyObject *nvpy_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
     dims[i] = nv_array_shape(a)[i];
     dims[nd + i] = nv_array_strides(a)[i];
   }
-  m->t = (dl_tensor){data ? (void *)data : empty, {DL_CPU, 0}, nd, dl_types[nv_array_dtype(a)],
+  dl_device dd = {where.type == NV_DEVICE_GPU ? DL_CUDA : DL_CPU, where.type == NV_DEVICE_GPU ? where.index : 0};
+  m->t = (dl_tensor){data ? (void *)data : empty, dd, nd, dl_types[nv_array_dtype(a)],
                      dims, dims + nd, 0};
   m->ctx = nv_retain(a);
   m->deleter = export_deleter;
@@ -88,8 +93,13 @@ PyObject *nvpy_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 PyObject *nvpy_dlpack_device(PyObject *self, PyObject *unused) {
-  (void)self;
   (void)unused;
+  const void *data = NULL;
+  nv_device where = nv_cpu();
+  nv_status st;
+  Py_BEGIN_ALLOW_THREADS st = nv_array_device_data(NVPY_A(self), &where, &data);
+  Py_END_ALLOW_THREADS if (st != NV_OK) return nvpy_raise_last(st);
+  if (where.type == NV_DEVICE_GPU) return Py_BuildValue("(ii)", DL_CUDA, where.index);
   return Py_BuildValue("(ii)", DL_CPU, 0);
 }
 

@@ -559,3 +559,27 @@ const void *nv_array_data(nv_array *x) {
 /* ---- Test hooks ---- */
 int nv__test_state(const nv_array *x) { return atomic_load(&x->node->state); }
 long nv__test_node_refs(const nv_array *x) { return atomic_load(&x->node->refs); }
+
+nv_status nv_array_device_data(nv_array *x, nv_device *device, const void **data) {
+  if (!x || !device || !data)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "array_device_data: NULL argument");
+  nv_status s = nv_eval1(x);
+  if (s != NV_OK) return s;
+  const nv__output *o = nv__out(x);
+  nv__buffer *b = o->buf;
+  if (b && atomic_load_explicit(&b->dev, memory_order_acquire)) {
+    int dev = 0;
+    uint64_t addr = 0;
+    s = atomic_load(&nv__gpu_hooks_ptr)->device_ptr(b, &dev, &addr);
+    if (s == NV_OK) {
+      *device = nv_gpu(dev);
+      *data = (const void *)(uintptr_t)(addr + (uint64_t)o->offset * nv_dtype_size(o->dtype));
+      return NV_OK;
+    }
+    if (s != NV_ERR_UNSUPPORTED) return s;
+  }
+  if ((s = nv__buffer_host(b)) != NV_OK) return s;
+  *device = nv_cpu();
+  *data = o->size ? nv__output_ptr(o) : NULL;
+  return NV_OK;
+}

@@ -100,6 +100,9 @@ typedef struct nv__gpu_hooks {
   void (*release)(nv__buffer *b);
   /* Waits for the submission that last wrote the buffer; its error, if it failed. */
   nv_status (*status)(nv__buffer *b);
+  /* The device and GPU address of the buffer's valid device copy (waits for its writer);
+   * NV_ERR_UNSUPPORTED when the valid data is on the host only. */
+  nv_status (*device_ptr)(nv__buffer *b, int *device, uint64_t *address);
 } nv__gpu_hooks;
 extern const nv__gpu_hooks *_Atomic nv__gpu_hooks_ptr;
 

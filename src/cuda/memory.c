@@ -320,8 +320,22 @@ static void hook_release(nv__buffer *b) {
   nv__free(dc);
 }
 
+static nv_status hook_device_ptr(nv__buffer *b, int *device, uint64_t *address) {
+  nv__devcopy *dc = atomic_load(&b->dev);
+  if (!dc) return NV_ERR_UNSUPPORTED;
+  nv_status s = wait_writer(dc);
+  if (s != NV_OK) return s;
+  pthread_mutex_lock(&dc->lock);
+  bool valid = dc->dev_valid;
+  pthread_mutex_unlock(&dc->lock);
+  if (!valid) return NV_ERR_UNSUPPORTED;
+  if (hrx_buffer_gpu_address(dc->hb, address) != HRX_OK) return NV_ERR_BACKEND;
+  *device = dc->device;
+  return NV_OK;
+}
+
 const nv__gpu_hooks nv__gpu_buffer_hooks = {hook_to_host, hook_host_written, hook_release,
-                                            hook_status};
+                                            hook_status, hook_device_ptr};
 
 /* ---- statistics (src/core/memory.c asks) ---- */
 
