@@ -393,15 +393,18 @@ void nv__gpu_hash_buffer(nv__gpu_ctx *ctx, hrx_buffer *hb) {
   nv__gpu_hash(ctx, i == ctx->nids ? 1000 : i);
 }
 
-nv_status nv__gpu_ctx_wrote(nv__gpu_ctx *ctx, nv__buffer *b) {
+nv_status nv__gpu_ctx_wrote(nv__gpu_ctx *ctx, nv__devcopy *dc) {
+  if (dc->pending == ctx) return NV_OK;
   if (ctx->nwritten == ctx->cwritten) {
     size_t nc = ctx->cwritten ? ctx->cwritten * 2 : 64;
-    nv__buffer **p = realloc(ctx->written, nc * sizeof *p);
+    nv__devcopy **p = realloc(ctx->written, nc * sizeof *p);
     if (!p) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory recording GPU work");
     ctx->written = p;
     ctx->cwritten = nc;
   }
-  ctx->written[ctx->nwritten++] = nv__buffer_retain(b);
+  atomic_fetch_add(&dc->refs, 1);
+  ctx->written[ctx->nwritten++] = dc;
+  dc->pending = ctx;
   return NV_OK;
 }
 
@@ -409,20 +412,17 @@ nv_status nv__gpu_ctx_wrote(nv__gpu_ctx *ctx, nv__buffer *b) {
  * and wakes their waiters; returns staging and scratch memory. */
 static void publish(nv__gpu_ctx *ctx, nv__gpu_sub *s) {
   for (size_t i = 0; i < ctx->nwritten; i++) {
-    nv__buffer *b = ctx->written[i];
-    nv__devcopy *dc = atomic_load(&b->dev);
-    if (dc) {
-      pthread_mutex_lock(&dc->lock);
-      if (dc->pending == ctx) {
-        if (s) atomic_fetch_add(&s->refs, 1);
-        nv__gpu_sub_release(dc->writer);
-        dc->writer = s;
-        dc->pending = NULL;
-        pthread_cond_broadcast(&dc->cond);
-      }
-      pthread_mutex_unlock(&dc->lock);
+    nv__devcopy *dc = ctx->written[i];
+    pthread_mutex_lock(&dc->lock);
+    if (dc->pending == ctx) {
+      if (s) atomic_fetch_add(&s->refs, 1);
+      nv__gpu_sub_release(dc->writer);
+      dc->writer = s;
+      dc->pending = NULL;
+      pthread_cond_broadcast(&dc->cond);
     }
-    nv__buffer_release(b);
+    pthread_mutex_unlock(&dc->lock);
+    nv__devcopy_release(dc);
   }
   ctx->nwritten = 0;
   for (size_t i = 0; i < ctx->nstaging; i++) nv__gpu_pinned_put(ctx->dev, ctx->staging[i]);
@@ -574,10 +574,7 @@ static nv_status device_copy(nv__gpu_ctx *ctx, nv__buffer *b, nv__devcopy **out)
       if (!dc->dev_valid) {
         /* The host copy was written in place since: upload it again. */
         st = nv__gpu_record_upload(ctx, hrx_view_whole(dc->hb), b->ptr, b->nbytes);
-        if (st == NV_OK && dc->pending != ctx) {
-          st = nv__gpu_ctx_wrote(ctx, b);
-          if (st == NV_OK) dc->pending = ctx;
-        }
+        if (st == NV_OK) st = nv__gpu_ctx_wrote(ctx, dc);
         if (st == NV_OK) dc->dev_valid = true;
       }
       pthread_mutex_unlock(&dc->lock);
@@ -589,17 +586,19 @@ static nv_status device_copy(nv__gpu_ctx *ctx, nv__buffer *b, nv__devcopy **out)
     nv__devcopy *nd = nv__devcopy_new(ctx->dev, b->nbytes ? b->nbytes : 1);
     if (!nd) return NV_ERR_OUT_OF_MEMORY;
     nd->host_valid = true;
-    nd->pending = ctx;
+    pthread_mutex_lock(&nd->lock); /* readers of another thread wait until it is submitted */
+    nv_status st = nv__gpu_ctx_wrote(ctx, nd);
     nv__devcopy *expected = NULL;
-    if (!atomic_compare_exchange_strong(&b->dev, &expected, nd)) {
-      nd->pending = NULL;
+    if (st != NV_OK || !atomic_compare_exchange_strong(&b->dev, &expected, nd)) {
+      pthread_mutex_unlock(&nd->lock);
       nv__buffer tmp = {0};
       atomic_init(&tmp.dev, nd);
-      nv__gpu_buffer_hooks.release(&tmp);
+      nv__gpu_buffer_hooks.release(&tmp); /* the recording keeps its reference until commit */
+      if (st != NV_OK) return st;
       continue; /* another thread attached one first */
     }
-    nv_status st = nv__gpu_ctx_wrote(ctx, b);
-    if (st == NV_OK) st = nv__gpu_record_upload(ctx, hrx_view_whole(nd->hb), b->ptr, b->nbytes);
+    pthread_mutex_unlock(&nd->lock);
+    st = nv__gpu_record_upload(ctx, hrx_view_whole(nd->hb), b->ptr, b->nbytes);
     if (st != NV_OK) {
       pthread_mutex_lock(&nd->lock);
       nd->dev_valid = false; /* the host copy stays the valid one */
@@ -653,9 +652,7 @@ nv_status nv__gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out) {
       nv__gpu_buffer_hooks.release(&tmp);
       return NV_ERR_OUT_OF_MEMORY;
     }
-    dc->pending = ctx;
-    if ((st = nv__gpu_ctx_wrote(ctx, b)) != NV_OK) {
-      dc->pending = NULL;
+    if ((st = nv__gpu_ctx_wrote(ctx, dc)) != NV_OK) {
       nv__buffer_release(b);
       return st;
     }
@@ -666,10 +663,7 @@ nv_status nv__gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out) {
     nv__devcopy *dc;
     if ((st = device_copy(ctx, o->buf, &dc)) != NV_OK) return st;
     pthread_mutex_lock(&dc->lock);
-    if (dc->pending != ctx) {
-      st = nv__gpu_ctx_wrote(ctx, o->buf);
-      if (st == NV_OK) dc->pending = ctx;
-    }
+    st = nv__gpu_ctx_wrote(ctx, dc);
     if (dc->host_valid && dc->shadow_mapped) {
       hrx_buffer_unmap(dc->shadow, HRX_ACCESS_READ);
       dc->shadow_mapped = false;

@@ -32,8 +32,12 @@ nv_status nv__gpu_sub_wait(nv__gpu_sub *s);
 /* Whether it finished (never blocks; records the result when it did). */
 bool nv__gpu_sub_poll(nv__gpu_sub *s);
 
-/* A buffer's device side. Under `lock`: */
+/* A buffer's device side, counted: the buffer holds one reference, and each recording that
+ * wrote it holds one until its commit publishes the writer (the buffer may be freed first: its
+ * memory then returns to the cache, where hrx orders any reuse after the recorded work).
+ * Under `lock`: */
 struct nv__devcopy {
+  atomic_int refs;
   int device;
   hrx_buffer *hb; /* device memory of `cap` bytes (a size class of the device cache) */
   size_t cap;
@@ -106,7 +110,7 @@ typedef struct nv__gpu_ctx {
   hrx_graph *g;
   size_t nops;
   uint64_t hash;
-  nv__buffer **written; /* retained until the commit publishes their writer */
+  nv__devcopy **written; /* device copies written here, held until the commit publishes */
   size_t nwritten, cwritten;
   struct nv__gpu_temp {
     hrx_buffer *hb;
@@ -127,8 +131,10 @@ typedef struct nv__gpu_ectx {
 
 /* Submits the recording's open work (no wait). Failures reach the buffers it wrote. */
 void nv__gpu_ctx_commit(nv__gpu_ctx *ctx);
-/* Marks a buffer as written by this recording (retained until the commit). */
-nv_status nv__gpu_ctx_wrote(nv__gpu_ctx *ctx, nv__buffer *b);
+/* Marks a device copy as written by this recording (pending until the commit). Called under
+ * dc->lock. */
+nv_status nv__gpu_ctx_wrote(nv__gpu_ctx *ctx, nv__devcopy *dc);
+void nv__devcopy_release(nv__devcopy *dc);
 /* Records an upload of host data into a device copy (the store kernel for small data, a
  * pinned staging copy otherwise). */
 nv_status nv__gpu_record_upload(nv__gpu_ctx *ctx, hrx_view dst, const void *src, size_t bytes);

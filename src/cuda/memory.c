@@ -189,6 +189,7 @@ nv__devcopy *nv__devcopy_new(nv__gpu_dev *d, size_t bytes) {
     nv__free(dc);
     return NULL;
   }
+  atomic_init(&dc->refs, 1);
   dc->device = d->index;
   pthread_mutex_init(&dc->lock, NULL);
   pthread_cond_init(&dc->cond, NULL);
@@ -312,8 +313,18 @@ static void hook_release(nv__buffer *b) {
     if (d) nv__gpu_pinned_put(d, (nv__pinned){dc->shadow, dc->shadow_cap});
     else hrx_buffer_release(dc->shadow);
   }
-  if (d) nv__gpu_mem_free(d, dc->hb, dc->cap);
-  else hrx_buffer_release(dc->hb);
+  pthread_mutex_lock(&dc->lock);
+  hrx_buffer *hb = dc->hb;
+  dc->hb = NULL;
+  dc->shadow = NULL;
+  pthread_mutex_unlock(&dc->lock);
+  if (d) nv__gpu_mem_free(d, hb, dc->cap);
+  else hrx_buffer_release(hb);
+  nv__devcopy_release(dc);
+}
+
+void nv__devcopy_release(nv__devcopy *dc) {
+  if (!dc || atomic_fetch_sub(&dc->refs, 1) != 1) return;
   nv__gpu_sub_release(dc->writer);
   pthread_mutex_destroy(&dc->lock);
   pthread_cond_destroy(&dc->cond);
