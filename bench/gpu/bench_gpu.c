@@ -77,6 +77,59 @@ static void run_tiny(void *p) {
   nv_release(y);
 }
 
+/* The MLP training step of BASELINES.md: 4 x (4096 -> 4096, GELU), batch 4096, float32
+ * parameters with bfloat16 products (as torch's bf16 autocast), mean squared error, AdamW. */
+enum { MLP_LAYERS = 4, MLP_WIDTH = 4096, MLP_BATCH = 4096 };
+
+static nv_status mlp_loss(void *payload, const nv_vec *in, nv_vec *out) {
+  (void)payload;
+  nv_array *h = nv_astype(nv_vec_get(in, 2 * MLP_LAYERS), NV_DTYPE_BFLOAT16);
+  for (int l = 0; l < MLP_LAYERS; l++) {
+    nv_array *w = nv_astype(nv_vec_get(in, 2 * (size_t)l), NV_DTYPE_BFLOAT16);
+    nv_array *b = nv_astype(nv_vec_get(in, 2 * (size_t)l + 1), NV_DTYPE_BFLOAT16);
+    h = nv_add(nv_matmul(h, w), b);
+    /* GELU (erf form): 0.5 h (1 + erf(h / sqrt 2)) */
+    h = nv_multiply(nv_multiply_scalar(h, 0.5),
+                    nv_add_scalar(nv_erf(nv_multiply_scalar(h, 0.70710678118654752)), 1));
+  }
+  nv_array *d = nv_subtract(nv_astype(h, NV_DTYPE_FLOAT32), nv_vec_get(in, 2 * MLP_LAYERS + 1));
+  return nv_vec_push(out, nv_mean(nv_multiply(d, d), NULL, 0, false));
+}
+
+typedef struct mlp {
+  nv_closure *vg;
+  nv_optimizer *opt;
+  nv_map *params;
+  nv_array *x, *y;
+} mlp;
+
+static void run_mlp(void *p) {
+  mlp *m = p;
+  nv_scope_begin();
+  nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+  for (size_t i = 0; i < nv_map_size(m->params); i++) nv_vec_push(in, nv_map_value(m->params, i));
+  nv_vec_push(in, m->x);
+  nv_vec_push(in, m->y);
+  check(nv_closure_apply(m->vg, in, out), "value_and_grad");
+  nv_map *grads = nv_map_new(), *np = NULL;
+  for (size_t i = 0; i < nv_map_size(m->params); i++)
+    nv_map_set(grads, nv_map_key(m->params, i), nv_vec_get(out, 1 + i));
+  check(nv_optimizer_update(m->opt, m->params, grads, &np), "adamw");
+  const nv_map *maps[2] = {np, nv_optimizer_state(m->opt)};
+  nv_vec *all = nv_vec_new();
+  nv_vec_push(all, nv_vec_get(out, 0));
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < nv_map_size(maps[k]); i++) nv_vec_push(all, nv_map_value(maps[k], i));
+  check(nv_eval_vec(all), "mlp step");
+  nv_vec_free(all);
+  nv_map_free(m->params);
+  m->params = np;
+  nv_map_free(grads);
+  nv_vec_free(in);
+  nv_vec_free(out);
+  nv_scope_end();
+}
+
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
   if (!nv_device_is_available(nv_gpu(0))) {
@@ -129,6 +182,34 @@ int main(int argc, char **argv) {
               rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), 0, 1000};
     bench_run("tiny_1000_ops", run_tiny, &x, 5, 30);
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
+  }
+  if (WANT("mlp_train")) {
+    mlp m = {0};
+    m.params = nv_map_new();
+    char key[16];
+    for (int l = 0; l < MLP_LAYERS; l++) {
+      int ws[2] = {MLP_WIDTH, MLP_WIDTH}, bs[1] = {MLP_WIDTH};
+      nv_array *w = rand_on_gpu(ws, 2, NV_DTYPE_FLOAT32), *b = rand_on_gpu(bs, 1, NV_DTYPE_FLOAT32);
+      nv_array *ws_ = nv_multiply_scalar(w, 1.0 / 64), *bs_ = nv_multiply_scalar(b, 0.01);
+      snprintf(key, sizeof key, "w%d", l);
+      nv_map_set(m.params, key, ws_);
+      snprintf(key, sizeof key, "b%d", l);
+      nv_map_set(m.params, key, bs_);
+      nv_release(w), nv_release(b), nv_release(ws_), nv_release(bs_);
+    }
+    int xs[2] = {MLP_BATCH, MLP_WIDTH};
+    m.x = rand_on_gpu(xs, 2, NV_DTYPE_FLOAT32);
+    m.y = rand_on_gpu(xs, 2, NV_DTYPE_FLOAT32);
+    nv_closure *f = nv_closure_new(mlp_loss, NULL, NULL);
+    int argn[2 * MLP_LAYERS];
+    for (int i = 0; i < 2 * MLP_LAYERS; i++) argn[i] = i;
+    m.vg = nv_value_and_grad(f, argn, 2 * MLP_LAYERS);
+    nv_adam_options ao = nv_adamw_defaults(1e-4);
+    check(nv_optimizer_adamw(&ao, &m.opt), "adamw");
+    bench_run("mlp_train_4x4096_bf16", run_mlp, &m, 3, 10);
+    nv_optimizer_free(m.opt);
+    nv_map_free(m.params);
+    nv_release(m.x), nv_release(m.y);
   }
   sync_gpu();
   printf("fallbacks %zu\n", nv_gpu_fallback_count());

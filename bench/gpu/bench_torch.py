@@ -81,6 +81,21 @@ def main():
 
         report("tiny_1000_ops", timed(chain, 5, 30))
         report("tiny_1000_ops:graph", graphed(chain, 5, 30))
+    if want("mlp_train"):
+        layers = [torch.nn.Linear(4096, 4096, device=dev) for _ in range(4)]
+        model = torch.nn.Sequential(*[m for l in layers for m in (l, torch.nn.GELU())])
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x, y = r(4096, 4096), r(4096, 4096)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(x)
+            loss = ((out.float() - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+
+        report("mlp_train_4x4096_bf16", timed(step, 3, 10))
 
 
 if __name__ == "__main__":

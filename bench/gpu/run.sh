@@ -7,6 +7,11 @@ B=${NUVEC_BUILD:-build}
 cd "$(dirname "$0")/../.."
 $B/bench/gpu/bench_gpu "${1:-}" > /tmp/bench_nuvec.txt 2>&1; echo "nuvec rc=$?"
 python3 bench/gpu/bench_torch.py "${1:-}" > /tmp/bench_torch.txt 2>&1; echo "torch rc=$?"
+# charlm's training step, GPU against CPU (the same binary, the default device switched).
+NUVEC_DEFAULT_DEVICE=gpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_gpu.txt 2>&1
+NUVEC_DEFAULT_DEVICE=cpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_cpu.txt 2>&1
+sed 's/BENCH charlm_step/BENCH charlm_step_gpu/' /tmp/charlm_gpu.txt >> /tmp/bench_nuvec.txt
+sed 's/BENCH charlm_step/BENCH charlm_step_gpu/' /tmp/charlm_cpu.txt | sed 's/charlm_step_gpu/charlm_step_gpu:cpu/' >> /tmp/bench_torch.txt
 cat /tmp/bench_nuvec.txt /tmp/bench_torch.txt
 python3 - <<'PY'
 import re
@@ -23,15 +28,16 @@ work = {  # bytes moved or flops, for rates
     "sum_axis0_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20), "sum_axis1_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "sum_axis2_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "matmul_bf16_8192": ("TFLOP/s", 2 * 8192**3), "matmul_f32_4096": ("TFLOP/s", 2 * 4096**3),
-    "tiny_1000_ops": ("us/op", 1000),
+    "tiny_1000_ops": ("us/op", 1000), "mlp_train_4x4096_bf16": ("TFLOP/s", 3 * 2 * 4 * 4096**3),
 }
+print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")
 print("=== table (median times; ratio = torch eager / nuvec; >1: nuvec faster)")
 print(f"{'case':30s} {'nuvec':>10s} {'torch':>10s} {'ratio':>6s} {'nuvec rate':>14s} {'torch graph':>11s} {'torch compile':>13s}")
 for k, t in nv.items():
     u, w = work.get(k, ("", 0))
     tt = th.get(k)
     rate = (f"{t*1e6/w:.2f} {u}" if u == "us/op" else f"{w/t/1e12:.2f} {u}") if w else ""
-    g, c = th.get(k + ":graph"), th.get(k + ":compile")
+    g, c = th.get(k + ":graph") or th.get(k + ":cpu"), th.get(k + ":compile")
     print(f"{k:30s} {t*1e3:9.3f}ms {tt*1e3 if tt else float('nan'):9.3f}ms {tt/t if tt else float('nan'):6.2f} {rate:>14s} "
           f"{(g*1e3 if g else float('nan')):9.3f}ms {(c*1e3 if c else float('nan')):11.3f}ms")
 PY
