@@ -802,6 +802,25 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
   ectx->gpu_backend = &gpu_backend;
   nv__gpu_ctx *ctx = ctx_get(ectx, d);
   if (!ctx) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+  /* Inputs another thread has recorded but not submitted: commit our own open work first (that
+   * thread may be waiting on it, E8), then wait until theirs is submitted (E50). */
+  bool committed = false;
+  for (int i = 0; i <= node->ninputs; i++) {
+    nv__buffer *b = i < node->ninputs ? in[i].buf : donated >= 0 ? node->out[0].buf : NULL;
+    nv__devcopy *dc = b ? atomic_load(&b->dev) : NULL;
+    if (!dc) continue;
+    pthread_mutex_lock(&dc->lock);
+    bool foreign = dc->pending && dc->pending != ctx;
+    pthread_mutex_unlock(&dc->lock);
+    if (!foreign) continue;
+    if (!committed) {
+      gpu_commit(ectx);
+      committed = true;
+    }
+    pthread_mutex_lock(&dc->lock);
+    while (dc->pending && dc->pending != ctx) pthread_cond_wait(&dc->cond, &dc->lock);
+    pthread_mutex_unlock(&dc->lock);
+  }
   nv__gpu_kernel_fn k = nv__gpu_kernels[node->prim];
   if (k) {
     nv_status st = k(ctx, node, in, donated);
