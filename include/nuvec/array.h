@@ -3,7 +3,8 @@
  * Ownership: outside any scope, every function returning an nv_array* returns a new reference
  * the caller owns and gives back with nv_release (NULL-safe). Inside a scope (nv_scope_begin)
  * the scope owns the arrays created there. Array arguments are always borrowed. Handles can be
- * shared between threads: retain and release are atomic, builders thread-safe. */
+ * shared between threads: retain and release are atomic, builders thread-safe; scopes are per
+ * thread (see nv_release for releasing a scope-owned array on another thread). */
 #ifndef NUVEC_ARRAY_H
 #define NUVEC_ARRAY_H
 
@@ -21,7 +22,12 @@ typedef struct nv_array nv_array;
 NV_API nv_array *nv_retain(nv_array *x);
 
 /* Gives back one reference to `x`; the array is freed with its last reference. NULL-safe.
- * Releasing an array a scope owns takes it out of the scope. Freeing a long unevaluated chain
+ * Thread-safe: any thread may give back a reference it holds. Releasing an array a scope owns
+ * (its last reference being the scope's) gives back the scope's reference early, on any
+ * thread: on the scope's own thread it takes the array out of the scope and frees it; on
+ * another thread the array's data and graph are freed at once and the handle itself when the
+ * owning scope ends (so nv_scope_end never releases it twice). Either way no thread may use
+ * `x` afterwards unless it holds a reference of its own. Freeing a long unevaluated chain
  * never recurses. */
 NV_API void nv_release(nv_array *x);
 
@@ -120,15 +126,19 @@ NV_API nv_status nv_array_device_data(nv_array *x, nv_device *device, const void
 
 /* Opens a scope on the calling thread: until the matching nv_scope_end, the scope owns every
  * array created on this thread, so expression-style code (nv_add(nv_mul(a, b), c)) leaks
- * nothing. Scopes nest. Fails with NV_ERR_OUT_OF_MEMORY. */
+ * nothing. Scopes nest and are per thread: arrays a scope owns may be used and released on
+ * other threads (see nv_release), but only the owning thread ends or keeps them. A thread that
+ * exits with scopes still open ends them (their arrays are released). Fails with
+ * NV_ERR_OUT_OF_MEMORY. */
 NV_API nv_status nv_scope_begin(void);
 
-/* Closes the innermost scope, releasing every array it still owns. Does nothing without one. */
+/* Closes the calling thread's innermost scope, releasing every array it still owns (arrays
+ * released early, on any thread, are not released again). Does nothing without one. */
 NV_API void nv_scope_end(void);
 
-/* Hands `x` from the innermost scope to the enclosing one, or to the caller at the outermost
- * level (who then owns one reference). Returns `x`. Arrays not owned by the scope are returned
- * unchanged. */
+/* Hands `x` from the scope that owns it to the enclosing one, or to the caller at the
+ * outermost level (who then owns one reference). Returns `x`. Arrays no scope of the calling
+ * thread owns (unscoped ones, those of another thread's scopes) are returned unchanged. */
 NV_API nv_array *nv_scope_keep(nv_array *x);
 
 /* ---- Containers ---- */

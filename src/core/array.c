@@ -149,17 +149,25 @@ void nv__node_release(nv__node *n) {
     }
     for (int i = 0; i < cur->noutputs; i++) free_output(&cur->out[i]);
     nv__error_release(cur->error);
+    if (cur->trace) nv__trace_release(cur->trace);
     nv__free(cur);
   }
 }
 
+/* Readers of another thread's node (the evaluation's ordering, the transforms' walk) read its
+ * inputs under the lock and retain them, so the count is cleared under the lock and the
+ * references are given back after it: a reader sees every input (each still held by `n`, so
+ * its retain is safe) or none. The caller holds a reference to `n`. */
 void nv__node_detach(nv__node *n) {
-  for (int i = 0; i < n->ninputs; i++) {
+  nv__node_lock(n);
+  int k = n->ninputs;
+  n->ninputs = 0;
+  nv__node_unlock(n);
+  for (int i = 0; i < k; i++) {
     nv__node *in = n->inputs[i].node;
     n->inputs[i].node = NULL;
     nv__node_release(in);
   }
-  n->ninputs = 0;
 }
 
 /* ---- Handles ---- */
@@ -188,7 +196,9 @@ static void make_oom_array(void) {
   atomic_init(&a->refs, 1L << 60);
   a->node = n;
   a->idx = 0;
-  a->scope_level = 0;
+  atomic_init(&a->scope_level, 0);
+  a->scope_thread = 0;
+  a->scope_slot = 0;
   oom_array = a;
 }
 
@@ -207,7 +217,8 @@ nv_array *nv__array_new(nv__node *node, int idx) {
   atomic_init(&a->refs, 1);
   a->node = node;
   a->idx = idx;
-  a->scope_level = 0;
+  atomic_init(&a->scope_level, 0);
+  a->scope_thread = 0;
   a->scope_slot = 0;
   nv__scope_register(a);
   return a;
@@ -249,8 +260,10 @@ nv_array *nv_retain(nv_array *x) {
 
 void nv_release(nv_array *x) {
   if (!x) return;
-  if (x->scope_level && atomic_load_explicit(&x->refs, memory_order_relaxed) == 1)
-    nv__scope_forget(x);
+  /* The last reference of a scope-owned array is the scope's (scope.c). */
+  if (atomic_load_explicit(&x->scope_level, memory_order_acquire) > 0 &&
+      atomic_load_explicit(&x->refs, memory_order_relaxed) == 1 && nv__scope_release(x))
+    return;
   if (atomic_fetch_sub_explicit(&x->refs, 1, memory_order_acq_rel) != 1) return;
   nv__node_release(x->node);
   nv__free(x);

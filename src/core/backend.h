@@ -40,12 +40,14 @@ const nv__backend *nv__gpu_backend_for(int index);
 void nv__ectx_commit(nv__ectx *ctx);
 nv_status nv__ectx_flush(nv__ectx *ctx);
 
-/* Transform tracing depth of the calling thread (src/transforms): nodes flagged as tracers and
- * evaluated while it is positive are Retained instead of detached. */
+/* Transform tracing depth of the calling thread (src/transforms): tracers of the thread's
+ * session evaluated while it is positive are Retained instead of detached. */
 int nv__tracing_depth(void);
-/* Enters / leaves a transform on the calling thread; leaving the outermost one turns the
+/* Enters / leaves a transform on the calling thread. Entering the outermost one starts a
+ * tracing session (nv__current_trace; fails with NV_ERR_OUT_OF_MEMORY, and then must not be
+ * left); leaving it ends the session, so its tracers become ordinary nodes, and turns the
  * nodes it Retained into Done and detaches them. */
-void nv__tracing_enter(void);
+nv_status nv__tracing_enter(void);
 void nv__tracing_leave(void);
 
 #endif

@@ -146,8 +146,14 @@ static _Thread_local thread_cache *tcache;
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
 
+/* Set once the thread's cache is gone: other thread-exit destructors (the scope stack's) may
+ * still free blocks, which then go straight back to malloc. */
+static _Thread_local bool tcache_gone;
+
 static void tcache_destroy(void *arg) {
   thread_cache *c = arg;
+  tcache = NULL;
+  tcache_gone = true;
   for (int k = 0; k < NCLASS; k++)
     while (c->head[k]) {
       free_block *b = c->head[k];
@@ -166,7 +172,7 @@ static thread_cache *get_tcache(void) {
    * not compiled there. */
   return NULL;
 #else
-  if (!tcache) {
+  if (!tcache && !tcache_gone) {
     pthread_once(&tcache_once, tcache_key_init);
     tcache = calloc(1, sizeof *tcache);
     if (tcache) pthread_setspecific(tcache_key, tcache);

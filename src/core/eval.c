@@ -25,16 +25,44 @@ long nv__test_donations(void) { return atomic_load(&donations); }
 static _Thread_local int tracing_depth;
 int nv__tracing_depth(void) { return tracing_depth; }
 
+/* ---- Tracing sessions ----
+ * A session spans a thread's outermost transform; the nodes traced in it point to it. Keying
+ * tracers to a session rather than a flag on the node is what lets a transform's outputs, and
+ * everything built on them, be ordinary arrays once it has ended: a later transform, on this
+ * thread or another, neither walks their graphs nor keeps them, and another thread's
+ * evaluation may detach and donate them. While a session is live its tracer nodes are
+ * detached only when it ends: its own thread keeps them (Retained) when it evaluates them, and
+ * another thread that evaluates one keeps its inputs (the transform may still walk them). */
+_Thread_local nv__trace *nv__current_trace;
+
+void nv__trace_release(nv__trace *t) {
+  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) nv__free(t);
+}
+
 /* Tracer nodes this thread evaluated inside its transforms (Retained), each held once; the
  * outermost transform releases them when it ends (an inner one's graph may still be needed by
  * an outer one). */
 static _Thread_local nv__node **retained;
 static _Thread_local size_t nretained, cretained;
 
-void nv__tracing_enter(void) { tracing_depth++; }
+nv_status nv__tracing_enter(void) {
+  if (tracing_depth == 0) {
+    nv__trace *t = nv__malloc(sizeof *t);
+    if (!t) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory starting a transform");
+    atomic_init(&t->refs, 1);
+    atomic_init(&t->live, true);
+    nv__current_trace = t;
+  }
+  tracing_depth++;
+  return NV_OK;
+}
 
 void nv__tracing_leave(void) {
   if (tracing_depth <= 0 || --tracing_depth > 0) return;
+  nv__trace *t = nv__current_trace;
+  /* The session ends before its graphs are let go: from here on no thread keeps them. */
+  nv__current_trace = NULL;
+  atomic_store_explicit(&t->live, false, memory_order_release);
   for (size_t i = 0; i < nretained; i++) {
     nv__node *n = retained[i];
     nv__node_lock(n);
@@ -47,6 +75,7 @@ void nv__tracing_leave(void) {
   free(retained);
   retained = NULL;
   nretained = cretained = 0;
+  nv__trace_release(t);
 }
 
 /* Records a node about to be Retained; false when out of memory (it is then detached). */
@@ -349,7 +378,7 @@ done:
 /* Whether the evaluation owns input `i`'s data outright (DESIGN §3 ownership rule). */
 static bool owned_on_cpu(const nv__node *consumer, int i) {
   nv__node *in = consumer->inputs[i].node;
-  if (in->tracer) return false;
+  if (nv__node_is_tracer(in)) return false;
   if (atomic_load_explicit(&in->refs, memory_order_acquire) != 1) return false;
   if (atomic_load_explicit(&in->state, memory_order_acquire) != NV__DONE) return false;
   const nv__output *o = &in->out[consumer->inputs[i].idx];
@@ -361,7 +390,7 @@ static bool owned_on_cpu(const nv__node *consumer, int i) {
 
 /* The input whose buffer the node's output takes over, or -1. */
 static int donation(const nv__node *n) {
-  if (n->tracer || tracing_depth > 0) return -1;
+  if (tracing_depth > 0 || nv__node_is_tracer(n)) return -1;
   const nv__prim_info *info = &nv__prims[n->prim];
   if (info->donate[0] < 0 || info->view) return -1;
   if (!info->elementwise) {
@@ -453,12 +482,16 @@ static void evaluate(nv__node *n, nv__ectx *ctx) {
     }
   }
   if (ops != ops_inline) free(ops);
-  bool retain = n->tracer && tracing_depth > 0;
+  /* A tracer of this thread's transform keeps its graph until the transform ends (Retained);
+   * one of another thread's running transform keeps it too (that transform may still walk
+   * it), Done; anything else is detached. */
+  bool retain = nv__node_traced_here(n);
+  bool keep = !retain && nv__node_is_tracer(n);
   if (retain && !retain_record(n) && !err)
     err = nv__error_new(NV_ERR_OUT_OF_MEMORY, "%s: out of memory keeping a traced graph",
                         nv__prims[n->prim].name);
   finish(n, err ? NV__FAILED : (retain ? NV__RETAINED : NV__DONE), err);
-  if (!retain) nv__node_detach(n); /* outside the lock */
+  if (!retain && !keep) nv__node_detach(n); /* outside the lock */
 }
 
 /* ---- Backends of an evaluation ---- */

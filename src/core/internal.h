@@ -176,12 +176,23 @@ typedef struct nv__input {
 
 typedef struct nv__completion nv__completion;
 
+/* A tracing session (src/core/eval.c): one thread's run of a transform, from the outermost
+ * nv__tracing_enter to its nv__tracing_leave (nested transforms share it). Counted by the
+ * nodes traced in it; `live` until it ends. */
+typedef struct nv__trace {
+  atomic_long refs;
+  atomic_bool live;
+} nv__trace;
+
 struct nv__node {
   atomic_long refs;
   atomic_int state;
-  atomic_int lock; /* spin lock held only for state transitions */
+  atomic_int lock; /* spin lock: state transitions and detaching the inputs */
   int prim;
-  uint8_t tracer;
+  /* The session this node was traced in (held), or NULL. It is a tracer only while that
+   * session is live: the outputs of a finished transform are ordinary arrays. Set when the
+   * node is built, never changed. */
+  nv__trace *trace;
   nv_stream stream;
   int owner; /* thread id while RUNNING */
   nv__completion *done; /* created by the first waiter while RUNNING */
@@ -198,9 +209,15 @@ struct nv_array {
   atomic_long refs;
   nv__node *node;
   int idx;
-  int scope_level; /* 0: not owned by a scope; else depth of the owning scope */
+  /* Scope ownership (src/core/scope.c): the depth of the owning scope (> 0), 0 when no scope
+   * owns the array, NV__SCOPE_DROPPED once another thread released the scope's reference (the
+   * handle then waits in its slot for the owner's nv_scope_end, which frees it). */
+  _Atomic int scope_level;
+  int scope_thread; /* the owning scope's thread (nv__thread_id) while scope_level > 0 */
   size_t scope_slot;
 };
+
+#define NV__SCOPE_DROPPED (-1)
 
 static inline nv__output *nv__out(const nv_array *x) { return &x->node->out[x->idx]; }
 
@@ -215,8 +232,39 @@ static inline nv__node *nv__node_retain(nv__node *n) {
 }
 /* Gives back a node reference; freeing a chain is iterative. */
 void nv__node_release(nv__node *n);
-/* Drops a node's primitive parameters and input references (after evaluation). */
+/* Drops a node's input references (after evaluation). The inputs are taken out under the
+ * node's lock, so a reader that reads them under the lock (and retains what it keeps) sees
+ * either all of them or none. */
 void nv__node_detach(nv__node *n);
+
+/* ---- Tracers (src/core/eval.c) ---- */
+/* The calling thread's live tracing session while it runs a transform, else NULL. */
+extern _Thread_local nv__trace *nv__current_trace;
+static inline nv__trace *nv__trace_retain(nv__trace *t) {
+  atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+  return t;
+}
+void nv__trace_release(nv__trace *t);
+/* Makes a new node a tracer of the calling thread's session (inside a transform only). */
+static inline void nv__node_mark_tracer(nv__node *n) {
+  if (!n->trace && nv__current_trace) n->trace = nv__trace_retain(nv__current_trace);
+}
+/* A new node built from `in` is a tracer when `in` is one of the calling thread's session (a
+ * tracer of a finished transform, or of another thread's, passes nothing on). */
+static inline void nv__node_inherit_tracer(nv__node *n, const nv__node *in) {
+  if (in->trace && in->trace == nv__current_trace && !n->trace)
+    n->trace = nv__trace_retain(in->trace);
+}
+/* Whether `n` is a tracer of the calling thread's session: what its transforms walk through
+ * and keep (Retained) when they evaluate it. */
+static inline bool nv__node_traced_here(const nv__node *n) {
+  return n->trace && n->trace == nv__current_trace;
+}
+/* Whether `n` is a tracer of a session still running on any thread (its graph may still be
+ * walked, so it is neither detached by another thread's evaluation nor donated). */
+static inline bool nv__node_is_tracer(const nv__node *n) {
+  return n->trace && atomic_load_explicit(&n->trace->live, memory_order_acquire);
+}
 
 /* A new node (refs 1, PENDING) with `ninputs` inputs taken from `inputs` (each retained),
  * `noutputs` outputs whose metadata the caller fills with nv__output_set_shape, and
@@ -257,7 +305,11 @@ nv_status nv__vec_push_all(nv_vec *v, nv_array *const *xs, size_t n);
 
 /* Scope bookkeeping (src/core/scope.c). */
 void nv__scope_register(nv_array *x);
-void nv__scope_forget(nv_array *x);
+/* Called by nv_release for a scope-owned array whose last reference is the scope's: on the
+ * owning thread it takes the array out of its scope and returns false (the caller frees it);
+ * on another thread it drops the array's node reference, leaves the handle for the owner's
+ * nv_scope_end to free, and returns true (the caller must not touch the handle again). */
+bool nv__scope_release(nv_array *x);
 
 /* ---- Primitive table ---- */
 typedef struct nv__operand {
@@ -324,6 +376,8 @@ nv_status nv__test_add_multiply(const nv_array *a, const nv_array *b, nv_array *
 int nv__test_state(const nv_array *x);
 /* References to an array's node. */
 long nv__test_node_refs(const nv_array *x);
+/* Threads' scope stacks alive now (each freed when its thread exits). */
+long nv__test_live_scope_stacks(void);
 
 /* ---- Environment (src/core/env.c lists every NUVEC_* variable) ---- */
 long nv__env_long(const char *name, long fallback);

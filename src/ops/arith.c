@@ -213,7 +213,8 @@ nv_status nv__test_add_multiply(const nv_array *a, const nv_array *b, nv_array *
   if (!n) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   nv__output_set_shape(&n->out[0], oa->dtype, oa->shape, oa->ndim);
   nv__output_set_shape(&n->out[1], oa->dtype, oa->shape, oa->ndim);
-  n->tracer = a->node->tracer | b->node->tracer; /* as nv__op_node marks its nodes */
+  nv__node_inherit_tracer(n, a->node); /* as nv__op_node marks its nodes */
+  nv__node_inherit_tracer(n, b->node);
   nv__node_retain(n);
   *sum = nv__array_new(n, 0);
   *product = nv__array_new(n, 1);

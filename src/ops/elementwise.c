@@ -289,8 +289,7 @@ static nv__node *binary_node(int prim, const nv_array *a, const nv_array *b, con
         n = NULL;
       }
     }
-    for (int i = 0; n && i < 2; i++)
-      if (in[i]->node->tracer) n->tracer = 1;
+    for (int i = 0; n && i < 2; i++) nv__node_inherit_tracer(n, in[i]->node);
   }
   nv_release(in[0]);
   nv_release(in[1]);

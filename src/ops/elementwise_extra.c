@@ -359,8 +359,7 @@ nv_status nv_depends(const nv_vec *inputs, const nv_vec *dependencies, nv_vec *o
     s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "depends: out of memory");
     goto done;
   }
-  for (size_t i = 0; i < ni + nd; i++)
-    if (all[i]->node->tracer) n->tracer = 1;
+  for (size_t i = 0; i < ni + nd; i++) nv__node_inherit_tracer(n, all[i]->node);
   for (size_t i = 0; i < ni; i++) {
     const nv__output *o = nv__out(all[i]);
     nv__output_set_shape(&n->out[i], o->dtype, o->shape, o->ndim);

@@ -49,8 +49,7 @@ nv__node *nv__op_node(int prim, nv_array *const *xs, int n, nv_dtype dtype, cons
     return NULL;
   }
   /* A node computed from tracers is a tracer (transforms keep its graph while they run). */
-  for (int i = 0; i < n; i++)
-    if (xs[i]->node->tracer) node->tracer = 1;
+  for (int i = 0; i < n; i++) nv__node_inherit_tracer(node, xs[i]->node);
   return node;
 }
 

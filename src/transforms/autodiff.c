@@ -60,9 +60,10 @@ static nv_status push_all(nv_vec *v, nv_array *const *xs, size_t n) {
 nv_status nv__tf_vjp(const char *op, const nv_closure *f, nv_array *const *primals, size_t n,
                      nv_array *const *cots, size_t ncot, nv_vec *outputs, nv_array **grads) {
   nv__rules_register();
-  nv__tracing_enter();
+  nv_status s = nv__tracing_enter();
+  if (s != NV_OK) return s;
   trace t;
-  nv_status s = trace_call(op, f, primals, n, NULL, &t);
+  s = trace_call(op, f, primals, n, NULL, &t);
   size_t nout = nv_vec_size(t.outs);
   nv_array **c = calloc(nout ? nout : 1, sizeof *c);
   if (s == NV_OK && !c) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
@@ -133,7 +134,10 @@ nv_status nv_jvp(const nv_closure *f, const nv_vec *primals, const nv_vec *tange
                             nv_vec_get(primals, i));
   nv__rules_register();
   nv__scope_suspend();
-  nv__tracing_enter();
+  if ((s = nv__tracing_enter()) != NV_OK) {
+    nv__scope_resume();
+    return s;
+  }
   trace t;
   s = trace_call("jvp", f, nv_vec_data(primals), n, NULL, &t);
   size_t nout = nv_vec_size(t.outs);
@@ -183,9 +187,14 @@ static nv_status grad_run(grad_fn *g, const char *op, const nv_vec *inputs, nv_v
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   }
   for (size_t i = 0; i < g->nargs; i++) active[g->args[i]] = true;
-  nv__tracing_enter();
+  nv_status s = nv__tracing_enter();
+  if (s != NV_OK) {
+    free(active);
+    free(grads);
+    return s;
+  }
   trace t;
-  nv_status s = trace_call(op, g->f, nv_vec_data(inputs), n, active, &t);
+  s = trace_call(op, g->f, nv_vec_data(inputs), n, active, &t);
   nv_array *value = s == NV_OK ? nv_vec_get(t.outs, 0) : NULL;
   if (s == NV_OK && nv_array_size(value) != 1) {
     char sh[NV__SHAPE_BUF];

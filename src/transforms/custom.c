@@ -64,7 +64,7 @@ static nv_status wrap(custom *c, nv_array *const *outs, int nout, nv_array *cons
     if (s == NV_OK) nv__output_set_strides(&n->out[i], o->strides);
   }
   if (s == NV_OK) {
-    for (int i = 0; i < nout + nin; i++) n->tracer |= all[i]->node->tracer;
+    for (int i = 0; i < nout + nin; i++) nv__node_inherit_tracer(n, all[i]->node);
     *(custom_params *)n->params = (custom_params){c, nout, nin};
     for (int i = 0; s == NV_OK && i < nout; i++) {
       nv_array *h = nv__tf_handle(n, i);

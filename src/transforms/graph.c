@@ -21,8 +21,12 @@ long nv__tape_find(const nv__tape *t, const nv__node *node) {
 
 void nv__tape_free(nv__tape *t) {
   for (size_t i = 0; i < t->n; i++) nv__node_release(t->nodes[i]);
+  for (size_t i = 0; i < t->nins; i++) nv__node_release(t->ins[i].node);
   nv__free(t->nodes);
   nv__free(t->dep);
+  nv__free(t->in_at);
+  nv__free(t->in_n);
+  nv__free(t->ins);
   if (t->map) {
     nv__ptrmap_free(&t->map->m);
     nv__free(t->map);
@@ -30,31 +34,85 @@ void nv__tape_free(nv__tape *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* Whether the walk goes on through `n`'s inputs: a tracer node still holding its graph. */
-static bool expandable(const nv__node *n) {
-  if (!n->tracer || n->ninputs == 0) return false;
-  int st = atomic_load_explicit(&n->state, memory_order_acquire);
-  return st == NV__PENDING || st == NV__RETAINED || st == NV__FAILED;
+/* Capacities of the tape's growing arrays while it is built. */
+typedef struct caps {
+  size_t nodes, ins;
+} caps;
+
+/* The walk goes on through the tracers of this thread's transform (of its session: nested
+ * transforms share it). Their inputs are read under the node's lock and each retained, so a
+ * detach on another thread can never free what the walk reads; while the session is live no
+ * other thread detaches them anyway (src/core/eval.c), so the list read here is the node's
+ * for the whole transform. Returns how many inputs were read (0 for a node the walk stops
+ * at), or -1 when out of memory. */
+static int expand(nv__tape *t, caps *c, nv__node *n) {
+  if (!nv__node_traced_here(n)) return 0;
+  for (;;) {
+    nv__node_lock(n);
+    int k = n->ninputs;
+    if (t->nins + (size_t)k <= c->ins) {
+      for (int i = 0; i < k; i++)
+        t->ins[t->nins + (size_t)i] =
+            (nv__input){nv__node_retain(n->inputs[i].node), n->inputs[i].idx};
+      t->nins += (size_t)k;
+      nv__node_unlock(n);
+      return k;
+    }
+    nv__node_unlock(n);
+    size_t nc = c->ins ? c->ins * 2 : 64;
+    while (nc < t->nins + (size_t)k) nc *= 2;
+    nv__input *p = nv__realloc(t->ins, nc * sizeof *p);
+    if (!p) return -1;
+    t->ins = p;
+    c->ins = nc;
+  }
 }
 
 typedef struct frame {
   nv__node *node;
+  size_t at; /* its inputs: t->ins[at .. at + count) */
+  int count;
   int next;
 } frame;
 
-static nv_status tape_push(nv__tape *t, size_t *cap, nv__node *n, bool dep) {
-  if (t->n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 64;
+static nv_status tape_push(nv__tape *t, caps *c, nv__node *n, bool dep, size_t at, int count) {
+  if (t->n == c->nodes) {
+    size_t nc = c->nodes ? c->nodes * 2 : 64;
     nv__node **p = nv__realloc(t->nodes, nc * sizeof *p);
     if (!p) return NV_ERR_OUT_OF_MEMORY;
     t->nodes = p;
     bool *d = nv__realloc(t->dep, nc * sizeof *d);
     if (!d) return NV_ERR_OUT_OF_MEMORY;
     t->dep = d;
-    *cap = nc;
+    size_t *ia = nv__realloc(t->in_at, nc * sizeof *ia);
+    if (!ia) return NV_ERR_OUT_OF_MEMORY;
+    t->in_at = ia;
+    int *in = nv__realloc(t->in_n, nc * sizeof *in);
+    if (!in) return NV_ERR_OUT_OF_MEMORY;
+    t->in_n = in;
+    c->nodes = nc;
   }
   t->nodes[t->n] = nv__node_retain(n);
-  t->dep[t->n++] = dep;
+  t->dep[t->n] = dep;
+  t->in_at[t->n] = at;
+  t->in_n[t->n++] = count;
+  return NV_OK;
+}
+
+/* Pushes a frame for `n`, reading its inputs. */
+static nv_status frame_push(nv__tape *t, caps *c, frame **stack, size_t *nstack, size_t *cstack,
+                            nv__node *n) {
+  if (*nstack == *cstack) {
+    size_t nc = *cstack ? *cstack * 2 : 64;
+    frame *p = nv__realloc(*stack, nc * sizeof *p);
+    if (!p) return NV_ERR_OUT_OF_MEMORY;
+    *stack = p;
+    *cstack = nc;
+  }
+  size_t at = t->nins;
+  int count = expand(t, c, n);
+  if (count < 0) return NV_ERR_OUT_OF_MEMORY;
+  (*stack)[(*nstack)++] = (frame){n, at, count, 0};
   return NV_OK;
 }
 
@@ -64,14 +122,16 @@ nv_status nv__tape_build(nv__tape *t, nv__node *const *sources, size_t nsrc,
   memset(t, 0, sizeof *t);
   t->map = nv__calloc(1, sizeof *t->map);
   frame *stack = NULL;
-  size_t nstack = 0, cstack = 0, cap = 0;
+  size_t nstack = 0, cstack = 0;
+  caps c = {0, 0};
   nv_status s = t->map ? NV_OK : NV_ERR_OUT_OF_MEMORY;
   bool found;
-  /* Sources come first, each once. */
+  /* Sources come first, each once; the walk stops there. */
   for (size_t i = 0; s == NV_OK && i < nsrc; i++) {
     long *slot = map_slot(t->map, sources[i], &found);
     if (!slot) s = NV_ERR_OUT_OF_MEMORY;
-    else if (!found && (s = tape_push(t, &cap, sources[i], true)) == NV_OK) *slot = (long)t->n - 1;
+    else if (!found && (s = tape_push(t, &c, sources[i], true, 0, 0)) == NV_OK)
+      *slot = (long)t->n - 1;
   }
   t->nsrc = t->n;
   for (size_t r = 0; s == NV_OK && r < nout; r++) {
@@ -82,22 +142,11 @@ nv_status nv__tape_build(nv__tape *t, nv__node *const *sources, size_t nsrc,
     }
     if (found) continue;
     *slot = -2; /* on the stack */
-    if (nstack == cstack) {
-      size_t nc = cstack ? cstack * 2 : 64;
-      frame *p = nv__realloc(stack, nc * sizeof *p);
-      if (!p) {
-        s = NV_ERR_OUT_OF_MEMORY;
-        break;
-      }
-      stack = p;
-      cstack = nc;
-    }
-    stack[nstack++] = (frame){outs[r]->node, 0};
+    s = frame_push(t, &c, &stack, &nstack, &cstack, outs[r]->node);
     while (s == NV_OK && nstack) {
       frame *f = &stack[nstack - 1];
-      nv__node *n = f->node;
-      if (expandable(n) && f->next < n->ninputs) {
-        nv__node *in = n->inputs[f->next++].node;
+      if (f->next < f->count) {
+        nv__node *in = t->ins[f->at + (size_t)f->next++].node;
         long *is = map_slot(t->map, in, &found);
         if (!is) {
           s = NV_ERR_OUT_OF_MEMORY;
@@ -105,28 +154,19 @@ nv_status nv__tape_build(nv__tape *t, nv__node *const *sources, size_t nsrc,
         }
         if (found) continue;
         *is = -2;
-        if (nstack == cstack) {
-          size_t nc = cstack * 2;
-          frame *p = nv__realloc(stack, nc * sizeof *p);
-          if (!p) {
-            s = NV_ERR_OUT_OF_MEMORY;
-            break;
-          }
-          stack = p;
-          cstack = nc;
-        }
-        stack[nstack++] = (frame){in, 0};
+        s = frame_push(t, &c, &stack, &nstack, &cstack, in);
         continue;
       }
       /* All inputs placed: the node depends on a source if any input does. */
       bool dep = false;
-      for (int i = 0; expandable(n) && i < n->ninputs; i++) {
-        long at = nv__tape_find(t, n->inputs[i].node);
+      for (int i = 0; i < f->count; i++) {
+        long at = nv__tape_find(t, t->ins[f->at + (size_t)i].node);
         if (at >= 0 && t->dep[at]) dep = true;
       }
+      frame done = *f;
       nstack--;
-      if ((s = tape_push(t, &cap, n, dep)) != NV_OK) break;
-      *map_slot(t->map, n, &found) = (long)t->n - 1;
+      if ((s = tape_push(t, &c, done.node, dep, done.at, done.count)) != NV_OK) break;
+      *map_slot(t->map, done.node, &found) = (long)t->n - 1;
     }
   }
   nv__free(stack);
@@ -155,18 +195,22 @@ typedef struct rule_args {
   nv_array **in, **out;
 } rule_args;
 
-static nv_status args_open(rule_args *a, nv__node *n) {
-  a->in = n->ninputs <= 8 ? a->in_inl : nv__calloc((size_t)n->ninputs, sizeof *a->in);
+/* Handles on tape node k's inputs (as the walk read them) and outputs. */
+static nv_status args_open(rule_args *a, const nv__tape *t, size_t k) {
+  nv__node *n = t->nodes[k];
+  const nv__input *ins = nv__tape_inputs(t, k);
+  int ni = t->in_n[k];
+  a->in = ni <= 8 ? a->in_inl : nv__calloc((size_t)ni, sizeof *a->in);
   a->out = n->noutputs <= 8 ? a->out_inl : nv__calloc((size_t)n->noutputs, sizeof *a->out);
   if (!a->in || !a->out) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
-  for (int i = 0; i < n->ninputs; i++) a->in[i] = nv__tf_handle(n->inputs[i].node, n->inputs[i].idx);
+  for (int i = 0; i < ni; i++) a->in[i] = nv__tf_handle(ins[i].node, ins[i].idx);
   for (int i = 0; i < n->noutputs; i++) a->out[i] = nv__tf_handle(n, i);
   return NV_OK;
 }
 
-static void args_close(rule_args *a, nv__node *n) {
-  if (a->in) nv__tf_release_all(a->in, (size_t)n->ninputs);
-  if (a->out) nv__tf_release_all(a->out, (size_t)n->noutputs);
+static void args_close(rule_args *a, const nv__tape *t, size_t k) {
+  if (a->in) nv__tf_release_all(a->in, (size_t)t->in_n[k]);
+  if (a->out) nv__tf_release_all(a->out, (size_t)t->nodes[k]->noutputs);
   if (a->in != a->in_inl) nv__free(a->in);
   if (a->out != a->out_inl) nv__free(a->out);
 }
@@ -207,33 +251,35 @@ static nv_status check_grad(const char *op, const nv__node *n, int i, nv_array *
 static nv_status backward_node(const char *op, const nv__tape *t, size_t k, nv_array **cot,
                                const size_t *base) {
   nv__node *n = t->nodes[k];
+  const nv__input *ins = nv__tape_inputs(t, k);
+  int ni = t->in_n[k];
   const nv__prim_rule *r = &nv__prim_rules[n->prim];
   if (!r->vjp)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: the primitive %s has no vjp rule", op,
                          nv__prims[n->prim].name);
   rule_args a = {0};
-  nv_status s = args_open(&a, n);
+  nv_status s = args_open(&a, t, k);
   bool want_inl[8];
   nv_array *grad_inl[8] = {0};
-  bool *want = n->ninputs <= 8 ? want_inl : nv__calloc((size_t)n->ninputs, sizeof *want);
-  nv_array **grad = n->ninputs <= 8 ? grad_inl : nv__calloc((size_t)n->ninputs, sizeof *grad);
+  bool *want = ni <= 8 ? want_inl : nv__calloc((size_t)ni, sizeof *want);
+  nv_array **grad = ni <= 8 ? grad_inl : nv__calloc((size_t)ni, sizeof *grad);
   if (s == NV_OK && (!want || !grad)) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
-  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
-    long at = nv__tape_find(t, n->inputs[i].node);
+  for (int i = 0; s == NV_OK && i < ni; i++) {
+    long at = nv__tape_find(t, ins[i].node);
     want[i] = at >= 0 && t->dep[at];
   }
   if (s == NV_OK) s = r->vjp(n, a.in, a.out, cot + base[k], want, grad);
-  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
+  for (int i = 0; s == NV_OK && i < ni; i++) {
     if (!grad[i] || !want[i]) continue;
     if ((s = check_grad(op, n, i, &grad[i], a.in[i])) != NV_OK) break;
-    long at = nv__tape_find(t, n->inputs[i].node);
-    accumulate(&cot[base[at] + (size_t)n->inputs[i].idx], grad[i]);
+    long at = nv__tape_find(t, ins[i].node);
+    accumulate(&cot[base[at] + (size_t)ins[i].idx], grad[i]);
     grad[i] = NULL;
   }
-  if (grad) nv__tf_release_all(grad, (size_t)n->ninputs);
+  if (grad) nv__tf_release_all(grad, (size_t)ni);
   if (want != want_inl) nv__free(want);
   if (grad != grad_inl) nv__free(grad);
-  args_close(&a, n);
+  args_close(&a, t, k);
   return s;
 }
 
@@ -295,19 +341,21 @@ nv_status nv__tf_backward(const char *op, nv_array *const *sources, size_t nsrc,
 static nv_status forward_node(const char *op, const nv__tape *t, size_t k, nv_array **tan,
                               const size_t *base) {
   nv__node *n = t->nodes[k];
+  const nv__input *ins = nv__tape_inputs(t, k);
+  int ni = t->in_n[k];
   const nv__prim_rule *r = &nv__prim_rules[n->prim];
   if (!r->jvp)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: the primitive %s has no jvp rule", op,
                          nv__prims[n->prim].name);
   rule_args a = {0};
-  nv_status s = args_open(&a, n);
+  nv_status s = args_open(&a, t, k);
   nv_array *in_tan_inl[8] = {0};
-  nv_array **in_tan = n->ninputs <= 8 ? in_tan_inl : nv__calloc((size_t)n->ninputs, sizeof *in_tan);
+  nv_array **in_tan = ni <= 8 ? in_tan_inl : nv__calloc((size_t)ni, sizeof *in_tan);
   if (s == NV_OK && !in_tan) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   bool any = false;
-  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
-    long at = nv__tape_find(t, n->inputs[i].node);
-    if (at >= 0) in_tan[i] = tan[base[at] + (size_t)n->inputs[i].idx];
+  for (int i = 0; s == NV_OK && i < ni; i++) {
+    long at = nv__tape_find(t, ins[i].node);
+    if (at >= 0) in_tan[i] = tan[base[at] + (size_t)ins[i].idx];
     any |= in_tan[i] != NULL;
   }
   if (s == NV_OK && any) s = r->jvp(n, a.in, a.out, in_tan, tan + base[k]);
@@ -318,7 +366,7 @@ static nv_status forward_node(const char *op, const nv__tape *t, size_t k, nv_ar
                         op, nv__prims[n->prim].name);
   }
   if (in_tan != in_tan_inl) nv__free(in_tan);
-  args_close(&a, n);
+  args_close(&a, t, k);
   return s;
 }
 

@@ -143,7 +143,7 @@ nv_array *nv__tf_identity(const nv_array *x, bool stop, bool tracer) {
   } else {
     r = view_node(NV__PRIM_BROADCAST, x, o->shape, o->ndim, o->strides, 0, NULL, 0);
   }
-  if (tracer && nv_array_status(r) == NV_OK) r->node->tracer = 1;
+  if (tracer && nv_array_status(r) == NV_OK) nv__node_mark_tracer(r->node);
   return r;
 }
 

@@ -97,15 +97,25 @@ nv_status nv__closure_call(const nv_closure *f, nv_array *const *in, size_t n, n
 /* ---- The graph walk (src/transforms/graph.c) ---- */
 
 /* The nodes between the `sources` and the outputs, in an order where inputs come first: every
- * node reachable from the outputs through tracer nodes that are still attached to their
- * inputs, stopping at the sources. dep[i] tells whether node i depends on a source. */
+ * node reachable from the outputs through the tracers of the calling thread's transform,
+ * stopping at the sources. dep[i] tells whether node i depends on a source. The walk reads a
+ * node's inputs under its lock and keeps them (held) in the tape: node k's inputs are
+ * nv__tape_inputs(t, k)[0 .. in_n[k]), none for the nodes it stops at. */
 typedef struct nv__tape {
   nv__node **nodes; /* each held */
   bool *dep;
   size_t n;
   size_t nsrc; /* the distinct sources: nodes[0 .. nsrc) */
   struct nv__tape_map *map;
+  nv__input *ins; /* every walked node's inputs, each held */
+  size_t nins;
+  size_t *in_at;  /* node k's inputs start at ins[in_at[k]] */
+  int *in_n;      /* and number in_n[k] */
 } nv__tape;
+
+static inline const nv__input *nv__tape_inputs(const nv__tape *t, size_t k) {
+  return t->ins ? t->ins + t->in_at[k] : NULL;
+}
 
 nv_status nv__tape_build(nv__tape *t, nv__node *const *sources, size_t nsrc,
                          nv_array *const *outs, size_t nout);

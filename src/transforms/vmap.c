@@ -41,7 +41,7 @@ static nv_array *stand_in(const nv_array *x, int ax) {
   for (int i = 0; i < o->ndim; i++)
     if (i != ax) shape[nd++] = o->shape[i];
   nv__node *n = nv__op_node(NV__PRIM_VMAP_INPUT, NULL, 0, o->dtype, shape, nd, 0);
-  if (n) n->tracer = 1;
+  if (n) nv__node_mark_tracer(n);
   return nv__op_finish("vmap", n);
 }
 
@@ -61,7 +61,8 @@ static nv_status replay(const nv__tape *t, const size_t *base, mapped *val) {
     if (!r->vmap)
       return nv__set_error(NV_ERR_UNSUPPORTED, "vmap: the primitive %s has no vmap rule",
                            nv__prims[n->prim].name);
-    int ni = n->ninputs, no = n->noutputs;
+    const nv__input *ins = nv__tape_inputs(t, k);
+    int ni = t->in_n[k], no = n->noutputs;
     nv_array **in = calloc((size_t)ni + (size_t)no + 1, sizeof *in);
     int *ax = calloc((size_t)ni + (size_t)no + 1, sizeof *ax);
     if (!in || !ax) {
@@ -70,9 +71,9 @@ static nv_status replay(const nv__tape *t, const size_t *base, mapped *val) {
       return nv__set_error(NV_ERR_OUT_OF_MEMORY, "vmap: out of memory");
     }
     for (int i = 0; i < ni; i++) {
-      long at = nv__tape_find(t, n->inputs[i].node);
-      mapped *m = at >= 0 && t->dep[at] ? &val[base[at] + (size_t)n->inputs[i].idx] : NULL;
-      in[i] = m && m->x ? nv_retain(m->x) : nv__tf_handle(n->inputs[i].node, n->inputs[i].idx);
+      long at = nv__tape_find(t, ins[i].node);
+      mapped *m = at >= 0 && t->dep[at] ? &val[base[at] + (size_t)ins[i].idx] : NULL;
+      in[i] = m && m->x ? nv_retain(m->x) : nv__tf_handle(ins[i].node, ins[i].idx);
       ax[i] = m && m->x ? m->ax : -1;
     }
     nv_array **out = in + ni;
@@ -168,7 +169,8 @@ static nv_status vmap_run(const vmap_fn *v, const nv_vec *inputs, nv_vec *output
   nv_vec *outs = nv_vec_new();
   nv_status s = axes && args && src && outs ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "vmap: out of memory");
   if (s == NV_OK) s = resolve_inputs(v, inputs, axes, &b);
-  nv__tracing_enter();
+  bool tracing = false;
+  if (s == NV_OK) tracing = (s = nv__tracing_enter()) == NV_OK;
   size_t nsrc = 0;
   for (size_t i = 0; s == NV_OK && i < n; i++) {
     nv_array *x = nv_vec_get(inputs, i);
@@ -216,7 +218,7 @@ static nv_status vmap_run(const vmap_fn *v, const nv_vec *inputs, nv_vec *output
   free(args);
   free(src);
   free(axes);
-  nv__tracing_leave();
+  if (tracing) nv__tracing_leave();
   return s;
 }
 
