@@ -63,11 +63,14 @@ bench: build
 	NUVEC_BUILD=$(abspath $(BUILD)) bench/run_all.sh
 
 # The file-format fuzzers: the library built by clang with coverage and ASan+UBSan, one
-# libFuzzer binary per loader, each run FUZZ_TIME seconds from its seed corpus (copied, so the
-# committed seeds stay as they are); the closing lines give executions per fuzzer.
+# libFuzzer binary per format (each input loaded from memory, and by path through the format's
+# loader and nv_load), each run FUZZ_TIME seconds from its seed corpus (copied, so the committed
+# seeds stay as they are); the closing lines give executions per fuzzer. A crashing input is
+# kept as build-fuzz/fuzz_<format>-crash-<sha1>.
 FUZZ_TIME ?= 60
 FUZZERS := npy npz safetensors gguf
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SYMBOLIZER := $(shell command -v llvm-symbolizer || command -v llvm-symbolizer-14)
 fuzz: setup
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNUVEC_WERROR=OFF \
 	  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(CMAKE_FLAGS) >/dev/null
@@ -80,8 +83,10 @@ fuzz: setup
 	set -e; for f in $(FUZZERS); do \
 	  echo "== fuzz_$$f ($(FUZZ_TIME) s)"; \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(if $(FUZZ_SYMBOLIZER),ASAN_SYMBOLIZER_PATH=$(FUZZ_SYMBOLIZER)) \
 	  build-fuzz/fuzz_$$f -max_total_time=$(FUZZ_TIME) -max_len=8192 -timeout=10 \
-	    -rss_limit_mb=4096 -print_final_stats=1 build-fuzz/corpus-$$f 2>build-fuzz/fuzz_$$f.log \
+	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/fuzz_$$f- \
+	    build-fuzz/corpus-$$f 2>build-fuzz/fuzz_$$f.log \
 	    || { tail -50 build-fuzz/fuzz_$$f.log; exit 1; }; \
 	  grep -E "^Done|stat::number_of_executed_units" build-fuzz/fuzz_$$f.log; \
 	done

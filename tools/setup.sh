@@ -4,8 +4,10 @@
 # When not root and something is missing, prints the exact commands and exits 1.
 set -u
 set -f  # package specs such as mlx[cpu] are not file globs
+# clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm-14 (the symbolizer
+# for readable sanitizer reports) are for `make fuzz`; the library itself builds with gcc.
 DEB_PKGS="cmake make gcc g++ clang pkg-config libcriterion-dev libopenblas-dev liblapacke-dev \
-zlib1g-dev libminizip-dev libclang-rt-14-dev"
+zlib1g-dev libminizip-dev libclang-rt-14-dev llvm-14"
 # Python packages as import-name=pip-spec (the spec defaults to the name): NumPy and pytest for
 # the tests, ml_dtypes/safetensors/gguf for reference files, MLX's CPU build as the peer (bench,
 # bit-exact random), matplotlib for the loss curve and bench charts.

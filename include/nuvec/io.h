@@ -7,7 +7,9 @@
  * message naming the file and what was wrong; nothing is allocated with a size the file
  * declares before that size has been checked against the file's own size. Dtypes a format can
  * describe but nuvec does not have (complex128, float128, strings, objects) fail with
- * NV_ERR_UNSUPPORTED. Out-parameters are written only on success.
+ * NV_ERR_UNSUPPORTED. Out-parameters are written only on success. A path must name a regular
+ * file: a FIFO, device, socket or directory fails with NV_ERR_IO at once (a FIFO is never
+ * opened in a way that waits for a writer).
  *
  * Arrays may view the file's mapping without a copy (safetensors and .npy, when the data is
  * aligned to its element size and needs no byte swap); such arrays are read-only: the library
@@ -17,7 +19,9 @@
  *
  * Savers evaluate their arrays (any layout: the data is written in row-major order), write a
  * temporary file beside `path` and rename it over `path` when complete, so a failed save
- * leaves no partial file and arrays mapped from an older file at `path` stay valid. */
+ * leaves no partial file and arrays mapped from an older file at `path` stay valid. Only a
+ * regular file is replaced: when `path` names a FIFO, device, socket or directory the save
+ * fails with NV_ERR_IO and leaves it as it was. */
 #ifndef NUVEC_IO_H
 #define NUVEC_IO_H
 

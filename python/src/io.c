@@ -38,23 +38,43 @@ static PyObject *read_result(PyObject *r) {
   return b;
 }
 
-/* Up to `n` bytes from the file object (fewer only at its end): read(n) until it has them. */
+/* Up to `n` bytes from the file object (fewer only at its end), read in chunks that grow with
+ * what has arrived (64 KiB, then doubling up to 64 MiB): a header that declares more bytes
+ * than the stream holds ends at the stream's end, having allocated about what was there, and
+ * the loader reports the shortfall. A read() that returns more than it was asked for is an
+ * error, as the bytes after an array belong to whatever the stream holds next. */
 static PyObject *read_exact(PyObject *obj, Py_ssize_t n) {
-  PyObject *all = PyBytes_FromStringAndSize(NULL, 0);
-  while (all && PyBytes_GET_SIZE(all) < n) {
-    PyObject *b = read_result(PyObject_CallMethod(obj, "read", "n", n - PyBytes_GET_SIZE(all)));
-    if (!b) Py_CLEAR(all);
-    bool eof = b && PyBytes_GET_SIZE(b) == 0;
-    if (all) PyBytes_ConcatAndDel(&all, b);
-    else Py_XDECREF(b);
-    if (eof) break;
+  enum { FIRST = 1 << 16, MOST = 1 << 26 };
+  PyObject *all = PyBytes_FromStringAndSize(NULL, n < FIRST ? n : FIRST);
+  Py_ssize_t got = 0;
+  while (all && got < n) {
+    Py_ssize_t want = n - got, step = got < FIRST ? FIRST : got < MOST ? got : MOST;
+    if (want > step) want = step;
+    PyObject *b = read_result(PyObject_CallMethod(obj, "read", "n", want));
+    Py_ssize_t k = b ? PyBytes_GET_SIZE(b) : 0;
+    if (b && k > want)
+      PyErr_Format(PyExc_OSError, "[load] the file object's read(%zd) returned %zd bytes", want, k);
+    Py_ssize_t cap = PyBytes_GET_SIZE(all), grown = cap < n - cap ? 2 * cap : n;
+    if (!b || PyErr_Occurred() || (got + k > cap && _PyBytes_Resize(&all, grown) < 0)) {
+      Py_XDECREF(b);
+      Py_CLEAR(all);
+      break;
+    }
+    memcpy(PyBytes_AS_STRING(all) + got, PyBytes_AS_STRING(b), (size_t)k);
+    got += k;
+    Py_DECREF(b);
+    if (k == 0) break;
   }
+  if (all && got < PyBytes_GET_SIZE(all)) _PyBytes_Resize(&all, got);
   return all;
 }
 
 /* The data bytes an .npy header declares (its dtype's size times its shape's product), or -1
- * when the header cannot be read so (the loader then reports what is wrong with it). */
+ * when the header cannot be read so (the loader then reports what is wrong with it). Headers
+ * above 64 KiB are not evaluated (NumPy caps them at 10 000 bytes for the same reason: the
+ * work of ast.literal_eval grows with what the file says). */
 static Py_ssize_t npy_data_size(PyObject *header) {
+  if (PyBytes_GET_SIZE(header) > 1 << 16) return -1;
   PyObject *ast = PyImport_ImportModule("ast");
   PyObject *s = PyUnicode_DecodeLatin1(PyBytes_AS_STRING(header), PyBytes_GET_SIZE(header), NULL);
   PyObject *d = ast && s ? PyObject_CallMethod(ast, "literal_eval", "O", s) : NULL;
@@ -66,7 +86,8 @@ static Py_ssize_t npy_data_size(PyObject *header) {
   const char *ds = descr && PyUnicode_Check(descr) ? PyUnicode_AsUTF8(descr) : NULL;
   if (ds && shape && PyTuple_Check(shape)) {
     const char *digits = ds + strcspn(ds, "0123456789");
-    n = *digits ? atol(digits) : -1;
+    long long item = *digits ? strtoll(digits, NULL, 10) : -1; /* LLONG_MAX when too long */
+    n = item >= 0 && item <= PY_SSIZE_T_MAX ? (Py_ssize_t)item : -1;
     for (Py_ssize_t i = 0; n >= 0 && i < PyTuple_GET_SIZE(shape); i++) {
       long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
       n = k < 0 || (k && n > PY_SSIZE_T_MAX / k) ? -1 : n * (Py_ssize_t)k;
@@ -100,11 +121,24 @@ static PyObject *read_npy(PyObject *obj) {
   return all;
 }
 
+/* d[key] = v for a name read from a file. GGUF and zip names are bytes that need not be
+ * UTF-8: those decode with backslash escapes (as the error messages do), and two names that
+ * decode to the same str are an error rather than one array silently replacing another. */
+static int set_named(PyObject *d, const char *key, PyObject *v) {
+  PyObject *k = PyUnicode_DecodeUTF8(key, (Py_ssize_t)strlen(key), "backslashreplace");
+  int r = k ? PyDict_Contains(d, k) : -1;
+  if (r > 0)
+    PyErr_Format(PyExc_OSError, "[load] two names in the file read as the same str %R", k);
+  r = r == 0 ? PyDict_SetItem(d, k, v) : -1;
+  Py_XDECREF(k);
+  return r;
+}
+
 static PyObject *dict_from_map(const nv_map *m) {
   PyObject *d = PyDict_New();
   for (size_t i = 0; d && i < nv_map_size(m); i++) {
     PyObject *a = nvpy_wrap(nv_retain(nv_map_value(m, i)));
-    if (!a || PyDict_SetItemString(d, nv_map_key(m, i), a) < 0) Py_CLEAR(d);
+    if (!a || set_named(d, nv_map_key(m, i), a) < 0) Py_CLEAR(d);
     Py_XDECREF(a);
   }
   return d;
@@ -177,7 +211,7 @@ static PyObject *dict_from_meta(const nv_io_metadata *m) {
     nv_meta_type type;
     nv_io_metadata_has(m, key, &type);
     PyObject *v = meta_value(m, key, type);
-    if (!v || PyDict_SetItemString(d, key, v) < 0) Py_CLEAR(d);
+    if (!v || set_named(d, key, v) < 0) Py_CLEAR(d);
     Py_XDECREF(v);
   }
   return d;

@@ -9,7 +9,12 @@ PyObject *nvpy_raise_status(nv_status status, const char *msg) {
   if (status == NV_ERR_INVALID_ARGUMENT) type = PyExc_ValueError;
   else if (status == NV_ERR_OUT_OF_MEMORY) type = PyExc_MemoryError;
   else if (status == NV_ERR_IO) type = PyExc_OSError;
-  PyErr_SetString(type, msg && *msg ? msg : nv_status_string(status));
+  /* Messages quote bytes from files (names, header text) and may be cut inside a character:
+   * invalid UTF-8 becomes backslash escapes rather than a UnicodeDecodeError. */
+  const char *text = msg && *msg ? msg : nv_status_string(status);
+  PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "backslashreplace");
+  if (s) PyErr_SetObject(type, s);
+  Py_XDECREF(s);
   return NULL;
 }
 

@@ -115,6 +115,17 @@ static inline float nan_to_num_f(float x, const void *extra) {
 
 static inline nv__cd wide(nv__cf x) { return (nv__cd)x; }
 static inline nv__cf narrow(nv__cd x) { return (nv__cf)x; }
+/* re + im i built from its parts, as C11's CMPLX does (an infinite or NaN part stays in its
+ * place, unlike re + im * I). glibc defines CMPLX only for compilers announcing GCC >= 4.7,
+ * which clang 14 does not, so the parts are written through a union: C11 lays a complex out
+ * as an array of its two real parts. */
+static inline nv__cd cd_make(double re, double im) {
+  union {
+    double part[2];
+    nv__cd z;
+  } u = {.part = {re, im}};
+  return u.z;
+}
 static inline nv__cf c_sign(nv__cf x) {
   double m = cabs(wide(x));
   return m == 0 ? x * 0 : narrow(wide(x) / m);
@@ -122,13 +133,13 @@ static inline nv__cf c_sign(nv__cf x) {
 static inline nv__cf c_expm1(nv__cf x) {
   /* e^a cos b - 1 = expm1(a) cos b - 2 sin^2(b/2): no cancellation for small |x|. */
   double a = crealf(x), b = cimagf(x), h = sin(b / 2);
-  return narrow(CMPLX(expm1(a) * cos(b) - 2 * h * h, exp(a) * sin(b)));
+  return narrow(cd_make(expm1(a) * cos(b) - 2 * h * h, exp(a) * sin(b)));
 }
 static inline nv__cf c_round(nv__cf x, const void *extra) {
-  return narrow(CMPLX(round_d(crealf(x), extra), round_d(cimagf(x), extra)));
+  return narrow(cd_make(round_d(crealf(x), extra), round_d(cimagf(x), extra)));
 }
 static inline nv__cf c_nan_to_num(nv__cf x, const void *extra) {
-  return narrow(CMPLX(nan_to_num_d(crealf(x), extra), nan_to_num_d(cimagf(x), extra)));
+  return narrow(cd_make(nan_to_num_d(crealf(x), extra), nan_to_num_d(cimagf(x), extra)));
 }
 #define CW(F) narrow(F(wide(x)))
 #define C_LOG2 narrow(clog(wide(x)) / 0.69314718055994530942)

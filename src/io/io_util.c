@@ -29,12 +29,32 @@ static void map_release(void *ctx) {
   nv__free(m);
 }
 
+/* What a path that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "of another kind";
+}
+
+static nv_status not_regular(const nv__io_src *src, mode_t mode) {
+  return nv__io_error(src, NV_ERR_IO, "not a regular file (%s)", file_kind(mode));
+}
+
 nv_status nv__io_open(const char *op, const char *path, nv__io_src *src) {
   *src = (nv__io_src){op, path ? path : "(null)", NULL, 0, NULL, NULL};
   if (!path) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: NULL path", op);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return nv__io_error(src, NV_ERR_IO, "cannot open: %s", strerror(errno));
+  /* Only regular files are opened: opening a FIFO for reading waits for a writer, and opening
+   * a device may act on it. stat() rejects them before any open(); the open is non-blocking
+   * and fstat() checks the file opened, in case the path was replaced in between. */
   struct stat st;
+  if (stat(path, &st) != 0)
+    return nv__io_error(src, NV_ERR_IO, "cannot open: %s", strerror(errno));
+  if (!S_ISREG(st.st_mode)) return not_regular(src, st.st_mode);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return nv__io_error(src, NV_ERR_IO, "cannot open: %s", strerror(errno));
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
@@ -42,8 +62,7 @@ nv_status nv__io_open(const char *op, const char *path, nv__io_src *src) {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return nv__io_error(src, NV_ERR_IO, "%s",
-                        S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    return not_regular(src, st.st_mode);
   }
   if (st.st_size == 0) {
     close(fd);
@@ -222,7 +241,7 @@ nv_status nv__io_writer_open(nv__io_writer *w, const char *op, const char *path,
   if (!path || !*path) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: empty path", op);
   size_t n = strlen(path), k = ends_with(path, ext) ? 0 : strlen(ext);
   w->path = nv__malloc(n + k + 1);
-  w->tmp = nv__malloc(n + k + 64);
+  w->tmp = nv__calloc(n + k + 64, 1); /* empty until a temporary exists (abort removes it) */
   if (!w->path || !w->tmp) {
     nv__io_writer_abort(w);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
@@ -230,6 +249,16 @@ nv_status nv__io_writer_open(nv__io_writer *w, const char *op, const char *path,
   memcpy(w->path, path, n);
   memcpy(w->path + n, ext, k);
   w->path[n + k] = 0;
+  /* The finished file is renamed over the path, which would replace a FIFO (its reader left
+   * waiting), a device node or a socket with a regular file: only a regular file, or nothing,
+   * is replaced. */
+  struct stat st;
+  if (stat(w->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    nv_status s = nv__set_error(NV_ERR_IO, "%s: %s: not a regular file (%s)", op, w->path,
+                                file_kind(st.st_mode));
+    nv__io_writer_abort(w);
+    return s;
+  }
   /* A unique name in the same directory, so the final rename is atomic; created with the
    * usual permissions (0666 less the umask) rather than mkstemp's 0600. */
   int fd = -1;
@@ -294,7 +323,7 @@ nv_status nv__io_writer_commit(nv__io_writer *w) {
 void nv__io_writer_abort(nv__io_writer *w) {
   if (w->f) fclose(w->f);
   w->f = NULL;
-  if (w->tmp) unlink(w->tmp);
+  if (w->tmp && *w->tmp) unlink(w->tmp);
   writer_free(w);
 }
 

@@ -663,3 +663,98 @@ def test_random_corruption_never_crashes(nv, rng, tmp_path, maps):
                 b[rng.integers(len(b))] = rng.integers(256)
             st = try_load(fmt, bytes(b), maps)
             assert st in (0, NV_ERR_IO, NV_ERR_UNSUPPORTED), (fmt, st, err())
+
+
+# ---- Paths that are not regular files ----
+
+# Runs in a child process, so that a loader or saver that blocks (opening a FIFO for reading
+# waits for a writer) fails the test by its timeout instead of hanging the suite. It prints one
+# "status message" line per call of argv[2:] ("fn:path").
+NOT_REGULAR_CHILD = r"""
+import ctypes as C, sys
+lib = C.CDLL(sys.argv[1])
+lib.nv_last_error.restype = C.c_char_p
+P = C.c_void_p
+for f in ("nv_array_from_data", "nv_map_new"):
+    getattr(lib, f).restype = P
+lib.nv_array_from_data.argtypes = [P, C.POINTER(C.c_int), C.c_int, C.c_int]
+lib.nv_map_set.argtypes = [P, C.c_char_p, P]
+vals, shape = (C.c_float * 3)(1, 2, 3), (C.c_int * 1)(3)
+x = lib.nv_array_from_data(C.cast(vals, P), shape, 1, 11)
+m = lib.nv_map_new()
+lib.nv_map_set(m, b"a", x)
+for call in sys.argv[2:]:
+    fn, path = call.split(":", 1)
+    out, md = P(), P()
+    f, p = getattr(lib, fn), path.encode()
+    if fn == "nv_save":
+        st = f(p, P(x))
+    elif fn.startswith("nv_save"):
+        st = f(p, P(m), None) if fn in ("nv_save_safetensors", "nv_save_gguf") else f(p, P(m))
+    elif fn == "nv_load_gguf":
+        st = f(p, 0, C.byref(out), C.byref(md))
+    elif fn in ("nv_load", "nv_load_safetensors"):
+        st = f(p, C.byref(out), C.byref(md))
+    else:
+        st = f(p, C.byref(out))
+    print(st, lib.nv_last_error().decode(errors="replace"), flush=True)
+"""
+
+
+def run_not_regular(calls):
+    import subprocess
+    import sys
+    from nvc import LIB_PATH
+    r = subprocess.run([sys.executable, "-c", NOT_REGULAR_CHILD, LIB_PATH, *calls],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(calls), (r.stdout, r.stderr)
+    return [(int(line.split(" ", 1)[0]), line.split(" ", 1)[1]) for line in lines]
+
+
+LOADERS = ["nv_load_npy", "nv_load_npz", "nv_load_safetensors", "nv_load_gguf", "nv_load"]
+EXTS = {"nv_load_npy": ".npy", "nv_load_npz": ".npz", "nv_load_safetensors": ".safetensors",
+        "nv_load_gguf": ".gguf"}
+
+
+def test_loaders_refuse_a_fifo_without_blocking(tmp_path):
+    calls = []
+    for fn in LOADERS:
+        for ext in ([EXTS[fn]] if fn in EXTS else EXTS.values()):
+            p = tmp_path / f"{fn}{ext}"
+            os.mkfifo(p)
+            calls.append(f"{fn}:{p}")
+    for call, (st, msg) in zip(calls, run_not_regular(calls)):
+        assert st == NV_ERR_IO, (call, st, msg)
+        assert "not a regular file (a FIFO)" in msg and call.split(":", 1)[1] in msg, msg
+
+
+def test_loaders_refuse_devices_and_directories(tmp_path):
+    (tmp_path / "d.npy").mkdir()
+    calls = [f"nv_load_npy:{tmp_path / 'd.npy'}", "nv_load_safetensors:/dev/null",
+             "nv_load_gguf:/dev/zero"]
+    got = run_not_regular(calls)
+    assert got[0][0] == NV_ERR_IO and "not a regular file (a directory)" in got[0][1], got
+    for st, msg in got[1:]:
+        assert st == NV_ERR_IO and "not a regular file (a character device)" in msg, got
+
+
+def test_savers_leave_a_fifo_or_directory_alone(tmp_path):
+    savers = {"nv_save": ".npy", "nv_savez": ".npz", "nv_savez_compressed": ".npz",
+              "nv_save_safetensors": ".safetensors", "nv_save_gguf": ".gguf"}
+    calls = []
+    for fn, ext in savers.items():
+        fifo, d = tmp_path / f"{fn}{ext}", tmp_path / f"{fn}_dir{ext}"
+        os.mkfifo(fifo)
+        d.mkdir()
+        calls += [f"{fn}:{fifo}", f"{fn}:{d}"]
+    for call, (st, msg) in zip(calls, run_not_regular(calls)):
+        assert st == NV_ERR_IO, (call, st, msg)
+        kind = "a directory" if "_dir" in call else "a FIFO"
+        assert f"not a regular file ({kind})" in msg, (call, msg)
+    import stat
+    for fn, ext in savers.items():
+        assert stat.S_ISFIFO(os.stat(tmp_path / f"{fn}{ext}").st_mode)
+        assert os.path.isdir(tmp_path / f"{fn}_dir{ext}")
+    assert not [n for n in os.listdir(tmp_path) if "nvtmp" in n]
