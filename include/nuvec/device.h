@@ -36,7 +36,8 @@ NV_API nv_device nv_gpu(int index);
 /* Whether a backend can run work on `device` in this process and build. */
 NV_API bool nv_device_is_available(nv_device device);
 
-/* Writes the device's name ("cpu", "gpu:0") into `buf` (NUL-terminated, truncated to `size`). */
+/* Writes the device's name ("cpu", "gpu:0") into `buf` (NUL-terminated, truncated to `size`).
+ * A NULL `buf` or a `size` of 0 writes nothing. */
 NV_API void nv_device_name(nv_device device, char *buf, size_t size);
 
 /* The default device: the calling thread's override if one is set, else the process-wide one

@@ -27,6 +27,7 @@ bool nv_device_is_available(nv_device d) {
 }
 
 void nv_device_name(nv_device d, char *buf, size_t size) {
+  if (!buf || !size) return;
   if (d.type == NV_DEVICE_CPU) snprintf(buf, size, "cpu");
   else snprintf(buf, size, "gpu:%d", d.index);
 }
