@@ -82,9 +82,45 @@ void nv__compute_flags(nv__output *o) {
   o->flags = weak | (row ? NV__FLAG_ROW : 0) | (col ? NV__FLAG_COL : 0);
 }
 
+bool nv__shape_size(const int *shape, int ndim, int64_t *size) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return false;
+    if (shape[i] == 0) zero = true;
+    else if (__builtin_mul_overflow(n, (int64_t)shape[i], &n)) return false;
+  }
+  *size = zero ? 0 : n;
+  return true;
+}
+
+/* Whether a shape's elements and bytes are countable: every element count × itemsize is
+ * checked where shapes are made, so no size or byte offset computed later can wrap (a wrapped
+ * byte count once allocated 0 bytes for an array of 2^62 elements). */
+static nv_status check_size(nv_dtype dtype, const int *shape, int ndim) {
+  int64_t size;
+  char s[NV__SHAPE_BUF];
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0)
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT, "negative dimension %d in shape %s",
+                           shape[i], nv__shape_str(shape, ndim, s, sizeof s));
+  if (!nv__shape_size(shape, ndim, &size))
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "shape %s has more than 2^63 - 1 elements",
+                         nv__shape_str(shape, ndim, s, sizeof s));
+  size_t item = (unsigned)dtype < NV_DTYPE_COUNT ? nv_dtype_size(dtype) : 1;
+  if (item && size > INT64_MAX / (int64_t)item)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY,
+                         "shape %s of %s is too large to allocate (%.4g bytes)",
+                         nv__shape_str(shape, ndim, s, sizeof s), nv_dtype_name(dtype),
+                         (double)size * (double)item);
+  return NV_OK;
+}
+
 nv_status nv__output_set_shape(nv__output *o, nv_dtype dtype, const int *shape, int ndim) {
   if (ndim < 0 || ndim > NV__MAX_DIMS)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "too many dimensions (%d)", ndim);
+  nv_status st = check_size(dtype, shape, ndim);
+  if (st != NV_OK) return st;
   if (ndim > NV__INLINE_DIMS) {
     int *s = nv__malloc((size_t)ndim * sizeof(int));
     int64_t *st = nv__malloc((size_t)ndim * sizeof(int64_t));
@@ -117,7 +153,11 @@ void nv__output_set_strides(nv__output *o, const int64_t *strides) {
 }
 
 nv_status nv__output_alloc(nv__output *o) {
-  nv__buffer *b = nv__buffer_alloc((size_t)o->size * nv_dtype_size(o->dtype));
+  size_t item = nv_dtype_size(o->dtype);
+  if (o->size < 0 || (item && (uint64_t)o->size > (uint64_t)INT64_MAX / item))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory: %lld elements of %s are too "
+                         "large to allocate", (long long)o->size, nv_dtype_name(o->dtype));
+  nv__buffer *b = nv__buffer_alloc((size_t)o->size * item);
   if (!b) return NV_ERR_OUT_OF_MEMORY;
   o->buf = b;
   o->offset = 0;

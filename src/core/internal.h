@@ -49,6 +49,8 @@ nv_status nv__set_error(nv_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Sets the thread's last error from an error object and returns its status. */
 nv_status nv__set_error_obj(const nv__error *e);
+/* The status that went with the thread's last error (NV_OK after nv_clear_error). */
+nv_status nv__last_status(void);
 
 /* Formats a shape as "(2,3)" into buf. */
 const char *nv__shape_str(const int *shape, int ndim, char *buf, size_t size);
@@ -188,7 +190,13 @@ void nv__node_detach(nv__node *n);
  * `params_size` zeroed bytes of parameters. NULL when out of memory. */
 nv__node *nv__node_new(int prim, nv_array *const *inputs, int ninputs, int noutputs,
                        size_t params_size);
-/* Sets an output's dtype and shape with row-contiguous strides. Fails for too many dims. */
+/* The element count of a shape of non-negative dimensions; false when the product of its
+ * nonzero dimensions does not fit an int64 (a zero dimension does not hide an overflow). */
+bool nv__shape_size(const int *shape, int ndim, int64_t *size);
+/* Sets an output's dtype and shape with row-contiguous strides. Fails with
+ * NV_ERR_INVALID_ARGUMENT for too many dimensions, a negative one or an element count past
+ * int64, and with NV_ERR_OUT_OF_MEMORY when its bytes do not fit an int64 (too large to
+ * allocate); the message names the shape, the caller prefixes its op. */
 nv_status nv__output_set_shape(nv__output *o, nv_dtype dtype, const int *shape, int ndim);
 /* Sets an output's strides (view layouts) and recomputes its contiguity flags. */
 void nv__output_set_strides(nv__output *o, const int64_t *strides);

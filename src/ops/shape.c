@@ -79,8 +79,11 @@ nv_array *nv_reshape(const nv_array *x, const int *shape, int ndim) {
       infer = i;
     } else if (shape[i] < 0) {
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape", "negative dimension %d", shape[i]);
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, (int64_t)shape[i], &known)) {
+      char s[NV__SHAPE_BUF];
+      return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape",
+                          "shape %s has more than 2^63 - 1 elements",
+                          nv__shape_str(shape, ndim, s, sizeof s));
     }
   }
   char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
@@ -364,10 +367,17 @@ nv_array *nv_as_strided(const nv_array *x, const int *shape, int ndim, const int
     if (shape[i] < 0)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, "as_strided", "negative dimension %d",
                           shape[i]);
-    size *= shape[i];
-    int64_t ext = (int64_t)(shape[i] ? shape[i] - 1 : 0) * strides[i];
-    if (ext < 0) lo += ext;
-    else hi += ext;
+    int64_t ext = 0;
+    bool over = __builtin_mul_overflow(size, (int64_t)shape[i], &size) ||
+                __builtin_mul_overflow((int64_t)(shape[i] ? shape[i] - 1 : 0), strides[i], &ext);
+    if (!over) over = ext < 0 ? __builtin_add_overflow(lo, ext, &lo)
+                              : __builtin_add_overflow(hi, ext, &hi);
+    if (over) {
+      char s[NV__SHAPE_BUF];
+      return nv__op_error(NV_ERR_INVALID_ARGUMENT, "as_strided",
+                          "the view of shape %s reaches past 2^63 elements",
+                          nv__shape_str(shape, ndim, s, sizeof s));
+    }
   }
   if (size > 0 && (lo < 0 || hi >= o->size)) {
     char s[NV__SHAPE_BUF];

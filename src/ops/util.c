@@ -56,7 +56,9 @@ nv__node *nv__op_node(int prim, nv_array *const *xs, int n, nv_dtype dtype, cons
 
 nv_array *nv__op_finish(const char *op, nv__node *node) {
   if (!node) {
-    nv_status s = nv_last_error()[0] ? NV_ERR_INVALID_ARGUMENT : NV_ERR_OUT_OF_MEMORY;
+    nv_status s = !nv_last_error()[0]            ? NV_ERR_OUT_OF_MEMORY
+                  : nv__last_status() != NV_OK ? nv__last_status()
+                                               : NV_ERR_INVALID_ARGUMENT;
     /* Builders that fail on a failed temporary pass its message on, prefixed by its op. */
     if (strstr(nv_last_error(), "out of memory")) s = NV_ERR_OUT_OF_MEMORY;
     return nv__op_error(s, op, "%s", nv_last_error());
