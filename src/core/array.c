@@ -224,6 +224,7 @@ static void make_oom_array(void) {
   n->out[0].strides = n->out[0].strides_inl;
   n->out[0].dtype = NV_DTYPE_FLOAT32;
   n->out[0].size = 1;
+  n->out[0].flags = NV__FLAG_ROW | NV__FLAG_COL | NV__FLAG_NOMETA;
   n->error = nv__error_oom();
   atomic_init(&a->refs, 1L << 60);
   a->node = n;
@@ -253,18 +254,30 @@ nv_array *nv__array_new(nv__node *node, int idx) {
   return a;
 }
 
-nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim) {
+static nv_array *failed_array(nv__error *err, nv_dtype dtype, const int *shape, int ndim,
+                              bool nometa) {
   nv__node *n = nv__node_new(NV__PRIM_CONSTANT, NULL, 0, 1, 0);
   if (!n) return the_oom_array();
   if ((unsigned)dtype >= NV_DTYPE_COUNT) dtype = NV_DTYPE_FLOAT32;
-  bool ok_shape = shape && ndim >= 0 && ndim <= NV__MAX_DIMS;
+  bool ok_shape = (shape || !ndim) && ndim >= 0 && ndim <= NV__MAX_DIMS;
   for (int i = 0; ok_shape && i < ndim; i++) ok_shape = shape[i] >= 0;
-  if (!ok_shape || nv__output_set_shape(&n->out[0], dtype, shape, ndim) != NV_OK)
+  if (!ok_shape || nv__output_set_shape(&n->out[0], dtype, shape, ndim) != NV_OK) {
     nv__output_set_shape(&n->out[0], dtype, NULL, 0);
+    nometa = true;
+  }
+  if (nometa) n->out[0].flags |= NV__FLAG_NOMETA;
   n->error = nv__error_retain(err);
   atomic_store_explicit(&n->state, NV__FAILED, memory_order_release);
   nv__set_error_obj(err);
   return nv__array_new(n, 0);
+}
+
+nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim) {
+  return failed_array(err, dtype, shape, ndim, false);
+}
+
+nv_array *nv__array_failed_nometa(nv__error *err) {
+  return failed_array(err, NV_DTYPE_FLOAT32, NULL, 0, true);
 }
 
 nv_array *nv__array_error(nv_status status, const char *fmt, ...) {
@@ -272,7 +285,7 @@ nv_array *nv__array_error(nv_status status, const char *fmt, ...) {
   va_start(ap, fmt);
   nv__error *e = nv__error_newv(status, fmt, ap);
   va_end(ap);
-  nv_array *a = nv__array_failed(e, NV_DTYPE_FLOAT32, NULL, 0);
+  nv_array *a = failed_array(e, NV_DTYPE_FLOAT32, NULL, 0, true);
   nv__error_release(e);
   return a;
 }
@@ -280,6 +293,19 @@ nv_array *nv__array_error(nv_status status, const char *fmt, ...) {
 nv__error *nv__node_known_error(nv__node *n) {
   if (atomic_load_explicit(&n->state, memory_order_acquire) == NV__FAILED) return n->error;
   return NULL;
+}
+
+bool nv__node_inherit_error(nv__node *n) {
+  for (int i = 0; i < n->ninputs; i++) {
+    nv__error *e = n->inputs[i].node ? nv__node_known_error(n->inputs[i].node) : NULL;
+    if (!e) continue;
+    n->error = nv__error_retain(e);
+    nv__set_error_obj(e);
+    nv__node_detach(n);
+    atomic_store_explicit(&n->state, NV__FAILED, memory_order_release);
+    return true;
+  }
+  return false;
 }
 
 nv_array *nv_retain(nv_array *x) {

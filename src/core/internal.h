@@ -117,6 +117,10 @@ enum {
   NV__FLAG_ROW = 1,  /* row-contiguous (C order, no gaps) */
   NV__FLAG_COL = 2,  /* column-contiguous */
   NV__FLAG_WEAK = 4, /* a weakly typed scalar */
+  /* A failed array whose dtype and shape are not an op's own: its builder failed before it
+   * could compute them (bad arguments, out of memory). Other failed arrays have the metadata
+   * of the op that made them, so shape checks on them behave as on the healthy array. */
+  NV__FLAG_NOMETA = 8,
 };
 
 typedef struct nv__output {
@@ -213,11 +217,21 @@ void nv__compute_flags(nv__output *o);
 nv_array *nv__array_new(nv__node *node, int idx);
 /* A new array that carries `err` (retained), with the given metadata (shape may be NULL). */
 nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim);
-/* A failed array with a formatted message. */
+/* A new array that carries `err` (retained) without metadata of its own (NV__FLAG_NOMETA). */
+nv_array *nv__array_failed_nometa(nv__error *err);
+/* A failed array with a formatted message (no metadata of its own: NV__FLAG_NOMETA). */
 nv_array *nv__array_error(nv_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The error of output `idx` of `node` if it is known (FAILED), else NULL. */
 nv__error *nv__node_known_error(nv__node *n);
+/* Whether `x` has its op's metadata: it is healthy, or failed with its op's dtype and shape. */
+static inline bool nv__meta_known(const nv_array *x) {
+  return !(nv__out(x)->flags & NV__FLAG_NOMETA);
+}
+/* A node just built (no handle yet) one of whose inputs has a known error takes the first such
+ * error: it becomes FAILED, keeping its metadata, and lets go of its inputs. Returns whether it
+ * did. */
+bool nv__node_inherit_error(nv__node *n);
 /* An evaluated array over `buf` (retained) with the given metadata. */
 nv_array *nv__array_from_buffer(nv__buffer *buf, int64_t offset, nv_dtype dtype,
                                 const int *shape, int ndim, const int64_t *strides);

@@ -390,7 +390,7 @@ nv_array *nv_as_strided(const nv_array *x, const int *shape, int ndim, const int
   nv__scope_suspend();
   nv_array *c = nv_contiguous(x);
   nv__scope_resume();
-  if (nv_array_status(c) != NV_OK) return c;
+  if (!nv__meta_known(c)) return c; /* a failed x goes on: the view takes its error */
   nv_array *r = make_view(NV__PRIM_AS_STRIDED, c, shape, ndim, strides, size > 0 ? offset : 0,
                           NULL, 0);
   nv_release(c);

@@ -582,7 +582,7 @@ nv_array *nv_diff(const nv_array *a, int n, int axis, const nv_array *prepend,
     x = nv_concatenate((const nv_array *const *)parts, k, ax);
     nv__ix_release_all(parts, k);
   }
-  for (int i = 0; i < n && nv_array_status(x) == NV_OK && nv__out(x)->shape[ax] > 0; i++) {
+  for (int i = 0; i < n && nv__meta_known(x) && nv__out(x)->shape[ax] > 0; i++) {
     const nv__output *xo = nv__out(x);
     int shape[NV__MAX_DIMS];
     memcpy(shape, xo->shape, sizeof(int) * (size_t)xo->ndim);
