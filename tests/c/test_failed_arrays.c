@@ -393,3 +393,122 @@ Test(failed_arrays, status_ops_fail_with_the_input_error) {
   nv_release(good);
   nv_release(bad);
 }
+
+/* ---- Transforms of functions whose values failed ---- */
+
+/* f(x, y) = sum(x * y * c), with c the payload (may be failed). */
+static nv_status product_sum(void *payload, const nv_vec *in, nv_vec *out) {
+  nv_array *c = payload;
+  nv_array *p = nv_multiply(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)), c);
+  return nv_vec_push(out, nv_sum(p, NULL, 0, false));
+}
+
+/* Applies value_and_grad over both inputs; checks the value and both gradients carry `want`
+ * (or, when `want` is NULL, the values: grad_x = y c, grad_y = x c). */
+static void check_value_and_grad(nv_array *x, nv_array *y, nv_array *c, const nv__error *want) {
+  nv_closure *f = nv_closure_new(product_sum, c, NULL);
+  nv_closure *vg = nv_value_and_grad(f, (int[]){0, 1}, 2);
+  nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+  cr_assert_eq(nv_vec_push(in, x), NV_OK);
+  cr_assert_eq(nv_vec_push(in, y), NV_OK);
+  cr_assert_eq(nv_closure_apply(vg, in, out), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv_vec_size(out), 3);
+  nv_array *value = nv_vec_get(out, 0), *gx = nv_vec_get(out, 1), *gy = nv_vec_get(out, 2);
+  cr_assert(same_meta(gx, x) && same_meta(gy, y), "gradients of the inputs' shapes");
+  if (want) {
+    nv_array *all[3] = {value, gx, gy};
+    for (int i = 0; i < 3; i++) {
+      cr_assert_eq(nv_array_status(all[i]), want->status, "output %d", i);
+      cr_assert_str_eq(nv_array_error(all[i]), want->msg, "output %d", i);
+      float v[12];
+      cr_assert_eq(nv_array_read(all[i], v, nv_array_nbytes(all[i])), want->status);
+    }
+  } else {
+    float xv[12], yv[12], cv = 0, g[12];
+    READ_F32(x, xv, 12);
+    READ_F32(y, yv, 12);
+    READ_F32(c, &cv, 1);
+    READ_F32(gx, g, 12);
+    for (int i = 0; i < 12; i++) cr_assert_float_eq(g[i], yv[i] * cv, 1e-6);
+    READ_F32(gy, g, 12);
+    for (int i = 0; i < 12; i++) cr_assert_float_eq(g[i], xv[i] * cv, 1e-6);
+  }
+  nv_vec_free(in);
+  nv_vec_free(out);
+  nv_closure_release(vg);
+  nv_closure_release(f);
+}
+
+/* The value failed, so the gradients must too: a failed node holds no inputs, so the walk back
+ * from the value reaches nothing and once read the gradients back as zeros with NV_OK. */
+Test(failed_arrays, value_and_grad_gradients_carry_the_error) {
+  nv_array *x = make_input('f'), *y = make_input('f');
+  nv_array *c = nv_array_float(1.5f);
+  check_value_and_grad(x, y, c, NULL); /* healthy: the values */
+  nv_array *bad = failed_like(x);
+  check_value_and_grad(bad, y, c, the_error()); /* a failed input */
+  check_value_and_grad(x, bad, c, the_error());
+  nv_array *bad_c = failed_like(c);
+  check_value_and_grad(x, y, bad_c, the_error()); /* a failed constant inside f */
+  /* A failed input without metadata (bad arguments). */
+  nv_array *one = nv_array_float(1);
+  nv_array *bad_args = nv_reshape(one, (int[]){5}, 1);
+  nv_release(one);
+  nv__error *e = bad_args->node->error;
+  nv_closure *f = nv_closure_new(product_sum, c, NULL);
+  nv_closure *vg = nv_value_and_grad(f, (int[]){0, 1}, 2);
+  nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+  nv_vec_push(in, bad_args);
+  nv_vec_push(in, y);
+  cr_assert_eq(nv_closure_apply(vg, in, out), NV_OK, "%s", nv_last_error());
+  for (size_t i = 0; i < nv_vec_size(out); i++) {
+    cr_assert_eq(nv_array_status(nv_vec_get(out, i)), e->status);
+    cr_assert_str_eq(nv_array_error(nv_vec_get(out, i)), e->msg);
+  }
+  nv_vec_free(in);
+  nv_vec_free(out);
+  nv_closure_release(vg);
+  nv_closure_release(f);
+  nv_release(bad_args);
+  nv_release(bad_c);
+  nv_release(bad);
+  nv_release(c);
+  nv_release(x);
+  nv_release(y);
+}
+
+/* vjp and jvp: results computed through a failed output carry its error. */
+Test(failed_arrays, vjp_and_jvp_results_carry_the_error) {
+  nv_array *x = make_input('f'), *y = make_input('f'), *two = nv_array_float(2);
+  nv_array *bad_c = failed_like(two);
+  nv_release(two);
+  nv_closure *f = nv_closure_new(product_sum, bad_c, NULL);
+  nv_vec *prim = nv_vec_new(), *cots = nv_vec_new(), *outs = nv_vec_new(), *res = nv_vec_new();
+  nv_vec_push(prim, x);
+  nv_vec_push(prim, y);
+  nv_array *one = nv_array_float(1);
+  nv_vec_push(cots, one);
+  cr_assert_eq(nv_vjp(f, prim, cots, outs, res), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv_vec_size(res), 2);
+  for (size_t i = 0; i < 2; i++) {
+    nv_array *g = nv_vec_get(res, i);
+    cr_assert_eq(nv_array_status(g), NV_ERR_OUT_OF_MEMORY, "vjp %zu", i);
+    cr_assert_str_eq(nv_array_error(g), the_error()->msg);
+    cr_assert(same_meta(g, x));
+  }
+  nv_vec_clear(outs);
+  nv_vec_clear(res);
+  cr_assert_eq(nv_jvp(f, prim, prim, outs, res), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv_vec_size(res), 1);
+  cr_assert_eq(nv_array_status(nv_vec_get(res, 0)), NV_ERR_OUT_OF_MEMORY);
+  cr_assert_eq(nv_array_ndim(nv_vec_get(res, 0)), 0);
+  nv_vec_free(prim);
+  nv_vec_free(cots);
+  nv_vec_free(outs);
+  nv_vec_free(res);
+  nv_closure_release(f);
+  nv_release(one);
+  nv_release(bad_c);
+  nv_release(x);
+  nv_release(y);
+}
