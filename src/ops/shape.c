@@ -103,6 +103,11 @@ nv_array *nv_reshape(const nv_array *x, const int *shape, int ndim) {
                         "cannot reshape an array of shape %s into %s",
                         nv__shape_str(o->shape, o->ndim, s1, sizeof s1),
                         nv__shape_str(ns, ndim, s2, sizeof s2));
+  int64_t count;
+  if (!nv__shape_size(ns, ndim, &count)) /* a zero dimension hid an overflowing product */
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape",
+                        "shape %s has more than 2^63 - 1 elements",
+                        nv__shape_str(ns, ndim, s2, sizeof s2));
   int64_t st[NV__MAX_DIMS];
   if (nocopy_reshape(o, ns, ndim, st)) return make_view(NV__PRIM_RESHAPE, x, ns, ndim, st, 0, NULL, 0);
   nv_array *in[1] = {(nv_array *)x};
