@@ -239,7 +239,8 @@ NV_API void nv_optimizer_free(nv_optimizer *opt);
  * learning rate cast to the gradient's dtype, weak C scalars) and equal shapes. Fails, changing
  * nothing, with NV_ERR_INVALID_ARGUMENT naming the key for a gradient without a parameter, a
  * shape or dtype mismatch, a slot of the wrong shape, or a key "step"/"learning_rate" (or
- * under them), which would collide with the state's own entries. */
+ * under them), which would collide with the state's own entries; and, before any shape is
+ * checked, with the error (and status) of a parameter or gradient that already failed. */
 NV_API nv_status nv_optimizer_update(nv_optimizer *opt, const nv_map *params,
                                      const nv_map *grads, nv_map **new_params);
 

@@ -82,9 +82,45 @@ void nv__compute_flags(nv__output *o) {
   o->flags = weak | (row ? NV__FLAG_ROW : 0) | (col ? NV__FLAG_COL : 0);
 }
 
+bool nv__shape_size(const int *shape, int ndim, int64_t *size) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return false;
+    if (shape[i] == 0) zero = true;
+    else if (__builtin_mul_overflow(n, (int64_t)shape[i], &n)) return false;
+  }
+  *size = zero ? 0 : n;
+  return true;
+}
+
+/* Whether a shape's elements and bytes are countable: every element count × itemsize is
+ * checked where shapes are made, so no size or byte offset computed later can wrap (a wrapped
+ * byte count once allocated 0 bytes for an array of 2^62 elements). */
+static nv_status check_size(nv_dtype dtype, const int *shape, int ndim) {
+  int64_t size;
+  char s[NV__SHAPE_BUF];
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0)
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT, "negative dimension %d in shape %s",
+                           shape[i], nv__shape_str(shape, ndim, s, sizeof s));
+  if (!nv__shape_size(shape, ndim, &size))
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "shape %s has more than 2^63 - 1 elements",
+                         nv__shape_str(shape, ndim, s, sizeof s));
+  size_t item = (unsigned)dtype < NV_DTYPE_COUNT ? nv_dtype_size(dtype) : 1;
+  if (item && size > INT64_MAX / (int64_t)item)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY,
+                         "shape %s of %s is too large to allocate (%.4g bytes)",
+                         nv__shape_str(shape, ndim, s, sizeof s), nv_dtype_name(dtype),
+                         (double)size * (double)item);
+  return NV_OK;
+}
+
 nv_status nv__output_set_shape(nv__output *o, nv_dtype dtype, const int *shape, int ndim) {
   if (ndim < 0 || ndim > NV__MAX_DIMS)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "too many dimensions (%d)", ndim);
+  nv_status st = check_size(dtype, shape, ndim);
+  if (st != NV_OK) return st;
   if (ndim > NV__INLINE_DIMS) {
     int *s = nv__malloc((size_t)ndim * sizeof(int));
     int64_t *st = nv__malloc((size_t)ndim * sizeof(int64_t));
@@ -117,7 +153,11 @@ void nv__output_set_strides(nv__output *o, const int64_t *strides) {
 }
 
 nv_status nv__output_alloc(nv__output *o) {
-  nv__buffer *b = nv__buffer_alloc((size_t)o->size * nv_dtype_size(o->dtype));
+  size_t item = nv_dtype_size(o->dtype);
+  if (o->size < 0 || (item && (uint64_t)o->size > (uint64_t)INT64_MAX / item))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory: %lld elements of %s are too "
+                         "large to allocate", (long long)o->size, nv_dtype_name(o->dtype));
+  nv__buffer *b = nv__buffer_alloc((size_t)o->size * item);
   if (!b) return NV_ERR_OUT_OF_MEMORY;
   o->buf = b;
   o->offset = 0;
@@ -192,6 +232,7 @@ static void make_oom_array(void) {
   n->out[0].strides = n->out[0].strides_inl;
   n->out[0].dtype = NV_DTYPE_FLOAT32;
   n->out[0].size = 1;
+  n->out[0].flags = NV__FLAG_ROW | NV__FLAG_COL | NV__FLAG_NOMETA;
   n->error = nv__error_oom();
   atomic_init(&a->refs, 1L << 60);
   a->node = n;
@@ -224,18 +265,30 @@ nv_array *nv__array_new(nv__node *node, int idx) {
   return a;
 }
 
-nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim) {
+static nv_array *failed_array(nv__error *err, nv_dtype dtype, const int *shape, int ndim,
+                              bool nometa) {
   nv__node *n = nv__node_new(NV__PRIM_CONSTANT, NULL, 0, 1, 0);
   if (!n) return the_oom_array();
   if ((unsigned)dtype >= NV_DTYPE_COUNT) dtype = NV_DTYPE_FLOAT32;
-  bool ok_shape = shape && ndim >= 0 && ndim <= NV__MAX_DIMS;
+  bool ok_shape = (shape || !ndim) && ndim >= 0 && ndim <= NV__MAX_DIMS;
   for (int i = 0; ok_shape && i < ndim; i++) ok_shape = shape[i] >= 0;
-  if (!ok_shape || nv__output_set_shape(&n->out[0], dtype, shape, ndim) != NV_OK)
+  if (!ok_shape || nv__output_set_shape(&n->out[0], dtype, shape, ndim) != NV_OK) {
     nv__output_set_shape(&n->out[0], dtype, NULL, 0);
+    nometa = true;
+  }
+  if (nometa) n->out[0].flags |= NV__FLAG_NOMETA;
   n->error = nv__error_retain(err);
   atomic_store_explicit(&n->state, NV__FAILED, memory_order_release);
   nv__set_error_obj(err);
   return nv__array_new(n, 0);
+}
+
+nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim) {
+  return failed_array(err, dtype, shape, ndim, false);
+}
+
+nv_array *nv__array_failed_nometa(nv__error *err) {
+  return failed_array(err, NV_DTYPE_FLOAT32, NULL, 0, true);
 }
 
 nv_array *nv__array_error(nv_status status, const char *fmt, ...) {
@@ -243,7 +296,7 @@ nv_array *nv__array_error(nv_status status, const char *fmt, ...) {
   va_start(ap, fmt);
   nv__error *e = nv__error_newv(status, fmt, ap);
   va_end(ap);
-  nv_array *a = nv__array_failed(e, NV_DTYPE_FLOAT32, NULL, 0);
+  nv_array *a = failed_array(e, NV_DTYPE_FLOAT32, NULL, 0, true);
   nv__error_release(e);
   return a;
 }
@@ -251,6 +304,19 @@ nv_array *nv__array_error(nv_status status, const char *fmt, ...) {
 nv__error *nv__node_known_error(nv__node *n) {
   if (atomic_load_explicit(&n->state, memory_order_acquire) == NV__FAILED) return n->error;
   return NULL;
+}
+
+bool nv__node_inherit_error(nv__node *n) {
+  for (int i = 0; i < n->ninputs; i++) {
+    nv__error *e = n->inputs[i].node ? nv__node_known_error(n->inputs[i].node) : NULL;
+    if (!e) continue;
+    n->error = nv__error_retain(e);
+    nv__set_error_obj(e);
+    nv__node_detach(n);
+    atomic_store_explicit(&n->state, NV__FAILED, memory_order_release);
+    return true;
+  }
+  return false;
 }
 
 nv_array *nv_retain(nv_array *x) {

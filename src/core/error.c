@@ -7,6 +7,7 @@
 
 #define NV__MSG_MAX 1024
 static _Thread_local char last_error[NV__MSG_MAX];
+static _Thread_local nv_status last_status;
 
 const char *nv_version(void) { return "0.1.0"; }
 
@@ -26,18 +27,25 @@ const char *nv_status_string(nv_status s) {
 }
 
 const char *nv_last_error(void) { return last_error; }
-void nv_clear_error(void) { last_error[0] = 0; }
+void nv_clear_error(void) {
+  last_error[0] = 0;
+  last_status = NV_OK;
+}
+
+nv_status nv__last_status(void) { return last_status; }
 
 nv_status nv__set_error(nv_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(last_error, sizeof last_error, fmt, ap);
   va_end(ap);
+  last_status = status;
   return status;
 }
 
 nv_status nv__set_error_obj(const nv__error *e) {
   snprintf(last_error, sizeof last_error, "%s", e->msg);
+  last_status = e->status;
   return e->status;
 }
 

@@ -49,6 +49,8 @@ nv_status nv__set_error(nv_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Sets the thread's last error from an error object and returns its status. */
 nv_status nv__set_error_obj(const nv__error *e);
+/* The status that went with the thread's last error (NV_OK after nv_clear_error). */
+nv_status nv__last_status(void);
 
 /* Formats a shape as "(2,3)" into buf. */
 const char *nv__shape_str(const int *shape, int ndim, char *buf, size_t size);
@@ -150,6 +152,10 @@ enum {
   NV__FLAG_ROW = 1,  /* row-contiguous (C order, no gaps) */
   NV__FLAG_COL = 2,  /* column-contiguous */
   NV__FLAG_WEAK = 4, /* a weakly typed scalar */
+  /* A failed array whose dtype and shape are not an op's own: its builder failed before it
+   * could compute them (bad arguments, out of memory). Other failed arrays have the metadata
+   * of the op that made them, so shape checks on them behave as on the healthy array. */
+  NV__FLAG_NOMETA = 8,
 };
 
 typedef struct nv__output {
@@ -271,7 +277,13 @@ static inline bool nv__node_is_tracer(const nv__node *n) {
  * `params_size` zeroed bytes of parameters. NULL when out of memory. */
 nv__node *nv__node_new(int prim, nv_array *const *inputs, int ninputs, int noutputs,
                        size_t params_size);
-/* Sets an output's dtype and shape with row-contiguous strides. Fails for too many dims. */
+/* The element count of a shape of non-negative dimensions; false when the product of its
+ * nonzero dimensions does not fit an int64 (a zero dimension does not hide an overflow). */
+bool nv__shape_size(const int *shape, int ndim, int64_t *size);
+/* Sets an output's dtype and shape with row-contiguous strides. Fails with
+ * NV_ERR_INVALID_ARGUMENT for too many dimensions, a negative one or an element count past
+ * int64, and with NV_ERR_OUT_OF_MEMORY when its bytes do not fit an int64 (too large to
+ * allocate); the message names the shape, the caller prefixes its op. */
 nv_status nv__output_set_shape(nv__output *o, nv_dtype dtype, const int *shape, int ndim);
 /* Sets an output's strides (view layouts) and recomputes its contiguity flags. */
 void nv__output_set_strides(nv__output *o, const int64_t *strides);
@@ -288,11 +300,21 @@ void nv__compute_flags(nv__output *o);
 nv_array *nv__array_new(nv__node *node, int idx);
 /* A new array that carries `err` (retained), with the given metadata (shape may be NULL). */
 nv_array *nv__array_failed(nv__error *err, nv_dtype dtype, const int *shape, int ndim);
-/* A failed array with a formatted message. */
+/* A new array that carries `err` (retained) without metadata of its own (NV__FLAG_NOMETA). */
+nv_array *nv__array_failed_nometa(nv__error *err);
+/* A failed array with a formatted message (no metadata of its own: NV__FLAG_NOMETA). */
 nv_array *nv__array_error(nv_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The error of output `idx` of `node` if it is known (FAILED), else NULL. */
 nv__error *nv__node_known_error(nv__node *n);
+/* Whether `x` has its op's metadata: it is healthy, or failed with its op's dtype and shape. */
+static inline bool nv__meta_known(const nv_array *x) {
+  return !(nv__out(x)->flags & NV__FLAG_NOMETA);
+}
+/* A node just built (no handle yet) one of whose inputs has a known error takes the first such
+ * error: it becomes FAILED, keeping its metadata, and lets go of its inputs. Returns whether it
+ * did. */
+bool nv__node_inherit_error(nv__node *n);
 /* An evaluated array over `buf` (retained) with the given metadata. */
 nv_array *nv__array_from_buffer(nv__buffer *buf, int64_t offset, nv_dtype dtype,
                                 const int *shape, int ndim, const int64_t *strides);

@@ -73,8 +73,14 @@ static void init_limits_locked(void) {
   limits_init = true;
 }
 
-/* Size classes: multiples of 64 bytes up to 1 KiB, then four classes per power of two. */
+/* The largest request the size classes take: its class's capacity (at most 2n) and the guard
+ * bytes around it still fit a size_t, and it is far past any memory limit. */
+#define MAX_REQUEST (SIZE_MAX / 4)
+
+/* Size classes: multiples of 64 bytes up to 1 KiB, then four classes per power of two; -1 for
+ * a request too large to allocate. */
 static int size_class(size_t n, size_t *cap) {
+  if (n > MAX_REQUEST) return -1;
   if (n <= 1024) {
     size_t c = (n + ALIGN - 1) / ALIGN;
     if (c == 0) c = 1;
@@ -127,8 +133,10 @@ static void *raw_alloc(size_t n, size_t *cap_out) {
     cached -= cap;
     p = b;
   } else {
-    if (active + cached + cap > limit) trim_cache_locked(0);
-    if (active + cap > limit) {
+    /* Written so that no sum can wrap: cap is at most SIZE_MAX / 2, active and cached at
+     * most the limit. */
+    if (cap > limit || active + cached > limit - cap) trim_cache_locked(0);
+    if (cap > limit || active > limit - cap) {
       pthread_mutex_unlock(&mem_lock);
       nv__set_error(NV_ERR_OUT_OF_MEMORY,
                     "out of memory: %zu bytes requested, %zu active, limit %zu", n, active,

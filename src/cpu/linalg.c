@@ -265,8 +265,13 @@ static void scale_output(nv_dtype dt, char *c, int64_t n, double beta) {
   }
 }
 
+/* BLAS's zero rules are applied here, not left to the BLAS build: OpenBLAS kernels differ by
+ * CPU, and some multiply by alpha = 0 (0·NaN = NaN) or read C when beta = 0. alpha = 0 (or an
+ * empty K) computes no product: C = beta·c. Otherwise a beta = 0 output is zeroed before BLAS
+ * sees it (blas_product), so a kernel that reads C reads zeros, not the freed block the pool
+ * handed back. */
 static void run_gemm(gemm_job *j, int64_t c_size) {
-  if (j->K == 0) {
+  if (j->K == 0 || j->alpha == 0) {
     scale_output(j->dt, j->c, c_size, j->beta);
     return;
   }
@@ -325,14 +330,18 @@ static nv_status blas_product(const char *op, nv__output *out, nv__linalg_view *
   j.M = out->shape[out->ndim - 2];
   j.N = out->shape[out->ndim - 1];
   j.K = a->shape[a->ndim - 1];
-  if ((st = blas_operand_of(a, j.M, j.K, &j.oa, &pa, op)) != NV_OK ||
-      (st = blas_operand_of(b, j.K, j.N, &j.ob, &pb, op)) != NV_OK)
-    goto done;
-  nv__linalg_batch_init(&j.bt, out, 2, a, b, 2);
-  j.a = a->p;
-  j.b = b->p;
-  fold_batches(&j, a->st[a->ndim - 2]);
-  if (c && beta != 0) {
+  if (j.K > 0 && alpha != 0) {
+    if ((st = blas_operand_of(a, j.M, j.K, &j.oa, &pa, op)) != NV_OK ||
+        (st = blas_operand_of(b, j.K, j.N, &j.ob, &pb, op)) != NV_OK)
+      goto done;
+    nv__linalg_batch_init(&j.bt, out, 2, a, b, 2);
+    j.a = a->p;
+    j.b = b->p;
+    fold_batches(&j, a->st[a->ndim - 2]);
+  }
+  if (j.beta == 0) {
+    memset(cbuf, 0, (size_t)out->size * nv_dtype_size(work));
+  } else {
     /* BLAS adds beta × C to the product: C starts as c broadcast to the output. */
     int64_t cst[NV__MAX_DIMS];
     batch_strides(c, 0, out->shape, out->ndim, cst);

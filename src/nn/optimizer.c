@@ -257,6 +257,11 @@ static nv_status check_arrays(const nv_optimizer *o, const char *key, nv_array *
   if (!p)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: gradient '%s' has no parameter",
                          o->name, key);
+  /* Errors before shapes: a failed array's shape may be no shape of its own (out of memory
+   * while it was built), and its error is what the caller must see. */
+  nv__error *err = nv__node_known_error(g->node);
+  if (!err) err = nv__node_known_error(p->node);
+  if (err) return nv__set_error_obj(err);
   if (!is_real_float(nv_array_dtype(p)) || !is_real_float(nv_array_dtype(g)))
     return nv__set_error(NV_ERR_INVALID_ARGUMENT,
                          "%s: '%s' has parameter dtype %s and gradient dtype %s; optimizers "

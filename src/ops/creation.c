@@ -57,6 +57,7 @@ static nv_array *like(const nv_array *x, double v) {
   nv_array *f = nv__op_check("full_like", &x, 1);
   if (f) return f;
   nv__output *o = nv__out(x);
+  if ((f = nv__op_inherit(&x, 1, o->dtype, o->shape, o->ndim))) return f;
   return nv_full(o->shape, o->ndim, v, o->dtype);
 }
 nv_array *nv_zeros_like(const nv_array *x) { return like(x, 0.0); }

@@ -27,7 +27,8 @@ static nv__node *unary_node(int prim, const nv_array *x, nv_dtype in_dt, nv_dtyp
                             size_t psize) {
   const nv__output *o = nv__out(x);
   nv_array *in = nv__cast_unscoped(x, in_dt);
-  if (nv_array_status(in) != NV_OK) {
+  if (!nv__meta_known(in)) { /* the cast itself failed (a failed x goes on: the node fails) */
+    nv_array_status(in);
     nv_release(in);
     return NULL;
   }
@@ -280,9 +281,14 @@ static nv__node *binary_node(int prim, const nv_array *a, const nv_array *b, con
                              int nd, nv_dtype in_dt, nv_dtype out_dt, int nout) {
   nv_array *in[2] = {nv__cast_unscoped(a, in_dt), nv__cast_unscoped(b, in_dt)};
   nv__node *n = NULL;
-  if (nv_array_status(in[0]) == NV_OK && nv_array_status(in[1]) == NV_OK) {
+  /* A cast that failed itself stops the op; failed inputs go on, and the node takes their
+   * error (with its own metadata). */
+  if (!nv__meta_known(in[0]) || !nv__meta_known(in[1])) {
+    nv_array_status(nv__meta_known(in[0]) ? in[1] : in[0]);
+  } else {
     n = nv__node_new(prim, in, 2, nout, 0);
     if (!n) nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
+    if (n) nv__node_inherit_error(n);
     for (int i = 0; n && i < nout; i++) {
       if (nv__output_set_shape(&n->out[i], out_dt, shape, nd) != NV_OK) {
         nv__node_release(n);
@@ -366,6 +372,11 @@ nv_status nv_divmod(const nv_array *a, const nv_array *b, nv_vec *out) {
     nv_release(f);
     return s;
   }
+  /* An op returning a status fails with its inputs' error, appending nothing. */
+  nv_status sa = nv_array_status(a);
+  if (sa != NV_OK) return sa;
+  nv_status sb = nv_array_status(b);
+  if (sb != NV_OK) return sb;
   nv__node *n = binary_node(NV__PRIM_DIVMOD, a, b, shape, nd, in_dt, out_dt, 2);
   if (!n) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "divmod: %s", nv_last_error());
   nv__scope_suspend();

@@ -17,12 +17,12 @@ static nv_status status_of(nv_array *f) {
   return s;
 }
 
-/* Hands a composed op's unscoped result `r` to the caller's scope, or, when building it failed,
- * returns an error that names `op` too (the caller has already passed on its inputs' own
- * errors unchanged, so a failure here is about the arguments). */
+/* Hands a composed op's unscoped result `r` to the caller's scope, or, when building it failed
+ * on the arguments, returns an error that names `op` too. A result that failed with its
+ * metadata carries an input's error: it is passed on unchanged. */
 static nv_array *rename_failure(const char *op, nv_array *r) {
   nv_status s = nv_array_status(r);
-  if (s != NV_OK) {
+  if (s != NV_OK && !nv__meta_known(r)) {
     nv_array *e = nv__op_error(s, op, "%s", nv_array_error(r));
     nv_release(r);
     return e;
@@ -128,8 +128,10 @@ nv_array *nv_array_equal(const nv_array *a, const nv_array *b, bool equal_nan) {
   nv_array *f = nv__op_check("array_equal", xs, 2);
   if (f) return f;
   const nv__output *oa = nv__out(a), *ob = nv__out(b);
-  if (oa->ndim != ob->ndim || memcmp(oa->shape, ob->shape, (size_t)oa->ndim * sizeof(int)))
+  if (oa->ndim != ob->ndim || memcmp(oa->shape, ob->shape, (size_t)oa->ndim * sizeof(int))) {
+    if ((f = nv__op_inherit(xs, 2, NV_DTYPE_BOOL, NULL, 0))) return f;
     return nv_array_bool(false);
+  }
   return close_node(NV__PRIM_ARRAY_EQUAL, a, b, 0, 0, equal_nan, true);
 }
 
@@ -262,7 +264,10 @@ nv_array *nv_imag(const nv_array *x) {
   nv_array *f = nv__op_check("imag", &x, 1);
   if (f) return f;
   const nv__output *o = nv__out(x);
-  if (o->dtype != NV_DTYPE_COMPLEX64) return nv_zeros(o->shape, o->ndim, o->dtype);
+  if (o->dtype != NV_DTYPE_COMPLEX64) {
+    if ((f = nv__op_inherit(&x, 1, o->dtype, o->shape, o->ndim))) return f;
+    return nv_zeros(o->shape, o->ndim, o->dtype);
+  }
   return complex_part(NV__PRIM_IMAG, x);
 }
 
@@ -354,6 +359,9 @@ nv_status nv_depends(const nv_vec *inputs, const nv_vec *dependencies, nv_vec *o
     s = status_of(f);
     goto done;
   }
+  /* An op returning a status fails with its inputs' error, appending nothing. */
+  for (size_t i = 0; i < ni + nd && s == NV_OK; i++) s = nv_array_status(all[i]);
+  if (s != NV_OK) goto done;
   nv__node *n = nv__node_new(NV__PRIM_DEPENDS, all, (int)(ni + nd), (int)ni, 0);
   if (!n) {
     s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "depends: out of memory");

@@ -345,7 +345,7 @@ nv_array *nv_masked_scatter(const nv_array *a, const nv_array *mask, const nv_ar
   }
   nv__scope_resume();
   nv_release(sc);
-  if (nv_array_status(sr) != NV_OK) {
+  if (!nv__meta_known(sr)) {
     nv_release(sr);
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                         "src of shape %s does not broadcast to rows of shape %s",
@@ -468,7 +468,7 @@ static nv_array *slice_update_reduce(int prim, const nv_array *src, const nv_arr
   nv__scope_suspend();
   nv_array *view = nv_slice(src, start, stop, strides, n);
   nv__scope_resume();
-  if (nv_array_status(view) != NV_OK) {
+  if (!nv__meta_known(view)) {
     const char *msg = nv_array_error(view);
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "%s",
                      strncmp(msg, "slice: ", 7) ? msg : msg + 7);

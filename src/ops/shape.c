@@ -79,8 +79,11 @@ nv_array *nv_reshape(const nv_array *x, const int *shape, int ndim) {
       infer = i;
     } else if (shape[i] < 0) {
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape", "negative dimension %d", shape[i]);
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, (int64_t)shape[i], &known)) {
+      char s[NV__SHAPE_BUF];
+      return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape",
+                          "shape %s has more than 2^63 - 1 elements",
+                          nv__shape_str(shape, ndim, s, sizeof s));
     }
   }
   char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
@@ -99,6 +102,11 @@ nv_array *nv_reshape(const nv_array *x, const int *shape, int ndim) {
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape",
                         "cannot reshape an array of shape %s into %s",
                         nv__shape_str(o->shape, o->ndim, s1, sizeof s1),
+                        nv__shape_str(ns, ndim, s2, sizeof s2));
+  int64_t count;
+  if (!nv__shape_size(ns, ndim, &count)) /* a zero dimension hid an overflowing product */
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "reshape",
+                        "shape %s has more than 2^63 - 1 elements",
                         nv__shape_str(ns, ndim, s2, sizeof s2));
   int64_t st[NV__MAX_DIMS];
   if (nocopy_reshape(o, ns, ndim, st)) return make_view(NV__PRIM_RESHAPE, x, ns, ndim, st, 0, NULL, 0);
@@ -364,10 +372,17 @@ nv_array *nv_as_strided(const nv_array *x, const int *shape, int ndim, const int
     if (shape[i] < 0)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, "as_strided", "negative dimension %d",
                           shape[i]);
-    size *= shape[i];
-    int64_t ext = (int64_t)(shape[i] ? shape[i] - 1 : 0) * strides[i];
-    if (ext < 0) lo += ext;
-    else hi += ext;
+    int64_t ext = 0;
+    bool over = __builtin_mul_overflow(size, (int64_t)shape[i], &size) ||
+                __builtin_mul_overflow((int64_t)(shape[i] ? shape[i] - 1 : 0), strides[i], &ext);
+    if (!over) over = ext < 0 ? __builtin_add_overflow(lo, ext, &lo)
+                              : __builtin_add_overflow(hi, ext, &hi);
+    if (over) {
+      char s[NV__SHAPE_BUF];
+      return nv__op_error(NV_ERR_INVALID_ARGUMENT, "as_strided",
+                          "the view of shape %s reaches past 2^63 elements",
+                          nv__shape_str(shape, ndim, s, sizeof s));
+    }
   }
   if (size > 0 && (lo < 0 || hi >= o->size)) {
     char s[NV__SHAPE_BUF];
@@ -380,7 +395,7 @@ nv_array *nv_as_strided(const nv_array *x, const int *shape, int ndim, const int
   nv__scope_suspend();
   nv_array *c = nv_contiguous(x);
   nv__scope_resume();
-  if (nv_array_status(c) != NV_OK) return c;
+  if (!nv__meta_known(c)) return c; /* a failed x goes on: the view takes its error */
   nv_array *r = make_view(NV__PRIM_AS_STRIDED, c, shape, ndim, strides, size > 0 ? offset : 0,
                           NULL, 0);
   nv_release(c);

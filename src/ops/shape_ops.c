@@ -58,7 +58,8 @@ nv_array *nv_unflatten(const nv_array *a, int axis, const int *shape, int n) {
   for (int i = 0; i < n; i++) {
     if (shape[i] == -1 && infer < 0) infer = k;
     else if (shape[i] < 0) return shape_error("unflatten", o, "invalid dimension in the shape");
-    else known *= shape[i];
+    else if (__builtin_mul_overflow(known, (int64_t)shape[i], &known))
+      return shape_error("unflatten", o, "the shape has more than 2^63 - 1 elements");
     out[k++] = shape[i];
   }
   if (infer >= 0) {
@@ -387,8 +388,10 @@ nv_array *nv_tile(const nv_array *a, const int *reps, int n) {
   if (f) return f;
   const nv__output *o = nv__out(a);
   if (n < 0 || (n && !reps)) return shape_error("tile", o, "invalid reps");
+  /* The limit is checked before any rep is read: `n` may be anything up to INT_MAX. */
+  if (n > NV__MAX_DIMS / 2 || o->ndim > NV__MAX_DIMS / 2)
+    return shape_error("tile", o, "too many dimensions");
   int nd = n > o->ndim ? n : o->ndim;
-  if (2 * nd > NV__MAX_DIMS) return shape_error("tile", o, "too many dimensions");
   int shape[NV__MAX_DIMS], rp[NV__MAX_DIMS];
   for (int d = 0; d < nd; d++) {
     int si = d - (nd - o->ndim), ri = d - (nd - n);
@@ -579,7 +582,7 @@ nv_array *nv_diff(const nv_array *a, int n, int axis, const nv_array *prepend,
     x = nv_concatenate((const nv_array *const *)parts, k, ax);
     nv__ix_release_all(parts, k);
   }
-  for (int i = 0; i < n && nv_array_status(x) == NV_OK && nv__out(x)->shape[ax] > 0; i++) {
+  for (int i = 0; i < n && nv__meta_known(x) && nv__out(x)->shape[ax] > 0; i++) {
     const nv__output *xo = nv__out(x);
     int shape[NV__MAX_DIMS];
     memcpy(shape, xo->shape, sizeof(int) * (size_t)xo->ndim);

@@ -15,14 +15,18 @@ nv_array *nv__op_error(nv_status status, const char *op, const char *fmt, ...) {
 nv_array *nv__op_check(const char *op, const nv_array *const *xs, int n) {
   for (int i = 0; i < n; i++)
     if (!xs[i]) return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "input %d is NULL", i);
+  /* A failed input with its op's metadata goes through the builder like a healthy one: the
+   * result's metadata is this op's own and the node takes the input's error (nv__op_node).
+   * One without metadata cannot be checked against: the builder stops here with the first
+   * input error, so that it, not a shape check on a stand-in shape, is what comes through. */
+  nv__error *first = NULL;
+  bool nometa = false;
   for (int i = 0; i < n; i++) {
     nv__error *e = nv__node_known_error(xs[i]->node);
-    if (e) {
-      const nv__output *o = nv__out(xs[i]);
-      return nv__array_failed(e, o->dtype, o->shape, o->ndim);
-    }
+    if (e && !first) first = e;
+    if (e && !nv__meta_known(xs[i])) nometa = true;
   }
-  return NULL;
+  return nometa ? nv__array_failed_nometa(first) : NULL;
 }
 
 bool nv__broadcast_shapes(const int *a, int na, const int *b, int nb, int *out, int *nout) {
@@ -44,6 +48,7 @@ nv__node *nv__op_node(int prim, nv_array *const *xs, int n, nv_dtype dtype, cons
     nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
     return NULL;
   }
+  nv__node_inherit_error(node);
   if (nv__output_set_shape(&node->out[0], dtype, shape, ndim) != NV_OK) {
     nv__node_release(node);
     return NULL;
@@ -55,12 +60,23 @@ nv__node *nv__op_node(int prim, nv_array *const *xs, int n, nv_dtype dtype, cons
 
 nv_array *nv__op_finish(const char *op, nv__node *node) {
   if (!node) {
-    nv_status s = nv_last_error()[0] ? NV_ERR_INVALID_ARGUMENT : NV_ERR_OUT_OF_MEMORY;
+    nv_status s = !nv_last_error()[0]            ? NV_ERR_OUT_OF_MEMORY
+                  : nv__last_status() != NV_OK ? nv__last_status()
+                                               : NV_ERR_INVALID_ARGUMENT;
     /* Builders that fail on a failed temporary pass its message on, prefixed by its op. */
     if (strstr(nv_last_error(), "out of memory")) s = NV_ERR_OUT_OF_MEMORY;
     return nv__op_error(s, op, "%s", nv_last_error());
   }
   return nv__array_new(node, 0);
+}
+
+nv_array *nv__op_inherit(const nv_array *const *xs, int n, nv_dtype dtype, const int *shape,
+                         int ndim) {
+  for (int i = 0; i < n; i++) {
+    nv__error *e = xs[i] ? nv__node_known_error(xs[i]->node) : NULL;
+    if (e) return nv__array_failed(e, dtype, shape, ndim);
+  }
+  return NULL;
 }
 
 bool nv__norm_axis(int *axis, int ndim) {

@@ -48,6 +48,23 @@ static nv_status shape_mismatch(const char *op, const char *what, size_t i, cons
                        nv__shape_str(y->shape, y->ndim, s2, sizeof s2));
 }
 
+/* A derivative taken through a failed output is missing the part that ran through the failed
+ * nodes (a failed node holds no inputs to differentiate through), so it cannot be read as a
+ * value: when one of `outs` has a known error, each result that does not already carry an
+ * error of its own is replaced by a failed array of its metadata with the first such error. */
+static void fail_with_outputs(nv_array *const *outs, size_t nout, nv_array **res, size_t nres) {
+  nv__error *e = NULL;
+  for (size_t i = 0; i < nout && !e; i++) e = nv__node_known_error(outs[i]->node);
+  if (!e) return;
+  for (size_t j = 0; j < nres; j++) {
+    if (!res[j] || nv__node_known_error(res[j]->node)) continue;
+    const nv__output *o = nv__out(res[j]);
+    nv_array *f = nv__array_failed(e, o->dtype, o->shape, o->ndim);
+    nv_release(res[j]);
+    res[j] = f;
+  }
+}
+
 /* Appends `n` arrays to `v` (when not NULL). */
 static nv_status push_all(nv_vec *v, nv_array *const *xs, size_t n) {
   for (size_t i = 0; v && i < n; i++) {
@@ -81,6 +98,7 @@ nv_status nv__tf_vjp(const char *op, const nv_closure *f, nv_array *const *prima
     }
   }
   if (s == NV_OK) s = nv__tf_backward(op, t.args, n, nv_vec_data(t.outs), c, nout, grads);
+  if (s == NV_OK) fail_with_outputs(nv_vec_data(t.outs), nout, grads, n);
   if (s == NV_OK) s = push_all(outputs, nv_vec_data(t.outs), nout);
   if (c) nv__tf_release_all(c, nout);
   free(c);
@@ -146,6 +164,8 @@ nv_status nv_jvp(const nv_closure *f, const nv_vec *primals, const nv_vec *tange
   for (size_t i = 0; s == NV_OK && i < n; i++)
     tan[i] = nv_astype(nv_vec_get(tangents, i), nv__out(t.args[i])->dtype);
   if (s == NV_OK) s = nv__tf_forward("jvp", t.args, tan, n, nv_vec_data(t.outs), nout, ot);
+  for (size_t j = 0; s == NV_OK && j < nout; j++)
+    fail_with_outputs(nv_vec_data(t.outs) + j, 1, ot + j, 1);
   if (s == NV_OK) s = push_all(outputs, nv_vec_data(t.outs), nout);
   if (s == NV_OK) s = push_all(jvps, ot, nout);
   if (tan) nv__tf_release_all(tan, n);
@@ -208,6 +228,7 @@ static nv_status grad_run(grad_fn *g, const char *op, const nv_vec *inputs, nv_v
     if (!src) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     for (size_t i = 0; src && i < g->nargs; i++) src[i] = t.args[g->args[i]];
     if (s == NV_OK) s = nv__tf_backward(op, src, g->nargs, &value, &one, 1, grads);
+    if (s == NV_OK) fail_with_outputs(&value, 1, grads, g->nargs);
     nv_release(one);
     free(src);
   }

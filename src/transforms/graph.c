@@ -205,6 +205,13 @@ static nv_status args_open(rule_args *a, const nv__tape *t, size_t k) {
   if (!a->in || !a->out) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; i < ni; i++) a->in[i] = nv__tf_handle(ins[i].node, ins[i].idx);
   for (int i = 0; i < n->noutputs; i++) a->out[i] = nv__tf_handle(n, i);
+  /* A handle that could not be allocated is the shared out-of-memory array, whose shape is
+   * not the node's: no rule may run on it. */
+  for (int i = 0; i < n->ninputs; i++)
+    if (a->in[i]->node != n->inputs[i].node)
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < n->noutputs; i++)
+    if (a->out[i]->node != n) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   return NV_OK;
 }
 
@@ -230,6 +237,16 @@ static void accumulate(nv_array **slot, nv_array *g) {
 /* A rule's gradient checked against its input: same shape, same dtype. */
 static nv_status check_grad(const char *op, const nv__node *n, int i, nv_array **g,
                             const nv_array *input) {
+  nv__error *e = nv__node_known_error((*g)->node);
+  if (e && !nv__meta_known(*g)) {
+    /* A gradient that failed before it had a shape (out of memory while the rule built it)
+     * takes its input's: the error flows on in the gradients, not a shape mismatch. */
+    const nv__output *o = nv__out(input);
+    nv_array *f = nv__array_failed(e, o->dtype, o->shape, o->ndim);
+    nv_release(*g);
+    *g = f;
+    return NV_OK;
+  }
   if (!nv__tf_same_shape(*g, input)) {
     char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
     const nv__output *a = nv__out(*g), *b = nv__out(input);
@@ -361,6 +378,14 @@ static nv_status forward_node(const char *op, const nv__tape *t, size_t k, nv_ar
   if (s == NV_OK && any) s = r->jvp(n, a.in, a.out, in_tan, tan + base[k]);
   for (int o = 0; s == NV_OK && o < n->noutputs; o++) {
     nv_array **g = &tan[base[k] + (size_t)o];
+    nv__error *e = *g ? nv__node_known_error((*g)->node) : NULL;
+    if (e && !nv__meta_known(*g)) {
+      /* As check_grad: a tangent that failed before it had a shape takes its output's. */
+      const nv__output *m = nv__out(a.out[o]);
+      nv_array *f = nv__array_failed(e, m->dtype, m->shape, m->ndim);
+      nv_release(*g);
+      *g = f;
+    }
     if (*g && !nv__tf_same_shape(*g, a.out[o]))
       s = nv__set_error(NV_ERR_BACKEND, "%s: the jvp rule of %s gave a tangent of the wrong shape",
                         op, nv__prims[n->prim].name);

@@ -75,7 +75,14 @@ def ref_product(a, b, dt):
     ra = ref64(a.astype(np_dtype(dt)))
     rb = ref64(b.astype(np_dtype(dt)))
     with np.errstate(all="ignore"):
-        return ra @ rb, np.nan_to_num(np.abs(ra)) @ np.nan_to_num(np.abs(rb))
+        special = not (np.isfinite(ra).all() and np.isfinite(rb).all())
+        if special and ra.ndim >= 2 and rb.ndim >= 2 and not np.iscomplexobj(ra):
+            # Real NaN and inf follow IEEE arithmetic term by term, not NumPy's BLAS build
+            # (kernels differ by CPU in how they treat special values).
+            want = (ra[..., :, :, None] * rb[..., None, :, :]).sum(-2)
+        else:
+            want = ra @ rb
+        return want, np.nan_to_num(np.abs(ra)) @ np.nan_to_num(np.abs(rb))
 
 
 def read(nv, h):
