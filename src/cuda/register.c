@@ -6,9 +6,13 @@
 
 nv__gpu_kernel_fn nv__gpu_kernels[NV__PRIM_COUNT];
 
+void nv__gpu_register_copy(nv__gpu_kernel_fn *k);
+void nv__gpu_register_linalg(nv__gpu_kernel_fn *k);
+
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
-    NULL,
+    nv__gpu_register_copy,
+    nv__gpu_register_linalg,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
