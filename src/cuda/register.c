@@ -7,16 +7,22 @@
 nv__gpu_kernel_fn nv__gpu_kernels[NV__PRIM_COUNT];
 
 void nv__gpu_register_elementwise(nv__gpu_kernel_fn *k);
+void nv__gpu_register_reduce(nv__gpu_kernel_fn *k);
+void nv__gpu_register_copy(nv__gpu_kernel_fn *k);
+void nv__gpu_register_linalg(nv__gpu_kernel_fn *k);
 
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_elementwise,
+    nv__gpu_register_reduce,
+    nv__gpu_register_copy,
+    nv__gpu_register_linalg,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void register_all(void) {
   for (size_t i = 0; i < sizeof families / sizeof *families; i++)
-    if (families[i]) families[i](nv__gpu_kernels);
+    families[i](nv__gpu_kernels);
 }
 
 void nv__gpu_register(void) { pthread_once(&once, register_all); }
