@@ -46,7 +46,10 @@ hrx_status hrx__cuda_alloc(hrx_runtime *rt, hrx_memory memory, size_t bytes, hrx
   if (memory == HRX_MEMORY_DEVICE) {
     e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) return hrx__cuda_err(e, call);
+    /* The zero fill runs on the legacy stream, which hrx's non-blocking streams do not wait
+     * for: finish it before the buffer can be used by any recorded work. */
     e = cudaMemset(p, 0, bytes);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(0);
     if (e != cudaSuccess) {
       cudaFree(p);
       return hrx__cuda_err(e, call);

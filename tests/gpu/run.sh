@@ -12,7 +12,7 @@
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 set -u
-STAGES=${1:-"1 2 3 4 5"}
+STAGES=${1:-"2 5 1 4"}
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 ROOT=$(pwd)
@@ -41,47 +41,51 @@ if [ $rc != 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -2
 export NUVEC_LIB=$B/src/libnuvec.so PYTHONDONTWRITEBYTECODE=1
 summ() { python3 tools/test_summary.py "$1" "$2" 2>/dev/null | tail -1; }
 
-if [[ " $STAGES " == *" 1 "* ]]; then
+stage1() {
   t=$(date +%s)
   rm -rf $B/test-results && mkdir -p $B/test-results
-  (cd $B && NUVEC_DEFAULT_DEVICE=gpu NUVEC_TEST_THREAD_ITERS=200 timeout 300 ctest -j6 --timeout 280 \
+  (cd $B && NUVEC_DEFAULT_DEVICE=gpu NUVEC_LOG_FALLBACK=1 NUVEC_TEST_THREAD_ITERS=200 timeout ${SUITE_TIME:-200} ctest -j8 --timeout 190 \
      --output-on-failure --output-junit ctest-junit.xml -E "test_gpu_semantics" >"$OUT/suite.log" 2>&1)
   note "1. suite with default device gpu: $(summ $B/test-results $B/ctest-junit.xml) ($(( $(date +%s) - t )) s)"
   grep -E "^FAILED|Failed  |\*\*\*Failed|Timeout" "$OUT/suite.log" | head -40 | tee -a "$SUM"
-fi
+  note "   fallbacks during the suite, by primitive:"
+  grep -o "nuvec: [a-z_0-9]* ran on the CPU" "$OUT/suite.log" "$B"/Testing/Temporary/LastTest.log 2>/dev/null | awk '{print $2}' | sort | uniq -c | sort -rn | head -60 | tr '\n' ' ' | tee -a "$SUM"
+  echo | tee -a "$SUM"
+}
 
-if [[ " $STAGES " == *" 2 "* ]]; then
+stage2() {
   t=$(date +%s)
-  timeout 120 $B/tests/gpu/test_gpu_semantics --verbose >"$OUT/gpu_tests.log" 2>&1
+  timeout 60 $B/tests/gpu/test_gpu_semantics --verbose >"$OUT/gpu_tests.log" 2>&1
   note "2a. GPU semantics: rc=$? $(grep -E 'Synthesis' "$OUT/gpu_tests.log" | tail -1)"
   grep -E "\[FAIL\]|Assertion|signal" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
-  NUVEC_DEFAULT_DEVICE=gpu timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/gpu >>"$OUT/gpu_tests.log" 2>&1
+  NUVEC_DEFAULT_DEVICE=gpu timeout 100 python3 -m pytest -q -p no:cacheprovider tests/gpu >>"$OUT/gpu_tests.log" 2>&1
   note "2b. tests/gpu pytest: rc=$? $(tail -1 "$OUT/gpu_tests.log")"
   grep -E "^FAILED|Error" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
   note "   ($(( $(date +%s) - t )) s)"
-fi
+}
 
-if [[ " $STAGES " == *" 3 "* ]]; then
+stage3() {
   t=$(date +%s)
   NUVEC_DEFAULT_DEVICE=gpu NUVEC_LOG_FALLBACK=1 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/python \
     >"$OUT/fallback.log" 2>&1
   note "3. fallback census (pytest tests/python on gpu): $(grep -c 'ran on the CPU' "$OUT/fallback.log") CPU runs; by primitive:"
   grep -o "nuvec: [a-z_0-9]* ran on the CPU" "$OUT/fallback.log" | awk '{print $2}' | sort | uniq -c | sort -rn | head -60 | tr '\n' ' ' | tee -a "$SUM"
   echo | tee -a "$SUM"
-fi
+}
 
-if [[ " $STAGES " == *" 4 "* ]]; then
+stage4() {
   t=$(date +%s)
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  timeout 200 $CS --tool memcheck --error-exitcode 3 --report-api-errors no $B/tests/gpu/test_gpu_semantics --jobs 1 \
+  timeout 60 $CS --tool memcheck --error-exitcode 3 --report-api-errors no $B/tests/gpu/test_gpu_semantics --jobs 1 \
     >"$OUT/sanitizer.log" 2>&1
   note "4. compute-sanitizer memcheck test_gpu_semantics: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(( $(date +%s) - t )) s)"
-fi
+}
 
-if [[ " $STAGES " == *" 5 "* ]]; then
+stage5() {
   t=$(date +%s)
-  NUVEC_BUILD=$B timeout 240 bash bench/gpu/run.sh >"$OUT/bench.log" 2>&1
+  NUVEC_BUILD=$B timeout 150 bash bench/gpu/run.sh >"$OUT/bench.log" 2>&1
   note "5. bench: rc=$? ($(( $(date +%s) - t )) s)"
   sed -n '/^=== table/,$p' "$OUT/bench.log" | tee -a "$SUM"
-fi
+}
+for st in $STAGES; do stage$st; done
 note "total: $(( $(date +%s) - T0 )) s"
