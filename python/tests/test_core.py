@@ -1,6 +1,7 @@
 """The array type: construction, dtypes, properties, conversions, repr, NumPy interop without
 copies (checked by address), DLPack, pickling, devices, streams and memory functions."""
 import copy
+import os
 import pickle
 
 import ml_dtypes
@@ -154,7 +155,8 @@ def test_dlpack_zero_copy_both_ways(rng):
     assert_close(np.array(x), a)
     s = nv.from_dlpack(a[::2, ::-1])  # strided: a view of a's memory
     assert_close(np.array(s), a[::2, ::-1])
-    y = nv.arange(6, dtype=nv.int16).reshape(2, 3)
+    with nv.stream(nv.cpu):  # NumPy reads host memory: the array is made on the CPU
+        y = nv.arange(6, dtype=nv.int16).reshape(2, 3)
     assert y.__dlpack_device__() == (1, 0)
     b = np.from_dlpack(y)
     assert b.ctypes.data == np.asarray(y).ctypes.data
@@ -178,7 +180,8 @@ def test_set_default_stream_as_mlx():
         lib.set_default_stream(s)
         try:
             assert lib.default_stream(lib.cpu) == s
-            assert lib.default_device() == lib.Device(lib.cpu)
+            if lib is mx or not _gpu_default():
+                assert lib.default_device() == lib.Device(lib.cpu)
             assert (lib.ones((2,)) * 3).tolist() == [3.0, 3.0]
         finally:
             lib.set_default_stream(old)
@@ -190,7 +193,13 @@ def test_set_default_stream_as_mlx():
             nv.set_default_stream(nv.new_stream(nv.gpu))
 
 
+def _gpu_default():
+    return nv.is_available(nv.gpu) and os.environ.get("NUVEC_DEFAULT_DEVICE", "gpu") != "cpu"
+
+
 def test_devices_streams_and_memory():
+    if _gpu_default():
+        pytest.skip("the CPU-default rules; the GPU run covers its own default")
     assert repr(nv.cpu) == "DeviceType.cpu" and repr(nv.default_device()) == "Device(cpu, 0)"
     s = nv.default_stream(nv.cpu)
     assert repr(s) == "Stream(Device(cpu, 0), 0)" and s.device == nv.Device(nv.cpu)

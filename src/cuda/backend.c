@@ -378,6 +378,7 @@ nv_status nv__gpu_ctx_graph(nv__gpu_ctx *ctx) {
   if (ctx->g) return NV_OK;
   hrx_status hs = hrx_graph_create(ctx->dev->rt, &ctx->g);
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "recording GPU work");
+  nv__gpu_open_add(ctx->dev, ctx);
   ctx->nops = 0;
   ctx->hash = HASH_SEED;
   ctx->nids = 0;
@@ -444,6 +445,7 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   if (ctx->nops == 0) {
     hrx_graph_release(g);
     publish(ctx, ctx->last);
+    nv__gpu_open_remove(d, ctx);
     return;
   }
   nv__gpu_sweep(d, NV__GPU_INFLIGHT);
@@ -454,12 +456,19 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   } else {
     hrx_completion *c = NULL;
     hrx_status hs;
+    /* After this evaluation's previous submission and the in-flight writers of what it read
+     * (a failure of any of them cancels this one, E6). */
+    hrx_completion *deps[17];
+    size_t ndep = 0;
+    for (int k = -1; k < ctx->ndeps; k++) {
+      nv__gpu_sub *w = k < 0 ? ctx->last : ctx->deps[k];
+      if (!w) continue;
+      pthread_mutex_lock(&w->lock);
+      if (!w->done && w->c) deps[ndep++] = hrx_completion_retain(w->c);
+      pthread_mutex_unlock(&w->lock);
+    }
     for (int tries = 0;; tries++) {
-      nv__gpu_sub *last = ctx->last;
-      if (last) pthread_mutex_lock(&last->lock);
-      hrx_completion *dep = last && !last->done ? last->c : NULL;
-      hs = hrx_submit_after(p, dep ? &dep : NULL, dep ? 1u : 0u, &c);
-      if (last) pthread_mutex_unlock(&last->lock);
+      hs = hrx_submit_after(p, ndep ? deps : NULL, ndep, &c);
       if (hs != HRX_E_BUSY || tries > 10000) break;
       /* Capacity or run slots: wait for the oldest work in flight, then try again. */
       pthread_mutex_lock(&d->lock);
@@ -471,6 +480,7 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
         nv__gpu_sweep(d, 0);
       }
     }
+    for (size_t k = 0; k < ndep; k++) hrx_completion_release(deps[k]);
     hrx_prepared_release(p);
     if (hs != HRX_OK) st = nv__gpu_hrx_error(hs, "submitting GPU work");
     else if (!(s = nv__gpu_sub_new(c))) {
@@ -492,6 +502,9 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   nv__gpu_sub_release(ctx->last);
   ctx->last = s;
   ctx->nops = 0;
+  for (int k = 0; k < ctx->ndeps; k++) nv__gpu_sub_release(ctx->deps[k]);
+  ctx->ndeps = 0;
+  nv__gpu_open_remove(d, ctx);
 }
 
 static nv__gpu_ctx *ctx_get(nv__ectx *ectx, nv__gpu_dev *d);
@@ -571,6 +584,27 @@ static nv_status device_copy(nv__gpu_ctx *ctx, nv__buffer *b, nv__devcopy **out)
       pthread_mutex_lock(&dc->lock);
       while (dc->pending && dc->pending != ctx) pthread_cond_wait(&dc->cond, &dc->lock);
       nv_status st = NV_OK;
+      nv__gpu_sub *w = dc->pending == ctx ? NULL : dc->writer;
+      if (w && w != ctx->last) {
+        /* Written by another submission: its failure is ours (a failed one fails this read at
+         * once; one still in flight becomes a dependency of our submission). */
+        pthread_mutex_lock(&w->lock);
+        bool done = w->done;
+        if (done && w->status != NV_OK) st = nv__set_error(w->status, "%s", w->msg);
+        pthread_mutex_unlock(&w->lock);
+        if (!done) {
+          int k = 0;
+          while (k < ctx->ndeps && ctx->deps[k] != w) k++;
+          if (k == ctx->ndeps && ctx->ndeps < 16) {
+            atomic_fetch_add(&w->refs, 1);
+            ctx->deps[ctx->ndeps++] = w;
+          }
+        }
+      }
+      if (st != NV_OK) {
+        pthread_mutex_unlock(&dc->lock);
+        return st;
+      }
       if (!dc->dev_valid) {
         /* The host copy was written in place since: upload it again. */
         st = nv__gpu_record_upload(ctx, hrx_view_whole(dc->hb), b->ptr, b->nbytes);

@@ -81,6 +81,19 @@ typedef struct nv__gpu_dev {
   nv__gpu_sub **inflight;
   size_t ninflight, cinflight;
   hrx_buffer *dummy; /* a 16-byte placeholder view for empty arrays */
+  /* Recordings with an open graph (their generation when they opened), and device memory
+   * freed while some were open: an unsubmitted recording of another thread may still read or
+   * write it, and reuse is ordered only among submitted work, so it returns to the cache once
+   * every recording open at the free has been submitted. */
+  uint64_t gen;
+  struct nv__gpu_ctx **open;
+  size_t nopen, copen;
+  struct nv__gpu_deferred {
+    hrx_buffer *hb;
+    size_t cap;
+    uint64_t gen;
+  } *deferred;
+  size_t ndeferred, cdeferred;
 } nv__gpu_dev;
 
 /* The device `index`, started on first use; NULL with the thread's error set when it cannot. */
@@ -94,6 +107,10 @@ void nv__gpu_mem_free(nv__gpu_dev *d, hrx_buffer *hb, size_t cap);
  * (mapping it for writing succeeds), and its return to the pool. */
 nv_status nv__gpu_pinned_get(nv__gpu_dev *d, size_t bytes, nv__pinned *out);
 void nv__gpu_pinned_put(nv__gpu_dev *d, nv__pinned p);
+/* Opens / closes a recording's membership among the device's open recordings; closing
+ * returns the deferred memory no open recording can reach any more. */
+void nv__gpu_open_add(nv__gpu_dev *d, struct nv__gpu_ctx *ctx);
+void nv__gpu_open_remove(nv__gpu_dev *d, struct nv__gpu_ctx *ctx);
 /* Drops cached prepared graphs and free memory (an allocation failed). */
 void nv__gpu_trim(nv__gpu_dev *d);
 
@@ -122,6 +139,9 @@ typedef struct nv__gpu_ctx {
   hrx_buffer *ids[32]; /* buffers seen, for the structure hash's binding pattern */
   size_t nids;
   nv__gpu_sub *last; /* this evaluation's last submission on the device */
+  uint64_t open_gen;  /* the device generation when the open graph began */
+  nv__gpu_sub *deps[16]; /* other evaluations' in-flight writers of what it reads (E6c) */
+  int ndeps;
 } nv__gpu_ctx;
 
 /* The recordings of one evaluation (nv__ectx.gpu). */

@@ -678,10 +678,17 @@ __device__ __forceinline__ double radians_c(double x) { return x * (NV__EW_PI / 
 
 /* Unary ops of the float dtypes (float16/bfloat16/float32 compute in float, float64 in
  * double), by primitive. */
+/* Negation flips the sign bit, NaN included (PTX's neg leaves a NaN's sign unspecified; the
+ * CPU flips it). */
+__device__ __forceinline__ float neg_bits(float x) { return __uint_as_float(__float_as_uint(x) ^ 0x80000000u); }
+__device__ __forceinline__ double neg_bits(double x) {
+  return __longlong_as_double(__double_as_longlong(x) ^ (long long)0x8000000000000000ull);
+}
+
 template <class C>
 __device__ __forceinline__ C u_float(int op, C x, const nv__ew_extra &e) {
   switch (op) {
-    case NV__PRIM_NEGATIVE: return -x;
+    case NV__PRIM_NEGATIVE: return neg_bits(x);
     case NV__PRIM_ABS: return m_fabs(x);
     case NV__PRIM_EXP: return m_exp(x);
     case NV__PRIM_LOG: return m_log(x);

@@ -27,7 +27,60 @@ static int size_class(size_t n, size_t *cap) {
   return cls < NV__GPU_CLASSES ? cls : -1;
 }
 
+static void free_locked(nv__gpu_dev *d, hrx_buffer *hb, size_t cap);
+
+/* Deferred memory that no open recording can reach goes back to the cache (under d->lock). */
+static void release_deferred_locked(nv__gpu_dev *d) {
+  uint64_t min_open = UINT64_MAX;
+  for (size_t i = 0; i < d->nopen; i++)
+    if (d->open[i]->open_gen < min_open) min_open = d->open[i]->open_gen;
+  size_t w = 0;
+  for (size_t i = 0; i < d->ndeferred; i++) {
+    struct nv__gpu_deferred e = d->deferred[i];
+    if (e.gen < min_open) {
+      d->cached -= e.cap;
+      free_locked(d, e.hb, e.cap);
+    } else {
+      d->deferred[w++] = e;
+    }
+  }
+  d->ndeferred = w;
+}
+
+void nv__gpu_open_add(nv__gpu_dev *d, struct nv__gpu_ctx *ctx) {
+  pthread_mutex_lock(&d->lock);
+  ctx->open_gen = ++d->gen;
+  if (d->nopen == d->copen) {
+    size_t nc = d->copen ? d->copen * 2 : 16;
+    struct nv__gpu_ctx **p = realloc(d->open, nc * sizeof *p);
+    if (p) {
+      d->open = p;
+      d->copen = nc;
+    }
+  }
+  if (d->nopen < d->copen) d->open[d->nopen++] = ctx;
+  pthread_mutex_unlock(&d->lock);
+}
+
+void nv__gpu_open_remove(nv__gpu_dev *d, struct nv__gpu_ctx *ctx) {
+  pthread_mutex_lock(&d->lock);
+  for (size_t i = 0; i < d->nopen; i++)
+    if (d->open[i] == ctx) {
+      d->open[i] = d->open[--d->nopen];
+      break;
+    }
+  release_deferred_locked(d);
+  pthread_mutex_unlock(&d->lock);
+}
+
 static void trim_locked(nv__gpu_dev *d, size_t target) {
+  /* Deferred memory too: recorded work keeps its own reference, so dropping ours is safe. */
+  for (size_t i = 0; i < d->ndeferred && d->cached > target; i++) {
+    d->cached -= d->deferred[i].cap;
+    hrx_buffer_release(d->deferred[i].hb);
+    d->deferred[i] = d->deferred[--d->ndeferred];
+    i--;
+  }
   for (int c = NV__GPU_CLASSES - 1; c >= 0 && d->cached > target; c--) {
     while (d->free_n[c] && d->cached > target) {
       hrx_buffer *hb = d->free_list[c][--d->free_n[c]];
@@ -102,11 +155,11 @@ nv_status nv__gpu_mem_alloc(nv__gpu_dev *d, size_t bytes, hrx_buffer **out, size
   return NV_OK;
 }
 
-void nv__gpu_mem_free(nv__gpu_dev *d, hrx_buffer *hb, size_t cap) {
+/* Puts memory into its class's free list, or releases it past the cache limit (under d->lock;
+ * `cached` counts it when kept). */
+static void free_locked(nv__gpu_dev *d, hrx_buffer *hb, size_t cap) {
   size_t c2;
   int cls = size_class(cap, &c2);
-  pthread_mutex_lock(&d->lock);
-  d->active -= cap;
   if (cls >= 0 && c2 == cap && d->cached + cap <= d->cache_limit) {
     if (d->free_n[cls] == d->free_cap[cls]) {
       size_t nc = d->free_cap[cls] ? d->free_cap[cls] * 2 : 8;
@@ -119,11 +172,38 @@ void nv__gpu_mem_free(nv__gpu_dev *d, hrx_buffer *hb, size_t cap) {
     if (d->free_n[cls] < d->free_cap[cls]) {
       d->free_list[cls][d->free_n[cls]++] = hb;
       d->cached += cap;
-      hb = NULL;
+      return;
     }
   }
-  pthread_mutex_unlock(&d->lock);
   hrx_buffer_release(hb);
+}
+
+void nv__gpu_mem_free(nv__gpu_dev *d, hrx_buffer *hb, size_t cap) {
+  if (!hb) return;
+  pthread_mutex_lock(&d->lock);
+  d->active -= cap;
+  if (d->nopen) {
+    if (d->ndeferred == d->cdeferred) {
+      size_t nc = d->cdeferred ? d->cdeferred * 2 : 64;
+      struct nv__gpu_deferred *p = realloc(d->deferred, nc * sizeof *p);
+      if (p) {
+        d->deferred = p;
+        d->cdeferred = nc;
+      }
+    }
+    if (d->ndeferred < d->cdeferred) {
+      d->deferred[d->ndeferred++] = (struct nv__gpu_deferred){hb, cap, d->gen};
+      d->cached += cap;
+      pthread_mutex_unlock(&d->lock);
+      return;
+    }
+    /* No room to defer: dropping our reference is safe (recorded work holds its own). */
+    pthread_mutex_unlock(&d->lock);
+    hrx_buffer_release(hb);
+    return;
+  }
+  free_locked(d, hb, cap);
+  pthread_mutex_unlock(&d->lock);
 }
 
 nv_status nv__gpu_pinned_get(nv__gpu_dev *d, size_t bytes, nv__pinned *out) {

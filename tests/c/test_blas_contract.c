@@ -162,6 +162,7 @@ Test(blas_contract, addmm_zero_rules_large) { zero_rules(64, 40, 64); }
 
 /* The literal BLAS is the one nuvec calls (else the tests above prove nothing). */
 Test(blas_contract, the_literal_blas_is_used) {
+  nv_set_default_device(nv_cpu()); /* the CPU's own rules, also where a GPU is the default */
   long before = atomic_load(&literal_calls);
   unsigned seed = test_seed();
   double a[16], b[16], got[16];

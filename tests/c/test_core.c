@@ -352,6 +352,7 @@ Test(containers, vec_and_map) {
 /* ---- memory ---- */
 
 Test(memory, counters_cache_and_limit) {
+  nv_set_default_device(nv_cpu()); /* the CPU's own rules, also where a GPU is the default */
   nv_clear_cache();
   size_t active = nv_get_active_memory();
   nv_array *x = nv_zeros((int[]){1 << 20}, 1, NV_DTYPE_FLOAT32);
@@ -381,6 +382,7 @@ Test(memory, counters_cache_and_limit) {
 /* ---- devices, streams, errors ---- */
 
 Test(device, streams_and_an_unavailable_gpu) {
+  nv_set_default_device(nv_cpu()); /* the CPU's own rules, also where a GPU is the default */
   /* gpu:63: a GPU no machine here has. */
   char name[16];
   nv_device_name(nv_gpu(63), name, sizeof name);

@@ -154,6 +154,7 @@ Test(donation, elementwise_rule_dtype_and_shape) {
 /* The size rule on an evaluated, owned base: with the limit lowered below the base's size the
  * update is not written in place (so this test fails without the rule); restored, it is. */
 Test(donation, size_rule_on_an_owned_base) {
+  nv_set_default_device(nv_cpu()); /* the CPU's own rules, also where a GPU is the default */
   for (int lowered = 1; lowered >= 0; lowered--) {
     nv__test_set_donation_limit(lowered ? 8 : 0);
     int shape[1] = {8};

@@ -471,7 +471,7 @@ def test_safetensors_bfloat16_nuvec_written(nv, rng, tmp_path, maps):
 # ---- GGUF ----
 
 def test_gguf_package_to_nuvec(nv, rng, tmp_path, maps):
-    import gguf
+    gguf = pytest.importorskip("gguf")
     Q = gguf.GGMLQuantizationType
     p = str(tmp_path / "g.gguf")
     w = gguf.GGUFWriter(p, "llama")
@@ -532,7 +532,7 @@ def test_gguf_package_to_nuvec(nv, rng, tmp_path, maps):
 
 
 def test_nuvec_to_gguf_package(nv, rng, tmp_path, maps):
-    import gguf
+    gguf = pytest.importorskip("gguf")
     arrays = {dt: rand(rng, (3, 5), dt) for dt in
               ["float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64"]}
     arrays["vec"] = rand(rng, (7,), "float32")
@@ -573,7 +573,7 @@ def test_nuvec_to_gguf_package(nv, rng, tmp_path, maps):
 
 
 def test_gguf_custom_alignment(nv, rng, tmp_path, maps):
-    import gguf
+    gguf = pytest.importorskip("gguf")
     p = str(tmp_path / "a.gguf")
     w = gguf.GGUFWriter(p, "x")
     w.add_custom_alignment(64)
@@ -598,7 +598,7 @@ def test_gguf_custom_alignment(nv, rng, tmp_path, maps):
 
 def corpus(nv, rng, tmp_path, maps):
     from safetensors.numpy import save
-    import gguf
+    gguf = pytest.importorskip("gguf")
     b = io.BytesIO()
     np.save(b, rand(rng, (3, 4), "float32"))
     npy = b.getvalue()
@@ -623,7 +623,7 @@ def corpus(nv, rng, tmp_path, maps):
 def gguf_end(data, tmp_path):
     """Where the last tensor's data ends: GGUF files may end with alignment padding, which a
     reader does not need."""
-    import gguf
+    gguf = pytest.importorskip("gguf")
     p = tmp_path / "end.gguf"
     p.write_bytes(data)
     r = gguf.GGUFReader(str(p))

@@ -549,11 +549,15 @@ def test_scoped_composed_ops_do_not_leak(nv, rng):
     a = nv.array(rand(rng, (3, 4), "float32"))
     b = nv.array(rand(rng, (4, 3), "float32"))
     c = nv.array(rand(rng, (3,), "float32"))
-    before = lib.nv_get_active_memory()
-    for make in (lambda: lib.nv_tensordot(a, b, 1), lambda: lib.nv_inner(a, a),
-                 lambda: lib.nv_kron(a, b), lambda: lib.nv_outer(a, b),
-                 lambda: lib.nv_addmm(c, a, b, 1.0, 1.0), lambda: lib.nv_vecdot(a, a, 0)):
-        h = make()
-        assert lib.nv_eval1(h) == 0
-        lib.nv_release(h)
+    makers = (lambda: lib.nv_tensordot(a, b, 1), lambda: lib.nv_inner(a, a),
+              lambda: lib.nv_kron(a, b), lambda: lib.nv_outer(a, b),
+              lambda: lib.nv_addmm(c, a, b, 1.0, 1.0), lambda: lib.nv_vecdot(a, a, 0))
+    # One round first: on a GPU the inputs' device copies stay cached with them (counted).
+    for rounds in range(2):
+        if rounds == 1:
+            before = lib.nv_get_active_memory()
+        for make in makers:
+            h = make()
+            assert lib.nv_eval1(h) == 0
+            lib.nv_release(h)
     assert lib.nv_get_active_memory() == before
