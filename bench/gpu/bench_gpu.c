@@ -20,6 +20,18 @@ static nv_array *rand_on_gpu(const int *shape, int ndim, nv_dtype dtype) {
   return g;
 }
 
+void nv__gpu_graph_stats(long *prepared, long *updated);
+long nv__gpu_stat_allocs(void);
+
+/* After each case: graphs prepared / reused and device allocations since the last call. */
+static void diag(const char *name) {
+  static long p0, u0, a0;
+  long p, u, a = nv__gpu_stat_allocs();
+  nv__gpu_graph_stats(&p, &u);
+  printf("DIAG %s prepared=%ld reused=%ld device_allocs=%ld\n", name, p - p0, u - u0, a - a0);
+  p0 = p, u0 = u, a0 = a;
+}
+
 static void sync_gpu(void) { nv_stream_synchronize(nv_default_stream(nv_gpu(0))); }
 
 static void check(nv_status s, const char *what) {
@@ -142,7 +154,9 @@ int main(int argc, char **argv) {
     int shape[1] = {1 << 28};
     args x = {rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32),
               rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), 0, 0};
+    diag("inputs");
     bench_run("fma_2^28_f32", run_fma, &x, 3, 20);
+    diag("fma");
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
   }
   if (WANT("softmax_bf16_32768x4096")) {
@@ -159,6 +173,7 @@ int main(int argc, char **argv) {
     for (int a = 0; a < 3; a++) {
       x.axis = a;
       bench_run(names[a], run_sum, &x, 3, 20);
+      diag(names[a]);
     }
     nv_release(x.a);
   }
@@ -180,7 +195,9 @@ int main(int argc, char **argv) {
     int shape[1] = {16};
     args x = {rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32),
               rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), 0, 1000};
+    diag("inputs");
     bench_run("tiny_1000_ops", run_tiny, &x, 5, 30);
+    diag("tiny");
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
   }
   if (WANT("mlp_train")) {
@@ -206,7 +223,9 @@ int main(int argc, char **argv) {
     m.vg = nv_value_and_grad(f, argn, 2 * MLP_LAYERS);
     nv_adam_options ao = nv_adamw_defaults(1e-4);
     check(nv_optimizer_adamw(&ao, &m.opt), "adamw");
+    diag("inputs");
     bench_run("mlp_train_4x4096_bf16", run_mlp, &m, 3, 10);
+    diag("mlp");
     nv_optimizer_free(m.opt);
     nv_map_free(m.params);
     nv_release(m.x), nv_release(m.y);

@@ -13,6 +13,7 @@ NUVEC_DEFAULT_DEVICE=cpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_
 sed 's/BENCH charlm_step/BENCH charlm_step_gpu/' /tmp/charlm_gpu.txt >> /tmp/bench_nuvec.txt
 sed 's/BENCH charlm_step/BENCH charlm_step_gpu/' /tmp/charlm_cpu.txt | sed 's/charlm_step_gpu/charlm_step_gpu:cpu/' >> /tmp/bench_torch.txt
 cat /tmp/bench_nuvec.txt /tmp/bench_torch.txt
+grep DIAG /tmp/bench_nuvec.txt
 python3 - <<'PY'
 import re
 def load(p):

@@ -925,6 +925,8 @@ void nv__gpu_graph_stats(long *prepared, long *updated) {
   (void)stat_replayed;
 }
 
+long nv__gpu_stat_allocs(void) { return atomic_load(&nv__gpu_stat_device_allocs); }
+
 /* Arms hrx's fault injection on GPU `index`: the next region to start fails (kind 0), or the
  * whole runtime does (kind 1). Test hook. */
 nv_status nv__gpu_test_inject_fault(int index, int kind) {

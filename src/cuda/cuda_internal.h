@@ -96,6 +96,9 @@ typedef struct nv__gpu_dev {
   size_t ndeferred, cdeferred;
 } nv__gpu_dev;
 
+/* Device allocations made (cache misses), for the benchmarks' diagnostics. */
+extern atomic_long nv__gpu_stat_device_allocs;
+
 /* The device `index`, started on first use; NULL with the thread's error set when it cannot. */
 nv__gpu_dev *nv__gpu_dev_get(int index);
 

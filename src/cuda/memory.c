@@ -131,6 +131,7 @@ nv_status nv__gpu_mem_alloc(nv__gpu_dev *d, size_t bytes, hrx_buffer **out, size
                          d->index, bytes, active, limit);
   }
   d->active += cap; /* reserved while the allocation runs outside the lock */
+  atomic_fetch_add(&nv__gpu_stat_device_allocs, 1);
   pthread_mutex_unlock(&d->lock);
   hrx_buffer *hb = NULL;
   hrx_status hs = hrx_buffer_create(d->rt, HRX_MEMORY_DEVICE, cap, &hb);
@@ -253,6 +254,7 @@ void nv__gpu_pinned_put(nv__gpu_dev *d, nv__pinned p) {
 
 /* ---- device copies ---- */
 
+atomic_long nv__gpu_stat_device_allocs;
 static atomic_int hooks_set;
 
 nv__devcopy *nv__devcopy_new(nv__gpu_dev *d, size_t bytes) {

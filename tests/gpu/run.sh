@@ -85,6 +85,7 @@ stage5() {
   t=$(date +%s)
   NUVEC_BUILD=$B timeout 150 bash bench/gpu/run.sh >"$OUT/bench.log" 2>&1
   note "5. bench: rc=$? ($(( $(date +%s) - t )) s)"
+  grep -E "^DIAG|rc=" "$OUT/bench.log" | tee -a "$SUM"
   sed -n '/^=== table/,$p' "$OUT/bench.log" | tee -a "$SUM"
 }
 for st in $STAGES; do stage$st; done
