@@ -6,8 +6,11 @@
 
 nv__gpu_kernel_fn nv__gpu_kernels[NV__PRIM_COUNT];
 
+void nv__gpu_register_reduce(nv__gpu_kernel_fn *k);
+
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
+    nv__gpu_register_reduce,
     NULL,
 };
 
