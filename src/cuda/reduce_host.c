@@ -171,7 +171,8 @@ static nv_status engine(nv__gpu_ctx *ctx, int f, nv__red_params *p, hrx_view in,
     func = v > 1 ? k.colv : k.col;
   }
   p->nsplit = (int32_t)nsplit;
-  if (nsplit == 1) return dispatch(ctx, func, gx, gy, bx, by, views, access, 3, p, sizeof *p, false);
+  if (nsplit == 1)
+    return dispatch(ctx, func, gx, gy, bx, by, views, access, 3, p, sizeof *p, false);
 
   hrx_view part;
   nv_status st = scratch(ctx, nsplit * p->nout * (int64_t)k.acc_size, &part);
@@ -288,7 +289,9 @@ static nv_status k_reduce(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   switch (node->prim) {
     case NV__PRIM_PROD:
       p->op = NV__RO_PROD;
-      f = is_float(dt) ? NV__RF_REAL1 + w : dt == NV_DTYPE_COMPLEX64 ? NV__RF_COMPLEX : NV__RF_INT1 + w;
+      f = is_float(dt)                 ? NV__RF_REAL1 + w
+          : dt == NV_DTYPE_COMPLEX64 ? NV__RF_COMPLEX
+                                     : NV__RF_INT1 + w;
       break;
     case NV__PRIM_MAX:
     case NV__PRIM_MIN:

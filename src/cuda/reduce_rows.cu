@@ -1,10 +1,11 @@
 /* softmax and logsumexp over contiguous float rows, and the general softmax's normalization
- * (reduce.h). One group of threads per row: a row of at most group * (64 bytes' elements) is
- * loaded once into registers (16-byte loads where the rows are aligned), each thread's maximum
- * and sum of exponentials combined over the group in one reduction of (max, sum) pairs, and
- * softmax's row written from the registers: one read, one write.
- * Longer rows keep an online maximum and sum per thread (logsumexp's only pass; softmax then
- * reads the row again to write it). float16/bfloat16 compute in float32, float64 in float64.
+ * (reduce.h). One group of threads per row (blocks loop over rows): a row of at most group *
+ * (64 bytes' elements) is loaded once into registers (16-byte loads where the rows are
+ * aligned), its maximum and then its sum of exponentials reduced over the group, and
+ * softmax's row written from the registers (the exponentials computed again): one read, one
+ * write. Longer rows (rows_long) keep an online maximum and sum per thread (logsumexp's only
+ * pass; softmax then reads the row again to write it). float16/bfloat16 compute in float32
+ * (sums of exponentials in float64 across threads), float64 in float64.
  * As the CPU's kernels (src/cpu/reduce_softmax.c): a row whose maximum is NaN or infinite is
  * all NaN (softmax) or that maximum (logsumexp); -inf elements give 0. */
 #include "cuda/reduce_common.cuh"
@@ -14,8 +15,8 @@ namespace {
 
 typedef nv__rows_fast_params RP;
 
-/* Blocks of 512 threads the register kernel fits on a multiprocessor at least (its register
- * budget). */
+/* Blocks of 512 threads the register kernel fits on a multiprocessor at least: its register
+ * budget (2: 64 registers, no spills; measured on the H200 as fast as 1). */
 #ifndef NV__ROWS_MIN_BLOCKS
 #define NV__ROWS_MIN_BLOCKS 2
 #endif
@@ -60,33 +61,13 @@ struct Add {
   __device__ __forceinline__ double operator()(double a, double b) const { return a + b; }
 };
 
-/* A row's maximum m and sum s of exp(x - m), combined from parts: each part's sum rescaled
- * to the larger maximum (an empty part, s = 0, adds nothing; a NaN or infinite maximum makes
- * the row bad, whatever s becomes). */
-template <class T>
-struct MS {
-  typedef typename Work<T>::W W;
-  W m;
-  float pad;
-  double s;
-};
-template <class T>
-struct MSComb {
-  __device__ __forceinline__ MS<T> operator()(MS<T> a, MS<T> b) const {
-    MS<T> r;
-    r.m = MaxNan()(a.m, b.m);
-    r.pad = 0;
-    r.s = (a.s == 0 ? 0.0 : a.s * (double)Work<T>::e(a.m - r.m)) +
-          (b.s == 0 ? 0.0 : b.s * (double)Work<T>::e(b.m - r.m));
-    return r;
-  }
-};
-
-/* Elements a thread of the row kernels holds: 16 (8 float64), one to four 16-byte loads. */
+/* Elements a thread of the row kernels holds: four 16-byte loads' worth, so that few threads
+ * share a row (the reductions over the group cost little beside the elements' work) and many
+ * rows are in flight on each multiprocessor. */
 template <class T>
 struct Held {
   static constexpr int VW = 16 / sizeof(T); /* elements of one 16-byte load */
-  static constexpr int VPT = sizeof(T) == 8 ? 8 : 16;
+  static constexpr int VPT = 4 * VW;
 };
 
 template <class T, bool SOFTMAX>
@@ -94,7 +75,8 @@ __global__ void __launch_bounds__(512, NV__ROWS_MIN_BLOCKS)
     rows_fast(const void *in_, void *out_, const void *, const __grid_constant__ RP p) {
   typedef typename Work<T>::W W;
   constexpr int VW = Held<T>::VW, VPT = Held<T>::VPT, NV = VPT / VW;
-  __shared__ MS<T> sm[32];
+  __shared__ W smw[32];
+  __shared__ double smd[32];
   const int G = p.group;
   const int rpb = blockDim.x / G, g = threadIdx.x / G, lane = threadIdx.x & (G - 1);
   const T *in = (const T *)in_ + p.in_off;
@@ -113,8 +95,7 @@ __global__ void __launch_bounds__(512, NV__ROWS_MIN_BLOCKS)
     W m;
     double s;
     /* The row in registers, in its own dtype: element k * G + lane (vec: 16-byte piece
-     * k * G + lane) of each thread's VPT. The maximum and sum of exponentials of a
-     * thread's elements, then of the row's in one reduction of (m, s) pairs. */
+     * k * G + lane) of each thread's VPT. */
     T raw[VPT];
     const int ni = valid ? (int)n : 0; /* at most 1024 * VPT: int indices */
     auto held = [&](int k) {             /* whether raw[k] is an element of the row */
@@ -134,22 +115,18 @@ __global__ void __launch_bounds__(512, NV__ROWS_MIN_BLOCKS)
       for (int k = 0; k < VPT; k++)
         if (k * G + lane < ni) raw[k] = ld(x + k * G + lane);
     }
+    /* The row's maximum, then its sum of exp(x - max): two reductions of one value. */
     W mt = NEG;
 #pragma unroll
     for (int k = 0; k < VPT; k++)
       if (held(k)) mt = MaxNan()(mt, to_float(raw[k]));
+    m = group_reduce(mt, G, MaxNan(), smw);
     W t = 0;
-    if (mt != NEG) /* else nothing but -inf or padding: exponentials 0 */
+    if (isfinite(m))
 #pragma unroll
       for (int k = 0; k < VPT; k++)
-        if (held(k)) t += Work<T>::e(to_float(raw[k]) - mt);
-    MS<T> ms;
-    ms.m = mt;
-    ms.pad = 0;
-    ms.s = (double)t;
-    ms = group_reduce(ms, G, MSComb<T>(), sm);
-    m = ms.m;
-    s = ms.s;
+        if (held(k)) t += Work<T>::e(to_float(raw[k]) - m);
+    s = group_reduce((double)t, G, Add(), smd);
     if (SOFTMAX) {
       if (!valid) continue;
       const bool bad = !isfinite(m);
