@@ -33,7 +33,7 @@ t=$(date +%s)
 cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_WERROR=OFF \
   -DCMAKE_LIBRARY_PATH="$D/lib" -DCMAKE_INCLUDE_PATH="$D/include" -DCBLAS_INCLUDE_DIR="$D/include" \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" \
-  >"$OUT/build.log" 2>&1 && timeout 400 cmake --build $B -j16 >>"$OUT/build.log" 2>&1
+  >"$OUT/build.log" 2>&1 && timeout 400 cmake --build $B -j16 ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUT/build.log" 2>&1
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - t )) s"
 if [ $rc != 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; fi
@@ -79,6 +79,17 @@ stage4() {
   timeout 60 $CS --tool memcheck --error-exitcode 3 --report-api-errors no $B/tests/gpu/test_gpu_semantics --jobs 1 \
     >"$OUT/sanitizer.log" 2>&1
   note "4. compute-sanitizer memcheck test_gpu_semantics: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(( $(date +%s) - t )) s)"
+}
+
+stage6() {
+  t=$(date +%s)
+  for x in test_threads test_threads_transforms; do
+    NUVEC_DEFAULT_DEVICE=gpu NUVEC_TEST_THREAD_ITERS=300 timeout 60 $B/tests/c/$x >"$OUT/threads.log" 2>&1
+    note "6. $x on the GPU: rc=$? $(tail -1 "$OUT/threads.log")"
+  done
+  NUVEC_DEFAULT_DEVICE=gpu timeout 100 python3 -m pytest -q -p no:cacheprovider tests/python >>"$OUT/gpu_tests.log" 2>&1
+  note "6b. tests/python on the GPU: rc=$? $(tail -1 "$OUT/gpu_tests.log") ($(( $(date +%s) - t )) s)"
+  grep -E "^FAILED" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
 }
 
 stage5() {
