@@ -29,12 +29,10 @@ D = C.c_double
 B = C.c_bool
 
 
-class Device(C.Structure):
-    _fields_ = [("type", C.c_int), ("index", C.c_int)]
+from nvc import Device  # noqa: E402  (one ctypes class for every module)
 
 
-class Stream(C.Structure):
-    _fields_ = [("index", C.c_int), ("device", Device)]
+from nvc import Stream  # noqa: E402
 
 
 sig("nv_cpu", Device)

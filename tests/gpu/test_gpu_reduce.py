@@ -33,8 +33,7 @@ IP = C.POINTER(C.c_int)
 LP = C.POINTER(C.c_int64)
 
 
-class Device(C.Structure):
-    _fields_ = [("type", C.c_int), ("index", C.c_int)]
+from nvc import Device  # noqa: E402  (one ctypes class for every module)
 
 
 sig("nv_gpu", Device, C.c_int)

@@ -52,6 +52,15 @@ def nv_name(dtype):
     return dtype.name
 
 
+class Device(C.Structure):
+    """nv_device, shared by every test module (ctypes compares argument classes)."""
+    _fields_ = [("type", C.c_int), ("index", C.c_int)]
+
+
+class Stream(C.Structure):
+    _fields_ = [("index", C.c_int), ("device", Device)]
+
+
 def sig(name, restype, *argtypes):
     f = getattr(lib, name)
     f.restype = restype
