@@ -326,8 +326,9 @@ void nv__gpu_graphs_clear(nv__gpu_dev *d) {
 static atomic_long stat_prepared, stat_updated, stat_replayed;
 
 /* A prepared graph for the builder `g` (consumed on success): a cached one of the same
- * structure updated in place (or replayed unchanged), else a new one (cached when there is
- * room). Returns a new reference. */
+ * structure updated in place (or replayed unchanged), else a new one. The caller holds it
+ * exclusively (taken out of the cache, so another thread cannot update it before this one has
+ * submitted it) and gives it back with graph_put after submitting. */
 static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_t nops,
                               hrx_prepared **out) {
   size_t b = hash % NV__GPU_GRAPH_BUCKETS;
@@ -336,26 +337,49 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
   while (e && (e->hash != hash || e->nops != nops)) e = e->next;
   hrx_prepared *cand[NV__GPU_PREPARED_PER_KEY];
   int ncand = 0;
-  if (e)
-    for (int k = 0; k < e->n; k++) cand[ncand++] = hrx_prepared_retain(e->p[k]);
+  if (e) {
+    for (int k = 0; k < e->n; k++) cand[ncand++] = e->p[k]; /* the cache's references */
+    e->n = 0;
+  }
   pthread_mutex_unlock(&d->lock);
-  for (int k = 0; k < ncand; k++) {
+  hrx_prepared *found = NULL;
+  int used = -1;
+  for (int k = 0; k < ncand && !found; k++) {
     hrx_update_mode mode;
-    hrx_status hs = hrx_prepared_update(cand[k], g, 0, &mode);
-    if (hs == HRX_OK) {
-      for (int j = k + 1; j < ncand; j++) hrx_prepared_release(cand[j]);
+    if (hrx_prepared_update(cand[k], g, 0, &mode) == HRX_OK) {
       atomic_fetch_add(mode == HRX_UPDATE_IN_PLACE ? &stat_updated : &stat_prepared, 1);
-      *out = cand[k];
-      return NV_OK;
+      found = cand[k];
+      used = k;
     }
-    hrx_prepared_release(cand[k]);
+  }
+  /* The others go back (a quarantined or busy one stays usable for later or is dropped). */
+  pthread_mutex_lock(&d->lock);
+  e = d->graphs[b];
+  while (e && (e->hash != hash || e->nops != nops)) e = e->next;
+  for (int k = 0; k < ncand; k++) {
+    if (k == used) continue;
+    if (e && e->n < NV__GPU_PREPARED_PER_KEY && !hrx_prepared_quarantined(cand[k]))
+      e->p[e->n++] = cand[k];
+    else hrx_prepared_release(cand[k]);
+  }
+  pthread_mutex_unlock(&d->lock);
+  if (found) {
+    *out = found;
+    return NV_OK;
   }
   hrx_prepared *p = NULL;
   hrx_status hs = hrx_graph_prepare(g, &p);
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "preparing GPU work");
   atomic_fetch_add(&stat_prepared, 1);
+  *out = p;
+  return NV_OK;
+}
+
+/* Gives a prepared graph (the caller's reference) back to the cache after its submission. */
+static void graph_put(nv__gpu_dev *d, uint64_t hash, size_t nops, hrx_prepared *p) {
+  size_t b = hash % NV__GPU_GRAPH_BUCKETS;
   pthread_mutex_lock(&d->lock);
-  e = d->graphs[b];
+  nv__gpu_gentry *e = d->graphs[b];
   while (e && (e->hash != hash || e->nops != nops)) e = e->next;
   if (!e && d->ngraphs < 4096 && (e = calloc(1, sizeof *e))) {
     e->hash = hash;
@@ -364,10 +388,12 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
     d->graphs[b] = e;
     d->ngraphs++;
   }
-  if (e && e->n < NV__GPU_PREPARED_PER_KEY) e->p[e->n++] = hrx_prepared_retain(p);
+  if (e && e->n < NV__GPU_PREPARED_PER_KEY && !hrx_prepared_quarantined(p)) {
+    e->p[e->n++] = p;
+    p = NULL;
+  }
   pthread_mutex_unlock(&d->lock);
-  *out = p;
-  return NV_OK;
+  hrx_prepared_release(p);
 }
 
 /* ---- recordings ---- */
@@ -481,7 +507,7 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
       }
     }
     for (size_t k = 0; k < ndep; k++) hrx_completion_release(deps[k]);
-    hrx_prepared_release(p);
+    graph_put(d, ctx->hash, ctx->nops, p);
     if (hs != HRX_OK) st = nv__gpu_hrx_error(hs, "submitting GPU work");
     else if (!(s = nv__gpu_sub_new(c))) {
       hrx_completion_wait(c, HRX_WAIT_FOREVER);
