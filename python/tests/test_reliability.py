@@ -309,3 +309,47 @@ def test_a_failed_conversion_never_leaves_system_error():
 def test_unpickle_rejects_a_shape_whose_size_overflows():
     with pytest.raises(ValueError, match="does not match"):
         nv._core._unpickle(b"\0" * 4, (2**31 - 1,) * 3, "float32")
+
+
+# ---- DLPack tensors with hostile shapes and strides ----
+
+
+def dlpack_capsule(keep, buf, shape, strides):
+    """An unversioned DLPack capsule over `buf` (float32) with the shape and strides given."""
+    import ctypes
+
+    class Device(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int32), ("id", ctypes.c_int32)]
+
+    class Dtype(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class Tensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", Device), ("ndim", ctypes.c_int32),
+                    ("dtype", Dtype), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+    class Managed(ctypes.Structure):
+        _fields_ = [("t", Tensor), ("ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    sh = (ctypes.c_int64 * len(shape))(*shape)
+    st = (ctypes.c_int64 * len(strides))(*strides)
+    m = Managed(Tensor(ctypes.cast(buf, ctypes.c_void_p), Device(1, 0), len(shape), Dtype(2, 32, 1),
+                       sh, st, 0), None, None)
+    keep.append((sh, st, m))
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(m), b"dltensor", None)
+
+
+@pytest.mark.parametrize("shape, strides", [((3,), (-(2**62),)), ((2, 2), (2**62, 2**62)),
+                                            ((-3,), (1,)), ((2,), (2**40,))])
+def test_from_dlpack_rejects_strides_that_reach_too_far(shape, strides):
+    import ctypes
+
+    keep, buf = [], (ctypes.c_float * 4)()
+    with pytest.raises(ValueError, match="from_dlpack|as_strided|negative dimension"):
+        nv.from_dlpack(dlpack_capsule(keep, buf, shape, strides)).sum().item()
+    buf[1] = 5.0
+    assert nv.from_dlpack(dlpack_capsule(keep, buf, (2,), (1,))).tolist() == [0.0, 5.0]
