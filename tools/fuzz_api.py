@@ -14,6 +14,11 @@ A reproducer runs from the repository root as
     PYTHONPATH=build/python:tools python3 -c "from fuzz_api import *; <line>"
 (`from fuzz_api import *` brings the adversarial objects and mx, np and operator.)
 
+Under AddressSanitizer: build the module with -fsanitize=address,undefined into another
+directory, then run with LD_PRELOAD naming libasan.so and libubsan.so,
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 and
+`--as-limit 0 --build <that directory>` (ASan reserves more address space than RLIMIT_AS allows).
+
 Every call is one line of Python built from expression strings (the values below), so a line
 is its own reproducer. The children run in a scratch directory (save/load write there), with
 NUVEC_MEMORY_LIMIT and an address-space limit (RLIMIT_AS) so that no call takes more than a
@@ -462,7 +467,8 @@ def one_line(e):
 
 def limit_child(as_bytes):
     def f():
-        resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
+        if as_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.setsid()
     return f
@@ -540,11 +546,13 @@ def main():
     ap.add_argument("--batch", type=int, default=400, help="calls per child process")
     ap.add_argument("--call-timeout", type=float, default=30, help="seconds one call may take")
     ap.add_argument("--memory", type=int, default=2, help="NUVEC_MEMORY_LIMIT in GiB")
-    ap.add_argument("--as-limit", type=int, default=4, help="RLIMIT_AS of a child in GiB")
+    ap.add_argument("--as-limit", type=int, default=4,
+                    help="RLIMIT_AS of a child in GiB (0: none, for a build under ASan)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory")
     ap.add_argument("--names", action="store_true",
                     help="also list (one per kind) exceptions whose message does not name the function")
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)  # the children run elsewhere
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"fuzz_api: seed {seed}, {args.time:g} s, {args.batch} calls per child "
           f"(reproduce: tools/fuzz_api.py --seed {seed} --time {args.time:g})", flush=True)
