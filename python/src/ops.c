@@ -284,7 +284,8 @@ static PyObject *sig_as_strided(call *c) {
     PyObject *t = nvpy_items(c->argv[2], NVPY_MAXDIM, label, "a sequence of ints");
     if (!t) return NULL;
     int rc = PyTuple_GET_SIZE(t) == nd ? 0 : -1;
-    if (rc < 0) PyErr_Format(PyExc_ValueError, "%s: %zd strides for %d dimensions", label, PyTuple_GET_SIZE(t), nd);
+    if (rc < 0)
+      PyErr_Format(PyExc_ValueError, "%s: %zd strides for %d dimensions", label, PyTuple_GET_SIZE(t), nd);
     for (int i = 0; rc == 0 && i < nd; i++) rc = nvpy_int64_arg(PyTuple_GET_ITEM(t, i), &strides[i], label);
     Py_DECREF(t);
     if (rc < 0) return NULL;

@@ -786,9 +786,12 @@ static int push_axis(int a, int **ax, size_t *n, size_t *cap) {
   return 0;
 }
 
-static int expand_rec(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what);
+/* The axis of each array leaf of `tree` from the prefix `spec` (an int or None for the whole
+ * subtree, else a list/tuple/dict matching it), appended to `*ax` (a PyMem array). */
+static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap,
+                       const char *what);
 
-/* expand_rec over matching lists or tuples, read through snapshots. */
+/* expand_axes over matching lists or tuples, read through snapshots. */
 static int expand_seq(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
   PyObject *ts = PySequence_Tuple(spec), *tt = ts ? PySequence_Tuple(tree) : NULL;
   int rc = tt ? 0 : -1;
@@ -798,7 +801,7 @@ static int expand_seq(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_
     rc = -1;
   }
   for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(ts); i++)
-    rc = expand_rec(PyTuple_GET_ITEM(ts, i), PyTuple_GET_ITEM(tt, i), ax, n, cap, what);
+    rc = expand_axes(PyTuple_GET_ITEM(ts, i), PyTuple_GET_ITEM(tt, i), ax, n, cap, what);
   Py_XDECREF(ts);
   Py_XDECREF(tt);
   return rc;
@@ -815,7 +818,7 @@ static int expand_dict(PyObject *spec, PyObject *tree, int **ax, size_t *n, size
     if (!sub && !PyErr_Occurred())
       PyErr_Format(PyExc_ValueError, "%s: the axes dict has no key %R of the argument", what, k);
     Py_XINCREF(sub);
-    rc = sub ? expand_rec(sub, val, ax, n, cap, what) : -1;
+    rc = sub ? expand_axes(sub, val, ax, n, cap, what) : -1;
     Py_XDECREF(sub);
     Py_DECREF(k);
     Py_DECREF(val);
@@ -823,7 +826,7 @@ static int expand_dict(PyObject *spec, PyObject *tree, int **ax, size_t *n, size
   return rc;
 }
 
-static int expand_rec(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
+static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
   if (!is_node(spec)) { /* an axis (or None) for the whole subtree */
     int a;
     if (axis_value(spec, &a, what) < 0) return -1;
@@ -845,12 +848,6 @@ static int expand_rec(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_
   int rc = seqs ? expand_seq(spec, tree, ax, n, cap, what) : expand_dict(spec, tree, ax, n, cap, what);
   Py_LeaveRecursiveCall();
   return rc;
-}
-
-/* The axis of each array leaf of `tree` from the prefix `spec` (an int or None for the whole
- * subtree, else a list/tuple/dict matching it), appended to `*ax` (a PyMem array). */
-static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
-  return expand_rec(spec, tree, ax, n, cap, what);
 }
 
 /* Moves each output's batch axis (0) to its out axis (None takes one slice). 0, or -1 with an
@@ -919,7 +916,8 @@ static PyObject *vmap_call(nvpy_function *self, PyObject *args, PyObject *kw) {
   nv_closure *c = inputs ? make_closure(self->fn, args, kw, traced, "vmap", &pf) : NULL;
   PyMem_Free(traced);
   /* A single out axis goes to the C transform; a sequence is applied per output afterwards. */
-  if (c && !seq_out && axis_value(self->out_axes, &out1, "vmap: out_axes") < 0) c = (nv_closure_release(c), NULL);
+  if (c && !seq_out && axis_value(self->out_axes, &out1, "vmap: out_axes") < 0)
+    c = (nv_closure_release(c), NULL);
   nv_closure *vm = c ? nv_vmap(c, in_ax, nin, &out1, 1) : NULL;
   PyMem_Free(in_ax);
   nv_vec *out = vm ? nv_vec_new() : NULL;
