@@ -6,6 +6,7 @@
 #   make tsan    the threading tests under ThreadSanitizer
 #   make bench   the benchmarks beside their peers
 #   make fuzz    the file loaders under libFuzzer (clang, ASan+UBSan), FUZZ_TIME s each
+#   make fuzz-api  the Python API with adversarial arguments, FUZZ_TIME s (FUZZ_SEED=n repeats)
 #   make install install headers, libraries, nuvec.pc and the CMake package (PREFIX=...)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -13,7 +14,7 @@ PREFIX ?= /usr/local
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test test-full run asan tsan bench fuzz install clean
+.PHONY: all setup configure build test test-full run asan tsan bench fuzz fuzz-api install clean
 
 all: build
 
@@ -90,6 +91,13 @@ fuzz: setup
 	    || { tail -50 build-fuzz/fuzz_$$f.log; exit 1; }; \
 	  grep -E "^Done|stat::number_of_executed_units" build-fuzz/fuzz_$$f.log; \
 	done
+
+# The Python API fuzzer (tools/fuzz_api.py): every public callable of nuvec, nuvec.random, the
+# array's methods, operators, indexing and the transforms called with adversarial arguments,
+# in child processes under a memory limit; a crash, SystemError, non-Exception or hang fails,
+# printed with its reproducer. Seeded: the seed is printed, FUZZ_SEED repeats a run.
+fuzz-api: build
+	python3 tools/fuzz_api.py --time $(FUZZ_TIME) --build $(abspath $(BUILD)) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

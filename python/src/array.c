@@ -47,10 +47,10 @@ static PyObject *array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"val", "dtype", NULL};
   PyObject *val, *dto = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:array", kwlist, &val, &dto)) return NULL;
-  int dt = nvpy_dtype_arg(dto, true);
+  int dt = nvpy_dtype_arg(dto, true, "array: dtype");
   if (dt == -2) return NULL;
   nv_array *x = nvpy_to_array(val, dt);
-  if (!x) return NULL;
+  if (!x) return nvpy_error_prefix("array: val");
   return nvpy_wrap(x);
 }
 
@@ -146,9 +146,9 @@ static PyObject *m_astype(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"dtype", "stream", NULL};
   PyObject *dto, *stream = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:astype", kwlist, &dto, &stream)) return NULL;
-  int dt = nvpy_dtype_arg(dto, false);
+  int dt = nvpy_dtype_arg(dto, false, "astype: dtype");
   if (dt < 0) return NULL;
-  int entered = nvpy_stream_enter(stream);
+  int entered = nvpy_stream_enter(stream, "astype: stream");
   if (entered < 0) return NULL;
   nv_array *r = nv_astype(NVPY_A(self), (nv_dtype)dt);
   if (entered) nv_stream_exit();
@@ -170,10 +170,10 @@ static PyObject *m_reshape(PyObject *self, PyObject *args, PyObject *kw) {
   PyObject *stream = kw ? PyDict_GetItemString(kw, "stream") : NULL;
   PyObject *shape_o = varargs_list(args);
   int shape[NVPY_MAXDIM];
-  int nd = nvpy_shape_arg(shape_o, shape, "reshape");
+  int nd = nvpy_shape_arg(shape_o, shape, "reshape: shape");
   Py_DECREF(shape_o);
   if (nd < 0) return NULL;
-  int entered = nvpy_stream_enter(stream);
+  int entered = nvpy_stream_enter(stream, "reshape: stream");
   if (entered < 0) return NULL;
   nv_array *r = nv_reshape(NVPY_A(self), shape, nd);
   if (entered) nv_stream_exit();
@@ -185,11 +185,11 @@ static PyObject *m_transpose(PyObject *self, PyObject *args, PyObject *kw) {
   int axes[NVPY_MAXDIM], n = -2;
   if (PyTuple_GET_SIZE(args) > 0) {
     PyObject *o = varargs_list(args);
-    n = nvpy_axes_arg(o, axes, "transpose");
+    n = nvpy_axes_arg(o, axes, "transpose: axes");
     Py_DECREF(o);
     if (n == -1) return NULL;
   }
-  int entered = nvpy_stream_enter(stream);
+  int entered = nvpy_stream_enter(stream, "transpose: stream");
   if (entered < 0) return NULL;
   nv_array *r = nv_transpose(NVPY_A(self), n == -2 ? NULL : axes, n == -2 ? 0 : n);
   if (entered) nv_stream_exit();
@@ -266,13 +266,15 @@ static PyObject *py_unpickle(PyObject *mod, PyObject *args) {
   if (!PyArg_ParseTuple(args, "y*Os:_unpickle", &data, &shape_o, &name)) return NULL;
   int shape[NVPY_MAXDIM];
   nv_dtype dt;
-  int nd = nvpy_shape_arg(shape_o, shape, "_unpickle");
+  int nd = nvpy_shape_arg(shape_o, shape, "_unpickle: shape");
   PyObject *r = NULL;
   if (nd >= 0 && nv_dtype_from_name(name, &dt) != NV_OK) nvpy_raise_last(NV_ERR_INVALID_ARGUMENT);
   else if (nd >= 0) {
-    int64_t size = 1;
-    for (int i = 0; i < nd; i++) size *= shape[i];
-    if ((size_t)data.len != (size_t)size * nv_dtype_size(dt))
+    size_t size = nv_dtype_size(dt);
+    bool overflow = false;
+    for (int i = 0; i < nd; i++)
+      overflow |= shape[i] < 0 || __builtin_mul_overflow(size, (size_t)shape[i], &size);
+    if (overflow || (size_t)data.len != size)
       nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "_unpickle: the data does not match the shape");
     else r = nvpy_wrap(nv_array_from_data(data.buf, shape, nd, dt));
   }
@@ -291,6 +293,10 @@ static PyObject *m_deepcopy(PyObject *self, PyObject *memo) {
 }
 
 static PyObject *m_format(PyObject *self, PyObject *spec) {
+  if (!PyUnicode_Check(spec)) {
+    PyErr_Format(PyExc_TypeError, "__format__: format_spec must be a str, got %s", Py_TYPE(spec)->tp_name);
+    return NULL;
+  }
   if (nv_array_size(NVPY_A(self)) == 1 && nv_array_ndim(NVPY_A(self)) == 0) {
     PyObject *item = nvpy_item(NVPY_A(self));
     if (!item) return NULL;

@@ -60,17 +60,23 @@ static int scan(PyObject *o, int depth, scan_state *s) {
       s->depth_set = depth + 1;
     }
     if (n == 0) return leaf_at(s, depth + 1);
-    PyObject **items = PySequence_Fast_ITEMS(o);
-    for (Py_ssize_t i = 0; i < n; i++)
-      if (scan(items[i], depth + 1, s) < 0) return -1;
+    /* An item's __array__ (below) may change the lists: each item is read again and held. */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
+      PyObject *item = PySequence_Fast_GET_ITEM(o, i);
+      Py_INCREF(item);
+      int rc = scan(item, depth + 1, s);
+      Py_DECREF(item);
+      if (rc < 0) return -1;
+    }
     return 0;
   }
-  if (NVPY_IS_ARRAY(o) || PyObject_CheckBuffer(o) || PyObject_HasAttrString(o, "__array__")) {
-    if (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o)) goto scalar;
+  /* Scalars first: they run no Python code, so a scan that found only scalars saw the lists
+   * as fill() will. Arrays, buffers and objects with __array__ are stacked instead. */
+  bool scalar = PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o);
+  if (!scalar && (NVPY_IS_ARRAY(o) || PyObject_CheckBuffer(o) || PyObject_HasAttrString(o, "__array__"))) {
     s->nested_arrays = true;
     return 0;
   }
-scalar:
   if (leaf_at(s, depth) < 0) return -1;
   if (PyBool_Check(o)) return 0;
   if (PyLong_Check(o)) {
@@ -117,10 +123,12 @@ static void fill(PyObject *o, int kind, char **dst) {
     *dst += sizeof(double);
     break;
   default: {
-    Py_complex c = PyComplex_AsCComplex(o);
+    /* Not PyComplex_AsCComplex for the real leaves: it would call their __complex__. */
     nv_complex64 *z = (nv_complex64 *)*dst;
-    z->re = (float)c.real;
-    z->im = (float)c.imag;
+    z->re = (float)(PyComplex_Check(o) ? PyComplex_RealAsDouble(o)
+                    : PyFloat_Check(o) ? PyFloat_AS_DOUBLE(o)
+                                       : (double)PyLong_AsLongLong(o));
+    z->im = PyComplex_Check(o) ? (float)PyComplex_ImagAsDouble(o) : 0.0f;
     *dst += sizeof(nv_complex64);
   }
   }
@@ -134,27 +142,34 @@ static nv_array *cast_to(nv_array *x, int dtype) {
   return y;
 }
 
-/* Arrays given inside a list are stacked, as MLX's array([array, array]). */
+/* Arrays given inside a list are stacked, as MLX's array([array, array]). The items are read
+ * from a snapshot: converting one may run its __array__, which could change the list. */
 static nv_array *stack_items(PyObject *o, int dtype) {
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-  PyObject **items = PySequence_Fast_ITEMS(o);
+  PyObject *t = PySequence_Tuple(o);
+  if (!t) return NULL;
+  Py_ssize_t n = PyTuple_GET_SIZE(t);
   nv_array **xs = PyMem_Calloc(n ? n : 1, sizeof *xs);
-  if (!xs) return (nv_array *)PyErr_NoMemory();
+  if (!xs) {
+    Py_DECREF(t);
+    return (nv_array *)PyErr_NoMemory();
+  }
   nv_array *r = NULL;
   Py_ssize_t i;
   for (i = 0; i < n; i++) {
-    xs[i] = nvpy_to_array(items[i], -1);
+    xs[i] = nvpy_to_array(PyTuple_GET_ITEM(t, i), -1);
     if (!xs[i]) goto done;
   }
   r = nv_stack((const nv_array *const *)xs, (int)n, 0);
-  if (nv_array_status(r) != NV_OK) {
-    nvpy_raise_last(nv_array_status(r));
+  if (!r) PyErr_NoMemory();
+  else if (nv_array_status(r) != NV_OK) {
+    nvpy_raise_status(nv_array_status(r), nv_array_error(r));
     nv_release(r);
     r = NULL;
   }
 done:
   for (Py_ssize_t j = 0; j < n; j++) nv_release(xs[j]);
   PyMem_Free(xs);
+  Py_DECREF(t);
   return cast_to(r, dtype);
 }
 
@@ -230,22 +245,34 @@ static nv_array *from_buffer(PyObject *o, int dtype, int as_dtype) {
   if (PyObject_GetBuffer(o, &view, PyBUF_RECORDS_RO) < 0) return NULL;
   nv_array *x = NULL;
   bool swap = false;
-  int dt = as_dtype >= 0 ? as_dtype : format_dtype(view.format ? view.format : "B", view.itemsize, &swap);
+  const char *format = view.format ? view.format : "B";
+  int dt = as_dtype >= 0 ? as_dtype : format_dtype(format, view.itemsize, &swap);
   int shape[NVPY_MAXDIM];
   if (dt < 0) {
-    PyErr_Format(PyExc_ValueError, "array: unsupported buffer format '%s'", view.format);
+    PyErr_Format(PyExc_ValueError, "array: unsupported buffer format '%s'", format);
     goto done;
   }
   if (view.ndim > NVPY_MAXDIM) {
     PyErr_SetString(PyExc_ValueError, "array: too many dimensions");
     goto done;
   }
+  /* The data read is the shape's elements of the dtype's size: the buffer must hold them. */
+  size_t want = dt == NV_DTYPE_COUNT ? 16 : nv_dtype_size((nv_dtype)dt);
+  if ((size_t)view.itemsize != want) {
+    PyErr_Format(PyExc_ValueError, "array: buffer format '%s' with item size %zd", format, view.itemsize);
+    goto done;
+  }
   for (int i = 0; i < view.ndim; i++) {
-    if (view.shape[i] > INT32_MAX) {
+    if (view.shape[i] > INT32_MAX || view.shape[i] < 0) {
       PyErr_SetString(PyExc_ValueError, "array: a dimension is larger than 2^31 - 1");
       goto done;
     }
     shape[i] = (int)view.shape[i];
+    want *= (size_t)shape[i];
+  }
+  if (want != (size_t)view.len) {
+    PyErr_SetString(PyExc_ValueError, "array: the buffer's length does not match its shape");
+    goto done;
   }
   char *buf = PyMem_Malloc(view.len ? (size_t)view.len : 1);
   if (!buf) {
@@ -329,11 +356,9 @@ static nv_array *from_scalar(PyObject *o) {
   return nv_array_complex((float)c.real, (float)c.imag);
 }
 
-nv_array *nvpy_to_array(PyObject *o, int dtype) {
+static nv_array *convert(PyObject *o, int dtype) {
   nv_array *x;
-  if (NVPY_IS_ARRAY(o)) {
-    x = nv_retain(NVPY_A(o));
-  } else if (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o)) {
+  if (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o)) {
     x = from_scalar(o);
     if (!x) return NULL;
   } else if (is_seq(o)) {
@@ -362,6 +387,24 @@ nv_array *nvpy_to_array(PyObject *o, int dtype) {
     return NULL;
   }
   return cast_to(x, dtype);
+}
+
+nv_array *nvpy_to_array(PyObject *o, int dtype) {
+  if (NVPY_IS_ARRAY(o) && (dtype < 0 || nv_array_dtype(NVPY_A(o)) == (nv_dtype)dtype))
+    return nv_retain(NVPY_A(o));
+  /* Lists holding arrays and __array__ results convert recursively: an object whose
+   * __array__ returns itself ends in RecursionError, not in a C stack overflow. */
+  if (Py_EnterRecursiveCall(" while converting to a nuvec array")) return NULL;
+  nv_array *x = NVPY_IS_ARRAY(o) ? cast_to(nv_retain(NVPY_A(o)), dtype) : convert(o, dtype);
+  Py_LeaveRecursiveCall();
+  if (!x) return PyErr_Occurred() ? NULL : (nv_array *)PyErr_NoMemory();
+  nv_status st = nv_array_status(x);
+  if (st != NV_OK) {
+    nvpy_raise_status(st, nv_array_error(x));
+    nv_release(x);
+    return NULL;
+  }
+  return x;
 }
 
 /* Whether a Python int fits in `dt` (an integer dtype). */
@@ -427,17 +470,44 @@ int nvpy_eval(nv_array *const *xs, size_t n) {
 /* ---- Shapes, axes, lists ---- */
 
 static int int_from(PyObject *o, int *out, const char *what) {
-  long v = PyLong_AsLong(o);
-  if (v == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
+  if (!PyLong_Check(o) && !PyIndex_Check(o)) {
     PyErr_Format(PyExc_TypeError, "%s: expected an int, got %s", what, Py_TYPE(o)->tp_name);
     return -1;
   }
-  if (v < INT32_MIN || v > INT32_MAX) {
-    PyErr_Format(PyExc_ValueError, "%s: %ld is out of the range of int32", what, v);
+  /* __index__ may raise: its exception is kept, with `what` in front of the message. */
+  PyObject *i = PyNumber_Index(o);
+  if (!i) {
+    nvpy_error_prefix(what);
     return -1;
   }
+  int overflow;
+  long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+  if (overflow || v < INT32_MIN || v > INT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s: %R is out of the range of int32", what, i);
+    Py_DECREF(i);
+    return -1;
+  }
+  Py_DECREF(i);
   *out = (int)v;
+  return 0;
+}
+
+int nvpy_int64_arg(PyObject *o, int64_t *out, const char *what) {
+  if (!PyLong_Check(o) && !PyIndex_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected an int, got %s", what, Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  PyObject *i = PyNumber_Index(o);
+  if (!i) {
+    nvpy_error_prefix(what);
+    return -1;
+  }
+  int overflow;
+  long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+  if (overflow) PyErr_Format(PyExc_ValueError, "%s: %R is out of the range of int64", what, i);
+  Py_DECREF(i);
+  if (overflow) return -1;
+  *out = v;
   return 0;
 }
 
@@ -449,25 +519,47 @@ int nvpy_int_arg(PyObject *o, int none_value, int *out, const char *what) {
   return int_from(o, out, what);
 }
 
+static PyObject *too_many(const char *what, Py_ssize_t max) {
+  return PyErr_Format(PyExc_ValueError, "%s: more than %zd values", what, max);
+}
+
+PyObject *nvpy_items(PyObject *o, Py_ssize_t max, const char *what, const char *expected) {
+  if (!PySequence_Check(o) && !Py_TYPE(o)->tp_iter) {
+    PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s", what, expected, Py_TYPE(o)->tp_name);
+    return NULL;
+  }
+  if (max < 0 || PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+    PyObject *t = PySequence_Tuple(o);
+    if (!t) return nvpy_error_prefix(what);
+    if (max >= 0 && PyTuple_GET_SIZE(t) > max) {
+      Py_DECREF(t);
+      return too_many(what, max);
+    }
+    return t;
+  }
+  PyObject *it = PyObject_GetIter(o), *l = it ? PyList_New(0) : NULL, *x;
+  while (l && (x = PyIter_Next(it))) {
+    if (PyList_GET_SIZE(l) == max) too_many(what, max);
+    else PyList_Append(l, x);
+    Py_DECREF(x);
+    if (PyErr_Occurred()) Py_CLEAR(l);
+  }
+  Py_XDECREF(it);
+  if (l && PyErr_Occurred()) Py_CLEAR(l);
+  if (!l) return nvpy_error_prefix(what);
+  Py_SETREF(l, PyList_AsTuple(l));
+  return l;
+}
+
 static int int_list(PyObject *o, int *out, const char *what) {
   if (PyLong_Check(o) || PyIndex_Check(o)) {
     return int_from(o, out, what) < 0 ? -1 : 1;
   }
-  PyObject *f = PySequence_Fast(o, "");
-  if (!f) {
-    PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s: expected an int or a sequence of ints, got %s", what,
-                 Py_TYPE(o)->tp_name);
-    return -1;
-  }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
-  if (n > NVPY_MAXDIM) {
-    Py_DECREF(f);
-    PyErr_Format(PyExc_ValueError, "%s: more than %d values", what, NVPY_MAXDIM);
-    return -1;
-  }
+  PyObject *f = nvpy_items(o, NVPY_MAXDIM, what, "an int or a sequence of ints");
+  if (!f) return -1;
+  Py_ssize_t n = PyTuple_GET_SIZE(f);
   for (Py_ssize_t i = 0; i < n; i++)
-    if (int_from(PySequence_Fast_GET_ITEM(f, i), &out[i], what) < 0) {
+    if (int_from(PyTuple_GET_ITEM(f, i), &out[i], what) < 0) {
       Py_DECREF(f);
       return -1;
     }
@@ -484,25 +576,21 @@ int nvpy_axes_arg(PyObject *o, int *axes, const char *what) {
 
 nv_vec *nvpy_vec_arg(PyObject *seq, const char *what) {
   if (NVPY_IS_ARRAY(seq)) {
-    PyErr_Format(PyExc_TypeError, "%s: expected a list of arrays", what);
+    PyErr_Format(PyExc_TypeError, "%s: expected a list of arrays, got an array", what);
     return NULL;
   }
-  PyObject *f = PySequence_Fast(seq, "");
-  if (!f) {
-    PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s: expected a list of arrays, got %s", what,
-                 Py_TYPE(seq)->tp_name);
-    return NULL;
-  }
+  PyObject *f = nvpy_items(seq, -1, what, "a list of arrays");
+  if (!f) return NULL;
   nv_vec *v = nv_vec_new();
   if (!v) {
     Py_DECREF(f);
     return (nv_vec *)PyErr_NoMemory();
   }
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(f); i++) {
-    nv_array *x = nvpy_to_array(PySequence_Fast_GET_ITEM(f, i), -1);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f); i++) {
+    nv_array *x = nvpy_to_array(PyTuple_GET_ITEM(f, i), -1);
     if (!x || nv_vec_push(v, x) != NV_OK) {
       if (x) PyErr_NoMemory();
+      else nvpy_error_prefix(what);
       nv_release(x);
       nv_vec_free(v);
       Py_DECREF(f);

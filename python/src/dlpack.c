@@ -120,22 +120,26 @@ static PyObject *from_capsule(PyObject *cap) {
     if (dl_types[i].code == t->dtype.code && dl_types[i].bits == t->dtype.bits && t->dtype.lanes == 1) dt = i;
   if (dt < 0 && t->dtype.code == DL_UINT && t->dtype.bits == 8) dt = NV_DTYPE_UINT8;
   if (dt < 0) return nvpy_raise_status(NV_ERR_UNSUPPORTED, "from_dlpack: unsupported dtype");
-  if (t->ndim > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "from_dlpack: too many dimensions");
+  if (t->ndim < 0 || t->ndim > NVPY_MAXDIM)
+    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "from_dlpack: too many dimensions");
   int shape[NVPY_MAXDIM];
   int64_t strides[NVPY_MAXDIM], lo = 0, hi = 0, size = 1;
   bool row = true;
   int64_t expect = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
-    if (t->shape[i] > INT32_MAX) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "from_dlpack: a dimension is too large");
+    if (t->shape[i] < 0 || t->shape[i] > INT32_MAX)
+      return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "from_dlpack: a dimension is negative or too large");
     shape[i] = (int)t->shape[i];
     strides[i] = t->strides ? t->strides[i] : expect;
     if (shape[i] != 1 && strides[i] != expect) row = false;
     expect *= shape[i];
     size *= shape[i];
-    if (shape[i] > 0) {
-      if (strides[i] < 0) lo += strides[i] * (shape[i] - 1);
-      else hi += strides[i] * (shape[i] - 1);
-    }
+    /* The span the strides reach, checked: a producer's strides are not trusted. */
+    int64_t reach;
+    bool overflow = __builtin_mul_overflow(strides[i], (int64_t)(shape[i] > 0 ? shape[i] - 1 : 0), &reach);
+    overflow = overflow || __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
+    if (overflow || hi >= INT32_MAX || lo <= -INT32_MAX || hi - lo >= INT32_MAX)
+      return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "from_dlpack: the strides reach too far");
   }
   char *data = (char *)t->data + t->byte_offset;
   size_t w = nv_dtype_size((nv_dtype)dt);

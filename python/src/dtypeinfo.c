@@ -29,10 +29,10 @@ static void info_dealloc(PyObject *self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-static int info_dtype_arg(PyObject *args, const char *what) {
+static int info_dtype_arg(PyObject *args, const char *format, const char *what) {
   PyObject *o;
-  if (!PyArg_ParseTuple(args, what, &o)) return -1;
-  int dt = nvpy_dtype_arg(o, false);
+  if (!PyArg_ParseTuple(args, format, &o)) return -1;
+  int dt = nvpy_dtype_arg(o, false, what);
   return dt < 0 ? -1 : dt;
 }
 
@@ -41,7 +41,7 @@ static PyObject *finfo_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_TypeError, "finfo() takes no keyword arguments");
     return NULL;
   }
-  int dt = info_dtype_arg(args, "O:finfo");
+  int dt = info_dtype_arg(args, "O:finfo", "finfo: dtype");
   if (dt < 0) return NULL;
   /* The largest finite value, the gap above 1, the smallest positive normal, and the bits. */
   double max, eps, tiny;
@@ -76,7 +76,7 @@ static PyObject *iinfo_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_TypeError, "iinfo() takes no keyword arguments");
     return NULL;
   }
-  int dt = info_dtype_arg(args, "O:iinfo");
+  int dt = info_dtype_arg(args, "O:iinfo", "iinfo: dtype");
   if (dt < 0) return NULL;
   if (!nv_issubdtype((nv_dtype)dt, NV_CATEGORY_INTEGER)) {
     PyErr_Format(PyExc_ValueError, "[iinfo] Only integer types supported but %s was provided",
@@ -191,7 +191,7 @@ static PyObject *py_can_cast(PyObject *m, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"from_", "to", NULL};
   PyObject *from, *to;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:can_cast", kwlist, &from, &to)) return NULL;
-  int a = dtype_of(from, "can_cast"), b = a < 0 ? -2 : nvpy_dtype_arg(to, false);
+  int a = dtype_of(from, "can_cast"), b = a < 0 ? -2 : nvpy_dtype_arg(to, false, "can_cast: to");
   if (a < 0 || b < 0) return NULL;
   return PyBool_FromLong((int)nv_promote_types((nv_dtype)a, (nv_dtype)b) == b);
 }

@@ -85,16 +85,21 @@ static int parse_key(PyObject *key, const int *shape, int nd, key_t_ *k) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(o, &start, &stop, &step) < 0) goto out;
       Py_ssize_t len = PySlice_AdjustIndices(shape[axis], &start, &stop, step);
+      /* A step longer than the axis takes the start element alone, as a step of the axis'
+       * length does: the same slice, with a step that fits nv_slice's int. */
+      Py_ssize_t longest = shape[axis] > 0 ? shape[axis] : 1;
+      if (step > longest) step = longest;
+      else if (step < -longest) step = -longest;
       *e = (entry){E_SLICE, (int)start, (int)stop, (int)step, (int)len, false, NULL, axis++};
       k->n++;
       continue;
     }
     if (PyLong_Check(o) && !PyBool_Check(o)) {
-      long v = PyLong_AsLong(o);
-      if (v == -1 && PyErr_Occurred()) goto out;
-      long dim = shape[axis];
-      if (v < -dim || v >= dim) {
-        PyErr_Format(PyExc_IndexError, "index %ld is out of bounds for axis %d with size %ld", v,
+      int overflow;
+      long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      long long dim = shape[axis];
+      if (overflow || v < -dim || v >= dim) {
+        PyErr_Format(PyExc_IndexError, "index %R is out of bounds for axis %d with size %lld", o,
                      axis, dim);
         goto out;
       }
@@ -173,6 +178,9 @@ static bool adv_adjacent(const key_t_ *k, int *first) {
 /* Gathers the advanced entries of `src` (already sliced): the result has the broadcast index
  * shape where NumPy puts it and the other axes in order, without the key's None axes. */
 static nv_array *gather_adv(const key_t_ *k, nv_array *src, int *ni_out) {
+  *ni_out = 0;
+  /* A failed slice has no shape to read: its error is the result's. */
+  if (nv_array_status(src) != NV_OK) return nv_retain(src);
   nv_array *idx[NVPY_MAXDIM];
   int axes[NVPY_MAXDIM], sizes[NVPY_MAXDIM], nidx = 0, nd = k->nd;
   const int *shape = nv_array_shape(src);

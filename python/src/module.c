@@ -1,5 +1,7 @@
 /* nuvec's CPython extension: the module, errors, dtypes and their categories, devices,
  * streams and the memory functions, with mlx.core's names and reprs. */
+#include <string.h>
+
 #include "nvpy.h"
 
 /* ---- Errors ---- */
@@ -20,6 +22,47 @@ PyObject *nvpy_raise_status(nv_status status, const char *msg) {
 
 PyObject *nvpy_raise_last(nv_status status) { return nvpy_raise_status(status, nv_last_error()); }
 
+static bool names_one(const char *msg, const char *label) {
+  size_t n = strlen(label);
+  if (!strncmp(msg, label, n) && strchr(": (", msg[n])) return true;
+  return msg[0] == '[' && !strncmp(msg + 1, label, n) && msg[n + 1] == ']';
+}
+
+/* A submodule's function also counts as named by its own name ("random.uniform": "uniform"). */
+bool nvpy_names(const char *msg, const char *label) {
+  const char *dot = strrchr(label, '.');
+  return names_one(msg, label) || (dot && names_one(msg, dot + 1));
+}
+
+PyObject *nvpy_error_prefix(const char *label) {
+  if (!PyErr_Occurred()) {
+    PyErr_Format(PyExc_RuntimeError, "%s: failed without reporting an error", label);
+    return NULL;
+  }
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  if (t == PyExc_TypeError || t == PyExc_ValueError || t == PyExc_OverflowError ||
+      t == PyExc_IndexError) {
+    PyObject *s = PyObject_Str(v);
+    const char *m = s ? PyUnicode_AsUTF8(s) : NULL;
+    PyObject *text = m && !nvpy_names(m, label) ? PyUnicode_FromFormat("%s: %s", label, m) : NULL;
+    PyObject *e = text ? PyObject_CallFunctionObjArgs(t, text, NULL) : NULL;
+    if (e) {
+      PyObject *cause = PyException_GetCause(v);
+      if (tb) PyException_SetTraceback(e, tb);
+      if (cause) PyException_SetCause(e, cause);
+      PyException_SetContext(e, PyException_GetContext(v));
+      Py_SETREF(v, e);
+    }
+    Py_XDECREF(text);
+    Py_XDECREF(s);
+    PyErr_Clear();
+  }
+  PyErr_Restore(t, v, tb);
+  return NULL;
+}
+
 /* ---- Dtypes ---- */
 
 PyObject *nvpy_dtypes[NV_DTYPE_COUNT];
@@ -30,10 +73,10 @@ PyObject *nvpy_dtype_obj(nv_dtype dt) {
   return nvpy_dtypes[dt];
 }
 
-int nvpy_dtype_arg(PyObject *o, bool allow_none) {
+int nvpy_dtype_arg(PyObject *o, bool allow_none, const char *what) {
   if (o == NULL || (o == Py_None && allow_none)) return -1;
   if (PyObject_TypeCheck(o, &nvpy_dtype_type)) return (int)((nvpy_dtype *)o)->dt;
-  PyErr_Format(PyExc_TypeError, "expected a nuvec Dtype, got %s", Py_TYPE(o)->tp_name);
+  PyErr_Format(PyExc_TypeError, "%s: expected a nuvec Dtype, got %s", what, Py_TYPE(o)->tp_name);
   return -2;
 }
 
@@ -170,7 +213,7 @@ static PyObject *stream_from(nv_stream s) {
 }
 
 /* A device from a Device or a DeviceType; 0 or -1 with a TypeError. */
-static int device_arg(PyObject *o, nv_device *d) {
+static int device_arg(PyObject *o, nv_device *d, const char *what) {
   if (PyObject_TypeCheck(o, &nvpy_device_type)) {
     *d = ((nvpy_device *)o)->d;
     return 0;
@@ -180,7 +223,7 @@ static int device_arg(PyObject *o, nv_device *d) {
     *d = t == NV_DEVICE_GPU ? nv_gpu(0) : nv_cpu();
     return 0;
   }
-  PyErr_Format(PyExc_TypeError, "expected a Device or DeviceType, got %s", Py_TYPE(o)->tp_name);
+  PyErr_Format(PyExc_TypeError, "%s: expected a Device or DeviceType, got %s", what, Py_TYPE(o)->tp_name);
   return -1;
 }
 
@@ -191,7 +234,7 @@ static PyObject *device_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
   int index = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|i:Device", kwlist, &nvpy_devtype_type, &type,
                                    &index))
-    return NULL;
+    return nvpy_error_prefix("Device");
   if (index < 0) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "Device: negative index");
   nv_device d = ((nvpy_enum *)type)->value == NV_DEVICE_GPU ? nv_gpu(index) : nv_cpu();
   d.index = index;
@@ -253,7 +296,7 @@ static PyObject *stream_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
   PyObject *dev;
   nv_device d;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O:Stream", kwlist, &dev)) return NULL;
-  if (device_arg(dev, &d) < 0) return NULL;
+  if (device_arg(dev, &d, "Stream: device") < 0) return NULL;
   return stream_from(nv_new_stream(d));
 }
 
@@ -314,21 +357,21 @@ PyTypeObject nvpy_stream_type = {
 };
 
 /* The stream a `stream=` argument names. */
-static int stream_arg(PyObject *o, nv_stream *s) {
+static int stream_arg(PyObject *o, nv_stream *s, const char *what) {
   if (PyObject_TypeCheck(o, &nvpy_stream_type)) {
     *s = ((nvpy_stream *)o)->s;
     return 0;
   }
   nv_device d;
-  if (device_arg(o, &d) < 0) return -1;
+  if (device_arg(o, &d, what) < 0) return -1;
   *s = nv_default_stream(d);
   return 0;
 }
 
-int nvpy_stream_enter(PyObject *o) {
+int nvpy_stream_enter(PyObject *o, const char *what) {
   if (o == NULL || o == Py_None) return 0;
   nv_stream s;
-  if (stream_arg(o, &s) < 0) return -1;
+  if (stream_arg(o, &s, what) < 0) return -1;
   nv_status st = nv_stream_enter(s);
   if (st != NV_OK) {
     nvpy_raise_last(st);
@@ -346,7 +389,7 @@ static PyObject *py_default_device(PyObject *self, PyObject *unused) {
 static PyObject *py_set_default_device(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
-  if (device_arg(arg, &d) < 0) return NULL;
+  if (device_arg(arg, &d, "set_default_device: device") < 0) return NULL;
   if (!nv_device_is_available(d))
     return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT,
                              "[set_default_device] the device is not available in this build");
@@ -358,7 +401,7 @@ static PyObject *py_set_default_device(PyObject *self, PyObject *arg) {
 static PyObject *py_default_stream(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
-  if (device_arg(arg, &d) < 0) return NULL;
+  if (device_arg(arg, &d, "default_stream: device") < 0) return NULL;
   return stream_from(nv_default_stream(d));
 }
 
@@ -380,7 +423,7 @@ static PyObject *py_set_default_stream(PyObject *self, PyObject *arg) {
 static PyObject *py_new_stream(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
-  if (device_arg(arg, &d) < 0) return NULL;
+  if (device_arg(arg, &d, "new_stream: device") < 0) return NULL;
   return stream_from(nv_new_stream(d));
 }
 
@@ -388,7 +431,7 @@ static PyObject *py_new_stream(PyObject *self, PyObject *arg) {
 static PyObject *py_stream(PyObject *self, PyObject *arg) {
   (void)self;
   nv_stream s;
-  if (stream_arg(arg, &s) < 0) return NULL;
+  if (stream_arg(arg, &s, "stream: s") < 0) return NULL;
   return stream_from(s);
 }
 
@@ -397,7 +440,7 @@ static PyObject *py_synchronize(PyObject *self, PyObject *args) {
   PyObject *o = Py_None;
   if (!PyArg_ParseTuple(args, "|O:synchronize", &o)) return NULL;
   nv_stream s = nv_current_stream();
-  if (o != Py_None && stream_arg(o, &s) < 0) return NULL;
+  if (o != Py_None && stream_arg(o, &s, "synchronize: stream") < 0) return NULL;
   nv_status st;
   Py_BEGIN_ALLOW_THREADS st = nv_stream_synchronize(s);
   Py_END_ALLOW_THREADS if (st != NV_OK) return nvpy_raise_last(st);
@@ -420,7 +463,7 @@ static PyObject *py_device_count(PyObject *self, PyObject *arg) {
 static PyObject *py_is_available(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
-  if (device_arg(arg, &d) < 0) return NULL;
+  if (device_arg(arg, &d, "is_available: device") < 0) return NULL;
   return PyBool_FromLong(nv_device_is_available(d));
 }
 
@@ -452,16 +495,31 @@ static PyObject *py_get_memory_limit(PyObject *s, PyObject *u) {
   (void)s, (void)u;
   return PyLong_FromSize_t(nv_get_memory_limit());
 }
+/* A byte count argument: a non-negative int. */
+static int bytes_arg(PyObject *o, size_t *out, const char *what) {
+  if (!PyLong_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected an int, got %s", what, Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  *out = PyLong_AsSize_t(o);
+  if (*out == (size_t)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s: %R is not a byte count in [0, 2**64)", what, o);
+    return -1;
+  }
+  return 0;
+}
+
 static PyObject *py_set_memory_limit(PyObject *s, PyObject *arg) {
   (void)s;
-  size_t v = PyLong_AsSize_t(arg);
-  if (v == (size_t)-1 && PyErr_Occurred()) return NULL;
+  size_t v;
+  if (bytes_arg(arg, &v, "set_memory_limit: limit") < 0) return NULL;
   return PyLong_FromSize_t(nv_set_memory_limit(v));
 }
 static PyObject *py_set_cache_limit(PyObject *s, PyObject *arg) {
   (void)s;
-  size_t v = PyLong_AsSize_t(arg);
-  if (v == (size_t)-1 && PyErr_Occurred()) return NULL;
+  size_t v;
+  if (bytes_arg(arg, &v, "set_cache_limit: limit") < 0) return NULL;
   return PyLong_FromSize_t(nv_set_cache_limit(v));
 }
 

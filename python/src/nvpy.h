@@ -65,6 +65,16 @@ extern PyObject *nvpy_dtypes[NV_DTYPE_COUNT];
 PyObject *nvpy_raise_status(nv_status status, const char *msg);
 /* Raises for the calling thread's last library error with `status`; returns NULL. */
 PyObject *nvpy_raise_last(nv_status status);
+/* Names the failing function or argument in the pending exception: a TypeError, ValueError,
+ * OverflowError or IndexError (those exact types, the ones argument conversions raise) whose
+ * message does not start with `label` is replaced by one of the same type reading
+ * "label: message" (its traceback and chain kept); other exceptions pass unchanged. With no
+ * exception pending it raises RuntimeError ("label: failed without reporting an error"), so a
+ * NULL result always carries an exception. Returns NULL. */
+PyObject *nvpy_error_prefix(const char *label);
+/* Whether `msg` already names `label`: "label: ...", "label ...", "label(...", "[label] ...";
+ * for a submodule's function ("random.uniform") its own name counts too ("uniform: ..."). */
+bool nvpy_names(const char *msg, const char *label);
 
 /* ---- Arrays (array.c, convert.c) ---- */
 
@@ -94,9 +104,9 @@ int nvpy_operands(PyObject *a, PyObject *b, nv_array **xa, nv_array **xb);
 /* Evaluates `n` arrays with the GIL released; 0, or -1 with an exception set. */
 int nvpy_eval(nv_array *const *xs, size_t n);
 
-/* The dtype of a Python dtype object (or None when `allow_none`: -1). -1 with a TypeError
- * set otherwise (returns -2 then). */
-int nvpy_dtype_arg(PyObject *o, bool allow_none);
+/* The dtype of a Python dtype object (or None when `allow_none`: -1). Otherwise -2 with a
+ * TypeError naming `what` (the function and argument, "zeros: dtype"). */
+int nvpy_dtype_arg(PyObject *o, bool allow_none, const char *what);
 PyObject *nvpy_dtype_obj(nv_dtype dt);
 
 /* A shape from an int or a sequence of ints into `shape` (NVPY_MAXDIM ints); the number of
@@ -106,6 +116,15 @@ int nvpy_shape_arg(PyObject *o, int *shape, const char *what);
 int nvpy_axes_arg(PyObject *o, int *axes, const char *what);
 /* An optional int: None gives `none_value`. 0, or -1 with an exception. */
 int nvpy_int_arg(PyObject *o, int none_value, int *out, const char *what);
+
+/* An int64 (any int or __index__ object); 0, or -1 with an exception naming `what`. */
+int nvpy_int64_arg(PyObject *o, int64_t *out, const char *what);
+/* The items of a sequence or iterable argument as a new tuple: a snapshot, so that code the
+ * conversion of one item runs (its __index__ or __array__) cannot change the others. At most
+ * `max` items (-1: any number); an iterable other than a list or tuple is read one item at a
+ * time, so an endless one stops there. NULL with a TypeError ("what: expected <expected>, got
+ * ...") or ValueError naming `what`, or with the exception iterating raised, named. */
+PyObject *nvpy_items(PyObject *o, Py_ssize_t max, const char *what, const char *expected);
 
 /* A list of arrays from a sequence of array-likes; new references in `v` (a new nv_vec). */
 nv_vec *nvpy_vec_arg(PyObject *seq, const char *what);
@@ -124,8 +143,8 @@ char *nvpy_host_copy(nv_array *a, nv_dtype *dt);
 
 /* Enters the stream named by a `stream=` argument (None: nothing; a Stream; a Device or
  * DeviceType: its default stream). Returns 1 when it entered one (leave with nv_stream_exit),
- * 0 when not, -1 with an exception. */
-int nvpy_stream_enter(PyObject *o);
+ * 0 when not, -1 with an exception naming `what`. */
+int nvpy_stream_enter(PyObject *o, const char *what);
 
 /* ---- Module parts: each adds its functions and types to the module ---- */
 int nvpy_init_module_parts(PyObject *m);

@@ -88,8 +88,8 @@ static PyObject *sig_where(call *c) {
 static PyObject *sig_clip(call *c) {
   nv_array *a = arr(c, 0), *lo = NULL, *hi = NULL;
   if (!a) return NULL;
-  if (given(c, 1) && !(lo = hold(c, nvpy_operand(c->argv[1], c->argv[0])))) return NULL;
-  if (given(c, 2) && !(hi = hold(c, nvpy_operand(c->argv[2], c->argv[0])))) return NULL;
+  if (given(c, 1) && !(lo = operand_at(c, 1, 0))) return NULL;
+  if (given(c, 2) && !(hi = operand_at(c, 2, 0))) return NULL;
   return nvpy_wrap(nv_clip(a, lo, hi));
 }
 
@@ -124,15 +124,15 @@ static PyObject *sig_nan_to_num(call *c) {
 
 static PyObject *sig_fill(call *c) {
   int shape[NVPY_MAXDIM];
-  int nd = nvpy_shape_arg(c->argv[0], shape, c->op->name);
-  int dt = dtype_at(c, 1, NV_DTYPE_FLOAT32);
-  if (nd < 0 || dt < 0) return NULL;
+  int nd = shape_at(c, 0, shape);
+  int dt = nd < 0 ? -2 : dtype_at(c, 1, NV_DTYPE_FLOAT32);
+  if (dt < 0) return NULL;
   return nvpy_wrap(FN(f_fill)(shape, nd, (nv_dtype)dt));
 }
 
 static PyObject *sig_full(call *c) {
   int shape[NVPY_MAXDIM];
-  int nd = nvpy_shape_arg(c->argv[0], shape, "full");
+  int nd = shape_at(c, 0, shape);
   nv_array *v = nd < 0 ? NULL : arr(c, 1);
   if (!v) return NULL;
   int dt = dtype_at(c, 2, nv_array_dtype(v));
@@ -162,6 +162,18 @@ static PyObject *sig_like(call *c) {
 
 static bool is_float_arg(PyObject *o) { return o && PyFloat_Check(o); }
 
+/* A float argument of arange under the name MLX's overloads give it. */
+static int arange_arg(PyObject *o, const char *name, double *out) {
+  *out = PyFloat_AsDouble(o);
+  if (*out == -1.0 && PyErr_Occurred()) {
+    char label[NVPY_LABEL];
+    snprintf(label, sizeof label, "arange: %s", name);
+    nvpy_error_prefix(label);
+    return -1;
+  }
+  return 0;
+}
+
 static PyObject *sig_arange(call *c) {
   double start = 0, stop, step = 1;
   PyObject *o_start = c->argv[0], *o_stop = c->argv[1], *o_step = c->argv[2];
@@ -173,10 +185,9 @@ static PyObject *sig_arange(call *c) {
     PyErr_SetString(PyExc_TypeError, "arange: expected a stop value");
     return NULL;
   }
-  stop = PyFloat_AsDouble(o_stop);
-  if (o_start) start = PyFloat_AsDouble(o_start);
-  if (o_step && o_step != Py_None) step = PyFloat_AsDouble(o_step);
-  if (PyErr_Occurred()) return NULL;
+  if ((o_start && arange_arg(o_start, "start", &start) < 0) || arange_arg(o_stop, "stop", &stop) < 0 ||
+      (o_step && o_step != Py_None && arange_arg(o_step, "step", &step) < 0))
+    return NULL;
   bool fl = is_float_arg(o_start) || is_float_arg(o_stop) || is_float_arg(o_step);
   int dt = dtype_at(c, 3, fl ? NV_DTYPE_FLOAT32 : NV_DTYPE_INT32);
   if (dt < 0) return NULL;
@@ -231,7 +242,7 @@ static PyObject *sig_window(call *c) {
 static PyObject *sig_shape(call *c) {
   nv_array *a = arr(c, 0);
   int shape[NVPY_MAXDIM];
-  int nd = a ? nvpy_shape_arg(c->argv[1], shape, c->op->name) : -1;
+  int nd = a ? shape_at(c, 1, shape) : -1;
   if (nd < 0) return NULL;
   return nvpy_wrap(FN(f_shape)(a, shape, nd));
 }
@@ -240,7 +251,7 @@ static PyObject *sig_shape(call *c) {
 static PyObject *sig_axes(call *c) {
   nv_array *a = arr(c, 0);
   int axes[NVPY_MAXDIM];
-  int n = a ? nvpy_axes_arg(c->argv[1], axes, c->op->name) : -1;
+  int n = a ? axes_at(c, 1, axes) : -1;
   if (n == -1) return NULL;
   return nvpy_wrap(FN(f_shape)(a, n == -2 ? NULL : axes, n == -2 ? 0 : n));
 }
@@ -250,7 +261,7 @@ static PyObject *sig_reduce(call *c) {
   nv_array *a = arr(c, 0);
   int axes[NVPY_MAXDIM];
   bool keep;
-  int n = a ? nvpy_axes_arg(c->argv[1], axes, c->op->name) : -1;
+  int n = a ? axes_at(c, 1, axes) : -1;
   if (n == -1 || bool_at(c, 2, false, &keep) < 0) return NULL;
   return nvpy_wrap(FN(f_reduce)(a, n == -2 ? NULL : axes, n == -2 ? 0 : n, keep));
 }
@@ -262,21 +273,22 @@ static PyObject *sig_as_strided(call *c) {
   int64_t strides[NVPY_MAXDIM];
   int offset;
   if (given(c, 1)) {
-    if ((nd = nvpy_shape_arg(c->argv[1], shape, "as_strided")) < 0) return NULL;
+    if ((nd = shape_at(c, 1, shape)) < 0) return NULL;
   } else {
     nd = nv_array_ndim(a);
-    memcpy(shape, nv_array_shape(a), sizeof(int) * (size_t)nd);
+    if (nd) memcpy(shape, nv_array_shape(a), sizeof(int) * (size_t)nd);
   }
   if (given(c, 2)) {
-    PyObject *f = PySequence_Fast(c->argv[2], "as_strided: strides must be a sequence");
-    if (!f) return NULL;
-    if (PySequence_Fast_GET_SIZE(f) != nd) {
-      Py_DECREF(f);
-      return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "as_strided: shape and strides differ in length");
-    }
-    for (int i = 0; i < nd; i++) strides[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(f, i));
-    Py_DECREF(f);
-    if (PyErr_Occurred()) return NULL;
+    char label[NVPY_LABEL];
+    arg_label(c, 2, label);
+    PyObject *t = nvpy_items(c->argv[2], NVPY_MAXDIM, label, "a sequence of ints");
+    if (!t) return NULL;
+    int rc = PyTuple_GET_SIZE(t) == nd ? 0 : -1;
+    if (rc < 0)
+      PyErr_Format(PyExc_ValueError, "%s: %zd strides for %d dimensions", label, PyTuple_GET_SIZE(t), nd);
+    for (int i = 0; rc == 0 && i < nd; i++) rc = nvpy_int64_arg(PyTuple_GET_ITEM(t, i), &strides[i], label);
+    Py_DECREF(t);
+    if (rc < 0) return NULL;
   } else {
     int64_t s = 1;
     for (int i = nd - 1; i >= 0; i--) {
@@ -300,7 +312,7 @@ static PyObject *sig_unflatten(call *c) {
   nv_array *a = arr(c, 0);
   int axis, shape[NVPY_MAXDIM];
   if (!a || int_at(c, 1, 0, &axis) < 0) return NULL;
-  int nd = nvpy_shape_arg(c->argv[2], shape, "unflatten");
+  int nd = shape_at(c, 2, shape);
   if (nd < 0) return NULL;
   return nvpy_wrap(nv_unflatten(a, axis, shape, nd));
 }
@@ -308,7 +320,7 @@ static PyObject *sig_unflatten(call *c) {
 static PyObject *sig_expand_dims(call *c) {
   nv_array *a = arr(c, 0);
   int axes[NVPY_MAXDIM];
-  int n = a ? nvpy_axes_arg(c->argv[1], axes, "expand_dims") : -1;
+  int n = a ? axes_at(c, 1, axes) : -1;
   if (n < 0) return n == -2 ? nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "expand_dims: axis is required") : NULL;
   return nvpy_wrap(nv_expand_dims(a, axes, n));
 }
@@ -337,7 +349,7 @@ static PyObject *sig_split(call *c) {
     }
     st = nv_split(a, sections, axis, v);
   } else {
-    int n = nvpy_shape_arg(c->argv[1], idx, "split");
+    int n = shape_at(c, 1, idx);
     if (n < 0) {
       nv_vec_free(v);
       return NULL;
@@ -357,7 +369,8 @@ static PyObject *sig_unstack(call *c) {
 }
 
 static PyObject *sig_concatenate(call *c) {
-  nv_vec *v = nvpy_vec_arg(c->argv[0], c->op->name);
+  char label[NVPY_LABEL];
+  nv_vec *v = nvpy_vec_arg(c->argv[0], arg_label(c, 0, label));
   if (!v) return NULL;
   int axis;
   nv_array *r = NULL;
@@ -380,64 +393,67 @@ static PyObject *sig_repeat(call *c) {
   return nvpy_wrap(given(c, 2) ? nv_repeat(a, reps, axis) : nv_repeat_flat(a, reps));
 }
 
+/* One axis' padding: an int (both sides) or (before, after) or (width,). 0, or -1. */
+static int pad_pair(PyObject *o, int *lo, int *hi, const char *label) {
+  if (PyLong_Check(o) || PyIndex_Check(o)) {
+    if (nvpy_int_arg(o, 0, lo, label) < 0) return -1;
+    *hi = *lo;
+    return 0;
+  }
+  int w[NVPY_MAXDIM];
+  int k = nvpy_shape_arg(o, w, label);
+  if (k < 0) return -1;
+  if (k < 1 || k > 2) {
+    PyErr_Format(PyExc_ValueError, "%s: expected (before, after) or (width,), got %d values", label, k);
+    return -1;
+  }
+  *lo = w[0];
+  *hi = w[k - 1];
+  return 0;
+}
+
 static PyObject *sig_pad(call *c) {
   nv_array *a = arr(c, 0);
   if (!a) return NULL;
-  int nd = nv_array_ndim(a), low[NVPY_MAXDIM], high[NVPY_MAXDIM], n = 0;
+  int low[NVPY_MAXDIM], high[NVPY_MAXDIM], n = 1;
   PyObject *pw = c->argv[1];
-  if (PyLong_Check(pw)) {
-    if (nvpy_int_arg(pw, 0, &low[0], "pad") < 0) return NULL;
-    high[0] = low[0];
-    n = 1;
+  char label[NVPY_LABEL];
+  arg_label(c, 1, label);
+  if (PyLong_Check(pw) || PyIndex_Check(pw)) {
+    if (pad_pair(pw, &low[0], &high[0], label) < 0) return NULL;
   } else {
-    PyObject *f = PySequence_Fast(pw, "pad: pad_width must be an int or a sequence");
-    if (!f) return NULL;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(f);
-    bool pairs = len > 0 && !PyLong_Check(PySequence_Fast_GET_ITEM(f, 0));
-    if (!pairs) { /* (before, after) for every axis, or (width,) */
-      int w[2];
-      int k = nvpy_shape_arg(f, w, "pad");
-      if (k < 1 || k > 2) {
-        Py_DECREF(f);
-        return k < 0 ? NULL : nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "pad: invalid pad_width");
-      }
-      low[0] = w[0], high[0] = w[k - 1], n = 1;
+    /* A pair (or single width) for every axis, or one sequence per axis. */
+    PyObject *t = nvpy_items(pw, NVPY_MAXDIM, label, "an int or a sequence");
+    if (!t) return NULL;
+    Py_ssize_t len = PyTuple_GET_SIZE(t);
+    PyObject *first = len ? PyTuple_GET_ITEM(t, 0) : NULL;
+    int rc = 0;
+    if (!first || PyLong_Check(first) || PyIndex_Check(first)) {
+      rc = pad_pair(t, &low[0], &high[0], label);
     } else {
-      if (len > NVPY_MAXDIM) len = NVPY_MAXDIM + 1;
-      for (Py_ssize_t i = 0; i < len && i < NVPY_MAXDIM; i++) {
-        int w[2];
-        int k = nvpy_shape_arg(PySequence_Fast_GET_ITEM(f, i), w, "pad");
-        if (k < 1 || k > 2) {
-          Py_DECREF(f);
-          return k < 0 ? NULL : nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "pad: invalid pad_width");
-        }
-        low[i] = w[0], high[i] = w[k - 1];
-      }
+      for (Py_ssize_t i = 0; rc == 0 && i < len; i++)
+        rc = pad_pair(PyTuple_GET_ITEM(t, i), &low[i], &high[i], label);
       n = (int)len;
-      if (n == 1) n = 1;
     }
-    Py_DECREF(f);
+    Py_DECREF(t);
+    if (rc < 0) return NULL;
   }
-  (void)nd;
   static const char *modes[] = {"constant", "edge", "reflect", "symmetric"};
+  const char *m = str_at(c, 2, "constant");
+  if (!m) return NULL;
   int mode = 0;
-  if (given(c, 2)) {
-    const char *m = PyUnicode_AsUTF8(c->argv[2]);
-    if (!m) return NULL;
-    for (mode = 0; mode < 4 && strcmp(m, modes[mode]); mode++) {
-    }
-    if (mode == 4) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "pad: unknown mode");
-  }
+  while (mode < 4 && strcmp(m, modes[mode])) mode++;
+  if (mode == 4) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "pad: mode: unknown mode");
   nv_array *val = NULL;
-  if (given(c, 3) && !(val = hold(c, nvpy_operand(c->argv[3], c->argv[0])))) return NULL;
+  if (given(c, 3) && !(val = operand_at(c, 3, 0))) return NULL;
   return nvpy_wrap(nv_pad(a, low, high, n, (nv_pad_mode)mode, val));
 }
 
 static PyObject *sig_roll(call *c) {
   nv_array *a = arr(c, 0);
   int shift[NVPY_MAXDIM], axes[NVPY_MAXDIM];
-  int ns = a ? nvpy_shape_arg(c->argv[1], shift, "roll") : -1;
-  int na = ns < 0 ? -1 : nvpy_axes_arg(c->argv[2], axes, "roll");
+  int ns = a ? shape_at(c, 1, shift) : -1;
+  int na = ns < 0 ? -1 : axes_at(c, 2, axes);
   if (na == -1) return NULL;
   return nvpy_wrap(nv_roll(a, shift, ns, na == -2 ? NULL : axes, na == -2 ? 0 : na));
 }
@@ -481,8 +497,8 @@ static PyObject *sig_along_axis(call *c) {
 static PyObject *sig_slice_dyn(call *c) {
   nv_array *a = arr(c, 0), *start = a ? arr(c, 1) : NULL;
   int axes[NVPY_MAXDIM], size[NVPY_MAXDIM];
-  int na = start ? nvpy_shape_arg(c->argv[2], axes, "slice") : -1;
-  int ns = na < 0 ? -1 : nvpy_shape_arg(c->argv[3], size, "slice");
+  int na = start ? shape_at(c, 2, axes) : -1;
+  int ns = na < 0 ? -1 : shape_at(c, 3, size);
   if (ns < 0) return NULL;
   return nvpy_wrap(nv_slice_dynamic(a, start, axes, na, size, ns));
 }
@@ -490,7 +506,7 @@ static PyObject *sig_slice_dyn(call *c) {
 static PyObject *sig_slice_update_dyn(call *c) {
   nv_array *a = arr(c, 0), *u = a ? arr(c, 1) : NULL, *start = u ? arr(c, 2) : NULL;
   int axes[NVPY_MAXDIM];
-  int na = start ? nvpy_shape_arg(c->argv[3], axes, "slice_update") : -1;
+  int na = start ? shape_at(c, 3, axes) : -1;
   if (na < 0) return NULL;
   return nvpy_wrap(nv_slice_update_dynamic(a, u, start, axes, na));
 }
@@ -513,14 +529,16 @@ static PyObject *sig_tensordot(call *c) {
     if (int_at(c, 2, 2, &n) < 0) return NULL;
     return nvpy_wrap(nv_tensordot(a, b, n));
   }
-  PyObject *f = PySequence_Fast(ax, "tensordot: axes must be an int or two lists");
+  char label[NVPY_LABEL];
+  arg_label(c, 2, label);
+  PyObject *f = nvpy_items(ax, 2, label, "an int or two lists");
   if (!f) return NULL;
   int xa[NVPY_MAXDIM], xb[NVPY_MAXDIM], na = -1, nb = -1;
-  if (PySequence_Fast_GET_SIZE(f) == 2) {
-    na = nvpy_shape_arg(PySequence_Fast_GET_ITEM(f, 0), xa, "tensordot");
-    nb = na < 0 ? -1 : nvpy_shape_arg(PySequence_Fast_GET_ITEM(f, 1), xb, "tensordot");
+  if (PyTuple_GET_SIZE(f) == 2) {
+    na = nvpy_shape_arg(PyTuple_GET_ITEM(f, 0), xa, label);
+    nb = na < 0 ? -1 : nvpy_shape_arg(PyTuple_GET_ITEM(f, 1), xb, label);
   } else {
-    PyErr_SetString(PyExc_ValueError, "tensordot: axes must be an int or two lists");
+    PyErr_Format(PyExc_ValueError, "%s: expected an int or two lists", label);
   }
   Py_DECREF(f);
   if (na < 0 || nb < 0) return NULL;
@@ -541,7 +559,8 @@ static PyObject *sig_vecdot(call *c) {
 typedef nv_status (*f_vec_arrays)(const nv_array *const *, int, nv_vec *);
 
 static PyObject *sig_broadcast_arrays(call *c) {
-  nv_vec *in = nvpy_vec_arg(c->rest, "broadcast_arrays");
+  char label[NVPY_LABEL];
+  nv_vec *in = nvpy_vec_arg(c->rest, arg_label(c, -1, label));
   if (!in) return NULL;
   nv_vec *v = nv_vec_new();
   nv_status st = v ? nv_broadcast_arrays((const nv_array *const *)nv_vec_data(in),
@@ -553,7 +572,8 @@ static PyObject *sig_broadcast_arrays(call *c) {
 
 /* atleast_1d/2d/3d(*arys): one array for one argument, else a list. */
 static PyObject *sig_atleast(call *c) {
-  nv_vec *in = nvpy_vec_arg(c->rest, c->op->name);
+  char label[NVPY_LABEL];
+  nv_vec *in = nvpy_vec_arg(c->rest, arg_label(c, -1, label));
   if (!in) return NULL;
   size_t n = nv_vec_size(in);
   PyObject *l = PyList_New((Py_ssize_t)n);
@@ -576,8 +596,9 @@ static PyObject *sig_meshgrid(call *c) {
   bool sparse;
   const char *indexing = "xy";
   if (bool_at(c, 0, false, &sparse) < 0) return NULL;
-  if (given(c, 1) && !(indexing = PyUnicode_AsUTF8(c->argv[1]))) return NULL;
-  nv_vec *in = nvpy_vec_arg(c->rest, "meshgrid");
+  if (!(indexing = str_at(c, 1, "xy"))) return NULL;
+  char label[NVPY_LABEL];
+  nv_vec *in = nvpy_vec_arg(c->rest, arg_label(c, -1, label));
   if (!in) return NULL;
   nv_vec *v = nv_vec_new();
   nv_status st = v ? nv_meshgrid(in, sparse, indexing, v) : NV_ERR_OUT_OF_MEMORY;
@@ -590,8 +611,8 @@ static PyObject *sig_depends(call *c) {
   PyObject *inputs = c->argv[0], *deps = c->argv[1];
   PyObject *ti = single ? PyTuple_Pack(1, inputs) : (Py_INCREF(inputs), inputs);
   PyObject *td = NVPY_IS_ARRAY(deps) ? PyTuple_Pack(1, deps) : (Py_INCREF(deps), deps);
-  nv_vec *vi = ti ? nvpy_vec_arg(ti, "depends") : NULL;
-  nv_vec *vd = vi && td ? nvpy_vec_arg(td, "depends") : NULL;
+  nv_vec *vi = ti ? nvpy_vec_arg(ti, "depends: inputs") : NULL;
+  nv_vec *vd = vi && td ? nvpy_vec_arg(td, "depends: dependencies") : NULL;
   Py_XDECREF(ti);
   Py_XDECREF(td);
   PyObject *r = NULL;
@@ -616,7 +637,7 @@ static PyObject *sig_reduce_ddof(call *c) {
   nv_array *a = arr(c, 0);
   int axes[NVPY_MAXDIM], ddof;
   bool keep;
-  int n = a ? nvpy_axes_arg(c->argv[1], axes, c->op->name) : -1;
+  int n = a ? axes_at(c, 1, axes) : -1;
   if (n == -1 || bool_at(c, 2, false, &keep) < 0 || int_at(c, 3, 0, &ddof) < 0) return NULL;
   return nvpy_wrap(FN(f_reduce_ddof)(a, n == -2 ? NULL : axes, n == -2 ? 0 : n, keep, ddof));
 }
@@ -686,7 +707,7 @@ static PyObject *sig_softmax(call *c) {
   nv_array *a = arr(c, 0);
   int axes[NVPY_MAXDIM];
   bool precise;
-  int n = a ? nvpy_axes_arg(c->argv[1], axes, "softmax") : -1;
+  int n = a ? axes_at(c, 1, axes) : -1;
   if (n == -1 || bool_at(c, 2, false, &precise) < 0) return NULL;
   return nvpy_wrap(nv_softmax(a, n == -2 ? NULL : axes, n == -2 ? 0 : n, precise));
 }
@@ -703,8 +724,8 @@ static PyObject *sig_trace(call *c) {
 
 static PyObject *sig_searchsorted(call *c) {
   nv_array *a = arr(c, 0), *v = a ? arr(c, 1) : NULL;
-  const char *side = "left";
-  if (!v || (given(c, 2) && !(side = PyUnicode_AsUTF8(c->argv[2])))) return NULL;
+  const char *side = v ? str_at(c, 2, "left") : NULL;
+  if (!side) return NULL;
   if (strcmp(side, "left") && strcmp(side, "right"))
     return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "searchsorted: side must be 'left' or 'right'");
   return nvpy_wrap(nv_searchsorted(a, v, !strcmp(side, "right")));
@@ -717,7 +738,7 @@ static PyObject *sig_minmax(call *c) {
   nv_array *a = arr(c, 0);
   int axes[NVPY_MAXDIM];
   bool keep;
-  int n = a ? nvpy_axes_arg(c->argv[1], axes, "minmax") : -1;
+  int n = a ? axes_at(c, 1, axes) : -1;
   if (n == -1 || bool_at(c, 2, false, &keep) < 0) return NULL;
   const int *p = n == -2 ? NULL : axes;
   n = n == -2 ? 0 : n;
@@ -751,9 +772,9 @@ static PyObject *sig_broadcast_shapes(call *c) {
   Py_ssize_t n = PyTuple_GET_SIZE(c->rest);
   if (n == 0) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "[broadcast_shapes] Must provide at least one shape.");
   int acc[NVPY_MAXDIM], s[NVPY_MAXDIM], out[NVPY_MAXDIM];
-  int na = nvpy_shape_arg(PyTuple_GET_ITEM(c->rest, 0), acc, "broadcast_shapes");
+  int na = nvpy_shape_arg(PyTuple_GET_ITEM(c->rest, 0), acc, "broadcast_shapes: shapes");
   for (Py_ssize_t k = 1; na >= 0 && k < n; k++) {
-    int ns = nvpy_shape_arg(PyTuple_GET_ITEM(c->rest, k), s, "broadcast_shapes");
+    int ns = nvpy_shape_arg(PyTuple_GET_ITEM(c->rest, k), s, "broadcast_shapes: shapes");
     if (ns < 0) return NULL;
     int no = na > ns ? na : ns;
     for (int i = 0; i < no; i++) {
@@ -784,12 +805,14 @@ static PyObject *sig_asarray(call *c) {
   if (dt == -2) return NULL;
   if (given(c, 2)) {
     int copy = PyObject_IsTrue(c->argv[2]);
-    if (copy < 0) return NULL;
+    if (copy < 0) return arg_error(c, 2), NULL;
     if (!copy && !(NVPY_IS_ARRAY(a) && (dt < 0 || (nv_dtype)dt == nv_array_dtype(NVPY_A(a)))))
       return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT,
                                "asarray: Unable to avoid copy while creating an array as requested.");
   }
-  return PyObject_CallFunctionObjArgs((PyObject *)&nvpy_array_type, a, given(c, 1) ? c->argv[1] : Py_None, NULL);
+  /* As array(a, dtype). */
+  nv_array *x = nvpy_to_array(a, dt);
+  return x ? nvpy_wrap(x) : (arg_error(c, 0), NULL);
 }
 
 /* ---- The table ---- */
@@ -995,6 +1018,7 @@ static const char *const aliases[][2] = {
 
 typedef struct {
   PyObject_HEAD const nvpy_op *op;
+  const char *prefix;
 } op_object;
 
 static int parse(const nvpy_op *op, PyObject *args, PyObject *kw, call *c, PyObject **stream) {
@@ -1043,14 +1067,19 @@ static int parse(const nvpy_op *op, PyObject *args, PyObject *kw, call *c, PyObj
 
 static PyObject *op_call(PyObject *self, PyObject *args, PyObject *kw) {
   const nvpy_op *op = ((op_object *)self)->op;
-  call c = {.op = op};
+  call c = {.op = op, .prefix = ((op_object *)self)->prefix};
   PyObject *stream = NULL;
   if (parse(op, args, kw, &c, &stream) < 0) return NULL;
-  int entered = nvpy_stream_enter(stream);
+  char label[NVPY_LABEL], stream_label[NVPY_LABEL + 16];
+  snprintf(label, sizeof label, "%s%s", c.prefix, op->name);
+  snprintf(stream_label, sizeof stream_label, "%s: stream", label);
+  int entered = nvpy_stream_enter(stream, stream_label);
   if (entered < 0) return NULL;
   PyObject *r = op->sig(&c);
   if (entered) nv_stream_exit();
   for (int i = 0; i < c.nheld; i++) nv_release(c.held[i]);
+  /* Every failure names the op (and, from the helpers, the argument). */
+  if (!r) nvpy_error_prefix(label);
   return r;
 }
 
@@ -1107,12 +1136,13 @@ PyTypeObject nvpy_op_type = {
     .tp_getset = op_getset,
 };
 
-int nvpy_add_ops(PyObject *m, const nvpy_op *table, size_t n) {
+int nvpy_add_ops(PyObject *m, const nvpy_op *table, size_t n, const char *prefix) {
   if (PyType_Ready(&nvpy_op_type) < 0) return -1;
   for (size_t i = 0; i < n; i++) {
     op_object *o = PyObject_New(op_object, &nvpy_op_type);
     if (!o) return -1;
     o->op = &table[i];
+    o->prefix = prefix;
     if (PyModule_AddObject(m, table[i].name, (PyObject *)o) < 0) {
       Py_DECREF(o);
       return -1;
@@ -1126,7 +1156,7 @@ int nvpy_add_ops(PyObject *m, const nvpy_op *table, size_t n) {
 }
 
 int nvpy_init_ops(PyObject *m) {
-  if (nvpy_add_ops(m, ops, sizeof ops / sizeof ops[0]) < 0) return -1;
+  if (nvpy_add_ops(m, ops, sizeof ops / sizeof ops[0], "") < 0) return -1;
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
     PyObject *f = PyObject_GetAttrString(m, aliases[i][1]);
     if (!f || PyModule_AddObject(m, aliases[i][0], f) < 0) {

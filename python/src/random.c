@@ -31,12 +31,12 @@ static int key_at(call *c, int i, nv_array **key) {
 
 /* The shape argument at i: absent or None gives `*nd` = `none_nd` (0: the shape (), -1: no
  * shape, the C library's NULL). 0, or -1 with an exception. */
-static int shape_at(call *c, int i, int *shape, int *nd, int none_nd) {
+static int sample_shape_at(call *c, int i, int *shape, int *nd, int none_nd) {
   if (!given(c, i)) {
     *nd = none_nd;
     return 0;
   }
-  *nd = nvpy_shape_arg(c->argv[i], shape, c->op->name);
+  *nd = shape_at(c, i, shape);
   return *nd < 0 ? -1 : 0;
 }
 
@@ -59,7 +59,12 @@ static int seed_arg(PyObject *o, const char *what, uint64_t *out) {
     return -1;
   }
   PyObject *i = PyNumber_Index(o);
-  if (!i) return -1;
+  if (!i) {
+    char label[NVPY_LABEL];
+    snprintf(label, sizeof label, "random.%s: seed", what);
+    nvpy_error_prefix(label);
+    return -1;
+  }
   *out = PyLong_AsUnsignedLongLong(i);
   Py_DECREF(i);
   if (*out == (uint64_t)-1 && PyErr_Occurred()) {
@@ -98,7 +103,7 @@ static PyObject *sig_split(call *c) {
 static PyObject *sig_bits(call *c) {
   int shape[NVPY_MAXDIM], nd, width;
   nv_array *key;
-  if (shape_at(c, 0, shape, &nd, 0) < 0 || int_at(c, 1, 4, &width) < 0 || key_at(c, 2, &key) < 0)
+  if (sample_shape_at(c, 0, shape, &nd, 0) < 0 || int_at(c, 1, 4, &width) < 0 || key_at(c, 2, &key) < 0)
     return NULL;
   return nvpy_wrap(nv_random_bits(shape, nd, width, key));
 }
@@ -125,7 +130,7 @@ static PyObject *sig_uniform(call *c) {
   int shape[NVPY_MAXDIM], nd;
   int dt = dtype_at(c, 3, NV_DTYPE_FLOAT32);
   nv_array *key;
-  if (dt < 0 || shape_at(c, 2, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
+  if (dt < 0 || sample_shape_at(c, 2, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
   bounds b;
   if (bounds_at(c, 0, 0.0, 1.0, (nv_dtype)dt, &b) < 0) return NULL;
   if (b.scalars) return nvpy_wrap(nv_random_uniform_scalar(b.lo, b.hi, shape, nd, (nv_dtype)dt, key));
@@ -137,7 +142,7 @@ static PyObject *sig_normal(call *c) {
   int shape[NVPY_MAXDIM], nd;
   int dt = dtype_at(c, 1, NV_DTYPE_FLOAT32);
   nv_array *key;
-  if (dt < 0 || shape_at(c, 0, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
+  if (dt < 0 || sample_shape_at(c, 0, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
   bool scalars = (!given(c, 2) || is_number(c->argv[2])) && (!given(c, 3) || is_number(c->argv[3]));
   if (scalars) {
     double loc, scale;
@@ -155,7 +160,7 @@ static PyObject *sig_randint(call *c) {
   int shape[NVPY_MAXDIM], nd;
   int dt = dtype_at(c, 3, NV_DTYPE_INT32);
   nv_array *key;
-  if (dt < 0 || shape_at(c, 2, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
+  if (dt < 0 || sample_shape_at(c, 2, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
   PyObject *o_lo = c->argv[0], *o_hi = c->argv[1];
   if (PyLong_Check(o_lo) && PyLong_Check(o_hi)) {
     int overflow_lo, overflow_hi;
@@ -177,7 +182,7 @@ static PyObject *sig_randint(call *c) {
 static PyObject *sig_bernoulli(call *c) {
   int shape[NVPY_MAXDIM], nd;
   nv_array *key;
-  if (shape_at(c, 1, shape, &nd, -1) < 0 || key_at(c, 2, &key) < 0) return NULL;
+  if (sample_shape_at(c, 1, shape, &nd, -1) < 0 || key_at(c, 2, &key) < 0) return NULL;
   const int *sp = nd < 0 ? NULL : shape;
   if (!c->argv[0]) return nvpy_wrap(nv_random_bernoulli_scalar(0.5, sp, nd < 0 ? 0 : nd, key));
   nv_array *p = arr(c, 0);
@@ -190,7 +195,7 @@ static PyObject *sig_truncated_normal(call *c) {
   int shape[NVPY_MAXDIM], nd;
   int dt = dtype_at(c, 3, NV_DTYPE_FLOAT32);
   nv_array *key;
-  if (dt < 0 || shape_at(c, 2, shape, &nd, -1) < 0 || key_at(c, 4, &key) < 0) return NULL;
+  if (dt < 0 || sample_shape_at(c, 2, shape, &nd, -1) < 0 || key_at(c, 4, &key) < 0) return NULL;
   const int *sp = nd < 0 ? NULL : shape;
   if (nd < 0) nd = 0;
   bounds b;
@@ -205,7 +210,7 @@ static PyObject *sig_gumbel(call *c) {
   int shape[NVPY_MAXDIM], nd;
   int dt = dtype_at(c, 1, NV_DTYPE_FLOAT32);
   nv_array *key;
-  if (dt < 0 || shape_at(c, 0, shape, &nd, 0) < 0 || key_at(c, 2, &key) < 0) return NULL;
+  if (dt < 0 || sample_shape_at(c, 0, shape, &nd, 0) < 0 || key_at(c, 2, &key) < 0) return NULL;
   return nvpy_wrap(nv_random_gumbel(shape, nd, (nv_dtype)dt, key));
 }
 
@@ -216,7 +221,7 @@ static PyObject *sig_laplace(call *c) {
   int dt = dtype_at(c, 1, NV_DTYPE_FLOAT32);
   double loc, scale;
   nv_array *key;
-  if (dt < 0 || shape_at(c, 0, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
+  if (dt < 0 || sample_shape_at(c, 0, shape, &nd, 0) < 0 || key_at(c, 4, &key) < 0) return NULL;
   for (int i = 2; i <= 3; i++)
     if (given(c, i) && !is_number(c->argv[i])) {
       PyErr_Format(PyExc_TypeError, "random.laplace: %s must be a float, got %s", c->op->kw[i],
@@ -231,7 +236,7 @@ static PyObject *sig_laplace(call *c) {
 static PyObject *sig_categorical(call *c) {
   int shape[NVPY_MAXDIM], nd, axis, num;
   nv_array *logits = arr(c, 0), *key;
-  if (!logits || int_at(c, 1, -1, &axis) < 0 || shape_at(c, 2, shape, &nd, -1) < 0 ||
+  if (!logits || int_at(c, 1, -1, &axis) < 0 || sample_shape_at(c, 2, shape, &nd, -1) < 0 ||
       int_at(c, 3, -1, &num) < 0 || key_at(c, 4, &key) < 0)
     return NULL;
   if (nd >= 0 && given(c, 3))
@@ -294,7 +299,7 @@ static struct PyModuleDef random_def = {
 int nvpy_init_random(PyObject *m) {
   PyObject *r = PyModule_Create(&random_def);
   if (!r) return -1;
-  if (nvpy_add_ops(r, random_ops, sizeof random_ops / sizeof random_ops[0]) < 0) {
+  if (nvpy_add_ops(r, random_ops, sizeof random_ops / sizeof random_ops[0], "random.") < 0) {
     Py_DECREF(r);
     return -1;
   }

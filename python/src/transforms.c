@@ -10,62 +10,140 @@
 
 /* ---- Pytrees ---- */
 
-static int tree_flatten(PyObject *o, nv_vec *v) {
-  if (NVPY_IS_ARRAY(o)) return nv_vec_push(v, NVPY_A(o)) == NV_OK ? 0 : (PyErr_NoMemory(), -1);
-  if (PyList_Check(o) || PyTuple_Check(o)) {
-    PyObject *f = PySequence_Fast(o, "");
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(f); i++)
-      if (tree_flatten(PySequence_Fast_GET_ITEM(f, i), v) < 0) {
-        Py_DECREF(f);
-        return -1;
-      }
-    Py_DECREF(f);
-    return 0;
+/* A walk over a pytree: lists, tuples and dicts are its nodes, everything else a leaf. The
+ * nodes on the path from the root are kept, so a tree that contains itself raises ValueError,
+ * and the walk's depth counts as recursion, so one nested deeper than the interpreter's
+ * recursion limit raises RecursionError; `what` names the function in both messages. A list
+ * or tuple is read through a snapshot of its items (PySequence_Tuple: a subclass's __iter__
+ * is honoured and may raise), and dict items are held while they are used, so Python code
+ * that runs meanwhile (a key's __hash__) cannot free what the walk reads. */
+typedef struct {
+  const char *what;
+  PyObject **path;
+  size_t depth, cap;
+} tree_walk;
+
+static bool is_node(PyObject *o) { return PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o); }
+
+static int walk_enter(tree_walk *w, PyObject *node) {
+  for (size_t i = 0; i < w->depth; i++)
+    if (w->path[i] == node) {
+      PyErr_Format(PyExc_ValueError, "%s: the pytree contains itself (a %s is inside itself)",
+                   w->what, Py_TYPE(node)->tp_name);
+      return -1;
+    }
+  if (Py_EnterRecursiveCall("")) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_RecursionError, "%s: the pytree is nested deeper than the recursion limit (%d)",
+                 w->what, Py_GetRecursionLimit());
+    return -1;
   }
-  if (PyDict_Check(o)) {
-    PyObject *k, *val;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &k, &val))
-      if (tree_flatten(val, v) < 0) return -1;
+  if (w->depth == w->cap) {
+    size_t cap = w->cap * 2 + 16;
+    PyObject **p = PyMem_Realloc(w->path, cap * sizeof *p);
+    if (!p) {
+      Py_LeaveRecursiveCall();
+      PyErr_NoMemory();
+      return -1;
+    }
+    w->path = p;
+    w->cap = cap;
   }
+  w->path[w->depth++] = node;
   return 0;
 }
 
-/* `tmpl` with its arrays replaced, in flatten order, by arrays of `v` from `*pos`. */
-static PyObject *tree_unflatten(PyObject *tmpl, const nv_vec *v, size_t *pos) {
-  if (NVPY_IS_ARRAY(tmpl)) {
-    if (*pos >= nv_vec_size(v)) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "pytree: too few arrays");
-    return nvpy_wrap_unchecked(nv_retain(nv_vec_get(v, (*pos)++)));
-  }
-  if (PyList_Check(tmpl) || PyTuple_Check(tmpl)) {
-    Py_ssize_t n = PySequence_Size(tmpl);
-    PyObject *l = PyList_New(n);
-    for (Py_ssize_t i = 0; l && i < n; i++) {
-      PyObject *e = tree_unflatten(PySequence_Fast_GET_ITEM(tmpl, i), v, pos);
-      if (!e) Py_CLEAR(l);
-      else PyList_SET_ITEM(l, i, e);
-    }
-    if (l && PyTuple_Check(tmpl)) Py_SETREF(l, PyList_AsTuple(l));
-    return l;
-  }
-  if (PyDict_Check(tmpl)) {
-    PyObject *d = PyDict_New(), *k, *val;
-    Py_ssize_t p = 0;
-    while (d && PyDict_Next(tmpl, &p, &k, &val)) {
-      PyObject *e = tree_unflatten(val, v, pos);
-      if (!e || PyDict_SetItem(d, k, e) < 0) Py_CLEAR(d);
-      Py_XDECREF(e);
-    }
-    return d;
-  }
-  Py_INCREF(tmpl);
-  return tmpl;
+static void walk_leave(tree_walk *w) {
+  w->depth--;
+  Py_LeaveRecursiveCall();
 }
 
-static nv_vec *flatten_new(PyObject *o) {
+static void walk_free(tree_walk *w) { PyMem_Free(w->path); }
+
+static int flatten_rec(tree_walk *w, PyObject *o, nv_vec *v) {
+  if (NVPY_IS_ARRAY(o)) return nv_vec_push(v, NVPY_A(o)) == NV_OK ? 0 : (PyErr_NoMemory(), -1);
+  if (!is_node(o)) return 0;
+  if (walk_enter(w, o) < 0) return -1;
+  int rc = 0;
+  if (PyDict_Check(o)) {
+    PyObject *k, *val;
+    Py_ssize_t pos = 0;
+    while (rc == 0 && PyDict_Next(o, &pos, &k, &val)) {
+      Py_INCREF(val);
+      rc = flatten_rec(w, val, v);
+      Py_DECREF(val);
+    }
+  } else {
+    PyObject *t = PySequence_Tuple(o);
+    if (!t) rc = -1;
+    for (Py_ssize_t i = 0; t && rc == 0 && i < PyTuple_GET_SIZE(t); i++)
+      rc = flatten_rec(w, PyTuple_GET_ITEM(t, i), v);
+    Py_XDECREF(t);
+  }
+  walk_leave(w);
+  return rc;
+}
+
+/* Pushes the arrays of the pytree `o` onto `v` (borrowed). 0, or -1 with an exception. */
+static int tree_flatten(PyObject *o, nv_vec *v, const char *what) {
+  tree_walk w = {what, NULL, 0, 0};
+  int rc = flatten_rec(&w, o, v);
+  walk_free(&w);
+  return rc;
+}
+
+static PyObject *unflatten_rec(tree_walk *w, PyObject *tmpl, const nv_vec *v, size_t *pos) {
+  if (NVPY_IS_ARRAY(tmpl)) {
+    if (*pos >= nv_vec_size(v)) return PyErr_Format(PyExc_ValueError, "%s: pytree: too few arrays", w->what);
+    return nvpy_wrap_unchecked(nv_retain(nv_vec_get(v, (*pos)++)));
+  }
+  if (!is_node(tmpl)) {
+    Py_INCREF(tmpl);
+    return tmpl;
+  }
+  if (walk_enter(w, tmpl) < 0) return NULL;
+  PyObject *r;
+  if (PyDict_Check(tmpl)) {
+    PyObject *k, *val;
+    Py_ssize_t p = 0;
+    r = PyDict_New();
+    while (r && PyDict_Next(tmpl, &p, &k, &val)) {
+      Py_INCREF(k);
+      Py_INCREF(val);
+      PyObject *e = unflatten_rec(w, val, v, pos);
+      if (!e || PyDict_SetItem(r, k, e) < 0) Py_CLEAR(r);
+      Py_XDECREF(e);
+      Py_DECREF(k);
+      Py_DECREF(val);
+    }
+  } else {
+    PyObject *t = PySequence_Tuple(tmpl);
+    Py_ssize_t n = t ? PyTuple_GET_SIZE(t) : 0;
+    r = t ? PyList_New(n) : NULL;
+    for (Py_ssize_t i = 0; r && i < n; i++) {
+      PyObject *e = unflatten_rec(w, PyTuple_GET_ITEM(t, i), v, pos);
+      if (!e) Py_CLEAR(r);
+      else PyList_SET_ITEM(r, i, e);
+    }
+    Py_XDECREF(t);
+    if (r && PyTuple_Check(tmpl)) Py_SETREF(r, PyList_AsTuple(r));
+  }
+  walk_leave(w);
+  return r;
+}
+
+/* `tmpl` with its arrays replaced, in flatten order, by arrays of `v` from `*pos`. */
+static PyObject *tree_unflatten(PyObject *tmpl, const nv_vec *v, size_t *pos, const char *what) {
+  tree_walk w = {what, NULL, 0, 0};
+  PyObject *r = unflatten_rec(&w, tmpl, v, pos);
+  walk_free(&w);
+  return r;
+}
+
+static nv_vec *flatten_new(PyObject *o, const char *what) {
   nv_vec *v = nv_vec_new();
   if (!v) return (nv_vec *)PyErr_NoMemory();
-  if (tree_flatten(o, v) < 0) {
+  if (tree_flatten(o, v, what) < 0) {
     nv_vec_free(v);
     return NULL;
   }
@@ -73,7 +151,7 @@ static nv_vec *flatten_new(PyObject *o) {
 }
 
 static PyObject *eval_common(PyObject *args, bool async) {
-  nv_vec *v = flatten_new(args);
+  nv_vec *v = flatten_new(args, async ? "async_eval" : "eval");
   if (!v) return NULL;
   nv_status st;
   Py_BEGIN_ALLOW_THREADS st = async ? nv_async_eval(nv_vec_data(v), nv_vec_size(v))
@@ -106,6 +184,7 @@ typedef struct {
   int mode;           /* PLAIN, or the custom_function rule the payload calls */
   int n_in;           /* for rules: the number of primal arrays */
   PyObject *in_tmpl;  /* for rules: the primals' structure (a tuple of args) */
+  const char *what;   /* the transform, for messages */
 } py_fn;
 
 enum { PLAIN, RULE_VJP, RULE_JVP, RULE_VMAP };
@@ -131,7 +210,7 @@ static PyObject *rebuild_args(py_fn *f, const nv_vec *inputs, size_t *pos) {
   PyObject *t = PyTuple_New(n);
   for (Py_ssize_t i = 0; t && i < n; i++) {
     PyObject *a = PyTuple_GET_ITEM(f->args, i);
-    PyObject *e = f->traced[i] ? tree_unflatten(a, inputs, pos) : (Py_INCREF(a), a);
+    PyObject *e = f->traced[i] ? tree_unflatten(a, inputs, pos, f->what) : (Py_INCREF(a), a);
     if (!e) Py_CLEAR(t);
     else PyTuple_SET_ITEM(t, i, e);
   }
@@ -151,7 +230,9 @@ static int rebuild_kwargs(py_fn *f, const nv_vec *inputs, size_t *pos, PyObject 
   PyObject *d = PyDict_Copy(f->kwargs);
   for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(f->kw_names); i++) {
     PyObject *name = PyTuple_GET_ITEM(f->kw_names, i);
-    PyObject *e = tree_unflatten(PyDict_GetItem(f->kwargs, name), inputs, pos);
+    PyObject *a = PyDict_GetItem(f->kwargs, name);
+    PyObject *e = a ? tree_unflatten(a, inputs, pos, f->what)
+                    : PyErr_Format(PyExc_ValueError, "%s: keyword argument %R is missing", f->what, name);
     if (!e || PyDict_SetItem(d, name, e) < 0) Py_CLEAR(d);
     Py_XDECREF(e);
   }
@@ -163,13 +244,13 @@ static int rebuild_kwargs(py_fn *f, const nv_vec *inputs, size_t *pos, PyObject 
 static int push_result(py_fn *f, PyObject *r, nv_vec *outputs) {
   Py_XSETREF(f->out_tmpl, r);
   Py_INCREF(r);
-  return tree_flatten(r, outputs);
+  return tree_flatten(r, outputs, f->what);
 }
 
 /* A custom_function rule's call: its inputs split into the structures MLX passes. */
 static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
   size_t n = nv_vec_size(inputs), pos = 0;
-  PyObject *primals = tree_unflatten(f->in_tmpl, inputs, &pos), *r = NULL;
+  PyObject *primals = tree_unflatten(f->in_tmpl, inputs, &pos, f->what), *r = NULL;
   if (!primals) return NULL;
   if (f->mode == RULE_VMAP) {
     nv_array *ax = nv_vec_get(inputs, n - 1);
@@ -192,7 +273,7 @@ static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
       nv_vec *part = nv_vec_new();
       for (size_t i = 0; part && i < per; i++) nv_vec_push(part, nv_vec_get(inputs, pos + i));
       size_t p = 0;
-      g[k] = part ? tree_unflatten(f->out_tmpl, part, &p) : NULL;
+      g[k] = part ? tree_unflatten(f->out_tmpl, part, &p, f->what) : NULL;
       nv_vec_free(part);
       pos += per;
     }
@@ -202,7 +283,7 @@ static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
       for (size_t i = 0; tv && i < (size_t)f->n_in; i++) nv_vec_push(tv, nv_vec_get(inputs, f->n_in + i));
       size_t p = 0;
       Py_XDECREF(g[0]);
-      g[0] = tv ? tree_unflatten(f->in_tmpl, tv, &p) : NULL;
+      g[0] = tv ? tree_unflatten(f->in_tmpl, tv, &p, f->what) : NULL;
       nv_vec_free(tv);
       if (g[0]) r = PyObject_CallFunctionObjArgs(f->fn, primals, g[0], NULL);
     } else if (g[0] && g[1]) {
@@ -272,7 +353,7 @@ static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs
 /* A closure for `fn` called with `args` (positional, a tuple), the ones with traced[i] given
  * by the closure's inputs. The payload is returned through `pf` (owned by the closure). */
 static nv_closure *make_closure(PyObject *fn, PyObject *args, PyObject *kwargs, const bool *traced,
-                                py_fn **pf) {
+                                const char *what, py_fn **pf) {
   py_fn *f = PyMem_Calloc(1, sizeof *f);
   Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
   if (!f || !(f->traced = PyMem_Calloc(n ? (size_t)n : 1, sizeof(bool)))) {
@@ -280,9 +361,14 @@ static nv_closure *make_closure(PyObject *fn, PyObject *args, PyObject *kwargs, 
     return (nv_closure *)PyErr_NoMemory();
   }
   if (traced) memcpy(f->traced, traced, (size_t)n * sizeof(bool));
+  f->what = what;
   Py_INCREF(fn);
   f->fn = fn;
   f->args = args ? (Py_INCREF(args), args) : PyTuple_New(0);
+  if (!f->args) {
+    py_fn_free(f);
+    return NULL;
+  }
   f->kwargs = kwargs ? (Py_INCREF(kwargs), kwargs) : NULL;
   nv_closure *c = nv_closure_new(py_fn_call, f, py_fn_free);
   if (!c) {
@@ -345,9 +431,9 @@ static PyObject *function_descr_get(PyObject *self, PyObject *obj, PyObject *typ
   return PyMethod_New(self, obj);
 }
 
-static nvpy_function *function_new(fn_call call, PyObject *fn) {
+static nvpy_function *function_new(fn_call call, PyObject *fn, const char *what) {
   if (!PyCallable_Check(fn)) {
-    PyErr_SetString(PyExc_TypeError, "expected a callable");
+    PyErr_Format(PyExc_TypeError, "%s: fun: expected a callable, got %s", what, Py_TYPE(fn)->tp_name);
     return NULL;
   }
   nvpy_function *f = PyObject_New(nvpy_function, &nvpy_function_type);
@@ -363,6 +449,7 @@ static nvpy_function *function_new(fn_call call, PyObject *fn) {
 /* ---- grad / value_and_grad ---- */
 
 static const char *grad_tag(nvpy_function *self) { return self->value ? "[value_and_grad]" : "[grad]"; }
+static const char *grad_name(nvpy_function *self) { return self->value ? "value_and_grad" : "grad"; }
 
 /* Checks that the call has every argument to differentiate: 0, or -1 with MLX's ValueError. */
 static int grad_check_call(nvpy_function *self, PyObject *args, PyObject *kw) {
@@ -404,7 +491,7 @@ static PyObject *grad_result(nvpy_function *self, PyObject *args, PyObject *kw, 
   for (Py_ssize_t i = 0; gt && i < nnums; i++) {
     long k = PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i));
     size_t pos = starts[k];
-    PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, k), grads, &pos);
+    PyObject *e = tree_unflatten(PyTuple_GET_ITEM(args, k), grads, &pos, grad_name(self));
     if (!e) Py_CLEAR(gt);
     else PyTuple_SET_ITEM(gt, i, e);
   }
@@ -418,7 +505,7 @@ static PyObject *grad_result(nvpy_function *self, PyObject *args, PyObject *kw, 
   PyObject *d = PyDict_New();
   for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(self->argnames); i++) {
     PyObject *name = PyTuple_GET_ITEM(self->argnames, i);
-    PyObject *e = tree_unflatten(PyDict_GetItem(kw, name), grads, &kw_start);
+    PyObject *e = tree_unflatten(PyDict_GetItem(kw, name), grads, &kw_start, grad_name(self));
     if (!e || PyDict_SetItem(d, name, e) < 0) Py_CLEAR(d);
     Py_XDECREF(e);
   }
@@ -428,36 +515,13 @@ static PyObject *grad_result(nvpy_function *self, PyObject *args, PyObject *kw, 
   return r;
 }
 
-static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
-  Py_ssize_t nargs = PyTuple_GET_SIZE(args), nnums = PyTuple_GET_SIZE(self->argnums);
-  bool traced[NVPY_MAXDIM] = {0};
-  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "grad: too many arguments");
-  if (grad_check_call(self, args, kw) < 0) return NULL;
-  for (Py_ssize_t i = 0; i < nnums; i++) traced[PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))] = true;
-  nv_vec *primals = nv_vec_new();
-  size_t starts[NVPY_MAXDIM + 1];
-  if (!primals) return PyErr_NoMemory();
-  /* Primals in argument order, then the keyword arguments' in argnames order (the closure
-   * rebuilds them so); grads are reordered by grad_result. */
-  for (Py_ssize_t k = 0; k < nargs; k++) {
-    starts[k] = nv_vec_size(primals);
-    if (traced[k] && tree_flatten(PyTuple_GET_ITEM(args, k), primals) < 0) {
-      nv_vec_free(primals);
-      return NULL;
-    }
-  }
-  starts[nargs] = nv_vec_size(primals);
-  for (Py_ssize_t i = 0; self->argnames && i < PyTuple_GET_SIZE(self->argnames); i++)
-    if (tree_flatten(PyDict_GetItem(kw, PyTuple_GET_ITEM(self->argnames, i)), primals) < 0) {
-      nv_vec_free(primals);
-      return NULL;
-    }
+/* grad_call's transform over the flattened primals. */
+static PyObject *grad_run(nvpy_function *self, PyObject *args, PyObject *kw, nv_vec *primals,
+                          const bool *traced, const size_t *starts, const char *what) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
   py_fn *pf = NULL;
-  nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
-  if (!c) {
-    nv_vec_free(primals);
-    return NULL;
-  }
+  nv_closure *c = make_closure(self->fn, args, kw, traced, what, &pf);
+  if (!c) return NULL;
   pf->kw_names = self->argnames;
   Py_XINCREF(pf->kw_names);
   size_t np = nv_vec_size(primals);
@@ -478,7 +542,7 @@ static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
     nv_vec_free(grads);
     if (gt && self->value) {
       size_t pos = 0;
-      PyObject *value = tree_unflatten(pf->out_tmpl, out, &pos);
+      PyObject *value = tree_unflatten(pf->out_tmpl, out, &pos, what);
       r = value ? PyTuple_Pack(2, value, gt) : NULL;
       Py_XDECREF(value);
       Py_DECREF(gt);
@@ -487,10 +551,43 @@ static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
     }
   }
   nv_vec_free(out);
-  nv_vec_free(primals);
   nv_closure_release(g);
   nv_closure_release(c);
   return r;
+}
+
+static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args), nnums = PyTuple_GET_SIZE(self->argnums);
+  if (grad_check_call(self, args, kw) < 0) return NULL;
+  const char *what = grad_name(self);
+  /* Which arguments are differentiated, and where each one's primals start. */
+  bool *traced = PyMem_Calloc((size_t)nargs + 1, sizeof(bool));
+  size_t *starts = PyMem_Calloc((size_t)nargs + 1, sizeof(size_t));
+  nv_vec *primals = traced && starts ? nv_vec_new() : NULL;
+  if (!primals) goto oom;
+  for (Py_ssize_t i = 0; i < nnums; i++) traced[PyLong_AsLong(PyTuple_GET_ITEM(self->argnums, i))] = true;
+  /* Primals in argument order, then the keyword arguments' in argnames order (the closure
+   * rebuilds them so); grads are reordered by grad_result. */
+  for (Py_ssize_t k = 0; k < nargs; k++) {
+    starts[k] = nv_vec_size(primals);
+    if (traced[k] && tree_flatten(PyTuple_GET_ITEM(args, k), primals, what) < 0) goto fail;
+  }
+  starts[nargs] = nv_vec_size(primals);
+  for (Py_ssize_t i = 0; self->argnames && i < PyTuple_GET_SIZE(self->argnames); i++)
+    if (tree_flatten(PyDict_GetItem(kw, PyTuple_GET_ITEM(self->argnames, i)), primals, what) < 0)
+      goto fail;
+  PyObject *r = grad_run(self, args, kw, primals, traced, starts, what);
+  PyMem_Free(traced);
+  PyMem_Free(starts);
+  nv_vec_free(primals);
+  return r;
+oom:
+  PyErr_NoMemory();
+fail:
+  PyMem_Free(traced);
+  PyMem_Free(starts);
+  nv_vec_free(primals);
+  return NULL;
 }
 
 /* argnames as a tuple of distinct names (a str is one name); NULL with a TypeError. */
@@ -535,6 +632,10 @@ static PyObject *argnums_tuple(PyObject *o, bool has_names, const char *tag, boo
     long k = PyLong_Check(e) ? PyLong_AsLong(e) : -1;
     if (!PyLong_Check(e)) {
       PyErr_Format(PyExc_TypeError, "%s argnums must be ints, got %s", tag, Py_TYPE(e)->tp_name);
+    } else if (k == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "%s argument index %R is beyond the %d arguments nuvec differentiates",
+                   tag, e, NVPY_MAXDIM);
     } else if (k < 0 && !PyErr_Occurred()) {
       PyErr_Format(PyExc_ValueError, "%s Can't compute the gradient of negative argument index %ld", tag, k);
     } else if (k >= NVPY_MAXDIM && !PyErr_Occurred()) {
@@ -564,7 +665,9 @@ static PyObject *make_grad(PyObject *args, PyObject *kw, bool value) {
   static char *kwlist[] = {"fun", "argnums", "argnames", NULL};
   const char *tag = value ? "[value_and_grad]" : "[grad]";
   PyObject *fn, *argnums = Py_None, *argnames = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO", kwlist, &fn, &argnums, &argnames)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, value ? "O|OO:value_and_grad" : "O|OO:grad", kwlist, &fn,
+                                   &argnums, &argnames))
+    return NULL;
   PyObject *names = argnames_tuple(argnames, tag);
   if (!names) return NULL;
   bool single;
@@ -573,7 +676,7 @@ static PyObject *make_grad(PyObject *args, PyObject *kw, bool value) {
     PyErr_Format(PyExc_ValueError, "%s Gradient wrt no argument requested", tag);
     Py_CLEAR(nums);
   }
-  nvpy_function *f = nums ? function_new(grad_call, fn) : NULL;
+  nvpy_function *f = nums ? function_new(grad_call, fn, value ? "value_and_grad" : "grad") : NULL;
   if (!f) {
     Py_XDECREF(nums);
     Py_DECREF(names);
@@ -602,23 +705,31 @@ static PyObject *vjp_jvp(PyObject *args, PyObject *kw, bool is_vjp) {
   static char *kwlist_v[] = {"fun", "primals", "cotangents", NULL};
   static char *kwlist_j[] = {"fun", "primals", "tangents", NULL};
   PyObject *fn, *po, *to;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO", is_vjp ? kwlist_v : kwlist_j, &fn, &po, &to))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, is_vjp ? "OOO:vjp" : "OOO:jvp", is_vjp ? kwlist_v : kwlist_j,
+                                   &fn, &po, &to))
     return NULL;
-  nv_vec *primals = nvpy_vec_arg(po, is_vjp ? "vjp" : "jvp");
-  nv_vec *tans = primals ? nvpy_vec_arg(to, is_vjp ? "vjp" : "jvp") : NULL;
+  const char *what = is_vjp ? "vjp" : "jvp";
+  nv_vec *primals = nvpy_vec_arg(po, is_vjp ? "vjp: primals" : "jvp: primals");
+  nv_vec *tans = primals ? nvpy_vec_arg(to, is_vjp ? "vjp: cotangents" : "jvp: tangents") : NULL;
   if (!tans) {
     nv_vec_free(primals);
     return NULL;
   }
-  /* The function receives the primals as separate arguments. */
-  PyObject *targs = PyTuple_New((Py_ssize_t)nv_vec_size(primals));
-  bool traced[NVPY_MAXDIM];
-  for (size_t i = 0; targs && i < nv_vec_size(primals) && i < NVPY_MAXDIM; i++) {
-    PyTuple_SET_ITEM(targs, (Py_ssize_t)i, nvpy_wrap_unchecked(nv_retain(nv_vec_get(primals, i))));
+  /* The function receives the primals as separate arguments, each of them traced. */
+  size_t n = nv_vec_size(primals);
+  PyObject *targs = PyTuple_New((Py_ssize_t)n);
+  bool *traced = targs ? PyMem_Malloc(n + 1) : NULL;
+  if (targs && !traced) Py_CLEAR(targs);
+  for (size_t i = 0; targs && i < n; i++) {
+    PyObject *a = nvpy_wrap_unchecked(nv_retain(nv_vec_get(primals, i)));
+    if (!a) Py_CLEAR(targs);
+    else PyTuple_SET_ITEM(targs, (Py_ssize_t)i, a);
     traced[i] = true;
   }
+  if (!targs && !PyErr_Occurred()) PyErr_NoMemory();
   py_fn *pf = NULL;
-  nv_closure *c = targs ? make_closure(fn, targs, NULL, traced, &pf) : NULL;
+  nv_closure *c = targs ? make_closure(fn, targs, NULL, traced, what, &pf) : NULL;
+  PyMem_Free(traced);
   Py_XDECREF(targs);
   PyObject *r = NULL;
   nv_vec *outs = nv_vec_new(), *res = nv_vec_new();
@@ -631,6 +742,8 @@ static PyObject *vjp_jvp(PyObject *args, PyObject *kw, bool is_vjp) {
       Py_XDECREF(a);
       Py_XDECREF(b);
     }
+  } else if (c) {
+    PyErr_NoMemory();
   }
   nv_vec_free(outs);
   nv_vec_free(res);
@@ -651,129 +764,173 @@ static PyObject *py_jvp(PyObject *m, PyObject *args, PyObject *kw) {
 
 /* ---- vmap ---- */
 
-static int axis_value(PyObject *o, int *out) {
+static int axis_value(PyObject *o, int *out, const char *what) {
   if (o == Py_None) {
     *out = NV_VMAP_NONE;
     return 0;
   }
-  return nvpy_int_arg(o, 0, out, "vmap");
+  return nvpy_int_arg(o, 0, out, what);
+}
+
+static int push_axis(int a, int **ax, size_t *n, size_t *cap) {
+  if (*n == *cap) {
+    *cap = *cap * 2 + 8;
+    int *p = PyMem_Realloc(*ax, *cap * sizeof(int));
+    if (!p) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    *ax = p;
+  }
+  (*ax)[(*n)++] = a;
+  return 0;
 }
 
 /* The axis of each array leaf of `tree` from the prefix `spec` (an int or None for the whole
- * subtree, else a list/tuple/dict matching it). */
-static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap) {
-  if (spec == Py_None || PyLong_Check(spec)) {
+ * subtree, else a list/tuple/dict matching it), appended to `*ax` (a PyMem array). */
+static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap,
+                       const char *what);
+
+/* expand_axes over matching lists or tuples, read through snapshots. */
+static int expand_seq(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
+  PyObject *ts = PySequence_Tuple(spec), *tt = ts ? PySequence_Tuple(tree) : NULL;
+  int rc = tt ? 0 : -1;
+  if (tt && PyTuple_GET_SIZE(ts) != PyTuple_GET_SIZE(tt)) {
+    PyErr_Format(PyExc_ValueError, "%s: %zd axes for a sequence of %zd items", what, PyTuple_GET_SIZE(ts),
+                 PyTuple_GET_SIZE(tt));
+    rc = -1;
+  }
+  for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(ts); i++)
+    rc = expand_axes(PyTuple_GET_ITEM(ts, i), PyTuple_GET_ITEM(tt, i), ax, n, cap, what);
+  Py_XDECREF(ts);
+  Py_XDECREF(tt);
+  return rc;
+}
+
+static int expand_dict(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
+  PyObject *k, *val;
+  Py_ssize_t pos = 0;
+  int rc = 0;
+  while (rc == 0 && PyDict_Next(tree, &pos, &k, &val)) {
+    Py_INCREF(k);
+    Py_INCREF(val);
+    PyObject *sub = PyDict_GetItemWithError(spec, k);
+    if (!sub && !PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError, "%s: the axes dict has no key %R of the argument", what, k);
+    Py_XINCREF(sub);
+    rc = sub ? expand_axes(sub, val, ax, n, cap, what) : -1;
+    Py_XDECREF(sub);
+    Py_DECREF(k);
+    Py_DECREF(val);
+  }
+  return rc;
+}
+
+static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size_t *cap, const char *what) {
+  if (!is_node(spec)) { /* an axis (or None) for the whole subtree */
     int a;
-    if (axis_value(spec, &a) < 0) return -1;
-    nv_vec *v = flatten_new(tree);
+    if (axis_value(spec, &a, what) < 0) return -1;
+    nv_vec *v = flatten_new(tree, what);
     if (!v) return -1;
-    for (size_t i = 0; i < nv_vec_size(v); i++) {
-      if (*n == *cap) {
-        *cap = *cap * 2 + 8;
-        int *p = PyMem_Realloc(*ax, *cap * sizeof(int));
-        if (!p) {
-          nv_vec_free(v);
-          PyErr_NoMemory();
-          return -1;
-        }
-        *ax = p;
-      }
-      (*ax)[(*n)++] = a;
-    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nv_vec_size(v); i++) rc = push_axis(a, ax, n, cap);
     nv_vec_free(v);
-    return 0;
+    return rc;
   }
-  if ((PyList_Check(spec) || PyTuple_Check(spec)) && (PyList_Check(tree) || PyTuple_Check(tree)) &&
-      PySequence_Size(spec) == PySequence_Size(tree)) {
-    for (Py_ssize_t i = 0; i < PySequence_Size(spec); i++)
-      if (expand_axes(PySequence_Fast_GET_ITEM(spec, i), PySequence_Fast_GET_ITEM(tree, i), ax, n, cap) < 0)
-        return -1;
-    return 0;
+  bool seqs = (PyList_Check(spec) || PyTuple_Check(spec)) && (PyList_Check(tree) || PyTuple_Check(tree));
+  bool dicts = PyDict_Check(spec) && PyDict_Check(tree);
+  if (!seqs && !dicts) {
+    PyErr_Format(PyExc_ValueError, "%s: the axes do not match the structure of the arguments", what);
+    return -1;
   }
-  if (PyDict_Check(spec) && PyDict_Check(tree)) {
-    PyObject *k, *val;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(tree, &pos, &k, &val)) {
-      PyObject *s = PyDict_GetItem(spec, k);
-      if (!s) {
-        PyErr_SetString(PyExc_ValueError, "vmap: in_axes dict does not match the argument");
-        return -1;
-      }
-      if (expand_axes(s, val, ax, n, cap) < 0) return -1;
+  /* A spec that contains itself (matched by a tree that does) ends in RecursionError. */
+  if (Py_EnterRecursiveCall(" in vmap's axes")) return -1;
+  int rc = seqs ? expand_seq(spec, tree, ax, n, cap, what) : expand_dict(spec, tree, ax, n, cap, what);
+  Py_LeaveRecursiveCall();
+  return rc;
+}
+
+/* Moves each output's batch axis (0) to its out axis (None takes one slice). 0, or -1 with an
+ * exception. */
+static int apply_out_axes(PyObject *out_axes, PyObject *out_tmpl, nv_vec *out) {
+  int *oax = NULL;
+  size_t no = 0, ocap = 0;
+  int rc = expand_axes(out_axes, out_tmpl, &oax, &no, &ocap, "vmap: out_axes");
+  if (rc == 0 && no != nv_vec_size(out)) {
+    PyErr_SetString(PyExc_ValueError, "vmap: out_axes do not match the outputs");
+    rc = -1;
+  }
+  for (size_t i = 0; rc == 0 && i < no; i++) {
+    nv_array *x = nv_vec_get(out, i), *y;
+    if (oax[i] == NV_VMAP_NONE) {
+      nv_array *zero = nv_array_int(0);
+      y = nv_take(x, zero, 0);
+      nv_release(zero);
+    } else {
+      y = nv_moveaxis(x, 0, oax[i]);
     }
-    return 0;
+    if (!y || nv_array_status(y) != NV_OK) {
+      if (y) nvpy_raise_status(nv_array_status(y), nv_array_error(y));
+      else PyErr_NoMemory();
+      rc = -1;
+    } else {
+      nv_vec_set(out, i, y);
+    }
+    nv_release(y);
   }
-  PyErr_SetString(PyExc_ValueError, "vmap: the axes do not match the structure of the arguments");
-  return -1;
+  PyMem_Free(oax);
+  return rc;
+}
+
+/* `n` (and one more) true flags: every positional argument traced. NULL with MemoryError. */
+static bool *all_traced(Py_ssize_t n) {
+  bool *t = PyMem_Malloc((size_t)n + 1);
+  if (!t) return (bool *)PyErr_NoMemory();
+  memset(t, 1, (size_t)n + 1);
+  return t;
 }
 
 static PyObject *vmap_call(nvpy_function *self, PyObject *args, PyObject *kw) {
   Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "vmap: too many arguments");
   int *in_ax = NULL;
   size_t nin = 0, cap = 0;
   PyObject *spec = self->argnums;
   int rc;
-  if (spec == Py_None || PyLong_Check(spec)) rc = expand_axes(spec, args, &in_ax, &nin, &cap);
+  if (spec == Py_None || PyLong_Check(spec)) rc = expand_axes(spec, args, &in_ax, &nin, &cap, "vmap: in_axes");
   else if (PyTuple_Check(spec) || PyList_Check(spec)) {
     if (PySequence_Size(spec) != nargs) {
       PyErr_Format(PyExc_ValueError, "[vmap] The number of in axes (%zd) must match the number of arguments (%zd).",
                    PySequence_Size(spec), nargs);
       return NULL;
     }
-    rc = expand_axes(spec, args, &in_ax, &nin, &cap);
+    rc = expand_axes(spec, args, &in_ax, &nin, &cap, "vmap: in_axes");
   } else {
     PyErr_SetString(PyExc_ValueError, "vmap: in_axes must be an int, None or a sequence");
     return NULL;
   }
-  if (rc < 0) {
-    PyMem_Free(in_ax);
-    return NULL;
-  }
-  bool traced[NVPY_MAXDIM];
-  for (Py_ssize_t i = 0; i < nargs; i++) traced[i] = true;
-  nv_vec *inputs = flatten_new(args);
-  py_fn *pf = NULL;
-  nv_closure *c = inputs ? make_closure(self->fn, args, kw, traced, &pf) : NULL;
-  /* A single out axis goes to the C transform; a sequence is applied per output afterwards. */
   int out1 = 0;
   bool seq_out = !(self->out_axes == Py_None || PyLong_Check(self->out_axes));
-  if (!seq_out && axis_value(self->out_axes, &out1) < 0) c = (nv_closure_release(c), NULL);
+  bool *traced = rc == 0 ? all_traced(nargs) : NULL;
+  nv_vec *inputs = traced ? flatten_new(args, "vmap") : NULL;
+  py_fn *pf = NULL;
+  nv_closure *c = inputs ? make_closure(self->fn, args, kw, traced, "vmap", &pf) : NULL;
+  PyMem_Free(traced);
+  /* A single out axis goes to the C transform; a sequence is applied per output afterwards. */
+  if (c && !seq_out && axis_value(self->out_axes, &out1, "vmap: out_axes") < 0)
+    c = (nv_closure_release(c), NULL);
   nv_closure *vm = c ? nv_vmap(c, in_ax, nin, &out1, 1) : NULL;
   PyMem_Free(in_ax);
-  nv_vec *out = nv_vec_new();
+  nv_vec *out = vm ? nv_vec_new() : NULL;
   PyObject *r = NULL;
-  if (vm && out) {
+  if (out) {
     nv_status st = nv_closure_apply(vm, inputs, out);
     if (st != NV_OK) r = transform_error(pf, st);
-    else {
-      if (seq_out) {
-        /* Move each output's batch axis (0) to its out axis; None takes one slice. */
-        int *oax = NULL;
-        size_t no = 0, ocap = 0;
-        if (expand_axes(self->out_axes, pf->out_tmpl, &oax, &no, &ocap) == 0 && no == nv_vec_size(out)) {
-          for (size_t i = 0; i < no; i++) {
-            nv_array *x = nv_vec_get(out, i), *y;
-            if (oax[i] == NV_VMAP_NONE) {
-              nv_array *zero = nv_array_int(0);
-              y = nv_take(x, zero, 0);
-              nv_release(zero);
-            } else {
-              y = nv_moveaxis(x, 0, oax[i]);
-            }
-            nv_vec_set(out, i, y);
-            nv_release(y);
-          }
-        } else if (!PyErr_Occurred()) {
-          PyErr_SetString(PyExc_ValueError, "vmap: out_axes do not match the outputs");
-        }
-        PyMem_Free(oax);
-      }
-      if (!PyErr_Occurred()) {
-        size_t pos = 0;
-        r = tree_unflatten(pf->out_tmpl, out, &pos);
-      }
+    else if (!seq_out || apply_out_axes(self->out_axes, pf->out_tmpl, out) == 0) {
+      size_t pos = 0;
+      r = tree_unflatten(pf->out_tmpl, out, &pos, "vmap");
     }
+  } else if (c) {
+    PyErr_NoMemory();
   }
   nv_vec_free(out);
   nv_vec_free(inputs);
@@ -786,8 +943,8 @@ static PyObject *py_vmap(PyObject *m, PyObject *args, PyObject *kw) {
   (void)m;
   static char *kwlist[] = {"fun", "in_axes", "out_axes", NULL};
   PyObject *fn, *in_axes = NULL, *out_axes = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO", kwlist, &fn, &in_axes, &out_axes)) return NULL;
-  nvpy_function *f = function_new(vmap_call, fn);
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:vmap", kwlist, &fn, &in_axes, &out_axes)) return NULL;
+  nvpy_function *f = function_new(vmap_call, fn, "vmap");
   if (!f) return NULL;
   f->argnums = in_axes ? (Py_INCREF(in_axes), in_axes) : PyLong_FromLong(0);
   f->out_axes = out_axes ? (Py_INCREF(out_axes), out_axes) : PyLong_FromLong(0);
@@ -801,7 +958,7 @@ static nv_closure *rule_closure(PyObject *fn, int mode, PyObject *in_tmpl, int n
                                 PyObject *out_tmpl) {
   if (!fn) return NULL;
   py_fn *f = NULL;
-  nv_closure *c = make_closure(fn, NULL, NULL, NULL, &f);
+  nv_closure *c = make_closure(fn, NULL, NULL, NULL, "custom_function", &f);
   if (!c) return NULL;
   f->mode = mode;
   f->n_in = n_in;
@@ -814,17 +971,19 @@ static nv_closure *rule_closure(PyObject *fn, int mode, PyObject *in_tmpl, int n
 
 static PyObject *custom_call(nvpy_function *self, PyObject *args, PyObject *kw) {
   Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "custom_function: too many arguments");
-  bool traced[NVPY_MAXDIM];
-  for (Py_ssize_t i = 0; i < nargs; i++) traced[i] = true;
-  nv_vec *inputs = flatten_new(args);
-  if (!inputs) return NULL;
+  bool *traced = all_traced(nargs);
+  nv_vec *inputs = traced ? flatten_new(args, "custom_function") : NULL;
   py_fn *pf = NULL;
-  nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
+  nv_closure *c = inputs ? make_closure(self->fn, args, kw, traced, "custom_function", &pf) : NULL;
+  PyMem_Free(traced);
+  if (!c) {
+    nv_vec_free(inputs);
+    return NULL;
+  }
   PyObject *r = NULL;
   nv_vec *out = nv_vec_new();
   /* The output structure is needed by the rules: trace f once for it (no values computed). */
-  nv_status st = c && out ? nv_closure_apply(c, inputs, out) : NV_ERR_OUT_OF_MEMORY;
+  nv_status st = out ? nv_closure_apply(c, inputs, out) : NV_ERR_OUT_OF_MEMORY;
   if (st != NV_OK) {
     r = transform_error(pf, st);
     goto done;
@@ -840,7 +999,7 @@ static PyObject *custom_call(nvpy_function *self, PyObject *args, PyObject *kw) 
   else if (st != NV_OK) r = transform_error(pf, st);
   else {
     size_t pos = 0;
-    r = tree_unflatten(pf->out_tmpl, out, &pos);
+    r = tree_unflatten(pf->out_tmpl, out, &pos, "custom_function");
   }
   nv_closure_release(rv);
   nv_closure_release(rj);
@@ -871,26 +1030,28 @@ static PyObject *cf_vmap(PyObject *s, PyObject *r) { return set_rule(s, r, offse
 
 static PyObject *py_custom_function(PyObject *m, PyObject *fn) {
   (void)m;
-  return (PyObject *)function_new(custom_call, fn);
+  return (PyObject *)function_new(custom_call, fn, "custom_function");
 }
 
 static PyObject *checkpoint_call(nvpy_function *self, PyObject *args, PyObject *kw) {
   Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-  if (nargs > NVPY_MAXDIM) return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "checkpoint: too many arguments");
-  bool traced[NVPY_MAXDIM];
-  for (Py_ssize_t i = 0; i < nargs; i++) traced[i] = true;
-  nv_vec *inputs = flatten_new(args);
-  if (!inputs) return NULL;
+  bool *traced = all_traced(nargs);
+  nv_vec *inputs = traced ? flatten_new(args, "checkpoint") : NULL;
   py_fn *pf = NULL;
-  nv_closure *c = make_closure(self->fn, args, kw, traced, &pf);
-  nv_closure *cp = c ? nv_checkpoint(c) : NULL;
+  nv_closure *c = inputs ? make_closure(self->fn, args, kw, traced, "checkpoint", &pf) : NULL;
+  PyMem_Free(traced);
+  if (!c) {
+    nv_vec_free(inputs);
+    return NULL;
+  }
+  nv_closure *cp = nv_checkpoint(c);
   nv_vec *out = nv_vec_new();
   PyObject *r = NULL;
   nv_status st = cp && out ? nv_closure_apply(cp, inputs, out) : NV_ERR_OUT_OF_MEMORY;
   if (st != NV_OK) r = transform_error(pf, st);
   else {
     size_t pos = 0;
-    r = tree_unflatten(pf->out_tmpl, out, &pos);
+    r = tree_unflatten(pf->out_tmpl, out, &pos, "checkpoint");
   }
   nv_vec_free(out);
   nv_vec_free(inputs);
@@ -901,7 +1062,7 @@ static PyObject *checkpoint_call(nvpy_function *self, PyObject *args, PyObject *
 
 static PyObject *py_checkpoint(PyObject *m, PyObject *fn) {
   (void)m;
-  return (PyObject *)function_new(checkpoint_call, fn);
+  return (PyObject *)function_new(checkpoint_call, fn, "checkpoint");
 }
 
 static PyMethodDef function_methods[] = {
