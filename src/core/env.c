@@ -9,6 +9,14 @@
  *   NUVEC_MEMORY_LIMIT    the hard memory limit in bytes; default: the machine's memory.
  *   NUVEC_DEBUG_GUARDS    1: sentinel guards around every data buffer, checked when it is
  *                         freed (nv_get_guard_violations); default off.
+ *   NUVEC_DEFAULT_DEVICE  cpu, gpu or gpu:N: the initial default device; default gpu:0 where a
+ *                         usable CUDA device exists, else cpu.
+ *   NUVEC_GPU_MEMORY_LIMIT  the hard limit of each GPU's memory in bytes; default: the
+ *                         device's memory.
+ *   NUVEC_LOG_FALLBACK    1: name on stderr each GPU node that ran its CPU kernel (no CUDA
+ *                         kernel); default off.
+ *   NUVEC_ENABLE_TF32     1 (or MLX's MLX_ENABLE_TF32=1): float32 matrix products on the GPU
+ *                         use TF32 tensor cores; default off (full float32).
  *
  * Tests read NUVEC_TEST_SEED, NUVEC_TEST_FULL and NUVEC_TEST_THREAD_ITERS; the library does not.
  */
