@@ -1,9 +1,7 @@
 """NumPy references for the reduce family on the GPU (float64 references, bfloat16 through
 ml_dtypes): inputs with edge values, laid out in every way a kernel meets (contiguous,
 transposed, permuted, step-2 slices, reversed, broadcast), the result each op must give with
-the CPU kernels' semantics (src/cpu/reduce.c, reduce_rows.c, reduce_softmax.c, sort.c), and
-the comparison. Used by test_gpu_reduce.py (through libnuvec) and by mock/check_reduce.py
-(the kernels alone, through the mock recording interface)."""
+the CPU kernels' semantics (src/cpu/reduce.c, reduce_rows.c, reduce_softmax.c, sort.c), and the comparison. Used by test_gpu_reduce.py."""
 import numpy as np
 
 try:
