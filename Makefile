@@ -73,7 +73,7 @@ FUZZERS := npy npz safetensors gguf
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SYMBOLIZER := $(shell command -v llvm-symbolizer || command -v llvm-symbolizer-14)
 fuzz: setup
-	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNUVEC_WERROR=OFF \
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNUVEC_WERROR=OFF -DNUVEC_WITH_CUDA=OFF \
 	  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(CMAKE_FLAGS) >/dev/null
 	cmake --build build-fuzz -j $(JOBS) --target nuvec_static
 	set -e; for f in $(FUZZERS); do \
