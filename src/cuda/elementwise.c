@@ -70,8 +70,8 @@ typedef struct layout {
 /* Folds the row-contiguous index space `space` with the inputs broadcast to it. */
 static void fold(const nv__output *space, const nv__operand *in, int nin, layout *L) {
   int64_t full[NV__EW_MAXOPS][NV__MAX_DIMS];
-  const int64_t *src[NV__EW_MAXOPS];
-  int64_t *dst[NV__EW_MAXOPS];
+  const int64_t *src[NV__EW_MAXOPS] = {0};
+  int64_t *dst[NV__EW_MAXOPS] = {0};
   int64_t acc = 1;
   for (int d = space->ndim - 1; d >= 0; d--) {
     full[0][d] = acc;
