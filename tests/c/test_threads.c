@@ -5,16 +5,6 @@
 
 #include "testutil.h"
 
-#define CHECK(c, ...)                                                 \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #c);  \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
-
 #define THREADS 8
 #define SHARED 24
 #define ITERS_DEFAULT 1000

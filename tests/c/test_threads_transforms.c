@@ -16,16 +16,6 @@
 
 #include "testutil.h"
 
-#define CHECK(c, ...)                                                 \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #c);  \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
-
 #define ITERS_DEFAULT 1000
 
 long nv__test_live_scope_stacks(void);

@@ -54,4 +54,15 @@ static inline float test_randf(unsigned *state) {
   return (float)((x >> 8) & 0xffff) / 32768.0f - 1.0f + 1.0f / 65536.0f;
 }
 
+/* The plain (non-Criterion) tests' assertion: prints the place and the message, exits 1. */
+#define CHECK(c, ...)                                                 \
+  do {                                                                \
+    if (!(c)) {                                                       \
+      fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #c);  \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      exit(1);                                                        \
+    }                                                                 \
+  } while (0)
+
 #endif
