@@ -26,12 +26,9 @@ static nv_status cpu_encode(nv__ectx *ctx, nv__node *node, const nv__operand *in
                            nv__prims[node->prim].name, why);
     }
   }
+  /* A donated buffer is input `donated`'s, read back above; written here, its device copy
+   * goes stale. */
   nv__buffer *dbuf = donated >= 0 ? node->out[0].buf : NULL;
-  if (dbuf && atomic_load_explicit(&dbuf->dev, memory_order_acquire)) {
-    if (!committed && ctx) nv__ectx_commit(ctx);
-    nv_status s = nv__buffer_host(dbuf);
-    if (s != NV_OK) return s;
-  }
   nv_status s = k(node, in, donated);
   if (dbuf) nv__buffer_host_written(dbuf);
   return s;

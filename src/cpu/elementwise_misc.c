@@ -71,9 +71,8 @@ static nv_status k_view_dtype(nv__node *node, const nv__operand *in, int donated
 
 /* ---- number_of_elements ---- */
 
-static nv_status k_count(nv__node *node, const nv__operand *in, int donated) {
-  (void)donated;
-  nv__output *out = &node->out[0];
+void nv__count_value(const nv__node *node, const nv__operand *in, void *dst) {
+  const nv__output *out = &node->out[0];
   const nv__count_params *p = node->params;
   const nv__output *im = in[0].meta;
   bool listed[NV__MAX_DIMS] = {false};
@@ -88,14 +87,19 @@ static nv_status k_count(nv__node *node, const nv__operand *in, int donated) {
     count *= d;
     dcount *= (double)d;
   }
-  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   if (exact && count <= (uint64_t)INT64_MAX) {
     int64_t v = (int64_t)count;
-    nv__convert_run(NV_DTYPE_INT64, (const char *)&v, 1, out->dtype, nv__output_ptr(out), 1, 1);
+    nv__convert_run(NV_DTYPE_INT64, (const char *)&v, 1, out->dtype, dst, 1, 1);
   } else {
-    nv__convert_run(NV_DTYPE_FLOAT64, (const char *)&dcount, 1, out->dtype, nv__output_ptr(out),
-                    1, 1);
+    nv__convert_run(NV_DTYPE_FLOAT64, (const char *)&dcount, 1, out->dtype, dst, 1, 1);
   }
+}
+
+static nv_status k_count(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  nv__count_value(node, in, nv__output_ptr(out));
   return NV_OK;
 }
 

@@ -52,5 +52,8 @@ nv_status nv__k_to_fp8(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_from_fp8(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_slice_update(nv__node *node, const nv__operand *in, int donated);
 nv_status nv__k_sum(nv__node *node, const nv__operand *in, int donated);
+/* The value of number_of_elements (exact as int64 where it fits, else through float64) in the
+ * node's output dtype, written at dst: shared by the CPU and CUDA kernels. */
+void nv__count_value(const nv__node *node, const nv__operand *in, void *dst);
 
 #endif

@@ -323,7 +323,22 @@ void nv__gpu_graphs_clear(nv__gpu_dev *d) {
   d->ngraphs = 0;
 }
 
-static atomic_long stat_prepared, stat_updated, stat_replayed;
+static atomic_long stat_prepared, stat_updated;
+
+/* The cache entry of a structure (under d->lock); made when `create` and there is room. */
+static nv__gpu_gentry *graph_entry_locked(nv__gpu_dev *d, uint64_t hash, size_t nops, bool create) {
+  size_t b = hash % NV__GPU_GRAPH_BUCKETS;
+  nv__gpu_gentry *e = d->graphs[b];
+  while (e && (e->hash != hash || e->nops != nops)) e = e->next;
+  if (!e && create && d->ngraphs < 4096 && (e = calloc(1, sizeof *e))) {
+    e->hash = hash;
+    e->nops = nops;
+    e->next = d->graphs[b];
+    d->graphs[b] = e;
+    d->ngraphs++;
+  }
+  return e;
+}
 
 /* A prepared graph for the builder `g` (consumed on success): a cached one of the same
  * structure updated in place (or replayed unchanged), else a new one. The caller holds it
@@ -331,10 +346,8 @@ static atomic_long stat_prepared, stat_updated, stat_replayed;
  * submitted it) and gives it back with graph_put after submitting. */
 static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_t nops,
                               hrx_prepared **out) {
-  size_t b = hash % NV__GPU_GRAPH_BUCKETS;
   pthread_mutex_lock(&d->lock);
-  nv__gpu_gentry *e = d->graphs[b];
-  while (e && (e->hash != hash || e->nops != nops)) e = e->next;
+  nv__gpu_gentry *e = graph_entry_locked(d, hash, nops, false);
   hrx_prepared *cand[NV__GPU_PREPARED_PER_KEY];
   int ncand = 0;
   if (e) {
@@ -354,8 +367,7 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
   }
   /* The others go back (a quarantined or busy one stays usable for later or is dropped). */
   pthread_mutex_lock(&d->lock);
-  e = d->graphs[b];
-  while (e && (e->hash != hash || e->nops != nops)) e = e->next;
+  e = graph_entry_locked(d, hash, nops, false);
   for (int k = 0; k < ncand; k++) {
     if (k == used) continue;
     if (e && e->n < NV__GPU_PREPARED_PER_KEY && !hrx_prepared_quarantined(cand[k]))
@@ -377,17 +389,8 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
 
 /* Gives a prepared graph (the caller's reference) back to the cache after its submission. */
 static void graph_put(nv__gpu_dev *d, uint64_t hash, size_t nops, hrx_prepared *p) {
-  size_t b = hash % NV__GPU_GRAPH_BUCKETS;
   pthread_mutex_lock(&d->lock);
-  nv__gpu_gentry *e = d->graphs[b];
-  while (e && (e->hash != hash || e->nops != nops)) e = e->next;
-  if (!e && d->ngraphs < 4096 && (e = calloc(1, sizeof *e))) {
-    e->hash = hash;
-    e->nops = nops;
-    e->next = d->graphs[b];
-    d->graphs[b] = e;
-    d->ngraphs++;
-  }
+  nv__gpu_gentry *e = graph_entry_locked(d, hash, nops, true);
   if (e && e->n < NV__GPU_PREPARED_PER_KEY && !hrx_prepared_quarantined(p)) {
     e->p[e->n++] = p;
     p = NULL;
@@ -532,8 +535,6 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   ctx->ndeps = 0;
   nv__gpu_open_remove(d, ctx);
 }
-
-static nv__gpu_ctx *ctx_get(nv__ectx *ectx, nv__gpu_dev *d);
 
 /* ---- what kernels call (gpu.h) ---- */
 
@@ -948,7 +949,6 @@ static void gpu_end(nv__ectx *ectx) {
 void nv__gpu_graph_stats(long *prepared, long *updated) {
   if (prepared) *prepared = atomic_load(&stat_prepared);
   if (updated) *updated = atomic_load(&stat_updated);
-  (void)stat_replayed;
 }
 
 long nv__gpu_stat_allocs(void) { return atomic_load(&nv__gpu_stat_device_allocs); }

@@ -428,29 +428,9 @@ static nv_status store_bytes(nv__gpu_ctx *ctx, nv__output *o, const void *bits, 
 
 static nv_status k_count(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  nv__output *out = &node->out[0];
-  const nv__count_params *p = node->params;
-  const nv__output *im = in[0].meta;
-  bool listed[NV__MAX_DIMS] = {false};
-  for (int i = 0; i < p->naxes; i++) listed[p->axes[i]] = true;
-  uint64_t count = 1;
-  double dcount = 1;
-  bool exact = true;
-  for (int i = 0; i < im->ndim; i++) {
-    if (listed[i] == p->inverted) continue;
-    uint64_t d = (uint64_t)im->shape[i];
-    exact = exact && (d == 0 || count <= UINT64_MAX / d);
-    count *= d;
-    dcount *= (double)d;
-  }
   char v[16] = {0};
-  if (exact && count <= (uint64_t)INT64_MAX) {
-    int64_t c = (int64_t)count;
-    nv__convert_run(NV_DTYPE_INT64, (const char *)&c, 1, out->dtype, v, 1, 1);
-  } else {
-    nv__convert_run(NV_DTYPE_FLOAT64, (const char *)&dcount, 1, out->dtype, v, 1, 1);
-  }
-  return store_bytes(ctx, out, v, nv_dtype_size(out->dtype));
+  nv__count_value(node, in, v);
+  return store_bytes(ctx, &node->out[0], v, nv_dtype_size(node->out[0].dtype));
 }
 
 static int log2_size(size_t s) { return s == 1 ? 0 : s == 2 ? 1 : s == 4 ? 2 : 3; }

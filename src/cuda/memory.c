@@ -92,12 +92,17 @@ static void trim_locked(nv__gpu_dev *d, size_t target) {
 
 void nv__gpu_graphs_clear(nv__gpu_dev *d); /* backend.c, under d->lock */
 
-void nv__gpu_trim(nv__gpu_dev *d) {
-  pthread_mutex_lock(&d->lock);
+/* Everything the device caches goes: free memory, prepared graphs, pinned buffers. */
+static void trim_all_locked(nv__gpu_dev *d) {
   trim_locked(d, 0);
   nv__gpu_graphs_clear(d);
   for (size_t i = 0; i < d->npinned; i++) hrx_buffer_release(d->pinned[i].hb);
   d->npinned = 0;
+}
+
+void nv__gpu_trim(nv__gpu_dev *d) {
+  pthread_mutex_lock(&d->lock);
+  trim_all_locked(d);
   pthread_mutex_unlock(&d->lock);
 }
 
@@ -388,10 +393,8 @@ static void hook_release(nv__buffer *b) {
   nv__gpu_dev *d = nv__gpu_dev_get(dc->device);
   if (dc->shadow) {
     if (dc->shadow_mapped) hrx_buffer_unmap(dc->shadow, HRX_ACCESS_READ);
-    void *host = NULL;
     /* The shadow is the buffer's host memory when the GPU made the buffer. */
     if (b->capacity == 0 && b->kind == NV__BUF_POOL) b->ptr = NULL;
-    (void)host;
     if (d) nv__gpu_pinned_put(d, (nv__pinned){dc->shadow, dc->shadow_cap});
     else hrx_buffer_release(dc->shadow);
   }
@@ -454,12 +457,7 @@ size_t nv__gpu_memory(int index, int what, size_t arg) {
       break;
     }
     case 5: r = d->limit; break;
-    case 6:
-      trim_locked(d, 0);
-      nv__gpu_graphs_clear(d);
-      for (size_t i = 0; i < d->npinned; i++) hrx_buffer_release(d->pinned[i].hb);
-      d->npinned = 0;
-      break;
+    case 6: trim_all_locked(d); break;
     default: break;
   }
   pthread_mutex_unlock(&d->lock);
