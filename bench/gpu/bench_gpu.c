@@ -22,13 +22,17 @@ static nv_array *rand_on_gpu(const int *shape, int ndim, nv_dtype dtype) {
 
 void nv__gpu_graph_stats(long *prepared, long *updated);
 long nv__gpu_stat_allocs(void);
+void nv__gpu_profile(char *buf, size_t n);
 
 /* After each case: graphs prepared / reused and device allocations since the last call. */
 static void diag(const char *name) {
   static long p0, u0, a0;
   long p, u, a = nv__gpu_stat_allocs();
   nv__gpu_graph_stats(&p, &u);
-  printf("DIAG %s prepared=%ld reused=%ld device_allocs=%ld\n", name, p - p0, u - u0, a - a0);
+  char prof[512];
+  nv__gpu_profile(prof, sizeof prof);
+  printf("DIAG %s prepared=%ld reused=%ld device_allocs=%ld %s\n", name, p - p0, u - u0, a - a0,
+         prof);
   p0 = p, u0 = u, a0 = a;
 }
 
@@ -86,6 +90,18 @@ static void run_tiny(void *p) {
     y = z;
   }
   check(nv_eval1(y), "tiny");
+  nv_release(y);
+}
+
+/* The same chain built and dropped without evaluating: the graph-building share. */
+static void run_tiny_build(void *p) {
+  args *x = p;
+  nv_array *y = nv_retain(x->a);
+  for (int i = 0; i < x->n; i++) {
+    nv_array *z = i % 2 ? nv_multiply(y, x->b) : nv_add(y, x->c);
+    nv_release(y);
+    y = z;
+  }
   nv_release(y);
 }
 
@@ -162,7 +178,9 @@ int main(int argc, char **argv) {
   if (WANT("softmax_bf16_32768x4096")) {
     int shape[2] = {32768, 4096};
     args x = {rand_on_gpu(shape, 2, NV_DTYPE_BFLOAT16), NULL, NULL, 0, 0};
+    diag("inputs");
     bench_run("softmax_bf16_32768x4096", run_softmax, &x, 3, 20);
+    diag("softmax");
     nv_release(x.a);
   }
   if (WANT("sum_axis")) {
@@ -181,7 +199,9 @@ int main(int argc, char **argv) {
     int shape[2] = {8192, 8192};
     args x = {rand_on_gpu(shape, 2, NV_DTYPE_BFLOAT16), rand_on_gpu(shape, 2, NV_DTYPE_BFLOAT16),
               NULL, 0, 0};
+    diag("inputs");
     bench_run("matmul_bf16_8192", run_matmul, &x, 3, 10);
+    diag("matmul_bf16");
     nv_release(x.a), nv_release(x.b);
   }
   if (WANT("matmul_f32_4096")) {
@@ -198,6 +218,8 @@ int main(int argc, char **argv) {
     diag("inputs");
     bench_run("tiny_1000_ops", run_tiny, &x, 5, 30);
     diag("tiny");
+    bench_run("tiny_1000_ops_build_only", run_tiny_build, &x, 5, 30);
+    diag("tiny_build");
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
   }
   if (WANT("mlp_train")) {

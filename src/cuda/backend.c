@@ -7,6 +7,8 @@
  * on data read back (counted, NUVEC_LOG_FALLBACK=1 names it). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -325,6 +327,16 @@ void nv__gpu_graphs_clear(nv__gpu_dev *d) {
 
 static atomic_long stat_prepared, stat_updated;
 
+/* Where the host's time goes (bench/gpu prints it): nanoseconds per phase, summed. */
+enum { PROF_ENCODE, PROF_PREPARE, PROF_SUBMIT, PROF_WAIT, PROF_COMMITS, PROF_N };
+static atomic_llong prof[PROF_N];
+
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
 /* The cache entry of a structure (under d->lock); made when `create` and there is room. */
 static nv__gpu_gentry *graph_entry_locked(nv__gpu_dev *d, uint64_t hash, size_t nops, bool create) {
   size_t b = hash % NV__GPU_GRAPH_BUCKETS;
@@ -479,7 +491,11 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   }
   nv__gpu_sweep(d, NV__GPU_INFLIGHT);
   hrx_prepared *p = NULL;
+  long long t0 = now_ns();
   nv_status st = prepared_for(d, g, ctx->hash, ctx->nops, &p);
+  long long t1 = now_ns();
+  atomic_fetch_add(&prof[PROF_PREPARE], t1 - t0);
+  atomic_fetch_add(&prof[PROF_COMMITS], 1);
   if (st != NV_OK) {
     hrx_graph_release(g);
   } else {
@@ -511,6 +527,7 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
     }
     for (size_t k = 0; k < ndep; k++) hrx_completion_release(deps[k]);
     graph_put(d, ctx->hash, ctx->nops, p);
+    atomic_fetch_add(&prof[PROF_SUBMIT], now_ns() - t1);
     if (hs != HRX_OK) st = nv__gpu_hrx_error(hs, "submitting GPU work");
     else if (!(s = nv__gpu_sub_new(c))) {
       hrx_completion_wait(c, HRX_WAIT_FOREVER);
@@ -884,7 +901,9 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
   }
   nv__gpu_kernel_fn k = nv__gpu_kernels[node->prim];
   if (k) {
+    long long t0 = now_ns();
     nv_status st = k(ctx, node, in, donated);
+    atomic_fetch_add(&prof[PROF_ENCODE], now_ns() - t0);
     if (st != NV_OK) {
       char why[512];
       snprintf(why, sizeof why, "%s", nv_last_error());
@@ -920,7 +939,9 @@ static nv_status gpu_flush(nv__ectx *ectx) {
   for (int i = 0; i < NV__GPU_MAX_DEVICES; i++) {
     nv__gpu_ctx *ctx = ge->dev[i];
     if (ctx && ctx->last) {
+      long long t0 = now_ns();
       nv_status s = nv__gpu_sub_wait(ctx->last);
+      atomic_fetch_add(&prof[PROF_WAIT], now_ns() - t0);
       if (r == NV_OK) r = s;
     }
   }
@@ -952,6 +973,22 @@ void nv__gpu_graph_stats(long *prepared, long *updated) {
 }
 
 long nv__gpu_stat_allocs(void) { return atomic_load(&nv__gpu_stat_device_allocs); }
+
+/* The host's time per phase since the last call (microseconds), and hrx's graph counters. */
+void nv__gpu_profile(char *buf, size_t n) {
+  long long v[PROF_N];
+  for (int i = 0; i < PROF_N; i++) v[i] = atomic_exchange(&prof[i], 0);
+  hrx_counters c = {0};
+  nv__gpu_dev *d = nv__gpu_device_count() > 0 ? atomic_load(&devs[0]) : NULL;
+  if (d) hrx_runtime_counters(d->rt, &c);
+  snprintf(buf, n,
+           "encode_us=%.1f prepare_us=%.1f submit_us=%.1f wait_us=%.1f commits=%lld "
+           "hrx_submissions=%llu native_prepared=%llu native_updated=%llu event_waits=%llu",
+           v[PROF_ENCODE] / 1e3, v[PROF_PREPARE] / 1e3, v[PROF_SUBMIT] / 1e3, v[PROF_WAIT] / 1e3,
+           v[PROF_COMMITS], (unsigned long long)c.submissions,
+           (unsigned long long)c.native_graphs_prepared,
+           (unsigned long long)c.native_graphs_updated, (unsigned long long)c.gpu_event_waits);
+}
 
 /* Arms hrx's fault injection on GPU `index`: the next region to start fails (kind 0), or the
  * whole runtime does (kind 1). Test hook. */
