@@ -58,6 +58,12 @@ stage2() {
   timeout 60 $B/tests/gpu/test_gpu_semantics --verbose >"$OUT/gpu_tests.log" 2>&1
   note "2a. GPU semantics: rc=$? $(grep -E 'Synthesis' "$OUT/gpu_tests.log" | tail -1)"
   grep -E "\[FAIL\]|Assertion|signal" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
+  for x in test_hrx_gpu test_hrx_cuda; do
+    [ -x $B/tests/hrx/$x ] || continue
+    timeout 60 $B/tests/hrx/$x >"$OUT/hrx.log" 2>&1
+    note "2c. $x: rc=$? $(grep -E 'Synthesis' "$OUT/hrx.log" | tail -1)"
+    grep -E "\[FAIL\]|Assertion|signal" "$OUT/hrx.log" | head -10 | tee -a "$SUM"
+  done
   NUVEC_DEFAULT_DEVICE=gpu timeout 100 python3 -m pytest -q -p no:cacheprovider tests/gpu >>"$OUT/gpu_tests.log" 2>&1
   note "2b. tests/gpu pytest: rc=$? $(tail -1 "$OUT/gpu_tests.log")"
   grep -E "^FAILED|Error" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
