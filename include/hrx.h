@@ -551,7 +551,10 @@ HRX_API hrx_status hrx_submit_after(hrx_prepared *prepared, hrx_completion *cons
 /* How hrx_prepared_update applied a new builder. */
 typedef enum hrx_update_mode {
   HRX_UPDATE_IN_PLACE = 0,       /* same topology: native graphs updated in place */
-  HRX_UPDATE_REINSTANTIATED = 1  /* topology differed (or was forced): rebuilt */
+  HRX_UPDATE_REINSTANTIATED = 1, /* topology differed (or was forced): rebuilt */
+  HRX_UPDATE_UNCHANGED = 2       /* the builder held exactly the prepared operations (same
+                                    kernels, views, constants, parameter blocks): nothing was
+                                    rewritten, and runs in flight did not matter */
 } hrx_update_mode;
 
 /* Flags for hrx_prepared_update. */
@@ -561,8 +564,10 @@ enum { HRX_UPDATE_FORCE_REINSTANTIATE = 1 };
  * the topology is the same (operation kinds, kernels, lanes, region split and edges, checked
  * first) every native region is updated in place (cudaGraphExecUpdate); otherwise, or with
  * HRX_UPDATE_FORCE_REINSTANTIATE, the graph is re-prepared. On success the builder is consumed
- * and *mode (may be NULL) says which happened. Fails with HRX_E_BUSY while a run is in flight
- * or a completion of one is held, HRX_E_DEVICE_LOST for a quarantined graph or failed runtime,
+ * and *mode (may be NULL) says which happened. A builder identical to the prepared operations
+ * (no callbacks but the same ones) changes nothing and succeeds at once with
+ * HRX_UPDATE_UNCHANGED, even while runs are in flight. Fails with HRX_E_BUSY while a run is in
+ * flight or a completion of one is held (and something would change), HRX_E_DEVICE_LOST for a quarantined graph or failed runtime,
  * and as hrx_graph_prepare. Thread-safe. */
 HRX_API hrx_status hrx_prepared_update(hrx_prepared *prepared, hrx_graph *graph,
                                        uint32_t flags, hrx_update_mode *mode);

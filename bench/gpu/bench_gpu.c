@@ -51,9 +51,13 @@ typedef struct args {
   int n;
 } args;
 
+/* In a scope, so that the product is an intermediate the sum may write over (as x*y+z in MLX
+ * or PyTorch, whose product is a temporary). */
 static void run_fma(void *p) {
   args *x = p;
-  nv_array *y = nv_add(nv_multiply(x->a, x->b), x->c);
+  nv_scope_begin();
+  nv_array *y = nv_scope_keep(nv_add(nv_multiply(x->a, x->b), x->c));
+  nv_scope_end();
   check(nv_eval1(y), "fma");
   nv_release(y);
 }

@@ -197,7 +197,11 @@ void nv__test_end_running(const nv_array *x, nv_status status, const char *msg) 
     nv__node_lock(n);
     atomic_store_explicit(&n->state, NV__PENDING, memory_order_release);
     nv__node_unlock(n);
-    evaluate(n, NULL);
+    /* In an evaluation of its own (a GPU node records into one), waited for. */
+    nv__ectx ctx = {0};
+    evaluate(n, &ctx);
+    nv__ectx_flush(&ctx);
+    if (ctx.gpu_backend) ctx.gpu_backend->end(&ctx);
     return;
   }
   finish(n, NV__FAILED, nv__error_new(status, "%s", msg));

@@ -328,7 +328,20 @@ void nv__gpu_graphs_clear(nv__gpu_dev *d) {
 static atomic_long stat_prepared, stat_updated;
 
 /* Where the host's time goes (bench/gpu prints it): nanoseconds per phase, summed. */
-enum { PROF_ENCODE, PROF_PREPARE, PROF_SUBMIT, PROF_WAIT, PROF_COMMITS, PROF_N };
+enum {
+  PROF_ENCODE,
+  PROF_PREPARE,
+  PROF_SUBMIT,
+  PROF_WAIT,
+  PROF_COMMITS,
+  PROF_OUTPUT,
+  PROF_INPUT,
+  PROF_KERNEL,
+  PROF_RECORD,
+  PROF_UNCHANGED,
+  PROF_BUSY,
+  PROF_N
+};
 static atomic_llong prof[PROF_N];
 
 static long long now_ns(void) {
@@ -371,8 +384,11 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
   int used = -1;
   for (int k = 0; k < ncand && !found; k++) {
     hrx_update_mode mode;
-    if (hrx_prepared_update(cand[k], g, 0, &mode) == HRX_OK) {
-      atomic_fetch_add(mode == HRX_UPDATE_IN_PLACE ? &stat_updated : &stat_prepared, 1);
+    hrx_status us = hrx_prepared_update(cand[k], g, 0, &mode);
+    if (us == HRX_E_BUSY) atomic_fetch_add(&prof[PROF_BUSY], 1);
+    if (us == HRX_OK) {
+      atomic_fetch_add(mode == HRX_UPDATE_REINSTANTIATED ? &stat_prepared : &stat_updated, 1);
+      if (mode == HRX_UPDATE_UNCHANGED) atomic_fetch_add(&prof[PROF_UNCHANGED], 1);
       found = cand[k];
       used = k;
     }
@@ -711,12 +727,23 @@ static nv_status arg_of(nv__gpu_ctx *ctx, const nv__output *m, nv__buffer *b, in
 }
 
 nv_status nv__gpu_input(nv__gpu_ctx *ctx, const nv__operand *op, nv__gpu_arg *out) {
+  long long t0 = now_ns();
   nv_status st = nv__gpu_ctx_graph(ctx);
-  if (st != NV_OK) return st;
-  return arg_of(ctx, op->meta, op->buf, op->offset, out);
+  if (st == NV_OK) st = arg_of(ctx, op->meta, op->buf, op->offset, out);
+  atomic_fetch_add(&prof[PROF_INPUT], now_ns() - t0);
+  return st;
 }
 
+static nv_status gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out);
+
 nv_status nv__gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out) {
+  long long t0 = now_ns();
+  nv_status st = gpu_output(ctx, o, out);
+  atomic_fetch_add(&prof[PROF_OUTPUT], now_ns() - t0);
+  return st;
+}
+
+static nv_status gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out) {
   nv_status st = nv__gpu_ctx_graph(ctx);
   if (st != NV_OK) return st;
   size_t bytes = (size_t)o->size * nv_dtype_size(o->dtype);
@@ -777,10 +804,14 @@ nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *l) {
   if (l->nviews < 0 || l->nviews > 64 || (l->nviews && (!l->views || !l->access)))
     return nv__set_error(NV_ERR_BACKEND, "recording a GPU kernel: bad launch (%d views)", l->nviews);
   hrx_kernel *k;
+  long long t0 = now_ns();
   if ((st = kernel_for(ctx->dev, l, &k)) != NV_OK) return st;
+  long long t1 = now_ns();
   hrx_status hs = hrx_graph_dispatch_ex(ctx->g, k, l->views, (size_t)l->nviews, NULL, 0, l->params,
                                         l->params_size, l->aliasing ? HRX_DISPATCH_ALIASING : 0,
                                         NULL);
+  atomic_fetch_add(&prof[PROF_KERNEL], t1 - t0);
+  atomic_fetch_add(&prof[PROF_RECORD], now_ns() - t1);
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "recording a GPU kernel");
   nv__gpu_hash(ctx, (uint64_t)(uintptr_t)k);
   for (int i = 0; i < l->nviews; i++) nv__gpu_hash_buffer(ctx, l->views[i].buffer);
@@ -982,10 +1013,12 @@ void nv__gpu_profile(char *buf, size_t n) {
   nv__gpu_dev *d = nv__gpu_device_count() > 0 ? atomic_load(&devs[0]) : NULL;
   if (d) hrx_runtime_counters(d->rt, &c);
   snprintf(buf, n,
-           "encode_us=%.1f prepare_us=%.1f submit_us=%.1f wait_us=%.1f commits=%lld "
+           "encode_us=%.1f (output %.1f input %.1f kernel %.1f record %.1f) prepare_us=%.1f "
+           "submit_us=%.1f wait_us=%.1f commits=%lld unchanged=%lld busy=%lld "
            "hrx_submissions=%llu native_prepared=%llu native_updated=%llu event_waits=%llu",
-           v[PROF_ENCODE] / 1e3, v[PROF_PREPARE] / 1e3, v[PROF_SUBMIT] / 1e3, v[PROF_WAIT] / 1e3,
-           v[PROF_COMMITS], (unsigned long long)c.submissions,
+           v[PROF_ENCODE] / 1e3, v[PROF_OUTPUT] / 1e3, v[PROF_INPUT] / 1e3, v[PROF_KERNEL] / 1e3,
+           v[PROF_RECORD] / 1e3, v[PROF_PREPARE] / 1e3, v[PROF_SUBMIT] / 1e3, v[PROF_WAIT] / 1e3,
+           v[PROF_COMMITS], v[PROF_UNCHANGED], v[PROF_BUSY], (unsigned long long)c.submissions,
            (unsigned long long)c.native_graphs_prepared,
            (unsigned long long)c.native_graphs_updated, (unsigned long long)c.gpu_event_waits);
 }

@@ -172,12 +172,18 @@ static hrx_status dispatch(hrx_graph *graph, const char *call, bool aliasing, hr
   if (view_count != c->binding_count || (view_count && !views))
     return hrx__err(HRX_E_INVALID, "%s: the kernel's contract has %zu bindings, got %zu", call,
                     c->binding_count, view_count);
-  char what[32];
   for (size_t i = 0; i < view_count; i++) {
-    snprintf(what, sizeof what, "binding %zu", i);
-    s = hrx__view_check(graph->rt, call, what, views[i]);
-    if (s == HRX_OK) s = gpu_visible(call, what, views[i]);
-    if (s != HRX_OK) return s;
+    const hrx_view *v = &views[i];
+    if (!v->buffer || v->buffer->rt != graph->rt || v->length == 0 ||
+        v->offset > v->buffer->size || v->length > v->buffer->size - v->offset ||
+        v->buffer->memory == HRX_MEMORY_HOST_ONLY) {
+      /* Named only on failure: formatting costs more than the checks. */
+      char what[32];
+      snprintf(what, sizeof what, "binding %zu", i);
+      s = hrx__view_check(graph->rt, call, what, views[i]);
+      if (s == HRX_OK) s = gpu_visible(call, what, views[i]);
+      if (s != HRX_OK) return s;
+    }
     if (views[i].length != c->bindings[i].extent)
       return hrx__err(HRX_E_INVALID, "%s: binding %zu is %zu bytes, the contract needs %zu",
                       call, i, views[i].length, c->bindings[i].extent);

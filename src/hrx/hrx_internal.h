@@ -191,6 +191,7 @@ struct hrx_completion {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   bool done;      /* under lock: observable completion */
+  atomic_int done_hint; /* `done` for a waiter's spin before it sleeps (the lock decides) */
   /* Under the runtime's lock while the runtime lives; frozen once finished. */
   bool finished;
   hrx_status status;
@@ -251,6 +252,7 @@ struct hrx_runtime {
   pthread_cond_t idle;
   bool shutdown;
   bool failed;
+  atomic_int failed_flag; /* `failed`, readable without the lock (set once, after the message) */
   char fail_message[HRX_MSG];
   hrx__run *head, *tail;
   size_t active;

@@ -48,6 +48,7 @@ void hrx__unlock(hrx_runtime *rt) {
      * observers (a slot is reusable only once that count is back to one). */
     pthread_mutex_lock(&signal->lock);
     signal->done = true;
+    atomic_store_explicit(&signal->done_hint, 1, memory_order_release);
     pthread_cond_broadcast(&signal->cond);
     int n = atomic_load(&signal->refs);
     while (n > 1 && !atomic_compare_exchange_weak(&signal->refs, &n, n - 1)) {
@@ -62,6 +63,7 @@ void hrx__runtime_fail_locked(hrx_runtime *rt, const char *message) {
   if (!rt->failed) {
     rt->failed = true;
     snprintf(rt->fail_message, sizeof rt->fail_message, "runtime failed: %s", message);
+    atomic_store_explicit(&rt->failed_flag, 1, memory_order_release);
   }
   for (hrx__run *run = rt->head; run; run = run->next)
     hrx__run_fail_locked(rt, run, HRX_E_DEVICE_LOST, rt->fail_message);
@@ -69,6 +71,8 @@ void hrx__runtime_fail_locked(hrx_runtime *rt, const char *message) {
 }
 
 hrx_status hrx__runtime_usable(hrx_runtime *rt, const char *call) {
+  /* The healthy case without the lock: every recorded operation asks. */
+  if (!atomic_load_explicit(&rt->failed_flag, memory_order_acquire)) return HRX_OK;
   hrx_status s = HRX_OK;
   hrx__lock(rt);
   if (rt->failed) s = hrx__err(HRX_E_DEVICE_LOST, "%s: %s", call, rt->fail_message);

@@ -437,6 +437,49 @@ static void execute(hrx_runtime *rt, hrx__run *run, size_t r, int fault, void *w
   }
 }
 
+/* Runs (or issues) region r of `run`, marked ready and picked by the caller (under the lock,
+ * which it drops around the work). `fault` is the injected fault it consumed, or -1. */
+static void run_region_locked(hrx_runtime *rt, hrx__run *run, size_t r, int fault) {
+  run->ri[r].state = HRX_RI_RUNNING;
+  hrx__region *reg = region_of(run, r);
+  exec_result res;
+  memset(&res, 0, sizeof res);
+  if (fault == HRX_FAULT_RUNTIME) {
+    hrx__runtime_fail_locked(rt, "injected runtime fault");
+    ri_finish_locked(rt, run, r, HRX_E_DEVICE_LOST, rt->fail_message);
+    return;
+  }
+  /* Before a region runs, any poisoned buffer among its uses fails it. */
+  for (size_t u = 0; u < reg->nuses && res.status == HRX_OK; u++)
+    if (reg->uses[u].view.buffer->poison)
+      result_fail(&res, HRX_E_DEVICE_LOST, "%s", reg->uses[u].view.buffer->poison);
+  if (res.status == HRX_OK && reg->kind == HRX_REG_COPY && !rt->copy_healthy[reg->lane])
+    result_fail(&res, HRX_E_DEVICE_LOST, "copy stream is quarantined");
+  if (res.status != HRX_OK) {
+    ri_finish_locked(rt, run, r, res.status, res.message);
+    return;
+  }
+  void *waits = NULL;
+  size_t nwaits = 0;
+#ifdef HRX_HAVE_CUDA
+  if (hrx__gpu_engine(rt) && !host_like(rt, reg)) {
+    cudaEvent_t *ev = NULL;
+    nwaits = gather_waits_locked(run, r, &ev);
+    waits = ev;
+    if (!ev) {
+      result_fail(&res, HRX_E_OUT_OF_MEMORY, "out of host memory for region waits");
+      ri_finish_locked(rt, run, r, res.status, res.message);
+      return;
+    }
+  }
+#endif
+  hrx__unlock(rt);
+  execute(rt, run, r, fault, waits, nwaits, &res);
+  hrx__free(waits);
+  hrx__lock(rt);
+  settle_locked(rt, run, r, &res);
+}
+
 void *hrx__worker_main(void *arg) {
   struct hrx__targ *t = arg;
   hrx_runtime *rt = t->rt;
@@ -460,54 +503,46 @@ void *hrx__worker_main(void *arg) {
       pthread_cond_wait(&rt->work[queue], &rt->lock);
       continue;
     }
-    run->ri[r].state = HRX_RI_RUNNING;
-    hrx__region *reg = region_of(run, r);
-    exec_result res;
-    memset(&res, 0, sizeof res);
     int fault = -1;
     if (rt->fault_count > 0) {
       fault = rt->faults[rt->fault_head];
       rt->fault_head = (rt->fault_head + 1) % HRX_MAX_FAULTS;
       rt->fault_count--;
     }
-    if (fault == HRX_FAULT_RUNTIME) {
-      hrx__runtime_fail_locked(rt, "injected runtime fault");
-      ri_finish_locked(rt, run, r, HRX_E_DEVICE_LOST, rt->fail_message);
-      continue;
-    }
-    /* Before a region runs, any poisoned buffer among its uses fails it. */
-    for (size_t u = 0; u < reg->nuses && res.status == HRX_OK; u++)
-      if (reg->uses[u].view.buffer->poison)
-        result_fail(&res, HRX_E_DEVICE_LOST, "%s", reg->uses[u].view.buffer->poison);
-    if (res.status == HRX_OK && reg->kind == HRX_REG_COPY && !rt->copy_healthy[reg->lane])
-      result_fail(&res, HRX_E_DEVICE_LOST, "copy stream is quarantined");
-    if (res.status != HRX_OK) {
-      ri_finish_locked(rt, run, r, res.status, res.message);
-      continue;
-    }
-    void *waits = NULL;
-    size_t nwaits = 0;
-#ifdef HRX_HAVE_CUDA
-    if (hrx__gpu_engine(rt) && !host_like(rt, reg)) {
-      cudaEvent_t *ev = NULL;
-      nwaits = gather_waits_locked(run, r, &ev);
-      waits = ev;
-      if (!ev) {
-        result_fail(&res, HRX_E_OUT_OF_MEMORY, "out of host memory for region waits");
-        ri_finish_locked(rt, run, r, res.status, res.message);
-        continue;
-      }
-    }
-#endif
-    hrx__unlock(rt);
-    execute(rt, run, r, fault, waits, nwaits, &res);
-    hrx__free(waits);
-    hrx__lock(rt);
-    settle_locked(rt, run, r, &res);
+    run_region_locked(rt, run, r, fault);
   }
   hrx__unlock(rt);
   return NULL;
 }
+
+#ifdef HRX_HAVE_CUDA
+/* A new run's GPU regions that are ready at once are issued by the submitting thread itself
+ * (under the lock, dropped around the launch): a launch then costs no hand-over to a worker,
+ * which is most of a small step's latency. Regions that must wait, host-like regions, and any
+ * region while injected faults are armed (they go to the regions in the order workers start
+ * them) are left to the workers. */
+static void issue_inline_locked(hrx_runtime *rt, hrx__run *run) {
+  int prev = -1;
+  bool switched = false;
+  for (size_t r = 0; r < run->prepared->plan.nregions; r++) {
+    if (rt->failed || rt->shutdown || rt->fault_count > 0 || run->failure != HRX_OK) break;
+    hrx__region *reg = region_of(run, r);
+    if (run->ri[r].state != HRX_RI_PENDING || host_like(rt, reg)) continue;
+    if (!ready_locked(rt, run, r)) continue;
+    if (!switched) {
+      /* The caller's thread may use another device: issue on ours, then give it back. */
+      if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+      if (prev != rt->device && cudaSetDevice(rt->device) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+      }
+      switched = true;
+    }
+    run_region_locked(rt, run, r, -1);
+  }
+  if (switched && prev >= 0 && prev != rt->device) cudaSetDevice(prev);
+}
+#endif
 
 void *hrx__watcher_main(void *arg) {
   struct hrx__targ *t = arg;
@@ -681,6 +716,7 @@ static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t nd
   hrx_completion *sig = sl->signal;
   pthread_mutex_lock(&sig->lock);
   sig->done = false;
+  atomic_store_explicit(&sig->done_hint, 0, memory_order_relaxed);
   pthread_mutex_unlock(&sig->lock);
   sig->finished = false;
   sig->status = HRX_OK;
@@ -706,6 +742,12 @@ static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t nd
   atomic_fetch_add(&rt->counters.submissions, 1);
   *out = hrx_completion_retain(sig);
   if (cancel[0]) hrx__run_fail_locked(rt, run, HRX_E_CANCELLED, cancel);
+  /* The completion reference is taken: the run may finish (and be freed) while the lock is
+   * dropped around an inline launch, and `sig` stays valid for the caller. */
+#ifdef HRX_HAVE_CUDA
+  if (hrx__gpu_engine(rt) && !cancel[0] && hrx__thread_runtime != rt->token)
+    issue_inline_locked(rt, run);
+#endif
   hrx__wake_locked(rt);
   hrx__unlock(rt);
   return HRX_OK;
@@ -740,6 +782,26 @@ static hrx_status final_status(hrx_completion *c, const char *call) {
   return hrx__err(c->status, "%s: %s", call, c->message);
 }
 
+/* Busy-waits for the completion's done hint for at most HRX_SPIN_NS (or the timeout). */
+#define HRX_SPIN_NS 100000ull
+static void spin_until_done(hrx_completion *c, uint64_t timeout_ns) {
+  uint64_t limit = timeout_ns < HRX_SPIN_NS ? timeout_ns : HRX_SPIN_NS;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (unsigned i = 0;; i++) {
+    if (atomic_load_explicit(&c->done_hint, memory_order_acquire)) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63) {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      uint64_t ns = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
+                    (uint64_t)t0.tv_nsec;
+      if (ns >= limit) return;
+    }
+  }
+}
+
 HRX_API hrx_status hrx_completion_wait(hrx_completion *completion, uint64_t timeout_ns) {
   const char *call = "hrx_completion_wait";
   if (!completion) return hrx__err(HRX_E_INVALID, "%s: completion is NULL", call);
@@ -750,6 +812,13 @@ HRX_API hrx_status hrx_completion_wait(hrx_completion *completion, uint64_t time
                     "%s: called from a callback of the same runtime while the run is unfinished "
                     "(it could wait for itself)",
                     call);
+  }
+  if (!completion->done) {
+    /* Spin a little before sleeping: a short run finishes sooner than a sleeping thread is
+     * woken (tens of microseconds), and a step that waits for its result is mostly short. */
+    pthread_mutex_unlock(&completion->lock);
+    spin_until_done(completion, timeout_ns);
+    pthread_mutex_lock(&completion->lock);
   }
   if (timeout_ns == HRX_WAIT_FOREVER) {
     while (!completion->done) pthread_cond_wait(&completion->cond, &completion->lock);

@@ -1156,6 +1156,24 @@ Test(SUITE, update_in_place_and_reinstantiate) {
   hrx_completion *c = NULL;
   OK(hrx_submit(p, &c));
   OK(hrx_completion_wait(c, WAIT));
+  /* ... unless the builder holds exactly the prepared operations: nothing changes. */
+  g = graph(rt);
+  OK(hrx_graph_fill(g, vb, 0, NULL));
+  OK(hrx_graph_dispatch(g, add, &vb, 1, &c2, 1, NULL));
+  OK(hrx_graph_copy(g, hrx_view_whole(h), vb, NULL));
+  OK(hrx_runtime_counters(rt, &k0));
+  OK(hrx_prepared_update(p, g, 0, &mode));
+  cr_assert_eq(mode, HRX_UPDATE_UNCHANGED);
+  OK(hrx_runtime_counters(rt, &k1));
+  cr_assert_eq(k1.native_graphs_updated, k0.native_graphs_updated);
+  cr_assert_eq(k1.native_graphs_prepared, k0.native_graphs_prepared);
+  /* A changed constant while the completion is held is Busy. */
+  g = graph(rt);
+  OK(hrx_graph_fill(g, vb, 0, NULL));
+  OK(hrx_graph_dispatch(g, add, &vb, 1, &c1, 1, NULL));
+  OK(hrx_graph_copy(g, hrx_view_whole(h), vb, NULL));
+  ERR(hrx_prepared_update(p, g, 0, &mode), HRX_E_BUSY, "completion is held");
+  hrx_graph_release(g);
   g = graph(rt);
   OK(hrx_graph_fill(g, vb, 0, NULL));
   ERR(hrx_prepared_update(p, g, 0, &mode), HRX_E_BUSY, "completion is held");
