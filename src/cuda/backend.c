@@ -340,6 +340,7 @@ enum {
   PROF_RECORD,
   PROF_UNCHANGED,
   PROF_BUSY,
+  PROF_NEWPREP,
   PROF_N
 };
 static atomic_llong prof[PROF_N];
@@ -408,7 +409,9 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
     return NV_OK;
   }
   hrx_prepared *p = NULL;
+  long long t0 = now_ns();
   hrx_status hs = hrx_graph_prepare(g, &p);
+  atomic_fetch_add(&prof[PROF_NEWPREP], now_ns() - t0);
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "preparing GPU work");
   atomic_fetch_add(&stat_prepared, 1);
   *out = p;
@@ -1013,11 +1016,11 @@ void nv__gpu_profile(char *buf, size_t n) {
   nv__gpu_dev *d = nv__gpu_device_count() > 0 ? atomic_load(&devs[0]) : NULL;
   if (d) hrx_runtime_counters(d->rt, &c);
   snprintf(buf, n,
-           "encode_us=%.1f (output %.1f input %.1f kernel %.1f record %.1f) prepare_us=%.1f "
+           "encode_us=%.1f (output %.1f input %.1f kernel %.1f record %.1f) prepare_us=%.1f (new %.1f) "
            "submit_us=%.1f wait_us=%.1f commits=%lld unchanged=%lld busy=%lld "
            "hrx_submissions=%llu native_prepared=%llu native_updated=%llu event_waits=%llu",
            v[PROF_ENCODE] / 1e3, v[PROF_OUTPUT] / 1e3, v[PROF_INPUT] / 1e3, v[PROF_KERNEL] / 1e3,
-           v[PROF_RECORD] / 1e3, v[PROF_PREPARE] / 1e3, v[PROF_SUBMIT] / 1e3, v[PROF_WAIT] / 1e3,
+           v[PROF_RECORD] / 1e3, v[PROF_PREPARE] / 1e3, v[PROF_NEWPREP] / 1e3, v[PROF_SUBMIT] / 1e3, v[PROF_WAIT] / 1e3,
            v[PROF_COMMITS], v[PROF_UNCHANGED], v[PROF_BUSY], (unsigned long long)c.submissions,
            (unsigned long long)c.native_graphs_prepared,
            (unsigned long long)c.native_graphs_updated, (unsigned long long)c.gpu_event_waits);

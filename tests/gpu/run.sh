@@ -105,5 +105,27 @@ stage5() {
   grep -E "^DIAG|rc=" "$OUT/bench.log" | tee -a "$SUM"
   sed -n '/^=== table/,$p' "$OUT/bench.log" | tee -a "$SUM"
 }
+stage7() {
+  # charlm: the same seed on both devices must give the same loss curve (float tolerance).
+  t=$(date +%s)
+  for dev in cpu gpu; do
+    rm -rf /tmp/charlm_$dev
+    timeout 90 $B/examples/charlm --steps ${CHARLM_STEPS:-40} --seed 7 --device $dev --out /tmp/charlm_$dev \
+      --sample-chars 0 --eval-every 0 >"$OUT/charlm_$dev.log" 2>&1
+    note "7. charlm --device $dev: rc=$? $(grep -E '^trained' "$OUT/charlm_$dev.log" | tail -1)"
+  done
+  python3 - <<'PY' 2>&1 | tee -a "$SUM"
+import csv
+def load(d):
+    return {int(r["step"]): float(r["train_loss"]) for r in csv.DictReader(open(f"/tmp/charlm_{d}/loss.csv")) if r["train_loss"]}
+c, g = load("cpu"), load("gpu")
+steps = sorted(set(c) & set(g))
+worst = max((abs(c[s] - g[s]) / max(abs(c[s]), 1e-6), s) for s in steps)
+print(f"7. charlm loss curves: {len(steps)} steps compared; first {c[steps[0]]:.5f} (cpu) {g[steps[0]]:.5f} (gpu); "
+      f"last {c[steps[-1]]:.5f} (cpu) {g[steps[-1]]:.5f} (gpu); worst relative difference {worst[0]:.2e} at step {worst[1]}")
+PY
+  note "   ($(( $(date +%s) - t )) s)"
+}
+
 for st in $STAGES; do stage$st; done
 note "total: $(( $(date +%s) - T0 )) s"
