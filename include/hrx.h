@@ -1,9 +1,10 @@
 /* hrx: the GPU execution runtime of nuvec.
  *
- * hrx runs prepared graphs of operations (fills, copies, kernel dispatches, native callbacks,
- * host callbacks) over one CUDA device, or over the host engine, which keeps the whole
- * scheduling layer (hazards, regions, slots, completions, failure propagation) testable on a
- * machine without a GPU. DESIGN.md section 9 is the specification; docs/hrx.md is the guide.
+ * hrx runs prepared graphs of operations (fills, copies, kernel dispatches, captured library
+ * work, native callbacks, host callbacks) over one CUDA device, or over the host engine, which
+ * keeps the whole scheduling layer (hazards, regions, slots, completions, failure propagation)
+ * testable on a machine without a GPU. DESIGN.md section 9 is the specification; docs/hrx.md
+ * is the guide.
  *
  * Conventions. Every fallible call returns an hrx_status; out-parameters come last and are
  * written only on success. On failure the calling thread's last-error message (hrx_last_error)
@@ -383,7 +384,8 @@ typedef struct hrx_binding {
 } hrx_binding;
 
 /* What a callback receives for each binding: the address it may use (a GPU address for
- * scoped callbacks on the CUDA engine, a host address otherwise) and the length. */
+ * scoped callbacks on the CUDA engine and for captured operations, a host address otherwise)
+ * and the length. */
 typedef struct hrx_callback_view {
   void *address;
   size_t length;
@@ -472,6 +474,45 @@ HRX_API hrx_status hrx_graph_scoped(hrx_graph *graph, const hrx_binding *binding
                                     size_t binding_count, hrx_scoped_fn fn, void *user,
                                     hrx_destroy_fn destroy, size_t *out_index);
 
+/* A captured operation's function: enqueues the caller's own GPU work (cuBLASLt, a kernel
+ * launch, ...) over the views, in declaration order, on `stream` (a cudaStream_t, passed as a
+ * pointer so that this header stays free of CUDA), and returns. hrx calls it while `stream` is
+ * being captured into a CUDA graph (cudaStreamCaptureModeThreadLocal), on the thread that
+ * prepares or updates the graph and never when a run is submitted: it may only enqueue work,
+ * so no synchronization, no allocation, no query of work in flight, nothing else that stream
+ * capture forbids; other streams only forked from `stream` with events and joined back. It
+ * must access the views only as declared and keep no pointer; a failure it returns fails the
+ * hrx_graph_prepare or hrx_prepared_update that called it. */
+typedef hrx_status (*hrx_capture_fn)(const hrx_callback_view *views, size_t count, void *stream,
+                                     void *user);
+
+/* Records a captured operation with declared accesses. Unlike a scoped callback it is a
+ * native operation of the compute lane, as a kernel dispatch is: it joins the native region
+ * around it instead of forming its own, and hrx_graph_prepare calls fn once under stream
+ * capture and embeds the captured work as a child graph whose edges follow from the declared
+ * accesses, so a region of kernels and captured operations is one CUDA graph launch with no
+ * host round trip. hrx_prepared_update calls fn again for a captured operation whose views,
+ * fn or user differ, and re-instantiates the region if the captured work's shape changed.
+ * Ownership of `user` as for hrx_graph_scoped; it must stay valid for fn until destroy is
+ * called, once no prepare or update can call fn any more. Fails with HRX_E_UNSUPPORTED on the
+ * host engine ("captured operations need the CUDA engine"), and with HRX_E_INVALID as
+ * hrx_graph_scoped: a NULL fn, an unknown access, out-of-range views, views of another runtime,
+ * or views the GPU cannot see. */
+HRX_API hrx_status hrx_graph_captured(hrx_graph *graph, const hrx_binding *bindings,
+                                      size_t binding_count, hrx_capture_fn fn, void *user,
+                                      hrx_destroy_fn destroy, size_t *out_index);
+
+/* As hrx_graph_captured, with a key: `key_size` bytes (copied; 0 for none) that stand for the
+ * work fn enqueues apart from the views. Two captured operations with the same fn, the same key
+ * and the same views are taken to enqueue the same work, whatever their user data: an update
+ * (or an identical builder, HRX_UPDATE_UNCHANGED) keeps the work captured before instead of
+ * calling fn again, and the new user data is dropped with the builder. Without a key, only the
+ * same user pointer counts as the same work. */
+HRX_API hrx_status hrx_graph_captured_keyed(hrx_graph *graph, const hrx_binding *bindings,
+                                            size_t binding_count, hrx_capture_fn fn, void *user,
+                                            hrx_destroy_fn destroy, const void *key,
+                                            size_t key_size, size_t *out_index);
+
 /* Records a host callback with declared accesses, a region of its own run on an hrx host
  * worker after its producers finished. Ownership of `user` as for hrx_graph_scoped. Fails
  * with HRX_E_INVALID for a NULL fn, out-of-range views, views of another runtime, or device
@@ -491,12 +532,14 @@ typedef struct hrx_prepared hrx_prepared;
 typedef struct hrx_completion hrx_completion;
 
 /* Prepares a builder: splits it into regions (consecutive same-lane operations; each scoped
- * or host callback alone), lowers each mixed region to one native graph instantiated once,
- * sends copy-only regions to the lane's cached copy stream, infers edges from overlapping
- * accesses and reserves the runtime's graph_slots run slots. On success the builder is
- * consumed (released) and *out gets a new reference; on failure the builder is untouched.
- * Fails with HRX_E_INVALID ("cannot prepare an empty graph"), HRX_E_DEVICE_LOST, HRX_E_CUDA or
- * HRX_E_OUT_OF_MEMORY. Thread-safe for distinct builders. */
+ * or host callback alone, captured operations inside their region), lowers each mixed region
+ * to one native graph instantiated once, sends copy-only regions to the lane's cached copy
+ * stream, infers edges from overlapping accesses and reserves the runtime's graph_slots run
+ * slots. On success the builder is consumed (released) and *out gets a new reference; on
+ * failure the builder is untouched. Fails with HRX_E_INVALID ("cannot prepare an empty
+ * graph"), HRX_E_DEVICE_LOST, HRX_E_CUDA or HRX_E_OUT_OF_MEMORY, or with the status a captured
+ * operation's fn returned ("captured operation N ..." names it; HRX_E_CUDA when its capture
+ * failed). Thread-safe for distinct builders. */
 HRX_API hrx_status hrx_graph_prepare(hrx_graph *graph, hrx_prepared **out);
 
 /* Adds a reference (NULL-safe) and returns prepared. Thread-safe. */
@@ -562,13 +605,16 @@ enum { HRX_UPDATE_FORCE_REINSTANTIATE = 1 };
 
 /* Rebuilds `prepared` from a builder of the same runtime with new views and constants. When
  * the topology is the same (operation kinds, kernels, lanes, region split and edges, checked
- * first) every native region is updated in place (cudaGraphExecUpdate); otherwise, or with
+ * first) every native region is updated in place: the nodes of changed operations are
+ * rewritten in the instantiated graph (captured operations captured again), and a region
+ * whose nodes the driver refuses to change is instantiated again; otherwise, or with
  * HRX_UPDATE_FORCE_REINSTANTIATE, the graph is re-prepared. On success the builder is consumed
- * and *mode (may be NULL) says which happened. A builder identical to the prepared operations
- * (no callbacks but the same ones) changes nothing and succeeds at once with
- * HRX_UPDATE_UNCHANGED, even while runs are in flight. Fails with HRX_E_BUSY while a run is in
- * flight or a completion of one is held (and something would change), HRX_E_DEVICE_LOST for a quarantined graph or failed runtime,
- * and as hrx_graph_prepare. Thread-safe. */
+ * and *mode (may be NULL) says which happened; on failure `prepared` keeps its previous
+ * operations. A builder identical to the prepared operations (no callbacks but the same ones)
+ * changes nothing and succeeds at once with HRX_UPDATE_UNCHANGED, even while runs are in
+ * flight. Fails with HRX_E_BUSY while a run is in flight or a completion of one is held (and
+ * something would change), HRX_E_DEVICE_LOST for a quarantined graph or failed runtime, and
+ * as hrx_graph_prepare. Thread-safe. */
 HRX_API hrx_status hrx_prepared_update(hrx_prepared *prepared, hrx_graph *graph,
                                        uint32_t flags, hrx_update_mode *mode);
 

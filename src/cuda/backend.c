@@ -576,6 +576,8 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
 
 int nv__gpu_device_index(const nv__gpu_ctx *ctx) { return ctx->dev->index; }
 
+hrx_runtime *nv__gpu_runtime(const nv__gpu_ctx *ctx) { return ctx->dev->rt; }
+
 /* The reach of a layout in elements: [lo, hi] relative to element 0. */
 static void reach(const nv__output *m, int64_t *lo, int64_t *hi) {
   int64_t a = 0, b = 0;
@@ -818,6 +820,27 @@ nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *l) {
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "recording a GPU kernel");
   nv__gpu_hash(ctx, (uint64_t)(uintptr_t)k);
   for (int i = 0; i < l->nviews; i++) nv__gpu_hash_buffer(ctx, l->views[i].buffer);
+  ctx->nops++;
+  return NV_OK;
+}
+
+nv_status nv__gpu_captured(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t count,
+                           hrx_capture_fn fn, void *user, hrx_destroy_fn destroy,
+                           const void *key, size_t key_size) {
+  nv_status st = nv__gpu_ctx_graph(ctx);
+  hrx_status hs = HRX_OK;
+  if (st == NV_OK)
+    hs = hrx_graph_captured_keyed(ctx->g, bindings, count, fn, user, destroy, key, key_size,
+                                  NULL);
+  if (st != NV_OK || hs != HRX_OK) {
+    if (destroy) destroy(user);
+    return st != NV_OK ? st : nv__gpu_hrx_error(hs, "recording a library call");
+  }
+  /* The structure is the function and which buffers it reads and writes, as for a kernel; the
+   * work (the key: shapes, algorithm) may differ between graphs of one structure, and an update
+   * captures the operation again only then. */
+  nv__gpu_hash(ctx, (uint64_t)(uintptr_t)fn);
+  for (size_t i = 0; i < count; i++) nv__gpu_hash_buffer(ctx, bindings[i].view.buffer);
   ctx->nops++;
   return NV_OK;
 }

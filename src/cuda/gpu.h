@@ -7,8 +7,9 @@
  * evaluation donated an input's buffer: then out[0].buf is set and nv__gpu_output returns that
  * buffer's device view), asks for each input's device view (nv__gpu_input: uploads a host
  * buffer once, waits for another thread's unsubmitted writer), and records dispatches of nvcc
- * `__global__` functions (nv__gpu_dispatch) or library calls as scoped callbacks
- * (nv__gpu_library). Nothing runs until the evaluation commits. Kernels must never read device
+ * `__global__` functions (nv__gpu_dispatch) or library calls as captured operations
+ * (nv__gpu_captured, part of the native graph) or scoped callbacks (nv__gpu_library, a host
+ * round trip each). Nothing runs until the evaluation commits. Kernels must never read device
  * memory from the host. */
 #ifndef NUVEC_CUDA_GPU_H
 #define NUVEC_CUDA_GPU_H
@@ -73,6 +74,19 @@ typedef struct nv__gpu_launch {
 /* Records one launch. Fails (NV_ERR_BACKEND with hrx's message, or out of memory). */
 nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *launch);
 
+/* Records a library call (cuBLASLt, ...) as an hrx captured operation over the declared
+ * bindings: hrx calls `fn` when it prepares (or updates) the evaluation's graph, with the
+ * bindings' GPU addresses and a stream under capture, and `fn` only enqueues the library's
+ * work there (no synchronization, no allocation); the work becomes part of the evaluation's
+ * native CUDA graph, ordered by the declared accesses like a kernel. Shared library state the
+ * work writes (a workspace) must be declared as a binding too. `user` passes to hrx (destroy
+ * frees it), also on failure of this call. `key` (key_size bytes, copied) stands for the work
+ * apart from the views: a replay whose key and views are the same keeps the work captured
+ * before (no capture, nothing to update). */
+nv_status nv__gpu_captured(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t count,
+                           hrx_capture_fn fn, void *user, hrx_destroy_fn destroy,
+                           const void *key, size_t key_size);
+
 /* Records a library call (cuBLASLt, cuSOLVER, ...) as an hrx scoped callback over the declared
  * bindings: `fn` runs later on hrx's callback worker with the bindings' GPU addresses, on a
  * stream of its own that it synchronizes before returning. `user` passes to hrx (destroy frees
@@ -86,6 +100,10 @@ nv_status nv__gpu_copy(nv__gpu_ctx *ctx, hrx_view dst, hrx_view src);
 
 /* The CUDA device index of the recording. */
 int nv__gpu_device_index(const nv__gpu_ctx *ctx);
+
+/* The hrx runtime of the recording's device (borrowed; it lives as long as the process), for
+ * state a family keeps per device in hrx buffers (a library's workspace). */
+hrx_runtime *nv__gpu_runtime(const nv__gpu_ctx *ctx);
 
 /* The CUDA stream library calls of this process use on the calling thread for `device` (made
  * on first use); NULL when CUDA fails. Scoped callbacks run on hrx's one callback worker per

@@ -1,6 +1,7 @@
 /* matmul, addmm and vecdot on the GPU. Float products (float16, bfloat16, float32, float64,
- * complex64) go to cuBLASLt as scoped callbacks (nv__gpu_library); integer products to the
- * exact tiled kernel of linalg_int.cu; vecdot and addmm's beta * c to linalg_vec.cu.
+ * complex64) go to cuBLASLt as captured operations (nv__gpu_captured: part of the evaluation's
+ * native CUDA graph, no host round trip); integer products to the exact tiled kernel of
+ * linalg_int.cu; vecdot and addmm's beta * c to linalg_vec.cu.
  *
  * Row-major operands in cuBLASLt's column-major terms. A row-major R x C matrix with leading
  * dimension ld is, read column-major, its transpose: a C x R matrix with the same ld. So the
@@ -18,7 +19,7 @@
  * zero or overlapping strides inside a matrix, negative batch strides) is copied contiguous
  * first. Batches: the output's batch axes, with each operand's strides right-aligned (0 where it
  * broadcasts), are folded; the innermost folded axis is cuBLASLt's strided batch (count and
- * per-operand element strides, 0 allowed), the others are looped inside the callback. A b
+ * per-operand element strides, 0 allowed), the others are looped inside the capture. A b
  * shared by every batch with a's batches stacked at a uniform row stride is one product with
  * M x batch rows (fewer, larger calls; the CPU's fold_batches).
  *
@@ -32,11 +33,14 @@
  * restricted to the compute type), then round once as the CPU's; float64 in float64.
  *
  * cuBLASLt state: one handle and one 32 MiB workspace per device, made on first use under a
- * lock; the workspace serves one product at a time (a per-device lock held while the callback
- * enqueues and synchronizes). Algorithms come from cublasLtMatmulAlgoGetHeuristic (several
- * asked for, the first usable taken), chosen when the node is recorded (so a failure is an
- * error of the node with cuBLASLt's status name) and cached by (dtype, compute type, ops,
- * sizes, leading dimensions, batch, strides, pointer alignments). */
+ * lock. The workspace is an hrx buffer that every product declares as a read-write binding:
+ * captured products of one graph, and of graphs in flight at once, then never use it at the
+ * same time, because hrx orders them by that access as it orders any writers of one buffer.
+ * A workspace poisoned by a failed region is replaced (its contents never matter). Algorithms
+ * come from cublasLtMatmulAlgoGetHeuristic (several asked for, the first usable taken), chosen
+ * when the node is recorded (so a failure is an error of the node with cuBLASLt's status name)
+ * and cached by (dtype, compute type, ops, sizes, leading dimensions, batch, strides, pointer
+ * alignments). */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -65,8 +69,9 @@ static nv_status cuda_error(const char *op, const char *call, cudaError_t e) {
                        cudaGetErrorString(e));
 }
 
-/* A failure inside a scoped callback cannot set the evaluating thread's error; it is written
- * to stderr (the node then fails with hrx's "scoped callback failed"). */
+/* A failure inside the capture function reaches the evaluation only as hrx's status (the
+ * preparation fails with "captured operation N: its function failed"), so cuBLASLt's own words
+ * are written to stderr. */
 static hrx_status callback_failed(const char *op, const char *call, const char *status,
                                   const char *text) {
   fprintf(stderr, "nuvec: %s on the GPU: %s failed: %s (%s)\n", op, call, status, text);
@@ -78,11 +83,10 @@ static hrx_status callback_failed(const char *op, const char *call, const char *
 typedef struct lt_device {
   bool ready;
   cublasLtHandle_t handle;
-  void *workspace;
-  pthread_mutex_t run; /* held while a product uses the workspace */
+  hrx_buffer *workspace; /* under lt_lock: replaced when poisoned */
 } lt_device;
 
-/* Guards the devices' creation and the algorithm cache. */
+/* Guards the devices' state and the algorithm cache. */
 static pthread_mutex_t lt_lock = PTHREAD_MUTEX_INITIALIZER;
 static lt_device lt_devices[LT_MAX_DEVICES];
 
@@ -105,7 +109,11 @@ static void device_leave(const device_scope *s, int device) {
     cudaGetLastError();
 }
 
-static nv_status lt_device_get(int device, const char *op, lt_device **out) {
+/* The device's cuBLASLt state, made on first use, and a new reference to its current
+ * workspace in *workspace (the recording holds it until hrx has taken its own). */
+static nv_status lt_device_get(nv__gpu_ctx *ctx, const char *op, lt_device **out,
+                               hrx_buffer **workspace) {
+  int device = nv__gpu_device_index(ctx);
   if (device < 0 || device >= LT_MAX_DEVICES)
     return nv__set_error(NV_ERR_BACKEND, "%s: GPU %d is past the %d cuBLASLt supports here", op,
                          device, LT_MAX_DEVICES);
@@ -120,15 +128,27 @@ static nv_status lt_device_get(int device, const char *op, lt_device **out) {
       st = cuda_error(op, "cudaSetDevice", e);
     } else if ((s = cublasLtCreate(&d->handle)) != CUBLAS_STATUS_SUCCESS) {
       st = lt_error(op, "cublasLtCreate", s);
-    } else if ((e = cudaMalloc(&d->workspace, LT_WORKSPACE)) != cudaSuccess) {
-      cublasLtDestroy(d->handle);
-      st = cuda_error(op, "cudaMalloc of the cuBLASLt workspace", e);
     } else {
-      pthread_mutex_init(&d->run, NULL);
       d->ready = true;
     }
     device_leave(&ds, device);
   }
+  /* Graphs that used a poisoned workspace keep their reference; new work gets a fresh one. */
+  if (st == NV_OK && d->workspace && hrx_buffer_check(d->workspace) != HRX_OK) {
+    hrx_buffer_release(d->workspace);
+    d->workspace = NULL;
+  }
+  if (st == NV_OK && !d->workspace) {
+    hrx_status hs = hrx_buffer_create(nv__gpu_runtime(ctx), HRX_MEMORY_DEVICE, LT_WORKSPACE,
+                                      &d->workspace);
+    if (hs != HRX_OK) {
+      d->workspace = NULL;
+      st = nv__set_error(hs == HRX_E_OUT_OF_MEMORY ? NV_ERR_OUT_OF_MEMORY : NV_ERR_BACKEND,
+                         "%s: creating the cuBLASLt workspace: %s (%s)", op, hrx_last_error(),
+                         hrx_status_name(hs));
+    }
+  }
+  if (st == NV_OK) *workspace = hrx_buffer_retain(d->workspace);
   pthread_mutex_unlock(&lt_lock);
   if (st == NV_OK) *out = d;
   return st;
@@ -163,8 +183,8 @@ static lt_entry lt_cache[LT_CACHE];
 static unsigned lt_next; /* round-robin replacement */
 
 /* One product node's call: descriptors, algorithm, scalars, where the operands are inside the
- * callback's bindings (0: cuBLASLt's A = our b; 1: cuBLASLt's B = our a; 2: D), and the batch
- * axes the callback loops over. */
+ * capture's bindings (0: cuBLASLt's A = our b; 1: cuBLASLt's B = our a; 2: D; 3: the
+ * workspace), and the batch axes the capture loops over. */
 typedef struct lt_plan {
   const char *op;
   int device;
@@ -184,6 +204,16 @@ typedef struct lt_plan {
 } lt_plan;
 
 static void plan_free(void *p) { nv__free(p); }
+
+/* A plan's work apart from the operands' addresses, as the key of its captured operation:
+ * plain data, followed by the batch axes' shape and their strides per operand. */
+typedef struct lt_work {
+  lt_key key;
+  cublasLtMatmulAlgo_t algo;
+  uint64_t alpha, beta;
+  int32_t esize, nouter;
+  int64_t off[3];
+} lt_work;
 
 /* The largest power of two (at most 256) dividing the address and every nonzero byte stride. */
 static uint32_t alignment(uint64_t addr, const int64_t *st, int n, int esize) {
@@ -252,16 +282,18 @@ static nv_status plan_algo(lt_plan *p) {
   return st;
 }
 
-/* The scoped callback: one cuBLASLt call per looped batch index, on the library stream,
- * synchronized before returning. */
-static hrx_status lt_run(const hrx_callback_view *views, size_t count, void *user) {
+/* The capture function: one cuBLASLt call per looped batch index, enqueued on hrx's capture
+ * stream (the calls become the graph's nodes). Nothing here waits or allocates: the workspace
+ * is binding 3, which orders the products that share it. */
+static hrx_status lt_run(const hrx_callback_view *views, size_t count, void *stream, void *user) {
   lt_plan *p = user;
-  if (count != 3) return HRX_E_INVALID;
+  if (count != 4 || views[3].length < LT_WORKSPACE) return HRX_E_INVALID;
   const size_t es = (size_t)p->esize;
   char *base[3];
   for (int i = 0; i < 3; i++) base[i] = (char *)views[i].address + (size_t)p->off[i] * es;
-  /* The addresses are the recorded ones; should a replay have moved them to a less aligned
-   * place, the algorithm is chosen again for the alignment they have. */
+  /* The addresses are the recorded ones; should an update have moved them to a less aligned
+   * place, the algorithm is chosen again for the alignment they have (host work only, so it
+   * is allowed under capture). */
   const int64_t *outer[3] = {p->ost[0], p->ost[1], p->ost[2]};
   int64_t bst[3][NV__MAX_DIMS + 1];
   uint32_t al[3];
@@ -276,14 +308,11 @@ static hrx_status lt_run(const hrx_callback_view *views, size_t count, void *use
     p->key.align_d = al[2];
     if (plan_algo(p) != NV_OK)
       return callback_failed(p->op, "cublasLtMatmulAlgoGetHeuristic", "no algorithm",
-                             "for the replayed operands' alignment");
+                             "for the updated operands' alignment");
   }
-  cudaStream_t stream = nv__gpu_library_stream(p->device);
-  if (!stream) return callback_failed(p->op, "nv__gpu_library_stream", "NULL", "no stream");
   int64_t total = 1;
   for (int i = 0; i < p->nouter; i++) total *= p->oshape[i];
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-  pthread_mutex_lock(&p->dev->run);
   for (int64_t t = 0; t < total && s == CUBLAS_STATUS_SUCCESS; t++) {
     int64_t r = t, o[3] = {0, 0, 0};
     for (int d = p->nouter - 1; d >= 0; d--) {
@@ -294,16 +323,11 @@ static hrx_status lt_run(const hrx_callback_view *views, size_t count, void *use
     char *d = base[2] + o[2] * (int64_t)es;
     s = cublasLtMatmul(p->dev->handle, &p->desc, &p->alpha, base[0] + o[0] * (int64_t)es, &p->la,
                        base[1] + o[1] * (int64_t)es, &p->lb, &p->beta, d, &p->ld, d, &p->ld,
-                       &p->algo, p->dev->workspace, LT_WORKSPACE, stream);
+                       &p->algo, views[3].address, LT_WORKSPACE, (cudaStream_t)stream);
   }
-  cudaError_t e = cudaStreamSynchronize(stream);
-  pthread_mutex_unlock(&p->dev->run);
   if (s != CUBLAS_STATUS_SUCCESS)
     return callback_failed(p->op, "cublasLtMatmul", cublasLtGetStatusName(s),
                            cublasLtGetStatusString(s));
-  if (e != cudaSuccess)
-    return callback_failed(p->op, "cudaStreamSynchronize", cudaGetErrorName(e),
-                           cudaGetErrorString(e));
   return HRX_OK;
 }
 
@@ -439,14 +463,13 @@ static nv_status layout_init(const char *op, cublasLtMatrixLayoutOpaque_t *l, cu
   return s == CUBLAS_STATUS_SUCCESS ? NV_OK : lt_error(op, "cublasLtMatrixLayoutInit", s);
 }
 
-/* Records D = alpha A B + beta D (D already holds c when beta != 0) through cuBLASLt. `force`
- * copies both operands contiguous (the retry when no algorithm fits their layout). */
-static nv_status lt_product(nv__gpu_ctx *ctx, const char *op, nv__output *out, nv__gpu_arg d,
-                            const nv__operand *ina, const nv__operand *inb, double alpha,
-                            double beta, bool force) {
-  lt_device *dev = NULL;
-  nv_status st = lt_device_get(nv__gpu_device_index(ctx), op, &dev);
-  if (st != NV_OK) return st;
+/* Records D = alpha A B + beta D (D already holds c when beta != 0) through cuBLASLt, with the
+ * device's state and a reference to its workspace held (lt_product). `force` copies both
+ * operands contiguous (the retry when no algorithm fits their layout). */
+static nv_status lt_record(nv__gpu_ctx *ctx, const char *op, nv__output *out, nv__gpu_arg d,
+                           const nv__operand *ina, const nv__operand *inb, double alpha,
+                           double beta, bool force, lt_device *dev, hrx_buffer *ws) {
+  nv_status st;
   nv_dtype dt = out->dtype;
   int es = (int)nv_dtype_size(dt);
   mm_operand a, b;
@@ -547,7 +570,7 @@ static nv_status lt_product(nv__gpu_ctx *ctx, const char *op, nv__output *out, n
   if (st == NV_OK) st = plan_algo(p);
   if (st == NV_ERR_UNSUPPORTED) {
     nv__free(p);
-    if (!force) return lt_product(ctx, op, out, d, ina, inb, alpha, beta, true);
+    if (!force) return lt_record(ctx, op, out, d, ina, inb, alpha, beta, true, dev, ws);
     char sh[NV__SHAPE_BUF];
     return nv__set_error(NV_ERR_BACKEND,
                          "%s: cuBLASLt has no algorithm for %s %s (K %lld) even with contiguous "
@@ -559,12 +582,46 @@ static nv_status lt_product(nv__gpu_ctx *ctx, const char *op, nv__output *out, n
     nv__free(p);
     return st;
   }
-  hrx_binding bind[3] = {
+  hrx_binding bind[4] = {
       {b.arg.view, HRX_ACCESS_READ},
       {a.arg.view, HRX_ACCESS_READ},
       {d.view, beta != 0 ? HRX_ACCESS_READ_WRITE : HRX_ACCESS_WRITE},
+      {hrx_view_whole(ws), HRX_ACCESS_READ_WRITE},
   };
-  return nv__gpu_library(ctx, bind, 3, lt_run, p, plan_free);
+  /* What the capture enqueues apart from the addresses: the plan without its descriptors
+   * (which follow from the key, and are opaque), then the batch axes' shape and strides. The
+   * plan is zeroed at allocation, so padding and unused scalar halves compare equal. */
+  unsigned char w[sizeof(lt_work) + 4 * NV__MAX_DIMS * sizeof(int64_t)];
+  lt_work head;
+  memset(&head, 0, sizeof head);
+  head.key = p->key;
+  head.algo = p->algo;
+  memcpy(&head.alpha, &p->alpha, sizeof head.alpha);
+  memcpy(&head.beta, &p->beta, sizeof head.beta);
+  head.esize = p->esize;
+  head.nouter = p->nouter;
+  memcpy(head.off, p->off, sizeof head.off);
+  size_t wsize = 0, axes = (size_t)p->nouter * sizeof(int64_t);
+  memcpy(w, &head, sizeof head);
+  wsize += sizeof head;
+  memcpy(w + wsize, p->oshape, axes);
+  wsize += axes;
+  for (int j = 0; j < 3; j++, wsize += axes) memcpy(w + wsize, p->ost[j], axes);
+  return nv__gpu_captured(ctx, bind, 4, lt_run, p, plan_free, w, wsize);
+}
+
+/* lt_record with the device's cuBLASLt state; the workspace reference is dropped once hrx holds
+ * its own (or the recording failed). */
+static nv_status lt_product(nv__gpu_ctx *ctx, const char *op, nv__output *out, nv__gpu_arg d,
+                            const nv__operand *ina, const nv__operand *inb, double alpha,
+                            double beta, bool force) {
+  lt_device *dev = NULL;
+  hrx_buffer *ws = NULL;
+  nv_status st = lt_device_get(ctx, op, &dev, &ws);
+  if (st != NV_OK) return st;
+  st = lt_record(ctx, op, out, d, ina, inb, alpha, beta, force, dev, ws);
+  hrx_buffer_release(ws);
+  return st;
 }
 
 /* ---- Integer products ---- */

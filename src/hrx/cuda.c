@@ -35,6 +35,7 @@ void hrx__cuda_runtime_fini(hrx_runtime *rt) {
   cudaDeviceSynchronize();
   for (int l = 0; l < 3; l++)
     if (rt->copy_created[l] && rt->copy_stream[l]) cudaStreamDestroy(rt->copy_stream[l]);
+  if (rt->capture_stream) cudaStreamDestroy(rt->capture_stream);
   cudaGetLastError();
 }
 
@@ -76,14 +77,17 @@ hrx_status hrx__cuda_alloc(hrx_runtime *rt, hrx_memory memory, size_t bytes, hrx
 
 static void *gpu_address(hrx_view v) { return (void *)(uintptr_t)(v.buffer->alloc->gpu + v.offset); }
 
-/* Adds the operation's node to g (set == false) or rewrites the parameters of the existing
- * `*node` (set == true). Kernel parameter arrays only need to live through the call. */
-static cudaError_t op_node(cudaGraph_t g, const hrx__op *op, const cudaGraphNode_t *deps,
-                           size_t ndeps, cudaGraphNode_t *node, bool set) {
+/* Adds the operation's node to g (exec == NULL) or rewrites the parameters of the existing
+ * `*node` in the instantiated `exec`. Kernel parameter arrays only need to live through the
+ * call. Captured operations are lowered by capture_node instead. */
+static cudaError_t op_node(cudaGraph_t g, cudaGraphExec_t exec, const hrx__op *op,
+                           const cudaGraphNode_t *deps, size_t ndeps, cudaGraphNode_t *node) {
   if (op->kind == HRX_OP_COPY) {
     void *dst = gpu_address(op->dst);
     const void *src = gpu_address(op->src);
-    if (set) return cudaGraphMemcpyNodeSetParams1D(*node, dst, src, op->dst.length, cudaMemcpyDefault);
+    if (exec)
+      return cudaGraphExecMemcpyNodeSetParams1D(exec, *node, dst, src, op->dst.length,
+                                                cudaMemcpyDefault);
     return cudaGraphAddMemcpyNode1D(node, g, deps, ndeps, dst, src, op->dst.length,
                                     cudaMemcpyDefault);
   }
@@ -95,7 +99,7 @@ static cudaError_t op_node(cudaGraph_t g, const hrx__op *op, const cudaGraphNode
     m.elementSize = 1;
     m.width = op->dst.length;
     m.height = 1;
-    if (set) return cudaGraphMemsetNodeSetParams(*node, &m);
+    if (exec) return cudaGraphExecMemsetNodeSetParams(exec, *node, &m);
     return cudaGraphAddMemsetNode(node, g, deps, ndeps, &m);
   }
   struct cudaKernelNodeParams k;
@@ -136,13 +140,101 @@ static cudaError_t op_node(cudaGraph_t g, const hrx__op *op, const cudaGraphNode
     k.blockDim.z = op->kernel->block[2];
   }
   k.kernelParams = args;
-  if (set) return cudaGraphKernelNodeSetParams(*node, &k);
+  if (exec) return cudaGraphExecKernelNodeSetParams(exec, *node, &k);
   return cudaGraphAddKernelNode(node, g, deps, ndeps, &k);
 }
 
+/* Runs a captured operation's function on the runtime's capture stream, under capture, and
+ * writes the captured graph (never empty: work-free functions get one empty node, so that
+ * every capture of the operation has a shape its node can be updated to) into *out, which
+ * the caller destroys. The capture always ends, whatever the function did, so the stream is
+ * never left capturing. Errors name `call` and the operation's builder index. */
+static hrx_status capture_op(hrx_runtime *rt, const hrx__op *op, size_t index, const char *call,
+                             cudaGraph_t *out) {
+  hrx_callback_view small[16];
+  hrx_callback_view *v = op->nviews <= 16 ? small : hrx__calloc(op->nviews, sizeof *v);
+  if (!v) return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+  for (size_t i = 0; i < op->nviews; i++) {
+    v[i].address = gpu_address(op->views[i]);
+    v[i].length = op->views[i].length;
+  }
+  hrx__callback *cb = op->callback;
+  cudaGraph_t g = NULL;
+  hrx_status fs = HRX_OK;
+  const char *api = NULL;
+  pthread_mutex_lock(&rt->capture_lock);
+  cudaError_t e = cudaSuccess;
+  if (!rt->capture_stream) {
+    e = cudaStreamCreateWithFlags(&rt->capture_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      rt->capture_stream = NULL;
+      api = "cudaStreamCreateWithFlags";
+    }
+  }
+  if (e == cudaSuccess) {
+    /* Thread-local mode: only this thread's unsafe calls break the capture, so other threads
+     * of the process may allocate or synchronize meanwhile. */
+    e = cudaStreamBeginCapture(rt->capture_stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) api = "cudaStreamBeginCapture";
+  }
+  if (e == cudaSuccess) {
+    fs = cb->capture_fn(v, op->nviews, (void *)rt->capture_stream, cb->user);
+    e = cudaStreamEndCapture(rt->capture_stream, &g);
+    if (e != cudaSuccess) api = "cudaStreamEndCapture";
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(rt->capture_stream, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone) {
+      /* Not seen in practice: a stream that is somehow still capturing is abandoned rather
+       * than reused, and the next capture makes a new one. */
+      rt->capture_stream = NULL;
+    }
+  }
+  if (e == cudaSuccess && fs == HRX_OK && g) {
+    size_t count = 0;
+    cudaGraphNode_t empty;
+    if ((e = cudaGraphGetNodes(g, NULL, &count)) != cudaSuccess) api = "cudaGraphGetNodes";
+    else if (count == 0 && (e = cudaGraphAddEmptyNode(&empty, g, NULL, 0)) != cudaSuccess)
+      api = "cudaGraphAddEmptyNode";
+  }
+  /* A failed capture leaves a (non-sticky) error behind that later checks would misread. */
+  if (e != cudaSuccess || fs != HRX_OK) cudaGetLastError();
+  pthread_mutex_unlock(&rt->capture_lock);
+  if (v != small) hrx__free(v);
+  if (fs != HRX_OK || e != cudaSuccess || !g) {
+    if (g) cudaGraphDestroy(g);
+    if (fs != HRX_OK)
+      return hrx__err(fs, "%s: captured operation %zu: its function failed with %s", call, index,
+                      hrx_status_name(fs));
+    if (e == cudaSuccess)
+      return hrx__err(HRX_E_CUDA, "%s: captured operation %zu: the capture made no graph", call,
+                      index);
+    char what[160];
+    snprintf(what, sizeof what, "%s: captured operation %zu: %s", call, index, api);
+    return hrx__cuda_err(e, what);
+  }
+  *out = g;
+  return HRX_OK;
+}
+
+/* Makes room for the region's captured graphs (once per region that has captured work). */
+static hrx_status children_alloc(hrx__region *reg, const char *call) {
+  if (reg->children) return HRX_OK;
+  reg->children = hrx__calloc(reg->count, sizeof *reg->children);
+  return reg->children ? HRX_OK : hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+}
+
+void hrx__cuda_adopt_children(hrx__region *to, hrx__region *from) {
+  if (!from->children || !to->children) return;
+  for (size_t k = 0; k < to->count; k++)
+    if (!to->children[k]) {
+      to->children[k] = from->children[k];
+      from->children[k] = NULL;
+    }
+}
+
 hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__region *reg,
-                                  cudaGraph_t *out, cudaGraphNode_t **out_nodes) {
-  const char *call = "hrx_graph_prepare";
+                                  const char *call, cudaGraph_t *out,
+                                  cudaGraphNode_t **out_nodes) {
   cudaError_t e = cudaSetDevice(rt->device);
   cudaGraph_t g = NULL;
   if (e == cudaSuccess) e = cudaGraphCreate(&g, 0);
@@ -155,17 +247,31 @@ hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__r
     cudaGraphDestroy(g);
     return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
-  for (size_t k = 0; k < reg->count && e == cudaSuccess; k++) {
+  hrx_status s = HRX_OK;
+  for (size_t k = 0; k < reg->count && e == cudaSuccess && s == HRX_OK; k++) {
     size_t global = reg->first + k;
+    const hrx__op *op = &plan->ops[global];
     size_t nd = plan->op_ndeps[global];
     for (size_t d = 0; d < nd; d++) deps[d] = nodes[plan->op_deps[global][d] - reg->first];
-    e = op_node(g, &plan->ops[global], deps, nd, &nodes[k], false);
+    if (op->kind == HRX_OP_CAPTURED) {
+      /* An operation captured before (for this plan) is not captured again; the node holds
+       * its own copy of the graph. */
+      s = children_alloc(reg, call);
+      if (s == HRX_OK && !reg->children[k]) s = capture_op(rt, op, global, call, &reg->children[k]);
+      if (s == HRX_OK) e = cudaGraphAddChildGraphNode(&nodes[k], g, deps, nd, reg->children[k]);
+    } else {
+      e = op_node(g, NULL, op, deps, nd, &nodes[k]);
+    }
   }
   hrx__free(deps);
-  if (e != cudaSuccess) {
+  if (s == HRX_OK && e != cudaSuccess) {
+    cudaGetLastError();
+    s = hrx__cuda_err(e, call);
+  }
+  if (s != HRX_OK) {
     hrx__free(nodes);
     cudaGraphDestroy(g);
-    return hrx__cuda_err(e, call);
+    return s;
   }
   *out = g;
   *out_nodes = nodes;
@@ -176,8 +282,11 @@ static bool same_view(hrx_view a, hrx_view b) {
   return a.buffer == b.buffer && a.offset == b.offset && a.length == b.length;
 }
 
-/* Whether two operations of the same kind lower to identical node parameters. */
+/* Whether two operations of the same kind lower to identical node parameters. A captured
+ * operation's work is whatever its function enqueues: the same only for the same function and
+ * user data (or key) over the same views. */
 static bool same_params(const hrx__op *a, const hrx__op *b) {
+  if (a->kind == HRX_OP_CAPTURED && !hrx__captured_same(a->callback, b->callback)) return false;
   if (a->value != b->value || !same_view(a->dst, b->dst) || !same_view(a->src, b->src)) return false;
   for (size_t i = 0; i < a->nviews; i++)
     if (!same_view(a->views[i], b->views[i])) return false;
@@ -191,24 +300,49 @@ static bool same_params(const hrx__op *a, const hrx__op *b) {
   return true;
 }
 
-hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, const hrx__plan *fresh,
-                                   hrx__region *reg, bool *updated) {
+bool hrx__cuda_region_changed(const hrx__plan *old, const hrx__plan *fresh, size_t region) {
+  const hrx__region *r = &fresh->regions[region];
+  for (size_t i = r->first; i < r->first + r->count; i++)
+    if (!same_params(&old->ops[i], &fresh->ops[i])) return true;
+  return false;
+}
+
+/* The executable's nodes are rewritten one by one with the cudaGraphExec*SetParams calls, and
+ * reg->graph is left as it was instantiated (it only names the nodes): a child graph node
+ * cannot be given a new graph in the template, and cudaGraphExecUpdate from the template would
+ * undo the child graphs set on the executable. */
+hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, hrx__plan *fresh,
+                                   hrx__region *reg, bool *updated, bool *refused) {
   const char *call = "hrx_prepared_update";
   *updated = false;
+  *refused = false;
   cudaError_t e = cudaSetDevice(rt->device);
-  for (size_t k = 0; k < reg->count && e == cudaSuccess; k++) {
+  if (e != cudaSuccess) return hrx__cuda_err(e, call);
+  /* Room for the captured graphs now, so that adopting the unchanged ones cannot fail later. */
+  if (old->regions[reg - fresh->regions].children) {
+    hrx_status s = children_alloc(reg, call);
+    if (s != HRX_OK) return s;
+  }
+  for (size_t k = 0; k < reg->count; k++) {
     size_t i = reg->first + k;
-    if (same_params(&old->ops[i], &fresh->ops[i])) continue;
-    e = op_node(reg->graph, &fresh->ops[i], NULL, 0, &reg->nodes[k], true);
+    const hrx__op *op = &fresh->ops[i];
+    if (same_params(&old->ops[i], op)) continue;
     *updated = true;
-  }
-  if (e == cudaSuccess && *updated) {
-    cudaGraphExecUpdateResultInfo info;
-    e = cudaGraphExecUpdate(reg->exec, reg->graph, &info);
-  }
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return hrx__cuda_err(e, call);
+    if (op->kind == HRX_OP_CAPTURED) {
+      /* Kept even if the executable refuses it: the fallback instantiation then uses it. */
+      hrx_status s = children_alloc(reg, call);
+      if (s == HRX_OK && !reg->children[k]) s = capture_op(rt, op, i, call, &reg->children[k]);
+      if (s != HRX_OK) return s;
+      /* Refused when the new capture has another shape (cuBLASLt chose another algorithm). */
+      e = cudaGraphExecChildGraphNodeSetParams(reg->exec, reg->nodes[k], reg->children[k]);
+    } else {
+      e = op_node(NULL, reg->exec, op, NULL, 0, &reg->nodes[k]);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      *refused = true;
+      return hrx__cuda_err(e, call);
+    }
   }
   return HRX_OK;
 }

@@ -8,6 +8,7 @@
 void hrx__callback_release(hrx__callback *c) {
   if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
   if (c->destroy) c->destroy(c->user);
+  hrx__free(c->key);
   pthread_mutex_destroy(&c->lock);
   hrx__free(c);
 }
@@ -265,9 +266,12 @@ HRX_API hrx_status hrx_graph_dispatch_aliasing(hrx_graph *graph, hrx_kernel *ker
                   constants, constant_count, NULL, 0, out_index);
 }
 
-static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
+/* Records a scoped callback, a host callback or a captured operation: all three run the
+ * caller's function over declared bindings; only host callbacks see host addresses. */
+static hrx_status callback_op(hrx_graph *graph, const char *call, hrx__op_kind kind,
                               const hrx_binding *bindings, size_t count, void *fn, void *user,
-                              hrx_destroy_fn destroy, size_t *out_index) {
+                              hrx_destroy_fn destroy, const void *key, size_t key_size,
+                              size_t *out_index) {
   hrx_status s = check_graph(graph, call);
   if (s != HRX_OK) return s;
   if (!fn) return hrx__err(HRX_E_INVALID, "%s: callback is NULL", call);
@@ -280,7 +284,7 @@ static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
       return hrx__err(HRX_E_INVALID, "%s: %s has unknown access %d", call, what, (int)a);
     s = hrx__view_check(graph->rt, call, what, bindings[i].view);
     if (s != HRX_OK) return s;
-    if (scoped) {
+    if (kind != HRX_OP_HOST) {
       s = gpu_visible(call, what, bindings[i].view);
       if (s != HRX_OK) return s;
     } else if (bindings[i].view.buffer->memory == HRX_MEMORY_DEVICE) {
@@ -288,11 +292,20 @@ static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
                       call, what);
     }
   }
+  if (key_size && !key) return hrx__err(HRX_E_INVALID, "%s: key is NULL", call);
   hrx__callback *cb = hrx__calloc(1, sizeof *cb);
-  hrx__op op = {.kind = scoped ? HRX_OP_SCOPED : HRX_OP_HOST, .lane = HRX_LANE_COMPUTE};
+  hrx__op op = {.kind = kind, .lane = HRX_LANE_COMPUTE};
   op.uses = hrx__calloc(count, sizeof *op.uses);
   op.views = hrx__calloc(count, sizeof *op.views);
-  if (!cb || !op.uses || !op.views) {
+  if (cb && key_size) {
+    cb->key = hrx__calloc(1, key_size);
+    if (cb->key) {
+      memcpy(cb->key, key, key_size);
+      cb->key_size = key_size;
+    }
+  }
+  if (!cb || !op.uses || !op.views || (key_size && !cb->key)) {
+    if (cb) hrx__free(cb->key);
     hrx__free(cb);
     hrx__free(op.uses);
     hrx__free(op.views);
@@ -300,9 +313,10 @@ static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
   }
   atomic_init(&cb->refs, 0); /* push() takes the op's reference */
   pthread_mutex_init(&cb->lock, NULL);
-  cb->scoped = scoped;
-  if (scoped) cb->scoped_fn = (hrx_scoped_fn)fn;
-  else cb->host_fn = (hrx_host_fn)fn;
+  cb->scoped = kind == HRX_OP_SCOPED;
+  if (kind == HRX_OP_SCOPED) cb->scoped_fn = (hrx_scoped_fn)fn;
+  else if (kind == HRX_OP_HOST) cb->host_fn = (hrx_host_fn)fn;
+  else cb->capture_fn = (hrx_capture_fn)fn;
   for (size_t i = 0; i < count; i++) {
     op.uses[i] = (hrx__use){bindings[i].view, bindings[i].access};
     op.views[i] = bindings[i].view;
@@ -312,6 +326,7 @@ static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
   s = push(graph, call, &op, out_index);
   if (s != HRX_OK) {
     pthread_mutex_destroy(&cb->lock);
+    hrx__free(cb->key);
     hrx__free(cb);
     return s;
   }
@@ -324,13 +339,37 @@ static hrx_status callback_op(hrx_graph *graph, const char *call, bool scoped,
 HRX_API hrx_status hrx_graph_scoped(hrx_graph *graph, const hrx_binding *bindings,
                                     size_t binding_count, hrx_scoped_fn fn, void *user,
                                     hrx_destroy_fn destroy, size_t *out_index) {
-  return callback_op(graph, "hrx_graph_scoped", true, bindings, binding_count, (void *)fn, user,
-                     destroy, out_index);
+  return callback_op(graph, "hrx_graph_scoped", HRX_OP_SCOPED, bindings, binding_count,
+                     (void *)fn, user, destroy, NULL, 0, out_index);
+}
+
+HRX_API hrx_status hrx_graph_captured_keyed(hrx_graph *graph, const hrx_binding *bindings,
+                                            size_t binding_count, hrx_capture_fn fn, void *user,
+                                            hrx_destroy_fn destroy, const void *key,
+                                            size_t key_size, size_t *out_index) {
+  const char *call = "hrx_graph_captured";
+  hrx_status s = check_graph(graph, call);
+  if (s != HRX_OK) return s;
+  /* Capture is a CUDA mechanism; the host engine has no stream to hand the function. */
+  if (!hrx__gpu_engine(graph->rt))
+    return hrx__err(HRX_E_UNSUPPORTED,
+                    "%s: captured operations need the CUDA engine (this runtime runs the host "
+                    "engine)",
+                    call);
+  return callback_op(graph, call, HRX_OP_CAPTURED, bindings, binding_count, (void *)fn, user,
+                     destroy, key, key_size, out_index);
+}
+
+HRX_API hrx_status hrx_graph_captured(hrx_graph *graph, const hrx_binding *bindings,
+                                      size_t binding_count, hrx_capture_fn fn, void *user,
+                                      hrx_destroy_fn destroy, size_t *out_index) {
+  return hrx_graph_captured_keyed(graph, bindings, binding_count, fn, user, destroy, NULL, 0,
+                                  out_index);
 }
 
 HRX_API hrx_status hrx_graph_host(hrx_graph *graph, const hrx_binding *bindings,
                                   size_t binding_count, hrx_host_fn fn, void *user,
                                   hrx_destroy_fn destroy, size_t *out_index) {
-  return callback_op(graph, "hrx_graph_host", false, bindings, binding_count, (void *)fn, user,
-                     destroy, out_index);
+  return callback_op(graph, "hrx_graph_host", HRX_OP_HOST, bindings, binding_count, (void *)fn,
+                     user, destroy, NULL, 0, out_index);
 }

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #ifdef HRX_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -89,17 +90,31 @@ struct hrx_kernel {
 #endif
 };
 
-/* A callback with its user data; one lock serializes its runs (across slots too). */
+/* A callback with its user data; one lock serializes its runs (across slots too). A captured
+ * operation's function (capture_fn) is called at prepare and update time instead, under the
+ * runtime's capture lock. */
 typedef struct hrx__callback {
   atomic_int refs;
   pthread_mutex_t lock;
   bool scoped;
   hrx_scoped_fn scoped_fn;
   hrx_host_fn host_fn;
+  hrx_capture_fn capture_fn;
   void *user;
   hrx_destroy_fn destroy;
+  void *key; /* captured: the work apart from the views (owned copy), or NULL */
+  size_t key_size;
 } hrx__callback;
 void hrx__callback_release(hrx__callback *c);
+
+/* Whether two captured operations' callbacks enqueue the same work over the same views: the
+ * same function, and the same user data or the same key. */
+static inline bool hrx__captured_same(const hrx__callback *a, const hrx__callback *b) {
+  if (a == b) return true;
+  if (a->capture_fn != b->capture_fn) return false;
+  if (a->user == b->user) return true;
+  return a->key_size && a->key_size == b->key_size && !memcmp(a->key, b->key, a->key_size);
+}
 
 /* A declared access; `access` keeps the declared kind. */
 typedef struct hrx__use {
@@ -109,7 +124,15 @@ typedef struct hrx__use {
 static inline bool hrx__writes(hrx_access a) { return (a & HRX_ACCESS_WRITE) != 0; }
 bool hrx__uses_conflict(const hrx__use *a, size_t na, const hrx__use *b, size_t nb);
 
-typedef enum { HRX_OP_FILL, HRX_OP_COPY, HRX_OP_DISPATCH, HRX_OP_SCOPED, HRX_OP_HOST } hrx__op_kind;
+/* A captured operation is a native operation like a dispatch: it lives in a native region. */
+typedef enum {
+  HRX_OP_FILL,
+  HRX_OP_COPY,
+  HRX_OP_DISPATCH,
+  HRX_OP_SCOPED,
+  HRX_OP_HOST,
+  HRX_OP_CAPTURED
+} hrx__op_kind;
 
 typedef struct hrx__op {
   hrx__op_kind kind;
@@ -117,13 +140,13 @@ typedef struct hrx__op {
   uint8_t value;           /* fill */
   hrx_view dst, src;       /* fill: dst; copy: dst, src */
   hrx_kernel *kernel;      /* dispatch (retained) */
-  hrx_view *views;         /* dispatch bindings, or callback bindings */
+  hrx_view *views;         /* dispatch bindings, or callback and captured bindings */
   size_t nviews;
   hrx_constant *constants; /* dispatch */
   size_t nconstants;
   void *params;            /* dispatch: by-value parameter block (owned) */
   size_t params_size;
-  hrx__callback *callback; /* scoped, host (retained) */
+  hrx__callback *callback; /* scoped, host, captured (retained) */
   hrx__use *uses;          /* each use's buffer retained once */
   size_t nuses;
 } hrx__op;
@@ -149,11 +172,16 @@ typedef struct hrx__region {
   size_t ndeps;
   pthread_mutex_t lock; /* one launch at a time per executable */
 #ifdef HRX_HAVE_CUDA
-  cudaGraph_t graph;
+  cudaGraph_t graph; /* what exec was instantiated from: the source of node handles only */
   cudaGraphExec_t exec;
   cudaStream_t stream;
   cudaEvent_t *events;    /* one per slot */
   cudaGraphNode_t *nodes; /* the graph's node of each operation, for updates in place */
+  /* Each captured operation's captured graph (what the executable's child node holds now),
+   * NULL for other operations; the array is NULL while none was captured. It belongs to the
+   * plan's operations, not to the executable: a region is rebuilt from it without calling
+   * the capture functions again (the fallback and the rollback of a failed update). */
+  cudaGraph_t *children;
 #endif
 } hrx__region;
 
@@ -276,10 +304,13 @@ struct hrx_runtime {
     atomic_uint_least64_t submissions, native_prepared, native_updated, copy_streams,
         lane_bytes[3], copied, regions_failed, quarantined_callbacks, event_waits;
   } counters;
+  /* Serializes captures of captured operations: one capture stream per runtime. */
+  pthread_mutex_t capture_lock;
 #ifdef HRX_HAVE_CUDA
   int device;
   int cc_major, cc_minor;
   cudaStream_t copy_stream[3];
+  cudaStream_t capture_stream; /* under capture_lock; made on first use */
 #endif
 };
 
@@ -318,14 +349,24 @@ void hrx__run_fail_locked(hrx_runtime *rt, hrx__run *run, hrx_status status, con
 hrx_status hrx__cuda_runtime_init(hrx_runtime *rt);
 void hrx__cuda_runtime_fini(hrx_runtime *rt);
 hrx_status hrx__cuda_alloc(hrx_runtime *rt, hrx_memory memory, size_t bytes, hrx__alloc *a);
-/* Builds the region's native graph; `*nodes` receives its node of each operation. */
+/* Builds the region's native graph (captured operations are captured into child graphs);
+ * `*nodes` receives its node of each operation. Errors name `call`. */
 hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__region *reg,
-                                  cudaGraph_t *out, cudaGraphNode_t **nodes);
-/* Rewrites the parameters of the nodes whose operation changed between `old` and `fresh`
- * (same topology) in reg's graph and applies them with cudaGraphExecUpdate. *updated says
- * whether anything changed. On failure the caller re-instantiates the region. */
-hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, const hrx__plan *fresh,
-                                   hrx__region *reg, bool *updated);
+                                  const char *call, cudaGraph_t *out, cudaGraphNode_t **nodes);
+/* Rewrites, in reg's executable, the parameters of the nodes whose operation changed between
+ * `old` and `fresh` (same topology), capturing changed captured operations again. *updated
+ * says whether anything changed (set before the first node is touched, so after a failure it
+ * says whether the executable may be part-updated). On failure *refused says whether the
+ * driver refused a change (the caller then instantiates the region again) rather than a
+ * captured operation failing (an error of the update). */
+hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, hrx__plan *fresh,
+                                   hrx__region *reg, bool *updated, bool *refused);
+/* Whether some operation of region `region` lowers to other node parameters in `fresh` than in
+ * `old` (same topology): the update in place rewrites that region's executable. */
+bool hrx__cuda_region_changed(const hrx__plan *old, const hrx__plan *fresh, size_t region);
+/* After a successful update in place: the captured graphs of `from`'s operations that were not
+ * captured again pass to the same operations of `to` (the region of the updated plan). */
+void hrx__cuda_adopt_children(hrx__region *to, hrx__region *from);
 /* Fill kernel for host-visible memory, compiled by nvcc (fill.cu). */
 const void *hrx__fill_kernel(void);
 #endif

@@ -144,6 +144,8 @@ hrx_status hrx__plan_build(hrx_runtime *rt, hrx__op *ops, size_t nops, uint32_t 
   for (size_t i = 0; i < nops;) {
     hrx__region *r = &p->regions[p->nregions++];
     r->first = i;
+    /* Callbacks run on the host between regions; a captured operation is lowered into the
+     * native graph like a kernel, so it stays in the compute lane's run. */
     if (ops[i].kind == HRX_OP_SCOPED || ops[i].kind == HRX_OP_HOST) {
       r->kind = ops[i].kind == HRX_OP_SCOPED ? HRX_REG_SCOPED : HRX_REG_HOST;
       r->lane = HRX_LANE_COMPUTE;
@@ -239,7 +241,7 @@ static hrx_status instantiate_region(hrx_runtime *rt, hrx__plan *p, hrx__region 
                                      const char *call) {
   cudaGraph_t g = NULL;
   cudaGraphNode_t *nodes = NULL;
-  hrx_status s = hrx__cuda_build_region(rt, p, r, &g, &nodes);
+  hrx_status s = hrx__cuda_build_region(rt, p, r, call, &g, &nodes);
   if (s != HRX_OK) return s;
   cudaGraphExec_t exec = NULL;
   cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
@@ -305,6 +307,10 @@ void hrx__plan_destroy(hrx__plan *p, uint32_t slots) {
     if (r->graph) cudaGraphDestroy(r->graph);
     if (r->stream) cudaStreamDestroy(r->stream);
     hrx__free(r->nodes);
+    if (r->children)
+      for (size_t k = 0; k < r->count; k++)
+        if (r->children[k]) cudaGraphDestroy(r->children[k]);
+    hrx__free(r->children);
     if (r->events)
       for (uint32_t k = 0; k < slots; k++)
         if (r->events[k]) cudaEventDestroy(r->events[k]);
@@ -531,33 +537,66 @@ static void keep_native_state(hrx__region *to, hrx__region *from) {
 #endif
 }
 
+/* Updates every native region of `old` in place for the operations of `fresh` (same
+ * topology), moving the executables over to `fresh`. On failure everything moves back and
+ * the regions whose executables it may have changed are instantiated again from `old`'s
+ * operations, so `old` stays whole; if that fails too, *lost is set: the old plan's
+ * executables can no longer be trusted. */
 static hrx_status update_in_place(hrx_runtime *rt, hrx__plan *old, hrx__plan *fresh,
-                                  const char *call) {
-  for (size_t i = 0; i < fresh->nregions; i++) {
-    hrx__region *nr = &fresh->regions[i], *orr = &old->regions[i];
-    keep_native_state(nr, orr);
+                                  const char *call, bool *lost) {
+  *lost = false;
+  /* All executables move first, so a failure anywhere moves all of them back at once. */
+  for (size_t k = 0; k < fresh->nregions; k++)
+    keep_native_state(&fresh->regions[k], &old->regions[k]);
+  hrx_status s = HRX_OK;
+  size_t i = 0;
+  for (; i < fresh->nregions && s == HRX_OK; i++) {
+    hrx__region *nr = &fresh->regions[i];
     if (nr->kind != HRX_REG_NATIVE) continue;
 #ifdef HRX_HAVE_CUDA
     if (hrx__gpu_engine(rt)) {
-      bool updated = false;
-      hrx_status s = hrx__cuda_update_region(rt, old, fresh, nr, &updated);
+      bool updated = false, refused = false;
+      s = hrx__cuda_update_region(rt, old, fresh, nr, &updated, &refused);
       if (s == HRX_OK) {
         if (updated) atomic_fetch_add(&rt->counters.native_updated, 1);
-      } else {
-        /* The driver refused the update (a node it cannot change in place): instantiate
-         * this region again, as a topology change would. */
+      } else if (refused) {
+        /* The driver refused the update (a node it cannot change in place, or a captured
+         * operation whose work changed shape): instantiate this region again, as a
+         * topology change would. */
         s = instantiate_region(rt, fresh, nr, call);
-        if (s != HRX_OK) return s;
-        atomic_fetch_add(&rt->counters.native_prepared, 1);
+        if (s == HRX_OK) atomic_fetch_add(&rt->counters.native_prepared, 1);
       }
       continue;
     }
-#else
-    (void)call;
 #endif
     atomic_fetch_add(&rt->counters.native_updated, 1);
   }
-  return HRX_OK;
+  if (s == HRX_OK) {
+#ifdef HRX_HAVE_CUDA
+    for (size_t k = 0; k < fresh->nregions; k++)
+      hrx__cuda_adopt_children(&fresh->regions[k], &old->regions[k]);
+#endif
+    return HRX_OK;
+  }
+  char saved[HRX_MSG];
+  snprintf(saved, sizeof saved, "%s", hrx_last_error());
+  for (size_t k = 0; k < fresh->nregions; k++)
+    keep_native_state(&old->regions[k], &fresh->regions[k]);
+#ifdef HRX_HAVE_CUDA
+  /* Visited regions [0, i) with a changed operation may hold some of the fresh operations'
+   * parameters, which the old plan's buffers and user data do not back. They are rebuilt from
+   * the old operations and their kept captured graphs, with no capture function called. */
+  for (size_t k = 0; k < i; k++)
+    if (old->regions[k].kind == HRX_REG_NATIVE && hrx__gpu_engine(rt) &&
+        hrx__cuda_region_changed(old, fresh, k)) {
+      if (instantiate_region(rt, old, &old->regions[k], call) == HRX_OK)
+        atomic_fetch_add(&rt->counters.native_prepared, 1);
+      else *lost = true;
+    }
+#else
+  (void)call;
+#endif
+  return hrx__err(s, "%s", saved);
 }
 
 static bool views_equal(hrx_view a, hrx_view b) {
@@ -568,7 +607,9 @@ static bool views_equal(hrx_view a, hrx_view b) {
  * constants and parameter blocks all equal (callbacks only when they are the same one). */
 static bool ops_identical(const hrx__op *a, const hrx__op *b) {
   if (a->kind != b->kind || a->lane != b->lane || a->kernel != b->kernel ||
-      a->callback != b->callback || a->value != b->value || !views_equal(a->dst, b->dst) ||
+      (a->kind == HRX_OP_CAPTURED ? !hrx__captured_same(a->callback, b->callback)
+                                  : a->callback != b->callback) ||
+      a->value != b->value || !views_equal(a->dst, b->dst) ||
       !views_equal(a->src, b->src) || a->nviews != b->nviews || a->nuses != b->nuses ||
       a->nconstants != b->nconstants || a->params_size != b->params_size)
     return false;
@@ -634,19 +675,18 @@ HRX_API hrx_status hrx_prepared_update(hrx_prepared *prepared, hrx_graph *graph,
                   hrx__plan_same_topology(&prepared->plan, &fresh);
   if (s == HRX_OK) {
     if (in_place) {
-      s = update_in_place(rt, &prepared->plan, &fresh, call);
+      bool lost = false;
+      s = update_in_place(rt, &prepared->plan, &fresh, call, &lost);
+      /* Nothing can run the old executables safely any more: no later run may start them. */
+      if (lost) atomic_store(&prepared->quarantined, 1);
     } else {
       s = hrx__plan_materialize(rt, &fresh, slots, call);
     }
   }
   if (s != HRX_OK) {
+    /* A failed update in place has already given the executables back to the old plan. */
     char saved[HRX_MSG];
     snprintf(saved, sizeof saved, "%s", hrx_last_error());
-    if (in_place) {
-      /* Hand the executables back so the old plan stays whole. */
-      for (size_t i = 0; i < fresh.nregions; i++)
-        keep_native_state(&prepared->plan.regions[i], &fresh.regions[i]);
-    }
     fresh.ops = NULL;
     size_t nops = graph->count;
     for (size_t i = 0; fresh.op_deps && i < nops; i++) hrx__free(fresh.op_deps[i]);

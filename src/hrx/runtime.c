@@ -114,6 +114,7 @@ static void stop_and_free(hrx_runtime *rt) {
     hrx__free(q);
   }
   for (int l = 0; l < 3; l++) pthread_mutex_destroy(&rt->copy_lock[l]);
+  pthread_mutex_destroy(&rt->capture_lock);
   for (int q = 0; q < HRX_QUEUES; q++) pthread_cond_destroy(&rt->work[q]);
   for (int l = 0; l < 3; l++) pthread_cond_destroy(&rt->watch[l]);
   pthread_cond_destroy(&rt->idle);
@@ -197,6 +198,7 @@ HRX_API hrx_status hrx_runtime_create(const hrx_runtime_options *options, hrx_ru
     pthread_mutex_init(&rt->copy_lock[l], NULL);
     rt->copy_healthy[l] = true;
   }
+  pthread_mutex_init(&rt->capture_lock, NULL);
   hrx_status s = HRX_OK;
 #ifdef HRX_HAVE_CUDA
   if (o.engine == HRX_ENGINE_CUDA) s = hrx__cuda_runtime_init(rt);

@@ -243,6 +243,11 @@ static void run_host_native(hrx__run *run, hrx__region *reg, exec_result *res) {
       memset(host_address(op->dst), op->value, op->dst.length);
     } else if (op->kind == HRX_OP_COPY) {
       memcpy(host_address(op->dst), host_address(op->src), op->dst.length);
+    } else if (op->kind == HRX_OP_CAPTURED) {
+      /* Never recorded on the host engine (hrx_graph_captured refuses it); kept as a failure
+       * rather than a call through a kernel it does not have. */
+      result_fail(res, HRX_E_UNSUPPORTED, "captured operation %zu needs the CUDA engine", k);
+      return;
     } else {
       void *ptrs[64];
       size_t lens[64];

@@ -1,11 +1,13 @@
 /* GPU-only hrx tests (CUDA engine): real kernels from CUDA C, PTX and cubin, fills and copies
- * on every lane, a scoped cuBLAS call, fault isolation, and the three lanes at once. Each test
- * skips where no CUDA device is present. */
+ * on every lane, a scoped cuBLAS call, captured cuBLAS calls inside native regions (prepare,
+ * update in place, failures), fault isolation, and the three lanes at once. Each test skips
+ * where no CUDA device is present. */
 #include <criterion/criterion.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <nvrtc.h>
 
@@ -251,6 +253,350 @@ Test(hrx_gpu, scoped_cublas) {
   hrx_buffer_release(da);
   hrx_buffer_release(db);
   hrx_buffer_release(dc);
+  hrx_runtime_release(rt);
+}
+
+/* An update in place rewrites memset, memcpy and kernel nodes in the executable itself. */
+Test(hrx_gpu, update_in_place_sets_every_node_kind) {
+  RUNTIME(rt, 1);
+  enum { B = 4096 };
+  hrx_buffer *d[4], *h[2];
+  for (int i = 0; i < 4; i++) d[i] = buffer(rt, HRX_MEMORY_DEVICE, B);
+  for (int i = 0; i < 2; i++) h[i] = buffer(rt, HRX_MEMORY_HOST_VISIBLE, B);
+  hrx_prepared *p = NULL;
+  hrx_counters k0, k1;
+  for (int round = 0; round < 2; round++) {
+    hrx_buffer *src = d[2 * round], *dst = d[2 * round + 1], *host = h[round];
+    uint8_t v = round ? 0x5a : 0x11, w = round ? 0xc3 : 0x22;
+    hrx_graph *g = NULL;
+    OK(hrx_graph_create(rt, &g));
+    OK(hrx_graph_fill(g, hrx_view_whole(src), v, NULL));                      /* memset node */
+    OK(hrx_graph_copy(g, hrx_view_whole(dst), hrx_view_whole(src), NULL));    /* memcpy node */
+    OK(hrx_graph_fill(g, hrx_view_make(host, 16, B - 32), w, NULL));          /* fill kernel */
+    if (round == 0) {
+      OK(hrx_graph_prepare(g, &p));
+      cr_assert_eq(hrx_prepared_regions(p), 1u);
+      OK(hrx_runtime_counters(rt, &k0));
+    } else {
+      hrx_update_mode mode = HRX_UPDATE_REINSTANTIATED;
+      OK(hrx_prepared_update(p, g, 0, &mode));
+      cr_assert_eq(mode, HRX_UPDATE_IN_PLACE);
+      OK(hrx_runtime_counters(rt, &k1));
+      cr_assert_eq(k1.native_graphs_updated - k0.native_graphs_updated, 1u);
+      cr_assert_eq(k1.native_graphs_prepared, k0.native_graphs_prepared, "not re-instantiated");
+    }
+    OK(run_once(p));
+    static unsigned char out[B];
+    OK(ut_get(rt, dst, 0, out, B));
+    for (int i = 0; i < B; i++) cr_assert_eq(out[i], v, "round %d: copied byte %d", round, i);
+    OK(ut_get(rt, host, 0, out, B));
+    for (int i = 0; i < B; i++) {
+      unsigned char want = i >= 16 && i < B - 16 ? w : 0;
+      cr_assert_eq(out[i], want, "round %d: filled byte %d is 0x%02x", round, i, out[i]);
+    }
+  }
+  /* The first round's buffers were not written by the second run. */
+  static unsigned char first[B];
+  OK(ut_get(rt, d[1], 0, first, B));
+  cr_assert_eq(first[B - 1], 0x11);
+  hrx_prepared_release(p);
+  for (int i = 0; i < 4; i++) hrx_buffer_release(d[i]);
+  for (int i = 0; i < 2; i++) hrx_buffer_release(h[i]);
+  hrx_runtime_release(rt);
+}
+
+/* ---- captured operations ---- */
+
+/* A captured cuBLAS product C = A B (column-major n x n, bindings A, B, C and cuBLAS's
+ * workspace), with counters of its captures and of its destroy calls. */
+typedef struct capture_gemm {
+  cublasHandle_t handle;
+  int n;
+  int fail; /* 1: return HRX_E_CALLBACK; 2: synchronize the stream, which capture forbids */
+  atomic_int calls;
+  atomic_int destroyed;
+} capture_gemm;
+
+enum { GEMM_N = 64, GEMM_WORKSPACE = 4 << 20 };
+
+static hrx_status capture_gemm_fn(const hrx_callback_view *v, size_t count, void *stream,
+                                  void *user) {
+  capture_gemm *st = user;
+  atomic_fetch_add(&st->calls, 1);
+  if (count != 4) return HRX_E_INVALID;
+  if (st->fail == 1) return HRX_E_CALLBACK;
+  if (st->fail == 2) {
+    cudaStreamSynchronize((cudaStream_t)stream); /* fails and invalidates the capture */
+    return HRX_OK;
+  }
+  /* cublasSetStream resets the workspace to cuBLAS's default pool; the declared one keeps
+   * allocations out of the capture and is ordered by hrx like any written buffer. */
+  const float one = 1.0f, zero = 0.0f;
+  if (cublasSetStream(st->handle, (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(st->handle, v[3].address, v[3].length) != CUBLAS_STATUS_SUCCESS ||
+      cublasSgemm(st->handle, CUBLAS_OP_N, CUBLAS_OP_N, st->n, st->n, st->n, &one,
+                  (const float *)v[0].address, st->n, (const float *)v[1].address, st->n, &zero,
+                  (float *)v[2].address, st->n) != CUBLAS_STATUS_SUCCESS)
+    return HRX_E_CUDA;
+  return HRX_OK;
+}
+
+static void capture_gemm_destroy(void *user) {
+  capture_gemm *st = user;
+  atomic_fetch_add(&st->destroyed, 1);
+}
+
+static void capture_gemm_init(capture_gemm *st) {
+  memset(st, 0, sizeof *st);
+  st->n = GEMM_N;
+  cr_assert_eq(cublasCreate(&st->handle), CUBLAS_STATUS_SUCCESS);
+  cr_assert_eq(cublasSetMathMode(st->handle, CUBLAS_PEDANTIC_MATH), CUBLAS_STATUS_SUCCESS);
+}
+
+/* One product's operands and their host values. */
+typedef struct gemm_io {
+  hrx_buffer *a, *b, *c;
+  float ha[GEMM_N * GEMM_N], hb[GEMM_N * GEMM_N];
+} gemm_io;
+
+static void gemm_io_init(hrx_runtime *rt, gemm_io *io) {
+  size_t bytes = sizeof io->ha;
+  io->a = buffer(rt, HRX_MEMORY_DEVICE, bytes);
+  io->b = buffer(rt, HRX_MEMORY_DEVICE, bytes);
+  io->c = buffer(rt, HRX_MEMORY_DEVICE, bytes);
+  unsigned seed = ut_seed();
+  ut_random(io->ha, GEMM_N * GEMM_N, &seed);
+  ut_random(io->hb, GEMM_N * GEMM_N, &seed);
+  OK(ut_put(rt, io->a, 0, io->ha, bytes));
+  OK(ut_put(rt, io->b, 0, io->hb, bytes));
+}
+
+static void gemm_io_release(gemm_io *io) {
+  hrx_buffer_release(io->a);
+  hrx_buffer_release(io->b);
+  hrx_buffer_release(io->c);
+}
+
+/* A kernel, the captured product, a kernel: A += 1; C = A B; C += 1, all on the compute lane. */
+static hrx_graph *gemm_graph(hrx_runtime *rt, hrx_kernel *add, capture_gemm *st, gemm_io *io,
+                             hrx_buffer *ws) {
+  hrx_graph *g = NULL;
+  OK(hrx_graph_create(rt, &g));
+  hrx_view va = hrx_view_whole(io->a), vc = hrx_view_whole(io->c);
+  OK(hrx_graph_dispatch(g, add, &va, 1, NULL, 0, NULL));
+  hrx_binding bind[4] = {{va, HRX_ACCESS_READ},
+                         {hrx_view_whole(io->b), HRX_ACCESS_READ},
+                         {vc, HRX_ACCESS_WRITE},
+                         {hrx_view_whole(ws), HRX_ACCESS_READ_WRITE}};
+  size_t index = 0;
+  OK(hrx_graph_captured(g, bind, 4, capture_gemm_fn, st, capture_gemm_destroy, &index));
+  cr_assert_eq(index, 1u);
+  OK(hrx_graph_dispatch(g, add, &vc, 1, NULL, 0, NULL));
+  return g;
+}
+
+/* Checks C = (A + 1) B + 1 against a double reference (A, B as uploaded). */
+static void gemm_check(hrx_runtime *rt, const gemm_io *io) {
+  enum { N = GEMM_N };
+  static float c[N * N];
+  OK(ut_get(rt, io->c, 0, c, sizeof c));
+  for (int j = 0; j < N; j++)
+    for (int i = 0; i < N; i++) {
+      double r = 1;
+      for (int l = 0; l < N; l++) r += ((double)io->ha[l * N + i] + 1) * io->hb[j * N + l];
+      cr_assert(fabs(c[j * N + i] - r) < 1e-4 * (1 + fabs(r)), "c(%d,%d) = %g, reference %g", i,
+                j, c[j * N + i], r);
+    }
+}
+
+Test(hrx_gpu, captured_cublas_in_one_region_and_updated_in_place) {
+  RUNTIME(rt, 1);
+  static capture_gemm st;
+  capture_gemm_init(&st);
+  hrx_kernel *add = NULL;
+  OK(ut_kernel(rt, "add", GEMM_N * GEMM_N, 1.0f, &add));
+  hrx_buffer *ws = buffer(rt, HRX_MEMORY_DEVICE, GEMM_WORKSPACE);
+  static gemm_io io1, io2;
+  gemm_io_init(rt, &io1);
+  gemm_io_init(rt, &io2);
+  hrx_counters k0, k1, k2, k3;
+  OK(hrx_runtime_counters(rt, &k0));
+  hrx_prepared *p = NULL;
+  OK(hrx_graph_prepare(gemm_graph(rt, add, &st, &io1, ws), &p));
+  cr_assert_eq(hrx_prepared_regions(p), 1u, "kernel, captured product, kernel: one native graph");
+  size_t deps[4], nd = 0;
+  OK(hrx_prepared_operation_deps(p, 1, deps, 4, &nd));
+  cr_assert(nd == 1 && deps[0] == 0, "the product waits for the kernel that writes A");
+  OK(hrx_prepared_operation_deps(p, 2, deps, 4, &nd));
+  cr_assert(nd == 1 && deps[0] == 1, "the last kernel waits for the product that writes C");
+  cr_assert_eq(atomic_load(&st.calls), 1, "captured once, when prepared");
+  OK(hrx_runtime_counters(rt, &k1));
+  cr_assert_eq(k1.native_graphs_prepared - k0.native_graphs_prepared, 1u);
+  OK(run_once(p));
+  gemm_check(rt, &io1);
+  cr_assert_eq(atomic_load(&st.calls), 1, "a run does not call the capture function");
+
+  /* New buffers, same structure: updated in place, the product captured again. */
+  hrx_update_mode mode = HRX_UPDATE_REINSTANTIATED;
+  OK(hrx_prepared_update(p, gemm_graph(rt, add, &st, &io2, ws), 0, &mode));
+  cr_assert_eq(mode, HRX_UPDATE_IN_PLACE);
+  cr_assert_eq(atomic_load(&st.calls), 2);
+  cr_assert_eq(atomic_load(&st.destroyed), 1, "the replaced operation's user data is released");
+  OK(hrx_runtime_counters(rt, &k2));
+  cr_assert_eq(k2.native_graphs_updated - k1.native_graphs_updated, 1u, "counted as updated");
+  cr_assert_eq(k2.native_graphs_prepared, k1.native_graphs_prepared, "not re-instantiated");
+  OK(run_once(p));
+  gemm_check(rt, &io2);
+  gemm_check(rt, &io1); /* the first operands' product was not touched */
+
+  /* The same views and user data again: nothing changed, nothing is captured. The first
+   * kernel's constant changes so the region is rewritten without the product. */
+  hrx_graph *g = NULL;
+  OK(hrx_graph_create(rt, &g));
+  hrx_view va = hrx_view_whole(io2.a), vc = hrx_view_whole(io2.c);
+  hrx_constant zero = {.size = 4, .value.f32 = 0.0f};
+  OK(hrx_graph_dispatch(g, add, &va, 1, &zero, 1, NULL));
+  hrx_binding bind[4] = {{va, HRX_ACCESS_READ},
+                         {hrx_view_whole(io2.b), HRX_ACCESS_READ},
+                         {vc, HRX_ACCESS_WRITE},
+                         {hrx_view_whole(ws), HRX_ACCESS_READ_WRITE}};
+  OK(hrx_graph_captured(g, bind, 4, capture_gemm_fn, &st, capture_gemm_destroy, NULL));
+  OK(hrx_graph_dispatch(g, add, &vc, 1, NULL, 0, NULL));
+  OK(hrx_prepared_update(p, g, 0, &mode));
+  cr_assert_eq(mode, HRX_UPDATE_IN_PLACE);
+  cr_assert_eq(atomic_load(&st.calls), 2, "an unchanged captured operation is not captured again");
+  OK(hrx_runtime_counters(rt, &k3));
+  cr_assert_eq(k3.native_graphs_updated - k2.native_graphs_updated, 1u);
+  cr_assert_eq(k3.native_graphs_prepared, k2.native_graphs_prepared);
+  OK(run_once(p)); /* A is already A + 1 from the run before, and this run adds 0 */
+  gemm_check(rt, &io2);
+  cr_assert_eq(hrx_buffer_last_writer(io2.c), HRX_WRITER_GPU);
+  hrx_prepared_release(p);
+  cr_assert_eq(atomic_load(&st.destroyed), 3, "every operation's user data released once");
+  gemm_io_release(&io1);
+  gemm_io_release(&io2);
+  hrx_buffer_release(ws);
+  hrx_kernel_release(add);
+  cublasDestroy(st.handle);
+  hrx_runtime_release(rt);
+}
+
+/* kernel, keyed captured product, kernel over io's buffers. */
+static hrx_graph *keyed_graph(hrx_runtime *rt, hrx_kernel *add, capture_gemm *st, gemm_io *io,
+                              hrx_buffer *ws, const char *key) {
+  hrx_graph *g = NULL;
+  OK(hrx_graph_create(rt, &g));
+  hrx_view va = hrx_view_whole(io->a), vc = hrx_view_whole(io->c);
+  OK(hrx_graph_dispatch(g, add, &va, 1, NULL, 0, NULL));
+  hrx_binding bind[4] = {{va, HRX_ACCESS_READ},
+                         {hrx_view_whole(io->b), HRX_ACCESS_READ},
+                         {vc, HRX_ACCESS_WRITE},
+                         {hrx_view_whole(ws), HRX_ACCESS_READ_WRITE}};
+  OK(hrx_graph_captured_keyed(g, bind, 4, capture_gemm_fn, st, capture_gemm_destroy, key,
+                              strlen(key), NULL));
+  OK(hrx_graph_dispatch(g, add, &vc, 1, NULL, 0, NULL));
+  return g;
+}
+
+Test(hrx_gpu, captured_keyed_same_work_is_not_captured_again) {
+  RUNTIME(rt, 1);
+  static capture_gemm st1, st2;
+  capture_gemm_init(&st1);
+  capture_gemm_init(&st2);
+  hrx_kernel *add = NULL;
+  OK(ut_kernel(rt, "add", GEMM_N * GEMM_N, 1.0f, &add));
+  hrx_buffer *ws = buffer(rt, HRX_MEMORY_DEVICE, GEMM_WORKSPACE);
+  static gemm_io io;
+  gemm_io_init(rt, &io);
+  hrx_prepared *p = NULL;
+  OK(hrx_graph_prepare(keyed_graph(rt, add, &st1, &io, ws, "gemm 64"), &p));
+  cr_assert_eq(atomic_load(&st1.calls), 1);
+  OK(run_once(p));
+  gemm_check(rt, &io);
+  /* Other user data, the same key and views: the same work, kept as it is. */
+  hrx_update_mode mode = HRX_UPDATE_REINSTANTIATED;
+  hrx_counters k0, k1;
+  OK(hrx_runtime_counters(rt, &k0));
+  OK(hrx_prepared_update(p, keyed_graph(rt, add, &st2, &io, ws, "gemm 64"), 0, &mode));
+  cr_assert_eq(mode, HRX_UPDATE_UNCHANGED);
+  cr_assert_eq(atomic_load(&st2.calls), 0, "the same key is not captured again");
+  cr_assert_eq(atomic_load(&st2.destroyed), 1, "the builder's user data is dropped with it");
+  OK(hrx_runtime_counters(rt, &k1));
+  cr_assert_eq(k1.native_graphs_updated, k0.native_graphs_updated);
+  /* Another key: captured again, updated in place. */
+  OK(hrx_prepared_update(p, keyed_graph(rt, add, &st2, &io, ws, "gemm 64 again"), 0, &mode));
+  cr_assert_eq(mode, HRX_UPDATE_IN_PLACE);
+  cr_assert_eq(atomic_load(&st2.calls), 1);
+  OK(run_once(p));
+  hrx_prepared_release(p);
+  cr_assert_eq(atomic_load(&st1.destroyed), 1);
+  cr_assert_eq(atomic_load(&st2.destroyed), 2);
+  gemm_io_release(&io);
+  hrx_buffer_release(ws);
+  hrx_kernel_release(add);
+  cublasDestroy(st1.handle);
+  cublasDestroy(st2.handle);
+  hrx_runtime_release(rt);
+}
+
+Test(hrx_gpu, captured_failures_fail_prepare_and_update) {
+  RUNTIME(rt, 1);
+  static capture_gemm st;
+  capture_gemm_init(&st);
+  hrx_kernel *add = NULL;
+  OK(ut_kernel(rt, "add", GEMM_N * GEMM_N, 1.0f, &add));
+  hrx_buffer *ws = buffer(rt, HRX_MEMORY_DEVICE, GEMM_WORKSPACE);
+  static gemm_io io1, io2;
+  gemm_io_init(rt, &io1);
+  gemm_io_init(rt, &io2);
+  hrx_prepared *p = NULL;
+  /* The function's failure is the prepare's, naming the operation; the builder is kept. */
+  st.fail = 1;
+  hrx_graph *g = gemm_graph(rt, add, &st, &io1, ws);
+  hrx_status s = hrx_graph_prepare(g, &p);
+  cr_assert_eq(s, HRX_E_CALLBACK, "%s", hrx_last_error());
+  cr_assert(strstr(hrx_last_error(), "captured operation 1"), "%s", hrx_last_error());
+  cr_assert_null(p);
+  cr_assert_eq(hrx_graph_size(g), 3u, "the builder is untouched");
+  /* Breaking the capture itself (a synchronization) is a CUDA error of the prepare. */
+  st.fail = 2;
+  s = hrx_graph_prepare(g, &p);
+  cr_assert_eq(s, HRX_E_CUDA, "%s", hrx_last_error());
+  cr_assert(strstr(hrx_last_error(), "captured operation 1"), "%s", hrx_last_error());
+  cr_assert_eq(atomic_load(&st.destroyed), 0, "the builder still owns its operation");
+  /* Neither failure left the capture stream capturing: the same builder now prepares. */
+  st.fail = 0;
+  OK(hrx_graph_prepare(g, &p));
+  cr_assert_eq(hrx_prepared_regions(p), 1u);
+  OK(run_once(p));
+  gemm_check(rt, &io1);
+  /* A failed update leaves the prepared graph as it was, and it still runs correctly. */
+  st.fail = 1;
+  g = gemm_graph(rt, add, &st, &io2, ws);
+  s = hrx_prepared_update(p, g, 0, NULL);
+  cr_assert_eq(s, HRX_E_CALLBACK, "%s", hrx_last_error());
+  cr_assert(strstr(hrx_last_error(), "captured operation 1"), "%s", hrx_last_error());
+  cr_assert_eq(hrx_prepared_quarantined(p), 0);
+  hrx_graph_release(g);
+  st.fail = 0;
+  OK(run_once(p)); /* A += 1 again on the first operands: C = (A + 2) B + 1 */
+  for (int i = 0; i < GEMM_N * GEMM_N; i++) io1.ha[i] += 1.0f;
+  gemm_check(rt, &io1);
+  /* A native region holding a captured operation fails as any native region: quarantined,
+   * and what it writes (C, the workspace, A) is poisoned. */
+  OK(hrx_runtime_inject_fault(rt, HRX_FAULT_NEXT_REGION));
+  cr_assert_eq(run_once(p), HRX_E_DEVICE_LOST, "%s", hrx_last_error());
+  cr_assert_eq(hrx_prepared_quarantined(p), 1);
+  cr_assert_eq(hrx_buffer_check(io1.c), HRX_E_DEVICE_LOST);
+  cr_assert_eq(hrx_buffer_check(ws), HRX_E_DEVICE_LOST);
+  OK(hrx_buffer_check(io1.b));
+  OK(hrx_runtime_health(rt));
+  hrx_prepared_release(p);
+  gemm_io_release(&io1);
+  gemm_io_release(&io2);
+  hrx_buffer_release(ws);
+  hrx_kernel_release(add);
+  cublasDestroy(st.handle);
   hrx_runtime_release(rt);
 }
 

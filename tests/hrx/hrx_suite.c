@@ -68,6 +68,21 @@ static hrx_prepared *marker(hrx_runtime *rt, int mark, hrx_view v, hrx_access ac
   return prepare(g);
 }
 
+/* A captured operation's function that enqueues nothing (validation tests only). */
+static hrx_status capture_nothing(const hrx_callback_view *v, size_t n, void *stream, void *user) {
+  (void)v;
+  (void)n;
+  (void)stream;
+  (void)user;
+  return HRX_OK;
+}
+
+static atomic_int capture_destroyed;
+static void capture_destroy(void *user) {
+  (void)user;
+  atomic_fetch_add(&capture_destroyed, 1);
+}
+
 static hrx_status run_once(hrx_prepared *p) {
   hrx_completion *c = NULL;
   hrx_status s = hrx_submit(p, &c);
@@ -155,6 +170,31 @@ Test(SUITE, validation_errors) {
   ERR(hrx_graph_scoped(g, &hb, 1, NULL, NULL, NULL, NULL), HRX_E_INVALID, "callback is NULL");
   hrx_binding bad = {hrx_view_whole(dev), (hrx_access)0};
   ERR(hrx_graph_scoped(g, &bad, 1, ut_mark_cb, NULL, NULL, NULL), HRX_E_INVALID, "unknown access");
+  /* Captured operations exist on the CUDA engine only; there they are validated as scoped
+   * callbacks are. A refused call leaves the user data with the caller (destroy not called). */
+  atomic_store(&capture_destroyed, 0);
+  if (HRX_TEST_ENGINE == HRX_ENGINE_HOST) {
+    ERR(hrx_graph_captured(g, &hb, 1, capture_nothing, NULL, capture_destroy, NULL),
+        HRX_E_UNSUPPORTED, "captured operations need the CUDA engine");
+  } else {
+    hrx_binding fb = {hrx_view_whole(foreign), HRX_ACCESS_WRITE};
+    hrx_binding rb = {hrx_view_make(dev, 512, 1024), HRX_ACCESS_READ};
+    ERR(hrx_graph_captured(g, &hb, 1, NULL, NULL, capture_destroy, NULL), HRX_E_INVALID,
+        "callback is NULL");
+    ERR(hrx_graph_captured(g, &bad, 1, capture_nothing, NULL, capture_destroy, NULL),
+        HRX_E_INVALID, "unknown access");
+    ERR(hrx_graph_captured(g, &sb, 1, capture_nothing, NULL, capture_destroy, NULL),
+        HRX_E_INVALID, "not GPU-visible");
+    ERR(hrx_graph_captured(g, &fb, 1, capture_nothing, NULL, capture_destroy, NULL),
+        HRX_E_INVALID, "buffer belongs to another runtime");
+    ERR(hrx_graph_captured(g, &rb, 1, capture_nothing, NULL, capture_destroy, NULL),
+        HRX_E_INVALID, "out of range");
+    ERR(hrx_graph_captured(g, NULL, 1, capture_nothing, NULL, capture_destroy, NULL),
+        HRX_E_INVALID, "bindings is NULL");
+  }
+  ERR(hrx_graph_captured(NULL, &hb, 1, capture_nothing, NULL, capture_destroy, NULL),
+      HRX_E_INVALID, "graph is NULL");
+  cr_assert_eq(atomic_load(&capture_destroyed), 0, "refused user data stays the caller's");
   cr_assert_eq(hrx_graph_size(g), 0u, "failed calls record nothing");
   hrx_prepared *p = NULL;
   ERR(hrx_graph_prepare(g, &p), HRX_E_INVALID, "cannot prepare an empty graph");
