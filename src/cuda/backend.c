@@ -345,7 +345,17 @@ enum {
 };
 static atomic_llong prof[PROF_N];
 
+/* Off until nv__gpu_profile is first called (the benchmarks): reading the clock ten times per
+ * recorded kernel would cost a fifth of a tiny operation's time. */
+static atomic_int prof_on;
+
+static void prof_add(int what, long long v) {
+  if (atomic_load_explicit(&prof_on, memory_order_relaxed))
+    atomic_fetch_add_explicit(&prof[what], v, memory_order_relaxed);
+}
+
 static long long now_ns(void) {
+  if (!atomic_load_explicit(&prof_on, memory_order_relaxed)) return 0;
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
@@ -386,10 +396,10 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
   for (int k = 0; k < ncand && !found; k++) {
     hrx_update_mode mode;
     hrx_status us = hrx_prepared_update(cand[k], g, 0, &mode);
-    if (us == HRX_E_BUSY) atomic_fetch_add(&prof[PROF_BUSY], 1);
+    if (us == HRX_E_BUSY) prof_add(PROF_BUSY, 1);
     if (us == HRX_OK) {
       atomic_fetch_add(mode == HRX_UPDATE_REINSTANTIATED ? &stat_prepared : &stat_updated, 1);
-      if (mode == HRX_UPDATE_UNCHANGED) atomic_fetch_add(&prof[PROF_UNCHANGED], 1);
+      if (mode == HRX_UPDATE_UNCHANGED) prof_add(PROF_UNCHANGED, 1);
       found = cand[k];
       used = k;
     }
@@ -411,7 +421,7 @@ static nv_status prepared_for(nv__gpu_dev *d, hrx_graph *g, uint64_t hash, size_
   hrx_prepared *p = NULL;
   long long t0 = now_ns();
   hrx_status hs = hrx_graph_prepare(g, &p);
-  atomic_fetch_add(&prof[PROF_NEWPREP], now_ns() - t0);
+  prof_add(PROF_NEWPREP, now_ns() - t0);
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "preparing GPU work");
   atomic_fetch_add(&stat_prepared, 1);
   *out = p;
@@ -513,8 +523,8 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   long long t0 = now_ns();
   nv_status st = prepared_for(d, g, ctx->hash, ctx->nops, &p);
   long long t1 = now_ns();
-  atomic_fetch_add(&prof[PROF_PREPARE], t1 - t0);
-  atomic_fetch_add(&prof[PROF_COMMITS], 1);
+  prof_add(PROF_PREPARE, t1 - t0);
+  prof_add(PROF_COMMITS, 1);
   if (st != NV_OK) {
     hrx_graph_release(g);
   } else {
@@ -546,7 +556,7 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
     }
     for (size_t k = 0; k < ndep; k++) hrx_completion_release(deps[k]);
     graph_put(d, ctx->hash, ctx->nops, p);
-    atomic_fetch_add(&prof[PROF_SUBMIT], now_ns() - t1);
+    prof_add(PROF_SUBMIT, now_ns() - t1);
     if (hs != HRX_OK) st = nv__gpu_hrx_error(hs, "submitting GPU work");
     else if (!(s = nv__gpu_sub_new(c))) {
       hrx_completion_wait(c, HRX_WAIT_FOREVER);
@@ -735,7 +745,7 @@ nv_status nv__gpu_input(nv__gpu_ctx *ctx, const nv__operand *op, nv__gpu_arg *ou
   long long t0 = now_ns();
   nv_status st = nv__gpu_ctx_graph(ctx);
   if (st == NV_OK) st = arg_of(ctx, op->meta, op->buf, op->offset, out);
-  atomic_fetch_add(&prof[PROF_INPUT], now_ns() - t0);
+  prof_add(PROF_INPUT, now_ns() - t0);
   return st;
 }
 
@@ -744,7 +754,7 @@ static nv_status gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out);
 nv_status nv__gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out) {
   long long t0 = now_ns();
   nv_status st = gpu_output(ctx, o, out);
-  atomic_fetch_add(&prof[PROF_OUTPUT], now_ns() - t0);
+  prof_add(PROF_OUTPUT, now_ns() - t0);
   return st;
 }
 
@@ -815,8 +825,8 @@ nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *l) {
   hrx_status hs = hrx_graph_dispatch_ex(ctx->g, k, l->views, (size_t)l->nviews, NULL, 0, l->params,
                                         l->params_size, l->aliasing ? HRX_DISPATCH_ALIASING : 0,
                                         NULL);
-  atomic_fetch_add(&prof[PROF_KERNEL], t1 - t0);
-  atomic_fetch_add(&prof[PROF_RECORD], now_ns() - t1);
+  prof_add(PROF_KERNEL, t1 - t0);
+  prof_add(PROF_RECORD, now_ns() - t1);
   if (hs != HRX_OK) return nv__gpu_hrx_error(hs, "recording a GPU kernel");
   nv__gpu_hash(ctx, (uint64_t)(uintptr_t)k);
   for (int i = 0; i < l->nviews; i++) nv__gpu_hash_buffer(ctx, l->views[i].buffer);
@@ -960,7 +970,7 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
   if (k) {
     long long t0 = now_ns();
     nv_status st = k(ctx, node, in, donated);
-    atomic_fetch_add(&prof[PROF_ENCODE], now_ns() - t0);
+    prof_add(PROF_ENCODE, now_ns() - t0);
     if (st != NV_OK) {
       char why[512];
       snprintf(why, sizeof why, "%s", nv_last_error());
@@ -998,7 +1008,7 @@ static nv_status gpu_flush(nv__ectx *ectx) {
     if (ctx && ctx->last) {
       long long t0 = now_ns();
       nv_status s = nv__gpu_sub_wait(ctx->last);
-      atomic_fetch_add(&prof[PROF_WAIT], now_ns() - t0);
+      prof_add(PROF_WAIT, now_ns() - t0);
       if (r == NV_OK) r = s;
     }
   }
@@ -1033,6 +1043,7 @@ long nv__gpu_stat_allocs(void) { return atomic_load(&nv__gpu_stat_device_allocs)
 
 /* The host's time per phase since the last call (microseconds), and hrx's graph counters. */
 void nv__gpu_profile(char *buf, size_t n) {
+  atomic_store(&prof_on, 1);
   long long v[PROF_N];
   for (int i = 0; i < PROF_N; i++) v[i] = atomic_exchange(&prof[i], 0);
   hrx_counters c = {0};

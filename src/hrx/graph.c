@@ -13,12 +13,17 @@ void hrx__callback_release(hrx__callback *c) {
   hrx__free(c);
 }
 
-void hrx__op_clear(hrx__op *op) {
-  for (size_t i = 0; i < op->nuses; i++) hrx_buffer_release(op->uses[i].view.buffer);
+static void op_arrays_free(hrx__op *op) {
   hrx__free(op->uses);
+  if (op->one_block) return;
   hrx__free(op->views);
   hrx__free(op->constants);
   hrx__free(op->params);
+}
+
+void hrx__op_clear(hrx__op *op) {
+  for (size_t i = 0; i < op->nuses; i++) hrx_buffer_release(op->uses[i].view.buffer);
+  op_arrays_free(op);
   hrx_kernel_release(op->kernel);
   hrx__callback_release(op->callback);
   memset(op, 0, sizeof *op);
@@ -75,10 +80,7 @@ static hrx_status push(hrx_graph *g, const char *call, hrx__op *op, size_t *out_
     size_t cap = g->cap ? g->cap * 2 : 16;
     hrx__op *ops = hrx__realloc(g->ops, cap * sizeof *ops);
     if (!ops) {
-      hrx__free(op->uses);
-      hrx__free(op->views);
-      hrx__free(op->constants);
-      hrx__free(op->params);
+      op_arrays_free(op);
       return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
     }
     g->ops = ops;
@@ -217,18 +219,18 @@ static hrx_status dispatch(hrx_graph *graph, const char *call, bool aliasing, hr
                           "aliasing needs hrx_graph_dispatch_aliasing)",
                           call, i, j);
   }
-  hrx__op op = {.kind = HRX_OP_DISPATCH, .lane = HRX_LANE_COMPUTE, .kernel = kernel};
-  op.uses = uses_alloc(view_count, call, &s);
-  op.views = hrx__calloc(view_count, sizeof *op.views);
-  op.constants = hrx__calloc(constant_count, sizeof *op.constants);
-  op.params = params_size ? hrx__calloc(1, params_size) : NULL;
-  if (!op.uses || !op.views || !op.constants || (params_size && !op.params)) {
-    hrx__free(op.uses);
-    hrx__free(op.views);
-    hrx__free(op.constants);
-    hrx__free(op.params);
-    return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
-  }
+  /* One allocation for the operation's arrays (a recorded kernel is the hot path). */
+  hrx__op op = {.kind = HRX_OP_DISPATCH, .lane = HRX_LANE_COMPUTE, .kernel = kernel,
+                .one_block = true};
+  size_t at_views = (view_count * sizeof *op.uses + 15) & ~(size_t)15;
+  size_t at_consts = at_views + ((view_count * sizeof *op.views + 15) & ~(size_t)15);
+  size_t at_params = at_consts + ((constant_count * sizeof *op.constants + 15) & ~(size_t)15);
+  char *block = hrx__calloc(1, at_params + params_size);
+  if (!block) return hrx__err(HRX_E_OUT_OF_MEMORY, "%s: out of host memory", call);
+  op.uses = (hrx__use *)block;
+  op.views = (hrx_view *)(block + at_views);
+  op.constants = (hrx_constant *)(block + at_consts);
+  op.params = params_size ? block + at_params : NULL;
   if (params_size) memcpy(op.params, params, params_size);
   op.params_size = params_size;
   for (size_t i = 0; i < view_count; i++) {

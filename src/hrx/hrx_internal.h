@@ -149,6 +149,7 @@ typedef struct hrx__op {
   hrx__callback *callback; /* scoped, host, captured (retained) */
   hrx__use *uses;          /* each use's buffer retained once */
   size_t nuses;
+  bool one_block;          /* dispatch: views, constants and params live in uses' allocation */
 } hrx__op;
 void hrx__op_clear(hrx__op *op);
 
