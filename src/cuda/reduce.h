@@ -141,17 +141,84 @@ typedef struct nv__rows_fast_params {
   int64_t kshape[NV__RED_DIMS], kst[NV__RED_DIMS]; /* input strides of the kept dims */
 } nv__rows_fast_params;
 
-/* Threads per block of the row kernels for `group` (rows of up to 32 threads share blocks of
- * 128; a larger group is its block). */
-#define NV__ROWS_BLOCK(group) ((group) <= 32 ? 128 : (group))
+/* The row kernels' plan for rows of n elements (reduce_host.c launches it; the sweep
+ * bench/gpu/rows_sweep.cu runs the same plan as its "lib" candidate). The register kernel
+ * gives each row a group of `group` threads (a power of two, 1..NV__ROWS_MAX_GROUP): groups
+ * of up to a warp share warps and blocks of NV__ROWS_SHORT_BLOCK threads and reduce by
+ * shuffles alone; a larger group is its block, its warps exchanging their maximum and sum
+ * through shared memory once. Each thread holds `vpl` 16-byte pieces of its row in registers
+ * (piece k * group + thread: every load of a warp is contiguous), so a row is read once.
+ * vpl is the dtype's base while the row fits NV__ROWS_MAX_GROUP threads, else its wide one
+ * (0: none; the half types' wide kernel only for rows whose elements, strides and offsets
+ * are multiples of 8, its element-at-a-time path needing more than its 64 registers), and
+ * longer rows take the long-row kernel (an online maximum and sum, the row read twice by
+ * softmax). Base kernels keep each element's exponential in registers, wide ones compute it
+ * again (reduce_rows.cu's table, which instantiates exactly these vpl). These constants are
+ * the knobs of the sweep: a winner with other pieces a thread changes them here. */
+#define NV__ROWS_MAX_GROUP 512
+#define NV__ROWS_SHORT_BLOCK 128
+#define NV__ROWS_VPL_HALF 4      /* float16, bfloat16: 32 elements a thread, rows up to 16384 */
+#define NV__ROWS_VPL_HALF_WIDE 8 /* rows up to 32768 */
+#define NV__ROWS_VPL_F32 4       /* 16 elements a thread: rows up to 8192 */
+#define NV__ROWS_VPL_F32_WIDE 8  /* rows up to 16384 */
+#define NV__ROWS_VPL_F64 4       /* 8 elements a thread: rows up to 4096 */
+#define NV__ROWS_VPL_F64_WIDE 0
+#define NV__ROWS_LONG_GROUP 1024 /* the long-row kernel: a block of 1024 threads per row */
 
-/* `void k(const void *in, void *out, const void *unused, nv__rows_fast_params p)`: softmax
- * writes whole rows (row-major: row i at out_off + i * n), logsumexp one value per row. The
- * register kernel (long_rows 0) holds a row of at most group * nv__rows_fast_held(dtype)
- * elements in registers (read once); the long-row kernel reads rows twice (softmax) or once
- * (logsumexp), with an online maximum and sum. Blocks loop over rows: any grid works. */
-int nv__rows_fast_held(nv_dtype dtype);
-const void *nv__rows_fast_kernel(int softmax, int long_rows, nv_dtype dtype);
+typedef struct nv__rows_plan {
+  int32_t long_rows; /* 1: the long-row kernel */
+  int32_t vpl;       /* register kernel: 16-byte pieces a thread holds */
+  int32_t group;     /* threads per row */
+  int32_t block;     /* threads per block */
+} nv__rows_plan;
+
+static inline int32_t nv__rows_vpl(nv_dtype dtype, int wide) {
+  switch (dtype) {
+    case NV_DTYPE_FLOAT16:
+    case NV_DTYPE_BFLOAT16: return wide ? NV__ROWS_VPL_HALF_WIDE : NV__ROWS_VPL_HALF;
+    case NV_DTYPE_FLOAT32: return wide ? NV__ROWS_VPL_F32_WIDE : NV__ROWS_VPL_F32;
+    default: return wide ? NV__ROWS_VPL_F64_WIDE : NV__ROWS_VPL_F64;
+  }
+}
+
+/* Elements of a 16-byte piece: 8, 4 or 2 (float16/bfloat16, float32, float64). */
+static inline int64_t nv__rows_vw(nv_dtype dtype) {
+  return dtype == NV_DTYPE_FLOAT64 ? 2 : dtype == NV_DTYPE_FLOAT32 ? 4 : 8;
+}
+
+/* The longest row the register kernel holds (aligned rows). */
+static inline int64_t nv__rows_reg_max(nv_dtype dtype) {
+  int32_t v = nv__rows_vpl(dtype, 1);
+  if (v == 0) v = nv__rows_vpl(dtype, 0);
+  return (int64_t)NV__ROWS_MAX_GROUP * v * nv__rows_vw(dtype);
+}
+
+/* The plan for rows of n >= 1 elements; aligned: n, the rows' strides and the offsets are
+ * multiples of nv__rows_vw(dtype) (the kernels check the addresses themselves). */
+static inline nv__rows_plan nv__rows_plan_of(nv_dtype dtype, int64_t n, int aligned) {
+  nv__rows_plan pl = {0, 0, 1, NV__ROWS_SHORT_BLOCK};
+  int64_t vw = nv__rows_vw(dtype), pieces = (n + vw - 1) / vw;
+  int32_t base = nv__rows_vpl(dtype, 0), wide = nv__rows_vpl(dtype, 1);
+  if (vw == 8 && !aligned) wide = 0;
+  if (pieces <= (int64_t)NV__ROWS_MAX_GROUP * base) pl.vpl = base;
+  else if (wide > 0 && pieces <= (int64_t)NV__ROWS_MAX_GROUP * wide) pl.vpl = wide;
+  else {
+    pl.long_rows = 1;
+    pl.group = pl.block = NV__ROWS_LONG_GROUP;
+    return pl;
+  }
+  while ((int64_t)pl.group * pl.vpl < pieces) pl.group <<= 1;
+  if (pl.group > 32) pl.block = pl.group;
+  return pl;
+}
+
+/* `void k(const void *in, void *out, const void *unused, nv__rows_fast_params p)` for a
+ * plan (group in p.group; blocks of plan->block threads): softmax writes whole rows
+ * (row-major: row i at out_off + i * n), logsumexp one value per row. The register kernel
+ * reads each row once; the long-row kernel reads rows twice (softmax) or once (logsumexp),
+ * with an online maximum and sum. Blocks loop over rows: any grid works. NULL for a dtype or
+ * vpl without a kernel. */
+const void *nv__rows_fast_kernel(int softmax, nv_dtype dtype, const nv__rows_plan *plan);
 
 /* The general softmax's last step: y = exp(x - m[o]) / s[o] over every element, rows in any
  * layout (reduce_rows.cu). Element e (row-major over the input's shape; the output is

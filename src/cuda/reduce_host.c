@@ -18,7 +18,7 @@ _Static_assert(NV__RED_DIMS == NV__MAX_DIMS, "the kernels' parameter blocks take
  * of the H200's 132 multiprocessors at 1024 threads each (the kernels' occupancy at 64
  * registers a thread), so that long pieces run together and end together. */
 #define FILL_THREADS ((int64_t)132 * 1024)
-/* Blocks of the row kernels' persistent grid at most: two waves of 2048 threads a
+/* Blocks of the long-row kernel's persistent grid at most: two waves of 2048 threads a
  * multiprocessor. */
 #define ROWS_THREADS ((int64_t)132 * 2048 * 2)
 /* Blocks per launch at most; the kernels loop over the rest. */
@@ -366,8 +366,26 @@ static nv_status k_var(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, 
   return two_pass(ctx, &j, NV__RO_SUM, NV__RFIN_MEAN, NV__RO_SQDEV, fin);
 }
 
+/* Whether the rows' lengths and strides are multiples of 16 bytes' elements. */
+static bool rows_vec(const job *j) {
+  int64_t vw = nv__rows_vw(j->x->dtype);
+  bool vec = j->p.rsize % vw == 0;
+  for (int i = 0; i < j->p.nk; i++) vec &= j->p.kst[i] % vw == 0;
+  return vec;
+}
+
+/* The row kernels' plan for the job's rows (aligned: also the views' offsets). */
+static nv__rows_plan rows_plan(const job *j, bool softmax) {
+  int64_t vw = nv__rows_vw(j->x->dtype);
+  bool aligned = rows_vec(j) && j->in.offset % vw == 0 && (!softmax || j->out.offset % vw == 0);
+  return nv__rows_plan_of(j->x->dtype, j->p.rsize, aligned);
+}
+
 /* The row kernels (softmax, logsumexp) over rows contiguous in the input; softmax's rows are
- * then also contiguous in its output (the reduced axes are the trailing ones). */
+ * then also contiguous in its output (the reduced axes are the trailing ones). The plan
+ * (reduce.h) picks the kernel and its group of threads per row from the row's length. The
+ * register kernel's grid has a block per group of rows (as many as MAX_GRID allows; blocks
+ * loop over the rest), the long-row kernel's at most two waves. */
 static nv_status rows_fast(nv__gpu_ctx *ctx, bool softmax, const job *j, bool aliasing) {
   static const hrx_access access[3] = {HRX_ACCESS_READ, HRX_ACCESS_WRITE, HRX_ACCESS_READ};
   nv__rows_fast_params q;
@@ -377,32 +395,31 @@ static nv_status rows_fast(nv__gpu_ctx *ctx, bool softmax, const job *j, bool al
     q.kshape[i] = j->p.kshape[i];
     q.kst[i] = j->p.kst[i];
   }
-  q.dtype = j->x->dtype;
+  nv_dtype dt = j->x->dtype;
+  q.dtype = dt;
   q.nrows = j->p.nout;
   q.n = j->p.rsize;
   q.in_off = j->in.offset;
   q.out_off = j->out.offset;
-  /* The register kernel takes groups of up to 512 threads (64 bytes of a row each). */
-  int64_t held = nv__rows_fast_held(j->x->dtype);
-  bool long_rows = q.n > 512 * held;
-  int64_t g = long_rows ? 1024 : pow2_at_least(ceil_div(q.n, held), 1, 512);
-  q.group = (int32_t)g;
-  int64_t vw = 16 / (int64_t)nv_dtype_size(j->x->dtype);
-  q.vec = q.n % vw == 0;
-  for (int i = 0; i < q.nk; i++) q.vec &= q.kst[i] % vw == 0;
-  uint32_t block = (uint32_t)NV__ROWS_BLOCK(g);
-  int64_t grid = ceil_div(q.nrows, block / g);
-  if (grid > ROWS_THREADS / block) grid = ROWS_THREADS / block;
+  q.vec = rows_vec(j);
+  nv__rows_plan pl = rows_plan(j, softmax);
+  q.group = pl.group;
+  const void *func = nv__rows_fast_kernel(softmax, dt, &pl);
+  if (!func)
+    return nv__set_error(NV_ERR_BACKEND, "%s: no GPU row kernel for %s rows of %lld",
+                         softmax ? "softmax" : "logsumexp", nv_dtype_name(dt), (long long)q.n);
+  int64_t grid = ceil_div(q.nrows, pl.block / pl.group);
+  if (pl.long_rows && grid > ROWS_THREADS / pl.block) grid = ROWS_THREADS / pl.block;
   hrx_view views[3] = {j->in.view, j->out.view, j->in.view};
-  return dispatch(ctx, nv__rows_fast_kernel(softmax, long_rows, j->x->dtype), grid, 1, block, 1,
-                  views, access, 3, &q, sizeof q, aliasing);
+  return dispatch(ctx, func, grid, 1, (uint32_t)pl.block, 1, views, access, 3, &q, sizeof q,
+                  aliasing);
 }
 
 /* Whether the row kernels suit: float rows contiguous in the input, held in registers or
  * numerous enough to fill the device with a block each (else the engine splits them). */
-static bool rows_fast_fits(const job *j) {
+static bool rows_fast_fits(const job *j, bool softmax) {
   return is_float(j->x->dtype) && j->p.nr == 1 && j->p.rst[0] == 1 && j->p.rsize >= 1 &&
-         (j->p.rsize <= 512 * (int64_t)nv__rows_fast_held(j->x->dtype) || j->p.nout >= 264);
+         (!rows_plan(j, softmax).long_rows || j->p.nout >= 264);
 }
 
 /* logsumexp: the row kernel, or the maximum then the sum of exp(x - max) (float64). */
@@ -414,7 +431,7 @@ static nv_status k_logsumexp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
   nv_status st;
   int go = begin(ctx, node, in, rp->axes, rp->naxes, &j, &st);
   if (go <= 0) return st;
-  if (rows_fast_fits(&j)) return rows_fast(ctx, false, &j, false);
+  if (rows_fast_fits(&j, false)) return rows_fast(ctx, false, &j, false);
   return two_pass(ctx, &j, NV__RO_MAX, NV__RFIN_PLAIN, NV__RO_EXPSUM, NV__RFIN_LSE);
 }
 
@@ -498,7 +515,7 @@ static nv_status k_softmax(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *
   int go = begin(ctx, node, in, rp->axes, rp->naxes, &j, &st);
   if (go <= 0) return st;
   bool aliasing = donated >= 0;
-  if (rows_fast_fits(&j) && reduced_trailing(j.x, rp->axes, rp->naxes))
+  if (rows_fast_fits(&j, true) && reduced_trailing(j.x, rp->axes, rp->naxes))
     return rows_fast(ctx, true, &j, aliasing);
   return softmax_general(ctx, &j, rp->axes, rp->naxes, aliasing);
 }

@@ -270,6 +270,74 @@ def test_row_lengths_around_the_register_limits(nv, rng, n, dt):
         check_op(nv, "logsumexp", x, (1,), layout)
 
 
+def edge_rows(rng, rows, n, dt):
+    """rows x n values of dtype dt for the row kernels: normal values but row 1 (a NaN), 2 (a
+    +inf), 3 (all -inf), 4 (every third -inf), 5 (all 80), 6 (in [-200, -100]) and 7 (a
+    -inf at the end, 60 at the start: one element far above the others)."""
+    x = rng.standard_normal((rows, n)) * 3
+    x[1, n // 3] = np.nan
+    x[2, n // 2] = np.inf
+    x[3, :] = -np.inf
+    x[4, ::3] = -np.inf
+    x[5, :] = 80.0
+    x[6, :] = rng.uniform(-200, -100, n)
+    x[7, -1] = -np.inf
+    x[7, 0] = 60.0
+    return x.astype(R.np_dtype(dt))
+
+
+def view(nv, base, shape, strides, offset):
+    """A nuvec view of 1-D NumPy array `base` (element strides and offset)."""
+    b = nv.array(np.ascontiguousarray(base))
+    sh, nd = ints(list(shape))
+    sts = (C.c_int64 * nd)(*strides)
+    return nv.own(lib.nv_as_strided(b, sh, nd, sts, offset))
+
+
+def check_rows(nv, h, used, axis, tag):
+    for op in ["softmax", "logsumexp"]:
+        got = nv.read(apply(nv, op, h, used, (axis,)))
+        R.check(op, got, R.reference(op, used, (axis,)), used, (axis,), f"{op} {tag}")
+
+
+ROW_LENGTHS = [1, 7, 32, 100, 128, 1000, 4096, 4097, 8192, 8193, 16384, 16385, 20000, 32768,
+               32769, 70000]
+
+
+@pytest.mark.parametrize("n", ROW_LENGTHS)
+@pytest.mark.parametrize("dt", R.FLOATS)
+def test_softmax_and_logsumexp_rows(nv, rng, dt, n):
+    """The row kernels over rows of every length class (groups of a thread to a block, the base
+    and wide register kernels, the long-row kernel, the engine), with NaN, +-inf and all -inf
+    rows: contiguous; kept axes out of order (rows contiguous, walked through the kept strides);
+    rows with gaps between them at an aligned offset; and at an offset of one element (the
+    element-at-a-time path)."""
+    x = edge_rows(rng, 8, n, dt)
+    check_rows(nv, nv.array(x), x, 1, f"{dt} n={n} contiguous")
+    v = x.reshape(2, 4, n)
+    h, used = strided(nv, v, "permuted")
+    check_rows(nv, h, used, 2, f"{dt} n={n} permuted outer axes")
+    for pad, off in [(8, 8), (3, 1)]:
+        base = np.zeros(off + 8 * (n + pad), x.dtype)
+        base[off:].reshape(8, n + pad)[:, :n] = x
+        check_rows(nv, view(nv, base, (8, n), (n + pad, 1), off), x, 1,
+                   f"{dt} n={n} row stride {n + pad} offset {off}")
+
+
+@pytest.mark.parametrize("dt,n", [("bfloat16", 20000), ("bfloat16", 32769), ("bfloat16", 32776),
+                                  ("float16", 32776), ("float32", 12000), ("float32", 16385),
+                                  ("float64", 4097)])
+def test_many_long_rows(nv, rng, dt, n):
+    """Enough rows past the register limits for the row kernels to take them (the half types'
+    wide register kernel up to 32768 aligned elements, the long-row kernel past it or for
+    unaligned rows), with NaN/inf rows, contiguous and at an offset of one element."""
+    x = edge_rows(rng, 270, n, dt)
+    check_rows(nv, nv.array(x), x, 1, f"{dt} {x.shape}")
+    base = np.zeros(1 + x.size, x.dtype)
+    base[1:] = x.reshape(-1)
+    check_rows(nv, view(nv, base, x.shape, (n, 1), 1), x, 1, f"{dt} {x.shape} offset 1")
+
+
 @pytest.mark.parametrize("dt", R.FLOATS)
 @pytest.mark.parametrize("shape,axes", [((64, 4096), (1,)), ((300, 7), (1,)), ((70, 50), (0,)),
                                         ((3, 20000), (1,)), ((300, 9000), (1,))])
