@@ -127,5 +127,13 @@ PY
   note "   ($(( $(date +%s) - t )) s)"
 }
 
+stage8() {
+  # The softmax row kernel's candidates (bench/gpu/rows_sweep.cu), best per shape.
+  t=$(date +%s)
+  timeout 120 $B/bench/gpu/rows_sweep >"$OUT/rows_sweep.log" 2>&1
+  note "8. rows_sweep: rc=$? ($(( $(date +%s) - t )) s)"
+  grep -E "^BEST|FAIL" "$OUT/rows_sweep.log" | head -30 | tee -a "$SUM"
+}
+
 for st in $STAGES; do stage$st; done
 note "total: $(( $(date +%s) - T0 )) s"
