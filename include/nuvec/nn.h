@@ -219,8 +219,12 @@ NV_API nv_status nv_optimizer_sgd(const nv_sgd_options *options, nv_optimizer **
 
 /* Adam, as MLX's: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g² (state "<key>.m", "<key>.v"),
  * w -= lr m / (sqrt(v) + eps); with bias_correction (t = the step after the increment),
- * w -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps). Fails for betas outside [0, 1),
- * eps < 0, or a nonzero weight_decay (use AdamW). */
+ * w -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps). Where a parameter, its
+ * gradient and its state share one dtype the step is one pass over them (a fused primitive):
+ * float16 and bfloat16 then compute in float32 and round w, m and v once each, which is more
+ * accurate than MLX (which rounds every intermediate, eps included, so that tiny gradients can
+ * give infinities there); float32 and float64 give the composed ops' values. Fails for betas
+ * outside [0, 1), eps < 0, or a nonzero weight_decay (use AdamW). */
 NV_API nv_status nv_optimizer_adam(const nv_adam_options *options, nv_optimizer **out);
 
 /* AdamW, as MLX's: decoupled weight decay w *= 1 - lr * weight_decay before the Adam step.

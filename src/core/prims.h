@@ -16,6 +16,7 @@
 #include "ops/prims_linalg.h"
 #include "ops/prims_random.h"
 #include "ops/prims_transforms.h"
+#include "ops/prims_optim.h"
 
 #define NV__PRIM_LIST(X)      \
   NV__PRIMS_CORE(X)           \
@@ -24,7 +25,8 @@
   NV__PRIMS_INDEX(X)          \
   NV__PRIMS_LINALG(X)         \
   NV__PRIMS_RANDOM(X)         \
-  NV__PRIMS_TRANSFORMS(X)
+  NV__PRIMS_TRANSFORMS(X)     \
+  NV__PRIMS_OPTIM(X)
 
 enum {
 #define NV__PRIM_ENUM(name, str, donate, ew, view) NV__PRIM_##name,

@@ -3,7 +3,8 @@
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
 
-#define MAXOPS 4
+/* The output and up to four inputs (adam_update reads four). */
+#define MAXOPS 5
 
 void nv__broadcast_strides(const nv__output *in, const int *shape, int ndim, int64_t *st) {
   int off = ndim - in->ndim;
@@ -57,6 +58,7 @@ static void map_range(void *ctx, int64_t begin, int64_t end) {
 
 void nv__cpu_map(nv__output *out, const nv__operand *in, int nin, nv__run_fn run,
                  const void *extra) {
+  NV_ASSERT(nin + 1 <= MAXOPS);
   if (out->size == 0) return;
   map_job j;
   j.nops = nin + 1;

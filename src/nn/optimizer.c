@@ -1,10 +1,13 @@
 /* Optimizers (SGD, Adam, AdamW) with MLX's update formulas, dtypes and defaults. The state is a
  * flat map keyed as MLX's tree_flatten(optimizer.state): "step", "learning_rate", then a slot
- * per parameter and moment ("<key>.m", "<key>.v"). Updates are composed of lazy ops. */
+ * per parameter and moment ("<key>.m", "<key>.v"). Updates are lazy ops: SGD's composed of
+ * element-wise ones, Adam's one adam_update node per parameter (one pass over p, g, m, v) where
+ * the four share a dtype and a shape, else composed of element-wise ops too. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "nn/nn_internal.h"
+#include "ops/optim.h"
 
 nv_lr_schedule *nv__lr_schedule_copy(const nv_lr_schedule *s);
 
@@ -151,6 +154,12 @@ void nv_optimizer_free(nv_optimizer *o) {
 
 /* ---- The per-parameter rules (built inside the update's scope) ---- */
 
+static bool same_shape(const nv_array *a, const nv_array *b) {
+  int n = nv_array_ndim(a);
+  return n == nv_array_ndim(b) &&
+         (n == 0 || !memcmp(nv_array_shape(a), nv_array_shape(b), (size_t)n * sizeof(int)));
+}
+
 /* The scalars every parameter of one dtype shares within an update (MLX computes them per
  * parameter; the values are the same, built once): the learning rate in that dtype and, for
  * Adam, the decay factor and the two bias corrections. */
@@ -197,9 +206,36 @@ static nv_array *sgd_single(const nv_optimizer *o, nv_array *g, nv_array *p, con
   return nv_subtract(p, nv_multiply(lr_g, update));
 }
 
-/* MLX's Adam.apply_single (and AdamW's, which decays the parameter first). */
+/* Whether Adam's update of (p, g, m, v) may be the fused primitive: one dtype and one shape
+ * for the four, and 0-d scalars. Otherwise the composed update keeps MLX's promotions. */
+static bool fusable(nv_array *g, nv_array *p, nv_array *const *slot, const shared *sh) {
+  nv_dtype dt = nv_array_dtype(g);
+  nv_array *xs[3] = {p, slot[0], slot[1]};
+  for (int i = 0; i < 3; i++)
+    if (nv_array_dtype(xs[i]) != dt || !same_shape(xs[i], g)) return false;
+  nv_array *sc[4] = {sh->lr_g, sh->decay, sh->c1, sh->c2};
+  for (int i = 0; i < 4; i++)
+    if (sc[i] && nv_array_ndim(sc[i]) != 0) return false;
+  return true;
+}
+
+/* MLX's Adam.apply_single (and AdamW's, which decays the parameter first): one adam_update
+ * node (one pass over the parameter, src/ops/optim.h) where the arrays allow it, else the
+ * composed ops. */
 static nv_array *adam_single(const nv_optimizer *o, nv_array *g, nv_array *p, const shared *sh,
                              nv_array *const *slot, nv_array **slot_out) {
+  if (fusable(g, p, slot, sh)) {
+    nv__adam_params prm = {.beta1 = o->beta1,
+                           .beta2 = o->beta2,
+                           .eps = o->eps,
+                           .decoupled = o->decoupled,
+                           .bias_correction = o->bias_correction};
+    nv_array *out[3];
+    nv__adam_update(p, g, slot[0], slot[1], sh->lr_g, sh->decay, sh->c1, sh->c2, &prm, out);
+    slot_out[0] = out[1];
+    slot_out[1] = out[2];
+    return out[0];
+  }
   nv_array *lr_g = sh->lr_g;
   if (o->decoupled) p = nv_multiply(p, sh->decay);
   nv_array *m = nv_add(nv_multiply_scalar(slot[0], o->beta1),
@@ -228,12 +264,6 @@ typedef struct entry {
 static bool is_real_float(nv_dtype t) {
   return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
          t == NV_DTYPE_FLOAT64;
-}
-
-static bool same_shape(const nv_array *a, const nv_array *b) {
-  int n = nv_array_ndim(a);
-  return n == nv_array_ndim(b) &&
-         (n == 0 || !memcmp(nv_array_shape(a), nv_array_shape(b), (size_t)n * sizeof(int)));
 }
 
 /* Whether `key` is "step" or "learning_rate" or lies under one: its slots would collide with
