@@ -591,6 +591,19 @@ HRX_API hrx_status hrx_submit(hrx_prepared *prepared, hrx_completion **out);
 HRX_API hrx_status hrx_submit_after(hrx_prepared *prepared, hrx_completion *const *deps,
                                     size_t dep_count, hrx_completion **out);
 
+/* Flags for hrx_submit_after_ex. */
+enum {
+  /* Leave every launch to hrx's workers. Without it, the GPU regions of the run that are ready
+   * at once are launched by the calling thread before it returns (no hand-over to a worker:
+   * the least latency); with it the call returns sooner (the most throughput while the caller
+   * records more work). */
+  HRX_SUBMIT_DEFERRED = 1
+};
+
+/* As hrx_submit_after, with flags. Fails as it, and with HRX_E_INVALID for unknown flags. */
+HRX_API hrx_status hrx_submit_after_ex(hrx_prepared *prepared, hrx_completion *const *deps,
+                                       size_t dep_count, uint32_t flags, hrx_completion **out);
+
 /* How hrx_prepared_update applied a new builder. */
 typedef enum hrx_update_mode {
   HRX_UPDATE_IN_PLACE = 0,       /* same topology: native graphs updated in place */

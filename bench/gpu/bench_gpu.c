@@ -29,8 +29,8 @@ static void diag(const char *name) {
   static long p0, u0, a0;
   long p, u, a = nv__gpu_stat_allocs();
   nv__gpu_graph_stats(&p, &u);
-  char prof[512];
-  nv__gpu_profile(prof, sizeof prof);
+  char prof[640] = "";
+  if (getenv("NUVEC_GPU_PROFILE")) nv__gpu_profile(prof, sizeof prof);
   printf("DIAG %s prepared=%ld reused=%ld device_allocs=%ld %s\n", name, p - p0, u - u0, a - a0,
          prof);
   p0 = p, u0 = u, a0 = a;

@@ -23,6 +23,11 @@
 void nv__gpu_register(void); /* register.c */
 void nv__gpu_note_fallback(int prim); /* src/core/device.c */
 
+/* Host-time profiling (NUVEC_GPU_PROFILE=1, read when a device starts; bench/gpu prints it):
+ * off by default, as reading the clock ten times per recorded kernel costs a tenth of a tiny
+ * operation's time. */
+static atomic_int prof_on;
+
 /* ---- errors ---- */
 
 nv_status nv__gpu_hrx_error(hrx_status s, const char *what) {
@@ -151,6 +156,7 @@ nv__gpu_dev *nv__gpu_dev_get(int index) {
       if (cudaSetDevice(index) != cudaSuccess || cudaMemGetInfo(&free_b, &total) != cudaSuccess)
         total = (size_t)64 << 30;
       cudaGetLastError();
+      atomic_store(&prof_on, nv__env_long("NUVEC_GPU_PROFILE", 0) != 0);
       nd->limit = (size_t)nv__env_long("NUVEC_GPU_MEMORY_LIMIT", 0);
       if (!nd->limit) nd->limit = total;
       nd->cache_limit = nd->limit;
@@ -345,9 +351,6 @@ enum {
 };
 static atomic_llong prof[PROF_N];
 
-/* Off until nv__gpu_profile is first called (the benchmarks): reading the clock ten times per
- * recorded kernel would cost a fifth of a tiny operation's time. */
-static atomic_int prof_on;
 
 static void prof_add(int what, long long v) {
   if (atomic_load_explicit(&prof_on, memory_order_relaxed))
@@ -503,7 +506,10 @@ static void publish(nv__gpu_ctx *ctx, nv__gpu_sub *s) {
   ctx->ntemps = 0;
 }
 
-void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
+/* Submits the recording. `final`: the evaluation (or a waiting thread) needs it now, so the
+ * submitting thread launches it itself; otherwise (a full recording in the middle of an
+ * evaluation) hrx's worker launches it while this thread records on. */
+static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
   if (!ctx->g) {
     if (ctx->nwritten) publish(ctx, ctx->last);
     return;
@@ -542,7 +548,7 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
       pthread_mutex_unlock(&w->lock);
     }
     for (int tries = 0;; tries++) {
-      hs = hrx_submit_after(p, ndep ? deps : NULL, ndep, &c);
+      hs = hrx_submit_after_ex(p, ndep ? deps : NULL, ndep, final ? 0 : HRX_SUBMIT_DEFERRED, &c);
       if (hs != HRX_E_BUSY || tries > 10000) break;
       /* Capacity or run slots: wait for the oldest work in flight, then try again. */
       pthread_mutex_lock(&d->lock);
@@ -581,6 +587,8 @@ void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) {
   ctx->ndeps = 0;
   nv__gpu_open_remove(d, ctx);
 }
+
+void nv__gpu_ctx_commit(nv__gpu_ctx *ctx) { ctx_commit(ctx, true); }
 
 /* ---- what kernels call (gpu.h) ---- */
 
@@ -976,7 +984,7 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
       snprintf(why, sizeof why, "%s", nv_last_error());
       if (strncmp(why, name, strlen(name)) != 0) nv__set_error(st, "%s: %s", name, why);
     }
-    if (ctx->nops >= NV__GPU_COMMIT_OPS) nv__gpu_ctx_commit(ctx);
+    if (ctx->nops >= NV__GPU_COMMIT_OPS) ctx_commit(ctx, false);
     return st;
   }
   /* No CUDA kernel: the CPU kernel on data read back (the CPU backend submits this
@@ -1043,7 +1051,6 @@ long nv__gpu_stat_allocs(void) { return atomic_load(&nv__gpu_stat_device_allocs)
 
 /* The host's time per phase since the last call (microseconds), and hrx's graph counters. */
 void nv__gpu_profile(char *buf, size_t n) {
-  atomic_store(&prof_on, 1);
   long long v[PROF_N];
   for (int i = 0; i < PROF_N; i++) v[i] = atomic_exchange(&prof[i], 0);
   hrx_counters c = {0};

@@ -300,47 +300,6 @@ static bool same_params(const hrx__op *a, const hrx__op *b) {
   return true;
 }
 
-/* Whether two captured graphs launch the same kernels with the same launch shapes, node for
- * node, so that one may stand in for the other by setting parameters alone. Anything that
- * cannot be compared counts as different. */
-static bool same_child_work(cudaGraph_t a, cudaGraph_t b) {
-  size_t na = 0, nb = 0;
-  if (cudaGraphGetNodes(a, NULL, &na) != cudaSuccess || cudaGraphGetNodes(b, NULL, &nb) != cudaSuccess ||
-      na != nb) {
-    cudaGetLastError();
-    return false;
-  }
-  if (na == 0) return true;
-  cudaGraphNode_t *x = hrx__calloc(2 * na, sizeof *x);
-  if (!x) return false;
-  bool same = cudaGraphGetNodes(a, x, &na) == cudaSuccess &&
-              cudaGraphGetNodes(b, x + na, &nb) == cudaSuccess && na == nb;
-  for (size_t i = 0; same && i < na; i++) {
-    enum cudaGraphNodeType ta, tb;
-    if (cudaGraphNodeGetType(x[i], &ta) != cudaSuccess ||
-        cudaGraphNodeGetType(x[na + i], &tb) != cudaSuccess || ta != tb) {
-      same = false;
-      break;
-    }
-    if (ta == cudaGraphNodeTypeKernel) {
-      struct cudaKernelNodeParams ka, kb;
-      if (cudaGraphKernelNodeGetParams(x[i], &ka) != cudaSuccess ||
-          cudaGraphKernelNodeGetParams(x[na + i], &kb) != cudaSuccess || ka.func != kb.func ||
-          ka.gridDim.x != kb.gridDim.x || ka.gridDim.y != kb.gridDim.y ||
-          ka.gridDim.z != kb.gridDim.z || ka.blockDim.x != kb.blockDim.x ||
-          ka.blockDim.y != kb.blockDim.y || ka.blockDim.z != kb.blockDim.z ||
-          ka.sharedMemBytes != kb.sharedMemBytes)
-        same = false;
-    } else if (ta != cudaGraphNodeTypeMemset && ta != cudaGraphNodeTypeMemcpy &&
-               ta != cudaGraphNodeTypeEmpty) {
-      same = false; /* events, host nodes, memory nodes, child graphs: not compared */
-    }
-  }
-  cudaGetLastError();
-  hrx__free(x);
-  return same;
-}
-
 bool hrx__cuda_region_changed(const hrx__plan *old, const hrx__plan *fresh, size_t region) {
   const hrx__region *r = &fresh->regions[region];
   for (size_t i = r->first; i < r->first + r->count; i++)
@@ -374,16 +333,16 @@ hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, hrx__p
       hrx_status s = children_alloc(reg, call);
       if (s == HRX_OK && !reg->children[k]) s = capture_op(rt, op, i, call, &reg->children[k]);
       if (s != HRX_OK) return s;
-      /* Refused when the new capture has another shape (cuBLASLt chose another algorithm),
-       * and also when its kernels differ in function or launch shape: the executable's node
-       * keeps launch attributes (clusters, for one) that setting parameters does not redo,
-       * and a product then computes garbage. Re-instantiating is always right. */
-      const hrx__region *orr = &old->regions[reg - fresh->regions];
-      if (!orr->children || !orr->children[k] ||
-          !same_child_work(orr->children[k], reg->children[k])) {
+      /* Set on the executable only when the work is the same one over new views (the same
+       * user data or key): other work may launch other kernels, and the executable's node
+       * keeps launch attributes (thread-block clusters, for one) that setting parameters
+       * does not redo, so a product computed garbage on the H200. Other work is refused
+       * here, and the region instantiated again. */
+      if (!hrx__captured_same(old->ops[i].callback, op->callback)) {
         *refused = true;
-        return hrx__err(HRX_E_CUDA, "%s: captured operation %zu changed its kernels", call, i);
+        return hrx__err(HRX_E_CUDA, "%s: captured operation %zu does other work", call, i);
       }
+      /* Refused when the new capture has another shape. */
       e = cudaGraphExecChildGraphNodeSetParams(reg->exec, reg->nodes[k], reg->children[k]);
     } else {
       e = op_node(NULL, reg->exec, op, NULL, 0, &reg->nodes[k]);

@@ -655,7 +655,7 @@ static bool add_edge(hrx__ri *ri, size_t *cap, hrx__run *run, size_t region) {
 }
 
 static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t ndeps,
-                         hrx_completion **out, const char *call) {
+                         uint32_t flags, hrx_completion **out, const char *call) {
   if (!p || !out || (ndeps && !deps))
     return hrx__err(HRX_E_INVALID, "%s: prepared, deps or out is NULL", call);
   hrx_runtime *rt = p->rt;
@@ -750,7 +750,8 @@ static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t nd
   /* The completion reference is taken: the run may finish (and be freed) while the lock is
    * dropped around an inline launch, and `sig` stays valid for the caller. */
 #ifdef HRX_HAVE_CUDA
-  if (hrx__gpu_engine(rt) && !cancel[0] && hrx__thread_runtime != rt->token)
+  if (hrx__gpu_engine(rt) && !cancel[0] && !(flags & HRX_SUBMIT_DEFERRED) &&
+      hrx__thread_runtime != rt->token)
     issue_inline_locked(rt, run);
 #endif
   hrx__wake_locked(rt);
@@ -759,12 +760,19 @@ static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t nd
 }
 
 HRX_API hrx_status hrx_submit(hrx_prepared *prepared, hrx_completion **out) {
-  return submit(prepared, NULL, 0, out, "hrx_submit");
+  return submit(prepared, NULL, 0, 0, out, "hrx_submit");
 }
 
 HRX_API hrx_status hrx_submit_after(hrx_prepared *prepared, hrx_completion *const *deps,
                                     size_t dep_count, hrx_completion **out) {
-  return submit(prepared, deps, dep_count, out, "hrx_submit_after");
+  return submit(prepared, deps, dep_count, 0, out, "hrx_submit_after");
+}
+
+HRX_API hrx_status hrx_submit_after_ex(hrx_prepared *prepared, hrx_completion *const *deps,
+                                       size_t dep_count, uint32_t flags, hrx_completion **out) {
+  if (flags & ~(uint32_t)HRX_SUBMIT_DEFERRED)
+    return hrx__err(HRX_E_INVALID, "hrx_submit_after_ex: unknown flags 0x%x", flags);
+  return submit(prepared, deps, dep_count, flags, out, "hrx_submit_after_ex");
 }
 
 /* ---- completions ---- */
