@@ -32,7 +32,10 @@ static int walk_enter(tree_walk *w, PyObject *node) {
                    w->what, Py_TYPE(node)->tp_name);
       return -1;
     }
-  if (Py_EnterRecursiveCall("")) {
+  /* The depth is checked against the recursion limit itself: since Python 3.12 the C-level
+   * check of Py_EnterRecursiveCall follows the stack, not the limit, and lets a walk go far
+   * deeper than sys.getrecursionlimit() (the same tree must fail the same on every Python). */
+  if (w->depth >= (size_t)Py_GetRecursionLimit() || Py_EnterRecursiveCall("")) {
     PyErr_Clear();
     PyErr_Format(PyExc_RecursionError, "%s: the pytree is nested deeper than the recursion limit (%d)",
                  w->what, Py_GetRecursionLimit());
