@@ -17,6 +17,7 @@
 #include "core/strided.h"
 #include "cuda/copy.h"
 #include "cuda/copy_kernels.h"
+#include "ops/index_params.h"
 #include "ops/params.h"
 
 /* Grid caps: the kernels walk their work with grid-stride loops. */
@@ -426,7 +427,36 @@ static nv_status k_slice_update(nv__gpu_ctx *ctx, nv__node *node, const nv__oper
                      HRX_ACCESS_READ_WRITE);
 }
 
+/* concatenate: each input copied (any layout) into its slab of the row-major output along the
+ * axis. Each copy writes part of the output's view (read-write, so hrx keeps them ordered and
+ * none is taken for the whole view's writer). */
+static nv_status k_concatenate(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                               int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  nv__gpu_arg o;
+  nv_status st = output_of(ctx, node, &o);
+  if (st != NV_OK || out->size == 0) return st;
+  int axis = ((const nv__axis_params *)node->params)->axis;
+  int64_t ost[NV__MAX_DIMS], off = 0;
+  row_strides(out->shape, out->ndim, ost);
+  int isz = (int)nv_dtype_size(out->dtype);
+  for (int j = 0; j < node->ninputs && st == NV_OK; j++) {
+    const nv__output *m = in[j].meta;
+    if (m->size > 0) {
+      nv__gpu_arg s;
+      if ((st = nv__gpu_input(ctx, &in[j], &s)) != NV_OK) break;
+      nv__gpu_arg slab = {o.view, o.offset + off * ost[axis]};
+      st = nv__gpu_copy_strided(ctx, isz, m->shape, m->ndim, s, m->strides, slab, ost,
+                                HRX_ACCESS_READ_WRITE);
+    }
+    off += m->shape[axis];
+  }
+  return st;
+}
+
 void nv__gpu_register_copy(nv__gpu_kernel_fn *k) {
+  k[NV__PRIM_CONCATENATE] = k_concatenate;
   k[NV__PRIM_FULL] = k_full;
   k[NV__PRIM_ARANGE] = k_arange;
   k[NV__PRIM_EYE] = k_eye;

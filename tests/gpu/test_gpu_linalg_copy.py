@@ -49,6 +49,8 @@ sig("nv_eye", P, I, I, I, I)
 sig("nv_slice_update", P, P, P, IP, IP, IP, I)
 sig("nv_to_fp8", P, P)
 sig("nv_from_fp8", P, P, I)
+sig("nv_concatenate", P, C.POINTER(P), I, I)
+sig("nv_gpu_fallback_count", C.c_uint64)
 
 GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
 pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
@@ -532,6 +534,27 @@ def test_slice_update(nv, rng, dt, case, in_place):
     np.testing.assert_array_equal(nv.read(u), want)
     if not in_place:
         np.testing.assert_array_equal(nv.read(b), base)
+
+
+CONCAT_CASES = [((3, 4), (5, 4), (0, 4), 0), ((3, 4), (3, 1), (3, 7), 1), ((2, 3, 5), (2, 1, 5), (2, 0, 5), 1),
+                ((2, 3, 5), (2, 3, 2), (2, 3, 9), -1), ((7,), (1,), (33,), 0), ((0, 3), (0, 3), (0, 3), 0)]
+
+
+@pytest.mark.parametrize("dt", ALL)
+@pytest.mark.parametrize("case", range(len(CONCAT_CASES)))
+def test_concatenate_on_the_gpu(nv, rng, dt, case):
+    *shapes, axis = CONCAT_CASES[case]
+    xs = [rand(rng, sh, dt) for sh in shapes]
+    want = np.concatenate(xs, axis=axis)
+    before = lib.nv_gpu_fallback_count()
+    for layouts in [("contiguous",) * 3, ("transposed", "strided", "reversed")]:
+        hs = [nv.view(x, la) if x.ndim > 1 or la != "transposed" else nv.array(x)
+              for x, la in zip(xs, layouts)]
+        arr = (P * 3)(*hs)
+        got = read(nv, lib.nv_concatenate(arr, 3, axis))
+        assert nv_name(got.dtype) == dt
+        np.testing.assert_array_equal(got, want)
+    assert lib.nv_gpu_fallback_count() == before, "concatenate fell back to the CPU"
 
 
 def test_linspace_uses_slice_update(nv):
