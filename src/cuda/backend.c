@@ -975,10 +975,13 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
     pthread_mutex_unlock(&dc->lock);
   }
   nv__gpu_kernel_fn k = nv__gpu_kernels[node->prim];
+  nv_status st = NV__GPU_DECLINED;
   if (k) {
     long long t0 = now_ns();
-    nv_status st = k(ctx, node, in, donated);
+    st = k(ctx, node, in, donated);
     prof_add(PROF_ENCODE, now_ns() - t0);
+  }
+  if (st != NV__GPU_DECLINED) {
     if (st != NV_OK) {
       char why[512];
       snprintf(why, sizeof why, "%s", nv_last_error());
@@ -987,15 +990,18 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
     if (ctx->nops >= NV__GPU_COMMIT_OPS) ctx_commit(ctx, false);
     return st;
   }
-  /* No CUDA kernel: the CPU kernel on data read back (the CPU backend submits this
-   * evaluation's GPU work and downloads the inputs); its outputs move up on first GPU use. */
+  /* No CUDA kernel (or one that declined the node): the CPU kernel on data read back (the CPU
+   * backend submits this evaluation's GPU work and downloads the inputs); its outputs move up
+   * on first GPU use. */
   nv__gpu_note_fallback(node->prim);
   int lf = atomic_load(&log_fallback);
   if (lf < 0) {
     lf = nv__env_long("NUVEC_LOG_FALLBACK", 0) ? 1 : 0;
     atomic_store(&log_fallback, lf);
   }
-  if (lf) fprintf(stderr, "nuvec: %s ran on the CPU (no CUDA kernel)\n", name);
+  if (lf)
+    fprintf(stderr, "nuvec: %s ran on the CPU (%s)\n", name,
+            k ? "its CUDA kernel has no path for this node" : "no CUDA kernel");
   return nv__cpu_backend.encode(ectx, node, in, donated);
 }
 

@@ -455,8 +455,40 @@ static nv_status k_concatenate(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
   return st;
 }
 
+/* pad, constant mode (and any mode of a 0-d or empty input, as the CPU's): the value broadcast
+ * over the output, then the input copied into its interior. The edge, reflect and symmetric
+ * modes have no GPU path yet and are declined (the CPU fallback runs them). */
+static nv_status k_pad(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *out = &node->out[0];
+  const nv__pad_params *p = node->params;
+  const nv__output *am = in[0].meta;
+  int nd = out->ndim;
+  if (p->mode != NV_PAD_CONSTANT && nd > 0 && am->size > 0) return NV__GPU_DECLINED;
+  nv__gpu_arg o, v, a;
+  nv_status st = output_of(ctx, node, &o);
+  if (st != NV_OK || out->size == 0) return st;
+  if (nd == 0) return copy_into(ctx, &in[0], o);
+  int isz = (int)nv_dtype_size(out->dtype);
+  int64_t ost[NV__MAX_DIMS], vst[NV__MAX_DIMS], off = 0;
+  row_strides(out->shape, nd, ost);
+  nv__gpu_broadcast_strides(in[1].meta, out->shape, nd, vst);
+  if ((st = nv__gpu_input(ctx, &in[1], &v)) != NV_OK ||
+      (st = nv__gpu_copy_strided(ctx, isz, out->shape, nd, v, vst, o, ost, HRX_ACCESS_WRITE)) !=
+          NV_OK)
+    return st;
+  if (am->size == 0) return NV_OK;
+  for (int i = 0; i < nd; i++) off += (int64_t)p->width[i] * ost[i];
+  if ((st = nv__gpu_input(ctx, &in[0], &a)) != NV_OK) return st;
+  nv__gpu_arg inner = {o.view, o.offset + off};
+  return nv__gpu_copy_strided(ctx, isz, am->shape, nd, a, am->strides, inner, ost,
+                              HRX_ACCESS_READ_WRITE);
+}
+
 void nv__gpu_register_copy(nv__gpu_kernel_fn *k) {
   k[NV__PRIM_CONCATENATE] = k_concatenate;
+  k[NV__PRIM_PAD] = k_pad;
+  k[NV__PRIM_DIAGONAL] = k_view;
   k[NV__PRIM_FULL] = k_full;
   k[NV__PRIM_ARANGE] = k_arange;
   k[NV__PRIM_EYE] = k_eye;

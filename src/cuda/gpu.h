@@ -24,6 +24,11 @@ extern "C" {
 /* One evaluation's open recording on one GPU. */
 typedef struct nv__gpu_ctx nv__gpu_ctx;
 
+/* What a CUDA kernel returns, having recorded and allocated nothing, for a node it has no GPU
+ * path for (pad's edge, reflect and symmetric modes): the node then runs on the CPU through the
+ * fallback, counted and logged as a primitive without a kernel is. */
+#define NV__GPU_DECLINED ((nv_status)0x4e56)
+
 /* A CUDA kernel: records the outputs of `node` from its operands (see the file comment). */
 typedef nv_status (*nv__gpu_kernel_fn)(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                                        int donated);

@@ -51,6 +51,8 @@ sig("nv_to_fp8", P, P)
 sig("nv_from_fp8", P, P, I)
 sig("nv_concatenate", P, C.POINTER(P), I, I)
 sig("nv_gpu_fallback_count", C.c_uint64)
+sig("nv_pad", P, P, IP, IP, I, I, P)
+sig("nv_diagonal", P, P, I, I, I)
 
 GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
 pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
@@ -555,6 +557,45 @@ def test_concatenate_on_the_gpu(nv, rng, dt, case):
         assert nv_name(got.dtype) == dt
         np.testing.assert_array_equal(got, want)
     assert lib.nv_gpu_fallback_count() == before, "concatenate fell back to the CPU"
+
+
+PAD_CASES = [((3, 4), (1, 0), (2, 3)), ((2, 3, 5), (0, 1, 2), (1, 0, 0)), ((7,), (3,), (0,)),
+             ((0, 3), (1, 1), (0, 2)), ((), (), ())]
+PAD_MODES = {0: "constant", 1: "edge", 2: "reflect", 3: "symmetric"}
+
+
+@pytest.mark.parametrize("dt", ALL)
+@pytest.mark.parametrize("case", range(len(PAD_CASES)))
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_pad_on_the_gpu(nv, rng, dt, case, mode):
+    shape, low, high = PAD_CASES[case]
+    x = rand(rng, shape, dt)
+    if mode and x.size == 0:
+        pytest.skip("non-constant modes cannot pad an empty axis")
+    lo, n = ints(list(low))
+    hi, _ = ints(list(high))
+    kw = {"constant_values": x.reshape(-1)[0] if x.size else 0} if mode == 0 else {}
+    value = nv.array(np.array(kw["constant_values"], dtype=x.dtype)) if mode == 0 else None
+    want = np.pad(x, list(zip(low, high)), mode=PAD_MODES[mode], **kw) if x.ndim else x.copy()
+    for la in ("contiguous", "reversed"):
+        before = lib.nv_gpu_fallback_count()
+        got = read(nv, lib.nv_pad(nv.view(x, la) if x.ndim else nv.array(x), lo, hi, n, mode, value))
+        np.testing.assert_array_equal(got, want)
+        # Constant padding runs on the GPU; the other modes fall back (counted), correctly.
+        if mode == 0 or x.ndim == 0:
+            assert lib.nv_gpu_fallback_count() == before, "constant pad fell back to the CPU"
+
+
+@pytest.mark.parametrize("dt", ["float32", "int8", "complex64", "bool"])
+@pytest.mark.parametrize("shape,offset,a1,a2", [((4, 5), 0, 0, 1), ((4, 5), 2, 0, 1), ((4, 5), -3, 1, 0),
+                                                ((2, 3, 4), 1, 2, 0), ((3, 3), 5, 0, 1)])
+def test_diagonal_on_the_gpu(nv, rng, dt, shape, offset, a1, a2):
+    x = rand(rng, shape, dt)
+    before = lib.nv_gpu_fallback_count()
+    for la in ("contiguous", "transposed", "strided"):
+        got = read(nv, lib.nv_diagonal(nv.view(x, la), offset, a1, a2))
+        np.testing.assert_array_equal(got, np.diagonal(x, offset, a1, a2))
+    assert lib.nv_gpu_fallback_count() == before, "diagonal fell back to the CPU"
 
 
 def test_linspace_uses_slice_update(nv):
