@@ -1073,6 +1073,28 @@ void nv__gpu_profile(char *buf, size_t n) {
            (unsigned long long)c.native_graphs_updated, (unsigned long long)c.gpu_event_waits);
 }
 
+void nv__cpu_register(void); /* src/cpu/register.c */
+
+/* The primitives that have a CPU kernel and no CUDA kernel, by name, comma-separated in table
+ * order, into buf (truncated to n bytes); returns their number. Needs no device (the tables
+ * are filled without one). Test hook: tests/gpu/test_gpu_kernel_table.c keeps the list. */
+int nv__gpu_missing_kernels(char *buf, size_t n) {
+  nv__cpu_register();
+  nv__gpu_register();
+  int count = 0;
+  size_t used = 0;
+  if (n) buf[0] = '\0';
+  for (int p = 0; p < NV__PRIM_COUNT; p++) {
+    if (!nv__cpu_kernels[p] || nv__gpu_kernels[p]) continue;
+    if (n && used < n) {
+      int w = snprintf(buf + used, n - used, "%s%s", count ? "," : "", nv__prims[p].name);
+      if (w > 0) used += (size_t)w;
+    }
+    count++;
+  }
+  return count;
+}
+
 /* Arms hrx's fault injection on GPU `index`: the next region to start fails (kind 0), or the
  * whole runtime does (kind 1). Test hook. */
 nv_status nv__gpu_test_inject_fault(int index, int kind) {
