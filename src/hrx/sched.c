@@ -753,6 +753,8 @@ static hrx_status submit(hrx_prepared *p, hrx_completion *const *deps, size_t nd
   if (hrx__gpu_engine(rt) && !cancel[0] && !(flags & HRX_SUBMIT_DEFERRED) &&
       hrx__thread_runtime != rt->token)
     issue_inline_locked(rt, run);
+#else
+  (void)flags; /* the host engine runs every region on its workers */
 #endif
   hrx__wake_locked(rt);
   hrx__unlock(rt);
