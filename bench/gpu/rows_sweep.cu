@@ -5,8 +5,6 @@
  *   rows_sweep [filter]       (filter: only candidates or shapes whose name contains it)
  *
  * Candidates:
- *   cur   main's register kernel before this sweep (rows_legacy.cuh), its launch parameters;
- *         rows past its registers take the long-row kernel (rows_long, unchanged);
  *   lib   the library's plan (reduce.h nv__rows_plan_of) and kernel (nv__rows_fast_kernel),
  *         launched as reduce_host.c rows_fast launches it;
  *   gG.vV[.flags].bMxB  the library's register kernel template (reduce_rows.cu rows_reg) with
@@ -16,7 +14,7 @@
  *         float64), cs (streaming stores), ld (loads with an L2 256-byte prefetch), pf (the
  *         next row's loads before this row's work, a grid of one wave), k256 (blocks of 256
  *         threads for groups of up to a warp).
- *   lse.* the same kernels' logsumexp (one value per row), for lib and cur.
+ *   lse.* the same kernel's logsumexp (one value per row), for lib.
  * Every shape's inputs are uniform in [-4, 4] but rows 0..4: a NaN, a +inf, all -inf, every
  * third element -inf, one element 60; the last row has one -inf. Results are checked against
  * a float64 reference kernel: maxerr is max |y - ref| / max(|ref|, the dtype's smallest
@@ -36,7 +34,6 @@
 #include <vector>
 
 #include "cuda/reduce_rows.cu"
-#include "rows_legacy.cuh"
 
 #define CK(call)                                                                         \
   do {                                                                                   \
@@ -175,7 +172,7 @@ __global__ void __launch_bounds__(256) check(const T *x, const T *y, int64_t n, 
 
 /* ---- candidates ---- */
 
-enum Kind { K_LIB, K_CUR, K_VAR };
+enum Kind { K_LIB, K_VAR };
 
 struct Cand {
   std::string name;
@@ -201,27 +198,6 @@ static int elt_size(nv_dtype dt) {
   return dt == NV_DTYPE_FLOAT64 ? 8 : dt == NV_DTYPE_FLOAT32 ? 4 : 2;
 }
 
-/* main's long-row kernels (rows_long is unchanged) for the cur candidate. */
-static const void *long_kernel(nv_dtype dt, bool softmax) {
-  nv__rows_plan pl = {1, 0, 1024, 1024};
-  return nv__rows_fast_kernel(softmax, dt, &pl);
-}
-
-namespace legacy {
-template <class T>
-static const void *pick(bool softmax) {
-  return softmax ? (const void *)rows_fast<T, true> : (const void *)rows_fast<T, false>;
-}
-static const void *kernel(nv_dtype dt, bool softmax) {
-  switch (dt) {
-    case NV_DTYPE_FLOAT16: return pick<__half>(softmax);
-    case NV_DTYPE_BFLOAT16: return pick<__nv_bfloat16>(softmax);
-    case NV_DTYPE_FLOAT32: return pick<float>(softmax);
-    default: return pick<double>(softmax);
-  }
-}
-}  // namespace legacy
-
 /* The launch of a candidate for rows of n (false: the candidate does not take them). */
 static bool plan(const Cand &c, int64_t nrows, int64_t n, Launch *l) {
   const int64_t vw = nv__rows_vw(c.dtype), pieces = cdiv(n, vw);
@@ -234,22 +210,6 @@ static bool plan(const Cand &c, int64_t nrows, int64_t n, Launch *l) {
     l->grid = cdiv(nrows, pl.block / pl.group);
     if (pl.long_rows && l->grid > rows_threads / pl.block) l->grid = rows_threads / pl.block;
     return l->func != NULL;
-  }
-  if (c.kind == K_CUR) {
-    const int64_t held = 64 / elt_size(c.dtype); /* main's Held<T>::VPT */
-    if (n > 512 * held) {
-      l->group = l->block = 1024;
-      l->func = long_kernel(c.dtype, c.softmax);
-    } else {
-      int64_t g = 1;
-      while (g < cdiv(n, held) && g < 512) g <<= 1;
-      l->group = (int)g;
-      l->block = g <= 32 ? 128 : (int)g;
-      l->func = legacy::kernel(c.dtype, c.softmax);
-    }
-    l->grid = cdiv(nrows, l->block / l->group);
-    if (l->grid > rows_threads / l->block) l->grid = rows_threads / l->block;
-    return true;
   }
   if (n < c.nmin || n > c.nmax) return false;
   int64_t g = 1;
@@ -305,7 +265,7 @@ static Cand fixed(Kind k, nv_dtype dt, bool softmax) {
   c.short_block = 128;
   c.nmin = 1;
   c.nmax = INT64_MAX;
-  c.name = std::string(softmax ? "" : "lse.") + (k == K_LIB ? "lib" : "cur");
+  c.name = std::string(softmax ? "" : "lse.") + "lib";
   return c;
 }
 
@@ -321,9 +281,7 @@ static std::vector<Cand> candidates() {
                  D = NV_DTYPE_FLOAT64;
   std::vector<Cand> v;
   for (nv_dtype dt : {B, H, F, D}) {
-    v.push_back(fixed(K_CUR, dt, true));
     v.push_back(fixed(K_LIB, dt, true));
-    v.push_back(fixed(K_CUR, dt, false));
     v.push_back(fixed(K_LIB, dt, false));
   }
   /* bfloat16: rows of 512, 4096, 32768. */
@@ -514,19 +472,17 @@ int main(int argc, char **argv) {
       CK(cudaFree(y));
     }
   }
-  printf("=== summary: the fastest correct softmax candidate per shape (lib, cur beside it)\n");
+  printf("=== summary: the fastest correct softmax candidate per shape (lib beside it)\n");
   for (const Shape &s : shapes) {
-    const Result *best = NULL, *lib = NULL, *cur = NULL;
+    const Result *best = NULL, *lib = NULL;
     for (const Result &r : results) {
       if (r.shape != s.name) continue;
       if (r.cand == "lib") lib = &r;
-      if (r.cand == "cur") cur = &r;
       if (r.ok && r.cand.compare(0, 4, "lse.") != 0 && (!best || r.ms < best->ms)) best = &r;
     }
     if (!best) continue;
     printf("BEST %s %s %.4f ms", s.name, best->cand.c_str(), best->ms);
     if (lib) printf(" | lib %.4f ms", lib->ms);
-    if (cur) printf(" | cur %.4f ms", cur->ms);
     printf("\n");
   }
   printf("%s\n", all_ok ? "all candidates correct" : "SOME CANDIDATES FAILED");
