@@ -863,21 +863,6 @@ nv_status nv__gpu_captured(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t
   return NV_OK;
 }
 
-nv_status nv__gpu_library(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t count,
-                          hrx_scoped_fn fn, void *user, hrx_destroy_fn destroy) {
-  nv_status st = nv__gpu_ctx_graph(ctx);
-  hrx_status hs = HRX_OK;
-  if (st == NV_OK) hs = hrx_graph_scoped(ctx->g, bindings, count, fn, user, destroy, NULL);
-  if (st != NV_OK || hs != HRX_OK) {
-    if (destroy) destroy(user);
-    return st != NV_OK ? st : nv__gpu_hrx_error(hs, "recording a library call");
-  }
-  nv__gpu_hash(ctx, (uint64_t)(uintptr_t)fn);
-  for (size_t i = 0; i < count; i++) nv__gpu_hash_buffer(ctx, bindings[i].view.buffer);
-  ctx->nops++;
-  return NV_OK;
-}
-
 nv_status nv__gpu_fill(nv__gpu_ctx *ctx, hrx_view dst, uint8_t value) {
   nv_status st = nv__gpu_ctx_graph(ctx);
   if (st != NV_OK) return st;
@@ -899,19 +884,6 @@ nv_status nv__gpu_copy(nv__gpu_ctx *ctx, hrx_view dst, hrx_view src) {
   nv__gpu_hash_buffer(ctx, src.buffer);
   ctx->nops++;
   return NV_OK;
-}
-
-void *nv__gpu_library_stream(int device) {
-  static _Thread_local cudaStream_t streams[NV__GPU_MAX_DEVICES];
-  if (device < 0 || device >= NV__GPU_MAX_DEVICES) return NULL;
-  if (!streams[device]) {
-    if (cudaSetDevice(device) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking) != cudaSuccess) {
-      cudaGetLastError();
-      streams[device] = NULL;
-    }
-  }
-  return streams[device];
 }
 
 /* ---- the backend ---- */

@@ -8,8 +8,7 @@
  * buffer's device view), asks for each input's device view (nv__gpu_input: uploads a host
  * buffer once, waits for another thread's unsubmitted writer), and records dispatches of nvcc
  * `__global__` functions (nv__gpu_dispatch) or library calls as captured operations
- * (nv__gpu_captured, part of the native graph) or scoped callbacks (nv__gpu_library, a host
- * round trip each). Nothing runs until the evaluation commits. Kernels must never read device
+ * (nv__gpu_captured, part of the native graph). Nothing runs until the evaluation commits. Kernels must never read device
  * memory from the host. */
 #ifndef NUVEC_CUDA_GPU_H
 #define NUVEC_CUDA_GPU_H
@@ -92,13 +91,6 @@ nv_status nv__gpu_captured(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t
                            hrx_capture_fn fn, void *user, hrx_destroy_fn destroy,
                            const void *key, size_t key_size);
 
-/* Records a library call (cuBLASLt, cuSOLVER, ...) as an hrx scoped callback over the declared
- * bindings: `fn` runs later on hrx's callback worker with the bindings' GPU addresses, on a
- * stream of its own that it synchronizes before returning. `user` passes to hrx (destroy frees
- * it), also on failure of this call. */
-nv_status nv__gpu_library(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t count,
-                          hrx_scoped_fn fn, void *user, hrx_destroy_fn destroy);
-
 /* Records a byte fill of `dst` and a device-to-device copy (equal lengths, no overlap). */
 nv_status nv__gpu_fill(nv__gpu_ctx *ctx, hrx_view dst, uint8_t value);
 nv_status nv__gpu_copy(nv__gpu_ctx *ctx, hrx_view dst, hrx_view src);
@@ -109,11 +101,6 @@ int nv__gpu_device_index(const nv__gpu_ctx *ctx);
 /* The hrx runtime of the recording's device (borrowed; it lives as long as the process), for
  * state a family keeps per device in hrx buffers (a library's workspace). */
 hrx_runtime *nv__gpu_runtime(const nv__gpu_ctx *ctx);
-
-/* The CUDA stream library calls of this process use on the calling thread for `device` (made
- * on first use); NULL when CUDA fails. Scoped callbacks run on hrx's one callback worker per
- * runtime, so a family may keep one library handle per device for them. */
-void *nv__gpu_library_stream(int device);
 
 /* Shared launch helpers for the families' .cu files. */
 #define NV__GPU_MAX_DIMS 8
