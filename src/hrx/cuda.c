@@ -278,32 +278,10 @@ hrx_status hrx__cuda_build_region(hrx_runtime *rt, const hrx__plan *plan, hrx__r
   return HRX_OK;
 }
 
-static bool same_view(hrx_view a, hrx_view b) {
-  return a.buffer == b.buffer && a.offset == b.offset && a.length == b.length;
-}
-
-/* Whether two operations of the same kind lower to identical node parameters. A captured
- * operation's work is whatever its function enqueues: the same only for the same function and
- * user data (or key) over the same views. */
-static bool same_params(const hrx__op *a, const hrx__op *b) {
-  if (a->kind == HRX_OP_CAPTURED && !hrx__captured_same(a->callback, b->callback)) return false;
-  if (a->value != b->value || !same_view(a->dst, b->dst) || !same_view(a->src, b->src)) return false;
-  for (size_t i = 0; i < a->nviews; i++)
-    if (!same_view(a->views[i], b->views[i])) return false;
-  if (a->params_size != b->params_size ||
-      (a->params_size && memcmp(a->params, b->params, a->params_size) != 0))
-    return false;
-  for (size_t i = 0; i < a->nconstants; i++)
-    if (a->constants[i].size != b->constants[i].size ||
-        memcmp(&a->constants[i].value, &b->constants[i].value, a->constants[i].size) != 0)
-      return false;
-  return true;
-}
-
 bool hrx__cuda_region_changed(const hrx__plan *old, const hrx__plan *fresh, size_t region) {
   const hrx__region *r = &fresh->regions[region];
   for (size_t i = r->first; i < r->first + r->count; i++)
-    if (!same_params(&old->ops[i], &fresh->ops[i])) return true;
+    if (!hrx__op_same_params(&old->ops[i], &fresh->ops[i])) return true;
   return false;
 }
 
@@ -326,7 +304,7 @@ hrx_status hrx__cuda_update_region(hrx_runtime *rt, const hrx__plan *old, hrx__p
   for (size_t k = 0; k < reg->count; k++) {
     size_t i = reg->first + k;
     const hrx__op *op = &fresh->ops[i];
-    if (same_params(&old->ops[i], op)) continue;
+    if (hrx__op_same_params(&old->ops[i], op)) continue;
     *updated = true;
     if (op->kind == HRX_OP_CAPTURED) {
       /* Kept even if the executable refuses it: the fallback instantiation then uses it. */

@@ -339,6 +339,10 @@ hrx_status hrx__plan_materialize(hrx_runtime *rt, hrx__plan *plan, uint32_t slot
                                  const char *call);
 void hrx__plan_destroy(hrx__plan *plan, uint32_t slots);
 bool hrx__plan_same_topology(const hrx__plan *a, const hrx__plan *b);
+/* Whether two operations of the same kind and topology lower to identical node parameters:
+ * views, constants, parameter blocks, fill values; a captured operation's work is the same
+ * only for the same function and user data (or key). */
+bool hrx__op_same_params(const hrx__op *a, const hrx__op *b);
 
 /* ---- sched.c ---- */
 void *hrx__worker_main(void *arg);

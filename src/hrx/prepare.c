@@ -603,26 +603,33 @@ static bool views_equal(hrx_view a, hrx_view b) {
   return a.buffer == b.buffer && a.offset == b.offset && a.length == b.length;
 }
 
-/* Whether two operations would prepare to the same work: kinds, lanes, kernels, views,
- * constants and parameter blocks all equal (callbacks only when they are the same one). */
-static bool ops_identical(const hrx__op *a, const hrx__op *b) {
-  if (a->kind != b->kind || a->lane != b->lane || a->kernel != b->kernel ||
-      (a->kind == HRX_OP_CAPTURED ? !hrx__captured_same(a->callback, b->callback)
-                                  : a->callback != b->callback) ||
-      a->value != b->value || !views_equal(a->dst, b->dst) ||
-      !views_equal(a->src, b->src) || a->nviews != b->nviews || a->nuses != b->nuses ||
-      a->nconstants != b->nconstants || a->params_size != b->params_size)
+bool hrx__op_same_params(const hrx__op *a, const hrx__op *b) {
+  if (a->kind == HRX_OP_CAPTURED && !hrx__captured_same(a->callback, b->callback)) return false;
+  if (a->value != b->value || !views_equal(a->dst, b->dst) || !views_equal(a->src, b->src))
     return false;
   for (size_t i = 0; i < a->nviews; i++)
     if (!views_equal(a->views[i], b->views[i])) return false;
-  for (size_t i = 0; i < a->nuses; i++)
-    if (!views_equal(a->uses[i].view, b->uses[i].view) || a->uses[i].access != b->uses[i].access)
-      return false;
+  if (a->params_size != b->params_size ||
+      (a->params_size && memcmp(a->params, b->params, a->params_size) != 0))
+    return false;
   for (size_t i = 0; i < a->nconstants; i++)
     if (a->constants[i].size != b->constants[i].size ||
         memcmp(&a->constants[i].value, &b->constants[i].value, a->constants[i].size) != 0)
       return false;
-  return !a->params_size || memcmp(a->params, b->params, a->params_size) == 0;
+  return true;
+}
+
+/* Whether two operations would prepare to the same work: the same kind, lane, kernel, uses and
+ * callbacks (the same one, or keyed captured work), and the same node parameters. */
+static bool ops_identical(const hrx__op *a, const hrx__op *b) {
+  if (a->kind != b->kind || a->lane != b->lane || a->kernel != b->kernel ||
+      (a->kind != HRX_OP_CAPTURED && a->callback != b->callback) || a->nviews != b->nviews ||
+      a->nuses != b->nuses || a->nconstants != b->nconstants)
+    return false;
+  for (size_t i = 0; i < a->nuses; i++)
+    if (!views_equal(a->uses[i].view, b->uses[i].view) || a->uses[i].access != b->uses[i].access)
+      return false;
+  return hrx__op_same_params(a, b);
 }
 
 HRX_API hrx_status hrx_prepared_update(hrx_prepared *prepared, hrx_graph *graph,
