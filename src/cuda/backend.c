@@ -68,6 +68,13 @@ nv__gpu_sub *nv__gpu_sub_failed(nv_status status, const char *msg) {
 
 void nv__gpu_sub_release(nv__gpu_sub *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  if (s->nchecks) {
+    /* Never seen finished: its records are free once its work is. */
+    if (s->c) hrx_completion_wait(s->c, HRX_WAIT_FOREVER);
+    nv__gpu_checks_drop(s->dev, s->checks, s->nchecks);
+    free(s->checks);
+  }
+  for (int i = 0; i < s->nafter; i++) nv__gpu_sub_release(s->after[i]);
   hrx_completion_release(s->c);
   pthread_mutex_destroy(&s->lock);
   free(s);
@@ -82,6 +89,20 @@ static void sub_record_locked(nv__gpu_sub *s, hrx_status hs) {
     snprintf(s->msg, sizeof s->msg, "GPU work failed: %s (%s)", why[0] ? why : "failure",
              hrx_status_name(hs));
   }
+  /* A raised index check fails it; so does a failed submission it ran after (hrx saw that one
+   * succeed: an index check of its failed it, and what this one read from it is not valid). */
+  nv__gpu_checks_resolve(s);
+  for (int i = 0; i < s->nafter; i++) {
+    nv__gpu_sub *a = s->after[i];
+    if (s->status == NV_OK && nv__gpu_sub_wait(a) != NV_OK) {
+      pthread_mutex_lock(&a->lock);
+      s->status = a->status;
+      snprintf(s->msg, sizeof s->msg, "%s", a->msg);
+      pthread_mutex_unlock(&a->lock);
+    }
+    nv__gpu_sub_release(a);
+  }
+  s->nafter = 0;
   s->done = true;
   hrx_completion_release(s->c);
   s->c = NULL;
@@ -152,6 +173,7 @@ nv__gpu_dev *nv__gpu_dev_get(int index) {
       nd->index = index;
       nd->rt = rt;
       pthread_mutex_init(&nd->lock, NULL);
+      pthread_mutex_init(&nd->check_lock, NULL);
       size_t free_b = 0, total = 0;
       if (cudaSetDevice(index) != cudaSuccess || cudaMemGetInfo(&free_b, &total) != cudaSuccess)
         total = (size_t)64 << 30;
@@ -568,8 +590,22 @@ static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
       hrx_completion_wait(c, HRX_WAIT_FOREVER);
       hrx_completion_release(c);
       st = nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory submitting GPU work");
+    } else {
+      /* What it ran after, and its index checks, before anyone can see it. */
+      for (int k = -1; k < ctx->ndeps; k++) {
+        nv__gpu_sub *w = k < 0 ? ctx->last : ctx->deps[k];
+        if (!w || s->nafter == (int)(sizeof s->after / sizeof *s->after)) continue;
+        pthread_mutex_lock(&w->lock);
+        bool keep = !w->done || w->status != NV_OK;
+        pthread_mutex_unlock(&w->lock);
+        if (!keep) continue;
+        atomic_fetch_add(&w->refs, 1);
+        s->after[s->nafter++] = w;
+      }
+      nv__gpu_checks_submit(ctx, s);
     }
   }
+  nv__gpu_checks_submit(ctx, NULL); /* not submitted: its records are free at once */
   if (st == NV_OK && ctx->last && ctx->last->done && ctx->last->status != NV_OK) {
     /* An earlier submission of this evaluation failed: this one fails with it (E6b). */
     nv__gpu_sub_release(s);
@@ -1012,6 +1048,7 @@ static void gpu_end(nv__ectx *ectx) {
     free(ctx->written);
     free(ctx->temps);
     free(ctx->staging);
+    free(ctx->checks);
     free(ctx);
   }
   free(ge);

@@ -14,6 +14,15 @@
 /* One submission of an evaluation's recorded work: observed by the buffers it wrote. Its hrx
  * completion is released as soon as it is seen finished (so prepared graphs can be updated),
  * keeping only the status and message. */
+/* A recorded node's index check (gpu.h): its record's slot in the device's check pool. */
+typedef struct nv__gpu_check {
+  uint32_t slot;
+  const char *op;
+} nv__gpu_check;
+
+/* A submission also holds the index checks its nodes recorded and the unfinished submissions it
+ * ran after (it read what they wrote): when it is seen finished, a raised check or a failed one
+ * of those fails it (a dependency hrx saw succeed may have written data from a failed check). */
 typedef struct nv__gpu_sub {
   atomic_int refs;
   pthread_mutex_t lock;
@@ -21,6 +30,11 @@ typedef struct nv__gpu_sub {
   bool done;
   nv_status status;
   char msg[512];
+  struct nv__gpu_dev *dev;
+  nv__gpu_check *checks;
+  size_t nchecks;
+  struct nv__gpu_sub *after[17];
+  int nafter;
 } nv__gpu_sub;
 
 nv__gpu_sub *nv__gpu_sub_new(hrx_completion *c);
@@ -94,6 +108,12 @@ typedef struct nv__gpu_dev {
     uint64_t gen;
   } *deferred;
   size_t ndeferred, cdeferred;
+  /* index-check records (gpu.h): pages of mapped host memory, and the free slots */
+  pthread_mutex_t check_lock;
+  struct nv__gpu_check_page *check_pages;
+  size_t ncheck_pages;
+  uint32_t *check_free;
+  size_t ncheck_free, ccheck_free;
 } nv__gpu_dev;
 
 /* Device allocations made (cache misses), for the benchmarks' diagnostics. */
@@ -145,12 +165,22 @@ typedef struct nv__gpu_ctx {
   uint64_t open_gen;  /* the device generation when the open graph began */
   nv__gpu_sub *deps[16]; /* other evaluations' in-flight writers of what it reads (E6c) */
   int ndeps;
+  nv__gpu_check *checks; /* the index checks of the open recording */
+  size_t nchecks, cchecks;
 } nv__gpu_ctx;
 
 /* The recordings of one evaluation (nv__ectx.gpu). */
 typedef struct nv__gpu_ectx {
   nv__gpu_ctx *dev[NV__GPU_MAX_DEVICES];
 } nv__gpu_ectx;
+
+/* Index checks (checks.c): hands the recording's checks to its submission `s` (NULL, or one
+ * that failed before running: the records are freed at once); resolves a finished submission's
+ * checks (sets its status and message when one was raised; under s->lock); frees a
+ * submission's unresolved records once its work is finished; frees the device's pool. */
+void nv__gpu_checks_submit(nv__gpu_ctx *ctx, nv__gpu_sub *s);
+void nv__gpu_checks_resolve(nv__gpu_sub *s);
+void nv__gpu_checks_drop(nv__gpu_dev *d, nv__gpu_check *checks, size_t n);
 
 /* Submits the recording's open work (no wait). Failures reach the buffers it wrote. */
 void nv__gpu_ctx_commit(nv__gpu_ctx *ctx);
