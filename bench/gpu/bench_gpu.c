@@ -120,6 +120,38 @@ static void run_tiny_build(void *p) {
   nv_release(y);
 }
 
+/* The per-op rows of BASELINES.md's "PyTorch per-op" table (issue 16): x->n picks the op. */
+enum { OP_ARGMAX, OP_CUMSUM, OP_LOGSUMEXP, OP_ADD_ROW, OP_ADD_T, OP_CONCAT, OP_SORT, OP_TOPK8,
+       OP_TAKE };
+
+static void run_op(void *p) {
+  args *x = p;
+  nv_array *y = NULL;
+  int ax = x->axis, perm[3] = {0, 2, 1};
+  switch (x->n) {
+    case OP_ARGMAX: y = nv_argmax(x->a, &ax, false); break;
+    case OP_CUMSUM: y = nv_cumsum(x->a, &ax, false, true); break;
+    case OP_LOGSUMEXP: y = nv_logsumexp(x->a, &ax, 1, false); break;
+    case OP_ADD_ROW: y = nv_add(x->a, x->b); break;
+    case OP_ADD_T: {
+      nv_array *t = nv_transpose(x->a, perm, 3);
+      y = nv_add(x->a, t);
+      nv_release(t);
+      break;
+    }
+    case OP_CONCAT: {
+      const nv_array *xs[2] = {x->a, x->a};
+      y = nv_concatenate(xs, 2, 1);
+      break;
+    }
+    case OP_SORT: y = nv_sort(x->a, &ax); break;
+    case OP_TOPK8: y = nv_topk(x->a, 8, &ax); break;
+    case OP_TAKE: y = nv_take_flat(x->a, x->b); break;
+  }
+  check(nv_eval1(y), "op");
+  nv_release(y);
+}
+
 /* The MLP training step of BASELINES.md: 4 x (4096 -> 4096, GELU), batch 4096, float32
  * parameters with bfloat16 products (as torch's bf16 autocast), mean squared error, AdamW. */
 enum { MLP_LAYERS = 4, MLP_WIDTH = 4096, MLP_BATCH = 4096 };
@@ -230,6 +262,50 @@ int main(int argc, char **argv) {
     bench_case("tiny_1000_ops", run_tiny, &x, 5, 30);
     bench_case("tiny_1000_ops_build_only", run_tiny_build, &x, 5, 30);
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
+  }
+  if (WANT("ops_")) {
+    int shape[3] = {64, 1024, 1024};
+    args x = {rand_on_gpu(shape, 3, NV_DTYPE_FLOAT32), NULL, NULL, 0, 0};
+    char name[64];
+    for (int a = 0; a < 3; a++) {
+      x.axis = a, x.n = OP_ARGMAX;
+      snprintf(name, sizeof name, "ops_argmax_axis%d", a);
+      bench_case(name, run_op, &x, 3, 20);
+    }
+    for (int a = 2; a >= 1; a--) {
+      x.axis = a, x.n = OP_CUMSUM;
+      snprintf(name, sizeof name, "ops_cumsum_axis%d", a);
+      bench_case(name, run_op, &x, 3, 20);
+    }
+    x.axis = 2, x.n = OP_LOGSUMEXP;
+    bench_case("ops_logsumexp_axis2", run_op, &x, 3, 20);
+    int zero[3] = {0, 0, 0}, one[3] = {1, 1, 1024}, step[3] = {1, 1, 1};
+    nv_array *row3 = nv_slice(x.a, zero, one, step, 3), *row = nv_reshape(row3, one + 2, 1);
+    x.b = row, x.n = OP_ADD_ROW;
+    bench_case("ops_add_broadcast_row", run_op, &x, 3, 20);
+    nv_release(row3), nv_release(row);
+    x.n = OP_ADD_T;
+    bench_case("ops_add_transposed", run_op, &x, 3, 20);
+    x.n = OP_CONCAT;
+    bench_case("ops_concatenate_axis1", run_op, &x, 3, 20);
+    nv_release(x.a);
+    int vs[1] = {1 << 26}, ms[2] = {16384, 4096}, is[1] = {1 << 24};
+    x.a = rand_on_gpu(vs, 1, NV_DTYPE_FLOAT32);
+    x.axis = 0, x.n = OP_SORT;
+    bench_case("ops_sort_2^26", run_op, &x, 2, 10);
+    nv_array *u = rand_on_gpu(is, 1, NV_DTYPE_FLOAT32); /* in [-1, 1): indices in [0, 2^26) */
+    nv_array *su = nv_multiply_scalar(nv_add_scalar(u, 1), (double)(1 << 25));
+    x.b = nv_astype(su, NV_DTYPE_INT32);
+    check(nv_eval1(x.b), "indices");
+    x.n = OP_TAKE;
+    bench_case("ops_take_2^24_of_2^26", run_op, &x, 3, 20);
+    nv_release(u), nv_release(su), nv_release(x.b), nv_release(x.a);
+    x.a = rand_on_gpu(ms, 2, NV_DTYPE_FLOAT32);
+    x.axis = 1, x.n = OP_SORT;
+    bench_case("ops_sort_rows_16384x4096", run_op, &x, 2, 10);
+    x.n = OP_TOPK8;
+    bench_case("ops_topk8_rows_16384x4096", run_op, &x, 3, 20);
+    nv_release(x.a);
   }
   if (WANT("mlp_train")) {
     mlp m = {0};

@@ -81,6 +81,29 @@ def main():
 
         report("tiny_1000_ops", timed(chain, 5, 30))
         report("tiny_1000_ops:graph", graphed(chain, 5, 30))
+    if want("ops_"):
+        # BASELINES.md's per-op rows (torch.sort and topk also return indices; nuvec's sort and
+        # topk return values, as mlx.core's).
+        x = r(64, 1024, 1024)
+        for a in (0, 1, 2):
+            report(f"ops_argmax_axis{a}", timed(lambda: x.argmax(a), 3, 20))
+        for a in (2, 1):
+            report(f"ops_cumsum_axis{a}", timed(lambda: x.cumsum(a), 3, 20))
+        report("ops_logsumexp_axis2", timed(lambda: torch.logsumexp(x, 2), 3, 20))
+        row = x[0, 0]
+        report("ops_add_broadcast_row", timed(lambda: x + row, 3, 20))
+        xt = x.transpose(1, 2)
+        report("ops_add_transposed", timed(lambda: x + xt, 3, 20))
+        report("ops_concatenate_axis1", timed(lambda: torch.cat([x, x], 1), 3, 20))
+        del x, xt, row
+        v = r(1 << 26)
+        report("ops_sort_2^26", timed(lambda: torch.sort(v), 2, 10))
+        idx = torch.randint(0, 1 << 26, (1 << 24,), device=dev)
+        report("ops_take_2^24_of_2^26", timed(lambda: v[idx], 3, 20))
+        del v, idx
+        m = r(16384, 4096)
+        report("ops_sort_rows_16384x4096", timed(lambda: torch.sort(m, 1), 2, 10))
+        report("ops_topk8_rows_16384x4096", timed(lambda: torch.topk(m, 8, 1), 3, 20))
     if want("mlp_train"):
         layers = [torch.nn.Linear(4096, 4096, device=dev) for _ in range(4)]
         model = torch.nn.Sequential(*[m for l in layers for m in (l, torch.nn.GELU())])

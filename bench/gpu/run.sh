@@ -35,7 +35,12 @@ work = {  # bytes moved or flops, for rates
     "sum_axis2_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "matmul_bf16_8192": ("TFLOP/s", 2 * 8192**3), "matmul_f32_4096": ("TFLOP/s", 2 * 4096**3),
     "tiny_1000_ops": ("us/op", 1000), "mlp_train_4x4096_bf16": ("TFLOP/s", 3 * 2 * 4 * 4096**3),
+    "ops_cumsum_axis2": ("TB/s", 8 * 64 * 2**20), "ops_cumsum_axis1": ("TB/s", 8 * 64 * 2**20),
+    "ops_logsumexp_axis2": ("TB/s", 4 * 64 * 2**20), "ops_add_broadcast_row": ("TB/s", 8 * 64 * 2**20),
+    "ops_add_transposed": ("TB/s", 12 * 64 * 2**20), "ops_concatenate_axis1": ("TB/s", 16 * 64 * 2**20),
+    "ops_take_2^24_of_2^26": ("TB/s", 12 * 2**24),
 }
+for a in range(3): work[f"ops_argmax_axis{a}"] = ("TB/s", 4 * 64 * 2**20)
 print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")
 print("=== table (median times; ratio = torch eager / nuvec; >1: nuvec faster)")
 print(f"{'case':30s} {'nuvec':>10s} {'torch':>10s} {'ratio':>6s} {'nuvec rate':>14s} {'torch graph':>11s} {'torch compile':>13s}")
