@@ -943,6 +943,10 @@ static nv__gpu_ctx *ctx_get(nv__ectx *ectx, nv__gpu_dev *d) {
 }
 
 static atomic_int log_fallback = -1;
+/* A primitive whose kernel is treated as declining every node (a test hook; -1: none). */
+static atomic_int forced_fallback = -1;
+
+void nv__gpu_test_force_fallback(int prim) { atomic_store(&forced_fallback, prim); }
 
 static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *in, int donated);
 static void gpu_commit(nv__ectx *ectx);
@@ -984,7 +988,7 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
   }
   nv__gpu_kernel_fn k = nv__gpu_kernels[node->prim];
   nv_status st = NV__GPU_DECLINED;
-  if (k) {
+  if (k && node->prim != atomic_load_explicit(&forced_fallback, memory_order_relaxed)) {
     long long t0 = now_ns();
     st = k(ctx, node, in, donated);
     prof_add(PROF_ENCODE, now_ns() - t0);

@@ -457,19 +457,38 @@ static nv_status k_concatenate(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
 
 /* pad, constant mode (and any mode of a 0-d or empty input, as the CPU's): the value broadcast
  * over the output, then the input copied into its interior. The edge, reflect and symmetric
- * modes have no GPU path yet and are declined (the CPU fallback runs them). */
+ * modes: one kernel maps every output element to its source element (k_pad). */
 static nv_status k_pad(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   nv__output *out = &node->out[0];
   const nv__pad_params *p = node->params;
   const nv__output *am = in[0].meta;
   int nd = out->ndim;
-  if (p->mode != NV_PAD_CONSTANT && nd > 0 && am->size > 0) return NV__GPU_DECLINED;
   nv__gpu_arg o, v, a;
   nv_status st = output_of(ctx, node, &o);
   if (st != NV_OK || out->size == 0) return st;
   if (nd == 0) return copy_into(ctx, &in[0], o);
   int isz = (int)nv_dtype_size(out->dtype);
+  if (p->mode != NV_PAD_CONSTANT && am->size > 0) {
+    nv__gpu_pad_params *pp = nv__calloc(1, sizeof *pp);
+    if (!pp) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "pad: out of memory");
+    pp->mode = p->mode;
+    pp->nd = nd;
+    pp->n = out->size;
+    for (int i = 0; i < nd; i++) {
+      pp->oshape[i] = out->shape[i];
+      pp->ishape[i] = am->shape[i];
+      pp->ist[i] = am->strides[i];
+      pp->low[i] = p->width[i];
+    }
+    if ((st = nv__gpu_input(ctx, &in[0], &a)) == NV_OK) {
+      pp->soff = a.offset;
+      st = launch(ctx, nv__gpu_kernel_pad(isz), blocks_for(out->size), NV__GPU_COPY_THREADS,
+                  &a.view, o.view, HRX_ACCESS_WRITE, pp, sizeof *pp);
+    }
+    nv__free(pp);
+    return st;
+  }
   int64_t ost[NV__MAX_DIMS], vst[NV__MAX_DIMS], off = 0;
   row_strides(out->shape, nd, ost);
   nv__gpu_broadcast_strides(in[1].meta, out->shape, nd, vst);

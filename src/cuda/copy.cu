@@ -212,6 +212,40 @@ __global__ void __launch_bounds__(NV__GPU_COPY_THREADS)
     d[t * p.step] = v;
 }
 
+/* ---- pad's non-constant modes ---- */
+
+/* The source position of output position i on an axis of n elements padded by `low` (mode 1:
+ * edge, 2: reflect, 3: symmetric), as the CPU kernel's pad_source. */
+__device__ __forceinline__ int64_t pad_source(int mode, int64_t i, int64_t low, int64_t n) {
+  int64_t j = i - low;
+  if (j >= 0 && j < n) return j;
+  if (mode == 1) return j < 0 ? 0 : n - 1;
+  if (mode == 2) {
+    if (n == 1) return 0;
+    int64_t period = 2 * (n - 1), r = ((j % period) + period) % period;
+    return r < n ? r : period - r;
+  }
+  int64_t period = 2 * n, r = ((j % period) + period) % period;
+  return r < n ? r : period - 1 - r;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NV__GPU_COPY_THREADS)
+    k_pad(const T *__restrict__ s0, T *__restrict__ d, nv__gpu_pad_params p) {
+  const T *s = s0 + p.soff;
+  int last = p.nd - 1;
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.n;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t rem = t, off = 0;
+    for (int k = last; k >= 0; k--) {
+      int64_t c = rem % p.oshape[k];
+      rem /= p.oshape[k];
+      off += pad_source(p.mode, c, p.low[k], p.ishape[k]) * p.ist[k];
+    }
+    d[t] = s[off];
+  }
+}
+
 /* ---- Conversions ---- */
 
 constexpr int E = NV__GPU_CONVERT_ELEMS;
@@ -440,6 +474,7 @@ extern "C" const void *nv__gpu_kernel_fill(int esize) { NVG_BY_SIZE(esize, k_fil
 extern "C" const void *nv__gpu_kernel_copy_big(int esize) { NVG_BY_SIZE(esize, k_copy_big) }
 extern "C" const void *nv__gpu_kernel_copy_tile(int esize) { NVG_BY_SIZE(esize, k_copy_tile) }
 extern "C" const void *nv__gpu_kernel_diag(int esize) { NVG_BY_SIZE(esize, k_diag) }
+extern "C" const void *nv__gpu_kernel_pad(int esize) { NVG_BY_SIZE(esize, k_pad) }
 
 template <typename T>
 static const void *copy_nd_of(int index64, int unit) {

@@ -102,12 +102,24 @@ typedef struct nv__gpu_diag_params {
   uint64_t value;
 } nv__gpu_diag_params;
 
+/* pad's edge, reflect and symmetric modes: each output element reads the source element its
+ * position maps to on every axis (the CPU's rule); up to 64 dims. */
+typedef struct nv__gpu_pad_params {
+  int32_t mode, nd;
+  int64_t soff, n;
+  int64_t oshape[NV__GPU_COPY_BIG_DIMS];
+  int64_t ishape[NV__GPU_COPY_BIG_DIMS];
+  int64_t ist[NV__GPU_COPY_BIG_DIMS];
+  int64_t low[NV__GPU_COPY_BIG_DIMS];
+} nv__gpu_pad_params;
+
 /* The kernels by element size in bytes (1, 2, 4 or 8). NULL for another size. */
 const void *nv__gpu_kernel_fill(int esize);                           /* nv__gpu_span_params */
 const void *nv__gpu_kernel_copy_nd(int esize, int index64, int unit); /* nv__gpu_copy_params */
 const void *nv__gpu_kernel_copy_big(int esize);                   /* nv__gpu_copy_big_params */
 const void *nv__gpu_kernel_copy_tile(int esize);                  /* nv__gpu_tile_params */
 const void *nv__gpu_kernel_diag(int esize);                       /* nv__gpu_diag_params */
+const void *nv__gpu_kernel_pad(int esize);                        /* nv__gpu_pad_params */
 const void *nv__gpu_kernel_convert(int index64);                  /* nv__gpu_convert_params */
 /* A conversion of contiguous data between two frequent dtypes (8 elements per thread), or
  * NULL when the pair has none (k_convert then does it). */

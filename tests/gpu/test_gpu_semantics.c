@@ -9,6 +9,7 @@
 
 nv_status nv__gpu_test_inject_fault(int index, int kind);
 void nv__gpu_graph_stats(long *prepared, long *updated);
+void nv__gpu_test_force_fallback(int prim);
 
 static void need_gpu(void) {
   if (!nv_device_is_available(nv_gpu(0))) cr_skip_test("no usable CUDA device");
@@ -255,18 +256,55 @@ Test(gpu, mixed_cpu_gpu_evaluation) {
   nv_scope_end();
 }
 
-/* A primitive without a CUDA kernel runs on the CPU, correctly, and is counted. */
+/* A node its CUDA kernel declines runs on the CPU, correctly, between GPU nodes, and is
+ * counted (every primitive has a kernel: the test hook makes sort's decline). */
 Test(gpu, fallback_is_counted_and_correct) {
   gpu_begin();
   nv_scope_begin();
   float v[5] = {3, 1, 4, 1, 5};
   size_t before = nv_gpu_fallback_count();
-  nv_array *s = nv_sort(nv_add(f32v(v, 5), nv_array_float(0)), NULL);
+  nv__gpu_test_force_fallback(NV__PRIM_SORT);
+  nv_array *s = nv_multiply(nv_sort(nv_add(f32v(v, 5), nv_array_float(0)), NULL), nv_array_float(2));
   float o[5];
+  nv_status st = nv_eval1(s);
+  nv__gpu_test_force_fallback(-1);
+  cr_assert_eq(st, NV_OK, "%s", nv_last_error());
   READ_F32(s, o, 5);
-  cr_assert(o[0] == 1 && o[1] == 1 && o[2] == 3 && o[3] == 4 && o[4] == 5);
-  /* Counted only while sort has no CUDA kernel (the next issue adds one). */
-  cr_assert_geq(nv_gpu_fallback_count(), before);
+  cr_assert(o[0] == 2 && o[1] == 2 && o[2] == 6 && o[3] == 8 && o[4] == 10);
+  cr_assert_eq(nv_gpu_fallback_count(), before + 1);
+  nv_scope_end();
+  gpu_end();
+}
+
+/* Out-of-range indices on the GPU fail the node with the CPU's message, and what is computed
+ * from it (in the same evaluation, or in a later one while the first is in flight); the device
+ * stays healthy and nothing outside the arrays is touched. */
+Test(gpu, index_out_of_range_fails_like_the_cpu) {
+  gpu_begin();
+  nv_scope_begin();
+  float v[5] = {1, 2, 3, 4, 5};
+  int32_t bad[3] = {0, 7, -1}, good[3] = {4, -5, 2};
+  nv_array *a = nv_add(f32v(v, 5), nv_array_float(0));
+  cr_assert_eq(nv_eval1(a), NV_OK);
+  size_t before = nv_gpu_fallback_count();
+  nv_array *y = nv_take(a, i32v(bad, 3), 0);
+  nv_array *z = nv_add(y, nv_array_float(1));
+  cr_assert_neq(nv_eval1(z), NV_OK);
+  cr_assert(strstr(nv_last_error(), "take: index 7 is out of range for an axis of size 5"),
+            "%s", nv_last_error());
+  float o[3];
+  cr_assert_neq(nv_array_read(y, o, sizeof o), NV_OK, "the take itself failed");
+  /* Asynchronously: a later evaluation reading the failed result fails too. */
+  nv_array *y2 = nv_take(a, i32v(bad, 3), 0);
+  cr_assert_eq(nv_async_eval(&y2, 1), NV_OK, "%s", nv_last_error());
+  nv_array *z2 = nv_multiply(nv_add(y2, nv_array_float(1)), nv_array_float(3));
+  cr_assert_neq(nv_eval1(z2), NV_OK);
+  cr_assert(strstr(nv_last_error(), "take: index 7"), "%s", nv_last_error());
+  /* Healthy afterwards; negative indices wrap as NumPy's. */
+  nv_array *g = nv_take(a, i32v(good, 3), 0);
+  READ_F32(g, o, 3);
+  cr_assert(o[0] == 5 && o[1] == 1 && o[2] == 3, "%g %g %g", o[0], o[1], o[2]);
+  cr_assert_eq(nv_gpu_fallback_count(), before, "take ran on the GPU");
   nv_scope_end();
   gpu_end();
 }
