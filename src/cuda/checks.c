@@ -93,8 +93,12 @@ static void resolve_list(nv__gpu_sub *s, nv__gpu_dev *d, const nv__gpu_check *c,
     const volatile nv__gpu_bad *r = record_host(d, c[i].slot);
     if (!r->raised) continue;
     s->status = NV_ERR_INVALID_ARGUMENT;
-    snprintf(s->msg, sizeof s->msg, "%s: index %lld is out of range for an axis of size %lld",
-             c[i].op, (long long)r->value, (long long)r->size);
+    if (r->kind == NV__GPU_BAD_MASK_ROWS)
+      snprintf(s->msg, sizeof s->msg, "%s: the mask selects more than the %lld rows of src",
+               c[i].op, (long long)r->size);
+    else
+      snprintf(s->msg, sizeof s->msg, "%s: index %lld is out of range for an axis of size %lld",
+               c[i].op, (long long)r->value, (long long)r->size);
   }
   nv__gpu_checks_drop(d, (nv__gpu_check *)c, n);
 }

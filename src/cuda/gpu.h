@@ -14,6 +14,7 @@
 #define NUVEC_CUDA_GPU_H
 
 #include "core/internal.h"
+#include "cuda/checks.h"
 #include "hrx.h"
 
 #ifdef __cplusplus
@@ -106,33 +107,14 @@ hrx_runtime *nv__gpu_runtime(const nv__gpu_ctx *ctx);
  * as on the CPU, never an out-of-bounds access). A kernel that reads index values asks for one
  * record per node with nv__gpu_index_check and passes its device address in its parameters; a
  * thread that meets an out-of-range index skips that element (a gather writes 0, a scatter
- * writes nothing) and raises the record with nv__gpu_raise_bad (first raise wins). When the
- * submission that ran the node finishes, a raised record fails it: every array it wrote, and
- * every later submission that read one of them, fails with "<op>: index v is out of range for an
- * axis of size s" (the CPU kernels' message). The record lives in mapped host memory: it is not
- * an hrx view and orders nothing. */
-typedef struct nv__gpu_bad {
-  unsigned int raised;
-  unsigned int unused;
-  long long value; /* the index as given (before negative indices wrap) */
-  long long size;  /* the size of the axis it indexes */
-  long long pad;
-} nv__gpu_bad;
-
-/* A zeroed check record for `op` (a static string: the primitive's name) in the node being
- * recorded; *out is its device address. */
+ * writes nothing) and raises the record with nv__gpu_raise_bad (cuda/checks.h, which .cu files
+ * include; the first raise wins). When the submission that ran the node finishes, a raised
+ * record fails it: every array it wrote, and every later submission that read one of them,
+ * fails with the CPU kernel's message ("<op>: index v is out of range for an axis of size s").
+ * The record lives in mapped host memory: it is not an hrx view and orders nothing.
+ * nv__gpu_index_check gives a zeroed record for `op` (a static string: the primitive's name)
+ * in the node being recorded; *out is its device address. */
 nv_status nv__gpu_index_check(nv__gpu_ctx *ctx, const char *op, nv__gpu_bad **out);
-
-#ifdef __CUDACC__
-static __device__ __forceinline__ void nv__gpu_raise_bad(nv__gpu_bad *b, long long value,
-                                                         long long size) {
-  if (atomicCAS(&b->raised, 0u, 1u) == 0u) {
-    b->value = value;
-    b->size = size;
-    __threadfence_system();
-  }
-}
-#endif
 
 /* Shared launch helpers for the families' .cu files. */
 #define NV__GPU_MAX_DIMS 8
