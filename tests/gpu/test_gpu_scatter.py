@@ -177,9 +177,9 @@ def test_scatter_many_duplicates(nv, rng, op, dt):
     half = dt in ("float16", "bfloat16")
     m = (40 if half else 200) if op == "scatter_prod" else (1000 if half else 100000)
     base = pow2(rng, (10,), dt) if op == "scatter_prod" else small(rng, (10,), dt)
-    upd = values_for(op, rng, (m,), dt)
+    upd = values_for(op, rng, (m, 1), dt)
     if op == "scatter":
-        upd = small(rng, (m,), dt, -100, 100) if dt != "bool" else upd
+        upd = small(rng, (m, 1), dt, -100, 100) if dt != "bool" else upd
     idx = rng.integers(-10, 10, m).astype(np.int32)
 
     def build():
@@ -273,7 +273,8 @@ def test_out_of_range_index_fails_with_the_op_name(nv, rng, op):
         if op == "put_along_axis":
             h = nv.own(lib.nv_put_along_axis(nv.array(base), nv.array(idx), nv.array(upd), 0))
         else:
-            h = nv.own(scatter_call(nv, op, nv.array(base), [nv.array(idx)], nv.array(upd), [0]))
+            h = nv.own(scatter_call(nv, op, nv.array(base), [nv.array(idx)],
+                                    nv.array(upd.reshape(4, 1)), [0]))
         with pytest.raises(NuvecError) as e:
             nv.read(h)
         assert f"{op}: index 10 is out of range for an axis of size 10" in e.value.message
