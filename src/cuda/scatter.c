@@ -27,12 +27,6 @@
 #include "ops/index_params.h"
 #include "ops/params.h"
 
-_Static_assert(sizeof(nv__gpu_sc_bad) == sizeof(nv__gpu_bad) &&
-                   offsetof(nv__gpu_sc_bad, raised) == offsetof(nv__gpu_bad, raised) &&
-                   offsetof(nv__gpu_sc_bad, value) == offsetof(nv__gpu_bad, value) &&
-                   offsetof(nv__gpu_sc_bad, size) == offsetof(nv__gpu_bad, size),
-               "nv__gpu_sc_bad must mirror gpu.h's nv__gpu_bad");
-
 /* Grid cap: the kernels walk their work with grid-stride loops. */
 #define GRID_CAP 8192
 
@@ -234,7 +228,7 @@ static nv_status scatter_record(nv__gpu_ctx *ctx, nv__node *node, scatter_plan *
   nv_status st = nv__gpu_input(ctx, upd, &u);
   if (st != NV_OK || (st = nv__gpu_index_check(ctx, nv__prims[node->prim].name, &bad)) != NV_OK)
     return st;
-  p->bad = (nv__gpu_sc_bad *)bad;
+  p->bad = bad;
   p->ooff = o.offset;
   p->uoff = u.offset;
   if (sp->npack == 0) {
@@ -425,7 +419,7 @@ static nv_status k_masked_scatter(nv__gpu_ctx *ctx, nv__node *node, const nv__op
       (st = nv__gpu_scratch(ctx, (size_t)p.chunks * sizeof(int64_t), &counts)) != NV_OK ||
       (st = nv__gpu_scratch(ctx, (size_t)p.total * sizeof(int64_t), &rowsrc)) != NV_OK)
     return st;
-  p.bad = (nv__gpu_sc_bad *)bad;
+  p.bad = bad;
   p.moff = mk.offset;
   p.rows = sm->shape[0];
   p.out_total = out->size;

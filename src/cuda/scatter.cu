@@ -27,15 +27,6 @@ constexpr int T = NV__GPU_SCATTER_THREADS;
 constexpr int D = NV__GPU_SCATTER_DIMS;
 constexpr int PER = 4; /* elements of the last walk dim per work item */
 
-/* gpu.h's nv__gpu_raise_bad, on the layout-identical record (first raise wins). */
-__device__ __forceinline__ void raise_bad(nv__gpu_sc_bad *b, long long value, long long size) {
-  if (atomicCAS(&b->raised, 0u, 1u) == 0u) {
-    b->value = value;
-    b->size = size;
-    __threadfence_system();
-  }
-}
-
 /* n / d, through 32-bit division when both fit (the common case). */
 __device__ __forceinline__ u64 udiv(u64 n, u64 d) {
   if (((n | d) >> 32) == 0) return (uint32_t)n / (uint32_t)d;
@@ -272,7 +263,7 @@ __device__ __forceinline__ bool index_dest(const nv__gpu_scatter_params &p, cons
     long long raw = load_index(idx, p.idt, p.ioff[j] + io), v = raw;
     if (v < 0) v += p.n[j];
     if (!(v >= 0 && v < p.n[j] && v + p.ext[j] <= p.n[j])) {
-      if (report) raise_bad(p.bad, raw, p.n[j]);
+      if (report) nv__gpu_raise_bad(p.bad, raw, p.n[j]);
       return false;
     }
     base += v * p.ast[j];
@@ -518,7 +509,7 @@ __global__ void __launch_bounds__(T)
       long long r = -1;
       if (bits >> i & 1u) {
         if (k < p.rows) r = k;
-        else if (k == p.rows) raise_bad(p.bad, k, p.rows);
+        else if (k == p.rows) nv__gpu_raise_bad_kind(p.bad, NV__GPU_BAD_MASK_ROWS, k, p.rows);
         k++;
       }
       rowsrc[pos] = r;

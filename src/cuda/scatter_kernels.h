@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "cuda/checks.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,17 +23,6 @@ extern "C" {
 #define NV__GPU_SCATTER_IDX 64
 /* Mask positions per block of masked_scatter's counting passes. */
 #define NV__GPU_MASK_CHUNK 4096
-
-/* gpu.h's nv__gpu_bad (a device-side index check record), field for field: gpu.h includes
- * core/internal.h, which is C only, so the .cu file cannot include it. scatter.c asserts at
- * compile time that the two layouts agree. */
-typedef struct nv__gpu_sc_bad {
-  unsigned int raised;
-  unsigned int unused;
-  long long value;
-  long long size;
-  long long pad;
-} nv__gpu_sc_bad;
 
 /* How updates combine (the CPU's NV__IX_* order). */
 enum { NV__GPU_SC_ASSIGN = 0, NV__GPU_SC_ADD, NV__GPU_SC_PROD, NV__GPU_SC_MAX, NV__GPU_SC_MIN };
@@ -54,7 +45,7 @@ typedef struct nv__gpu_scatter_params {
   int64_t uoff, ooff;
   int64_t shape[NV__GPU_SCATTER_DIMS];
   int64_t ust[NV__GPU_SCATTER_DIMS], ost[NV__GPU_SCATTER_DIMS], ist[NV__GPU_SCATTER_DIMS];
-  nv__gpu_sc_bad *bad;
+  nv__gpu_bad *bad;
   int64_t ioff[NV__GPU_SCATTER_IDX], n[NV__GPU_SCATTER_IDX], ext[NV__GPU_SCATTER_IDX],
       ast[NV__GPU_SCATTER_IDX];
 } nv__gpu_scatter_params;
@@ -90,7 +81,7 @@ typedef struct nv__gpu_mask_params {
   int64_t shape[NV__GPU_SCATTER_DIMS], st[NV__GPU_SCATTER_DIMS];
   int64_t rows, row, out_total, ooff, soff, sst0;
   int64_t tshape[NV__GPU_SCATTER_DIMS], tst[NV__GPU_SCATTER_DIMS];
-  nv__gpu_sc_bad *bad;
+  nv__gpu_bad *bad;
 } nv__gpu_mask_params;
 
 /* as_strided_vjp: element e of the cotangent (coff + strided offset) summed into acc[t],
