@@ -123,9 +123,10 @@ static nv_status rows_source(nv__gpu_ctx *ctx, const nv__operand *op, const rows
                              nv__gpu_arg *out) {
   nv__gpu_arg s;
   nv_status st = nv__gpu_input(ctx, op, &s);
-  if (st != NV_OK || is_row_major(g->shape, g->st, g->nd)) {
+  if (st != NV_OK) return st;
+  if (is_row_major(g->shape, g->st, g->nd)) {
     *out = s;
-    return st;
+    return NV_OK;
   }
   int isz = (int)nv_dtype_size(op->meta->dtype);
   int64_t ds[NV__MAX_DIMS];
@@ -348,7 +349,7 @@ static nv_status topk_select(nv__gpu_ctx *ctx, const nv__sort_params *p, nv__gpu
   t.len = p->len;
   t.soff = src.offset;
   t.doff = dst.offset;
-  int64_t chunks = ceil_div(SELECT_WARPS, p->nrows), most = ceil_div(p->len, SELECT_CHUNK);
+  int64_t chunks = SELECT_WARPS / p->nrows, most = ceil_div(p->len, SELECT_CHUNK);
   if (chunks > most) chunks = most;
   if (chunks < 1) chunks = 1;
   t.chunk = ceil_div(p->len, chunks);
@@ -460,7 +461,7 @@ static nv_status k_searchsorted(nv__gpu_ctx *ctx, nv__node *node, const nv__oper
   p.right = ((const nv__rows_params *)node->params)->right;
   p.na = am->size;
   p.a_off = a.offset;
-  p.a_st = am->ndim == 1 ? am->strides[0] : 1;
+  p.a_st = am->strides[0]; /* a is 1-D (the builder's check) */
   p.nv = out->size;
   p.v_off = v.offset;
   p.out_off = o.offset;
