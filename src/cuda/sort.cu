@@ -17,7 +17,7 @@ __global__ void k_keys(const void *src, void *keys, void *vals, nv__sort_dev_par
   const int dt = p.s.dtype, isz = dtype_size(dt);
   const bool canon0 = p.s.canon0 != 0;
   GRID_STRIDE(e, p.n) {
-    int64_t r = e / p.s.len;
+    int64_t r = p.s.nrows == 1 ? 0 : e / p.s.len; /* one row: no 64-bit division */
     uint64_t k = key_of(dt, load_bits(src, p.s.soff + e, isz), canon0);
     if (p.s.bits < 64) k |= (uint64_t)r << p.s.bits;
     if (p.key64) ((unsigned long long *)keys)[e] = k;
