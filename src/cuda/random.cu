@@ -118,26 +118,13 @@ template <int MODE> struct put_half {
 template <> struct put<NV__GPU_RANDOM_UNIT_F16> : put_half<NV__GPU_RANDOM_UNIT_F16> {};
 template <> struct put<NV__GPU_RANDOM_UNIT_BF16> : put_half<NV__GPU_RANDOM_UNIT_BF16> {};
 
-/* Work item t: group g of key k, items [4g, 4g + 4) of the key's H + odd. Item i < H hashes
+/* Group g of key k (k0, k1): items [4g, 4g + 4) of the key's H + odd. Item i < H hashes
  * (i, H + odd + i) into words i and H + odd + i; item H (odd word counts) hashes (H, 0) into
  * word H, right after the first results of the pairs before it, so the first results of a
  * group are always consecutive words. Items past the key's end are hashed and dropped. */
 template <int MODE>
-__device__ __forceinline__ void group(const uint32_t *keys, unsigned char *out, const params &p,
-                                      int64_t t) {
-  int64_t k, g;
-  if (p.nkeys == 1) {
-    k = 0;
-    g = t;
-  } else if (p.items <= (int64_t)UINT32_MAX) {
-    uint32_t q = (uint32_t)t / (uint32_t)p.groups;
-    k = q;
-    g = t - (int64_t)q * p.groups;
-  } else {
-    k = t / p.groups;
-    g = t - k * p.groups;
-  }
-  const uint32_t k0 = keys[2 * k], k1 = keys[2 * k + 1];
+__device__ __forceinline__ void group(uint32_t k0, uint32_t k1, unsigned char *__restrict__ out,
+                                      const params &p, int64_t k, int64_t g) {
   const int64_t i0 = g * NV__GPU_RANDOM_ITEMS;
   uint32_t lo[4], hi[4];
 #pragma unroll
@@ -153,14 +140,26 @@ __device__ __forceinline__ void group(const uint32_t *keys, unsigned char *out, 
   if (nhi > 0) put<MODE>::at(out, p, k, p.second + i0, hi, nhi < 4 ? (int)nhi : 4);
 }
 
+/* Work item t is group t % groups of key t / groups. One key (the common case) is read once;
+ * a batch divides in 32 bits where the items fit. */
 template <int MODE>
 __global__ void __launch_bounds__(NV__GPU_RANDOM_THREADS)
-    k_random(const uint32_t *keys, unsigned char *out, params p) {
+    k_random(const uint32_t *__restrict__ keys, unsigned char *__restrict__ out, params p) {
   keys += p.key_off;
   out += p.out_off;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.items; t += step)
-    group<MODE>(keys, out, p, t);
+  const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (p.nkeys == 1) {
+    const uint32_t k0 = keys[0], k1 = keys[1];
+    for (int64_t t = first; t < p.items; t += step) group<MODE>(k0, k1, out, p, 0, t);
+    return;
+  }
+  for (int64_t t = first; t < p.items; t += step) {
+    int64_t k;
+    if (p.items <= (int64_t)UINT32_MAX) k = (uint32_t)t / (uint32_t)p.groups;
+    else k = t / p.groups;
+    group<MODE>(keys[2 * k], keys[2 * k + 1], out, p, k, t - k * p.groups);
+  }
 }
 
 } /* namespace */
