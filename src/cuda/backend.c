@@ -997,7 +997,11 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
     if (st != NV_OK) {
       char why[512];
       snprintf(why, sizeof why, "%s", nv_last_error());
-      if (strncmp(why, name, strlen(name)) != 0) nv__set_error(st, "%s: %s", name, why);
+      /* Named after the primitive unless the kernel's message names an op already (as
+       * "vmap: ..." of vmap's stand-in inputs, the CPU kernel's words). */
+      size_t w = strspn(why, "abcdefghijklmnopqrstuvwxyz_0123456789");
+      if (strncmp(why, name, strlen(name)) != 0 && !(w > 0 && why[w] == ':'))
+        nv__set_error(st, "%s: %s", name, why);
     }
     if (ctx->nops >= NV__GPU_COMMIT_OPS) ctx_commit(ctx, false);
     return st;

@@ -13,6 +13,8 @@ void nv__gpu_register_linalg(nv__gpu_kernel_fn *k);
 void nv__gpu_register_optim(nv__gpu_kernel_fn *k);
 void nv__gpu_register_scatter(nv__gpu_kernel_fn *k);
 void nv__gpu_register_sort(nv__gpu_kernel_fn *k);
+void nv__gpu_register_random(nv__gpu_kernel_fn *k);
+void nv__gpu_register_transforms(nv__gpu_kernel_fn *k);
 
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
@@ -23,6 +25,8 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_optim,
     nv__gpu_register_scatter,
     nv__gpu_register_sort,
+    nv__gpu_register_random,
+    nv__gpu_register_transforms,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
