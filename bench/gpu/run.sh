@@ -8,13 +8,18 @@ cd "$(dirname "$0")/../.."
 $B/bench/gpu/bench_gpu "${1:-}" > /tmp/bench_nuvec.txt 2>&1; echo "nuvec rc=$?"
 python3 bench/gpu/bench_torch.py "${1:-}" > /tmp/bench_torch.txt 2>&1; echo "torch rc=$?"
 # Where the host's time goes, in a second pass with the profile on (its clock reads cost time,
-# so the timed pass above runs without it): DIAG lines only.
-for c in fma tiny mlp; do
+# so the timed pass above runs without it): DIAG lines only. A run of some cases only (an
+# argument) skips this and charlm.
+: > /tmp/bench_profile.txt
+[ -z "${1:-}" ] && for c in fma tiny mlp; do
   NUVEC_GPU_PROFILE=1 $B/bench/gpu/bench_gpu $c 2>&1 | grep "^DIAG" | grep -v "warm-up\|inputs" | sed 's/^DIAG /DIAG profiled /'
 done > /tmp/bench_profile.txt
 # charlm's training step, GPU against CPU (the same binary, the default device switched).
-NUVEC_DEFAULT_DEVICE=gpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_gpu.txt 2>&1
-NUVEC_DEFAULT_DEVICE=cpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_cpu.txt 2>&1
+: > /tmp/charlm_gpu.txt; : > /tmp/charlm_cpu.txt
+if [ -z "${1:-}" ]; then
+  NUVEC_DEFAULT_DEVICE=gpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_gpu.txt 2>&1
+  NUVEC_DEFAULT_DEVICE=cpu timeout 60 $B/examples/charlm_step_bench > /tmp/charlm_cpu.txt 2>&1
+fi
 sed 's/BENCH charlm_step/BENCH charlm_step_gpu/' /tmp/charlm_gpu.txt >> /tmp/bench_nuvec.txt
 sed 's/BENCH charlm_step/BENCH charlm_step_gpu/' /tmp/charlm_cpu.txt | sed 's/charlm_step_gpu/charlm_step_gpu:cpu/' >> /tmp/bench_torch.txt
 cat /tmp/bench_nuvec.txt /tmp/bench_torch.txt

@@ -110,7 +110,7 @@ stage6() {
 
 stage5() {
   t=$(date +%s)
-  NUVEC_BUILD=$B timeout 150 bash bench/gpu/run.sh >"$OUT/bench.log" 2>&1
+  NUVEC_BUILD=$B timeout 200 bash bench/gpu/run.sh ${BENCH_FILTER:-} >"$OUT/bench.log" 2>&1
   note "5. bench: rc=$? ($(( $(date +%s) - t )) s)"
   grep -E "^DIAG|rc=" "$OUT/bench.log" | tee -a "$SUM"
   sed -n '/^=== table/,$p' "$OUT/bench.log" | tee -a "$SUM"
