@@ -92,7 +92,8 @@ __device__ __forceinline__ bool wrap(long long &v, long long n, long long ext) {
 
 /* ---- take, one element per index ---- */
 
-/* Each thread gathers V consecutive outputs: it loads their indices, then issues all V
+/* Each thread gathers V consecutive outputs: it loads their indices (16-byte loads where they
+ * allow), then issues all V
  * independent random reads (predicated, no branch between them), then stores the V elements
  * as 16-byte vectors. */
 template <typename T, typename X, typename I>
@@ -117,6 +118,24 @@ __global__ void __launch_bounds__(THREADS)
       q = r0 - o * m;
       base = (S)o * (S)n;
     }
+    /* The V indices: 16-byte loads when they are one aligned run, else one by one. */
+    union {
+      X e[V];
+      uint4 u[(V * sizeof(X) + 15) / 16];
+    } xi;
+    if (m == rows && cnt == V && (V * sizeof(X)) % 16 == 0 && aligned(idx + q, 16)) {
+#pragma unroll
+      for (int k = 0; k < (int)(V * sizeof(X) / 16); k++)
+        xi.u[k] = reinterpret_cast<const uint4 *>(idx + q)[k];
+    } else {
+      I qq = q;
+#pragma unroll
+      for (int j = 0; j < V; j++)
+        if (j < cnt) {
+          xi.e[j] = idx[qq];
+          if (++qq == m) qq = 0;
+        }
+    }
     S off[V];
     bool bad = false;
     long long bad_raw = 0;
@@ -124,7 +143,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int j = 0; j < V; j++) {
       off[j] = -1;
       if (j < cnt) {
-        long long raw = widen(idx[q]), w = raw < 0 ? raw + n : raw;
+        long long raw = widen(xi.e[j]), w = raw < 0 ? raw + n : raw;
         if (w >= 0 && w < n) {
           off[j] = base + (S)w;
         } else if (!bad) {
