@@ -11,6 +11,7 @@ void nv__gpu_register_reduce(nv__gpu_kernel_fn *k);
 void nv__gpu_register_copy(nv__gpu_kernel_fn *k);
 void nv__gpu_register_linalg(nv__gpu_kernel_fn *k);
 void nv__gpu_register_optim(nv__gpu_kernel_fn *k);
+void nv__gpu_register_scan(nv__gpu_kernel_fn *k);
 
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
@@ -19,6 +20,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_copy,
     nv__gpu_register_linalg,
     nv__gpu_register_optim,
+    nv__gpu_register_scan,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
