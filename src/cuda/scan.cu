@@ -438,7 +438,7 @@ DEV void col_body(const void *vin, void *vout, void *vtot, const P &p) {
   __shared__ W s_tot[2][CY][32];
   const int x = (int)threadIdx.x, y = (int)threadIdx.y;
   const TI *in = (const TI *)vin + p.ioff;
-  TO *out = (TO *)vout + p.ooff;
+  TO *out = STORE ? (TO *)vout + p.ooff : nullptr;
   W *tot = (W *)vtot;
   const int64_t tiles = (p.inner + 31) / 32, len = p.len, inner = p.inner;
   const bool rev = p.reverse != 0;
