@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import SEED, sample  # noqa: E402
 from nvc import (CODE, DTYPES, FLOATS, INTS, NuvecError, Session, assert_close, ints, lib,  # noqa: E402
                  np_dtype, ref64, sig)
 
@@ -52,16 +54,9 @@ if FALLBACKS is not None:
     FALLBACKS.restype = C.c_uint64
     FALLBACKS.argtypes = []
 
-SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
-FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
 print(f"test_gpu_elementwise seed: NUVEC_TEST_SEED={SEED}", file=sys.stderr)
 
 
-def sample(cases, k, salt=0):
-    cases = list(cases)
-    if FULL or len(cases) <= k:
-        return cases
-    return random.Random(SEED + salt).sample(cases, k)
 
 
 @pytest.fixture

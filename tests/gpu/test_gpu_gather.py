@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import SEED, sample  # noqa: E402
 from index_helpers import PP, P, I, IP, arrays, assert_same, rand  # noqa: E402
 from nvc import DTYPES, Device, NuvecError, Session, ints, lib, np_dtype, sig  # noqa: E402
 
-SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
-FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
 
 sig("nv_gpu", Device, I)
 sig("nv_cpu", Device)
@@ -45,11 +45,6 @@ INDEX_DTYPES = ["int32", "int64", "uint32", "int8", "uint8", "int16", "uint16", 
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
 
 
-def sample(cases, k, salt=0):
-    cases = list(cases)
-    if FULL or len(cases) <= k:
-        return cases
-    return random.Random(SEED + salt).sample(cases, k)
 
 
 @pytest.fixture

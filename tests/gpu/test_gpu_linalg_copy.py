@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import SEED, sample  # noqa: E402
 from nvc import (BF16, CODE, DTYPES, FLOATS, INTS, Session, ints, lib, np_dtype,  # noqa: E402
                  nv_name, ref64, sig)
 
-SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
-FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
 
 
 from nvc import Device  # noqa: E402  (one ctypes class for every module)
@@ -62,11 +62,6 @@ NUMERIC = INTS + FLOATS + ["complex64"]
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
 
 
-def sample(cases, k, salt=0):
-    cases = list(cases)
-    if FULL or len(cases) <= k:
-        return cases
-    return random.Random(SEED + salt).sample(cases, k)
 
 
 @pytest.fixture

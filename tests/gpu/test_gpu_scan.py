@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import SEED, sample  # noqa: E402
 from nvc import (BF16, DTYPES, FLOATS, INTS, Device, Session, ints, lib, np_dtype,  # noqa: E402
                  nv_name, ref64, sig)
 
-SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
-FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
 
 P = C.c_void_p
 I = C.c_int
@@ -51,11 +51,6 @@ TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-12,
        "complex64": 2e-6}
 
 
-def sample(cases, k, salt=0):
-    cases = list(cases)
-    if FULL or len(cases) <= k:
-        return cases
-    return random.Random(SEED + salt).sample(cases, k)
 
 
 @pytest.fixture

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import SEED  # noqa: E402
 from nvc import (CODE, DTYPES, FLOATS, INTS, NuvecError, Session, ints, lib,  # noqa: E402
                  np_dtype, nv_name, ref64, sig)
 from nvc import Device  # noqa: E402  (one ctypes class for every module)
 
-SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
 
 P = C.c_void_p
 I = C.c_int

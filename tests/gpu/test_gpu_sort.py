@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import SEED, sample  # noqa: E402
 from nvc import (DTYPES, FLOATS, INTS, Device, Session, ints, lib, np_dtype,  # noqa: E402
                  sig)
 
-SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
-FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
 
 P = C.c_void_p
 I = C.c_int
@@ -52,11 +52,6 @@ LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
 REAL = [d for d in DTYPES if d != "complex64"]
 
 
-def sample(cases, k, salt=0):
-    cases = list(cases)
-    if FULL or len(cases) <= k:
-        return cases
-    return random.Random(SEED + salt).sample(cases, k)
 
 
 @pytest.fixture
