@@ -2,7 +2,7 @@
  * code: it sees a scan's input (row-contiguous: other layouts are copied first) as
  * [outer, len, inner] along the scan axis, picks the kernels of scan.cu and records them.
  *
- * Paths of a scan (VEC elements per lane load of 16 bytes, ITEMS = 8 * VEC per lane per tile):
+ * Paths of a scan (VEC elements per lane load of 16 bytes, ITEMS = min(8 * VEC, 32) per lane):
  *   row     inner == 1 and len <= 256 * ITEMS (8192 float32): a group of 1, 4, 16 or 32 lanes per
  *           row, the smallest whose tile (lanes * ITEMS) covers the row, else 32
  *   block   inner == 1, longer rows: a block of 256 threads per row; with fewer rows than

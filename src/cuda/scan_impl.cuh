@@ -70,8 +70,8 @@ constexpr bool is_float(int dt) {
 
 /* The types of one (operation, input dtype): the work type W, the output dtype (the builder's:
  * bool sums and products give int32, logcumsumexp of a non-float gives float32), the stored
- * types, VEC elements per lane load (16 bytes of the wider of input and output) and K = 8
- * chunks per tile (ITEMS = 8 * VEC elements per lane, 128 bytes of the wider type). */
+ * types, VEC elements per lane load (16 bytes of the wider of input and output) and K chunks
+ * per tile (ITEMS = K * VEC elements per lane: 8 chunks, at most 32 elements). */
 template <int OP, int IN>
 struct Tr {
   static constexpr bool cpx = IN == DT_C64;
@@ -88,11 +88,12 @@ struct Tr {
   typedef typename cvt<OUT>::T TO;
   static constexpr int ISZ = (int)sizeof(TI), OSZ = (int)sizeof(TO);
   static constexpr int VEC = 16 / (ISZ > OSZ ? ISZ : OSZ);
-  static constexpr int K = 8;
+  static constexpr int K = VEC > 4 ? 32 / VEC : 8;
   static constexpr int ITEMS = K * VEC;
   /* Row kernels' blocks per SM to fit in registers (3: 768 threads with 128 bytes of loads in
-   * flight each, at a few spilled bytes); complex and logcumsumexp need more registers. */
-  static constexpr int ROW_MIN_BLOCKS = cpx || OP == LSE ? 1 : 3;
+   * flight each, at a few spilled bytes) for 4-byte dtypes; the others, complex and
+   * logcumsumexp need more registers per loaded byte. */
+  static constexpr int ROW_MIN_BLOCKS = ISZ == 4 && OSZ == 4 && OP != LSE ? 3 : 1;
   /* Column kernels: CV adjacent columns per thread (at most 4 work values, one load of up to 16
    * bytes), CW per block. */
   static constexpr int CV = VEC < 4 ? VEC : 4;

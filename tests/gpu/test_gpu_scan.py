@@ -195,7 +195,7 @@ def test_scan_dtypes(nv, rng, dt, op, rev, inc):
 
 # ---- the kernels' size classes ----
 
-# Rows: lane tiles of 8 * VEC elements per lane (32 float32, 16 float64, 128 uint8), groups of
+# Rows: lane tiles of min(8 * VEC, 32) elements per lane (32 float32, 16 float64), groups of
 # 1, 4, 16 or 32 lanes, then a block per row past 256 lanes' worth (8192 float32), split into
 # chunks of at least 4 block tiles when there are few rows.
 ROW_SHAPES = [(5, 1), (9, 3), (4, 16), (6, 17), (3, 32), (3, 33), (3, 64), (3, 65), (2, 128),
