@@ -2,16 +2,17 @@
  * code: it sees a scan's input (row-contiguous: other layouts are copied first) as
  * [outer, len, inner] along the scan axis, picks the kernels of scan.cu and records them.
  *
- * Paths of a scan (VEC elements per lane load, ITEMS = 16 work values per lane, 8 for complex):
- *   row     inner == 1 and len <= 256 * ITEMS (4096 float32): a group of 1, 4, 16 or 32 lanes per
+ * Paths of a scan (VEC elements per lane load of 16 bytes, ITEMS = min(8 * VEC, 32) per lane):
+ *   row     inner == 1 and len <= 256 * ITEMS (8192 float32): a group of 1, 4, 16 or 32 lanes per
  *           row, the smallest whose tile (lanes * ITEMS) covers the row, else 32
  *   block   inner == 1, longer rows: a block of 256 threads per row; with fewer rows than
  *           ROW_SPLIT_ROWS the rows are split into chunks of whole tiles (at least 4 each) so
  *           that about TARGET_BLOCKS blocks run: a reduce of each chunk, a carry pass over the
  *           chunks' totals, then the scan of each chunk from its carry
- *   col     inner > 1: a thread per column walking down the axis (32 x 8 threads per block, 32
- *           adjacent columns, coalesced); with fewer than TARGET_BLOCKS / 2 column tiles and an
- *           axis of more than 256 positions, the axis is split the same way
+ *   col     inner > 1: a thread per 2 or 4 adjacent columns (one load of up to 16 bytes per
+ *           position), 16 threads across col_width columns and 16 along the axis per block of
+ *           256, 8 positions each per tile of 128; with fewer than COL_SPLIT_TILES column tiles
+ *           and an axis of at least 8 tiles (1024 positions) the axis is split the same way
  * diff records one element-wise kernel over the folded layout of the output. */
 #include "core/strided.h"
 #include "cuda/gpu.h"
@@ -21,6 +22,9 @@
 
 /* Blocks a split scan aims for (about 8 resident blocks on each of the H200's 132 SMs, twice). */
 #define TARGET_BLOCKS 2048
+/* Column tiles below which the axis is split (about 4 blocks per SM: the column kernels hold
+ * 2 or 3 blocks per SM, so fewer tiles leave SMs idle; a split reads the input twice). */
+#define COL_SPLIT_TILES 528
 /* Rows below which long rows are split into chunks. */
 #define ROW_SPLIT_ROWS 1024
 /* Grid cap: the kernels walk their work with grid-stride loops. */
@@ -147,14 +151,15 @@ static nv_status k_scan(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
     return launch(ctx, k.row_block, grid_for(p.segments), NV__GPU_SCAN_THREADS, 1, views, acc, 3,
                   &p, sizeof p);
   }
-  const int64_t cy = NV__GPU_SCAN_THREADS / 32, unit = cy * NV__GPU_SCAN_COL_ROWS;
-  int64_t tiles = ceil_div(inner, 32) * outer;
-  if (tiles < TARGET_BLOCKS / 2) split_axis(len, unit, 4, tiles, &p.chunk, &p.nchunks);
+  const int64_t unit = (NV__GPU_SCAN_THREADS / NV__GPU_SCAN_COL_TX) * NV__GPU_SCAN_COL_ROWS;
+  int64_t tiles = ceil_div(inner, k.col_width) * outer;
+  if (tiles < COL_SPLIT_TILES) split_axis(len, unit, 4, tiles, &p.chunk, &p.nchunks);
   p.segments = tiles * p.nchunks;
   if (p.nchunks > 1)
-    return split_scan(ctx, k.col_reduce, k.col, k.carry, 32, (uint32_t)cy, outer * inner,
+    return split_scan(ctx, k.col_reduce, k.col, k.carry, NV__GPU_SCAN_THREADS, 1, outer * inner,
                       k.work_size, &p, x, o);
-  return launch(ctx, k.col, grid_for(p.segments), 32, (uint32_t)cy, views, acc, 3, &p, sizeof p);
+  return launch(ctx, k.col, grid_for(p.segments), NV__GPU_SCAN_THREADS, 1, views, acc, 3, &p,
+                sizeof p);
 }
 
 /* The row-major element strides of a shape. */

@@ -14,11 +14,15 @@
  * elements (VEC elements per lane: one 16-byte load of the input where aligned), so every load
  * of a warp is contiguous; a lane scans its VEC elements serially, the group scans the lanes'
  * totals with shuffles, and the chunks chain through a running carry. The block variant adds the
- * 8 warps' totals through shared memory. Column kernels: thread (x, y) of a 32 x 8 block holds 8
- * consecutive positions of column x; the 8 rows' totals meet in shared memory. Positions past
- * the end of a segment are padding (the starting value): they come after every real position in
- * walk order, so they never reach a real result, and only the last tile of a row or column can
- * hold them (the host makes chunks whole tiles). */
+ * 8 warps' totals through shared memory. Column kernels: thread (x, y) of a 16 x 16 block holds 8
+ * consecutive positions of CV adjacent columns (one vector load per position); the 16 rows'
+ * totals meet in shared memory. Both keep a tile's raw inputs in registers: a lane or thread
+ * combines its values into totals, the totals are scanned across lanes or threads, and it walks
+ * its values again from its prefix, serially as the CPU does. Partial totals start from the
+ * starting value, which is neutral on the right of any prefix (that starts from it too), so the
+ * extra combinations change no integer, max/min or NaN result. Positions past the end of a
+ * segment are padding, never combined; only the last tile of a row or column holds them (the
+ * host makes chunks whole tiles). */
 /* The scan kernels' templates, included by one .cu file per operation (scan_sum.cu, ...), so
  * that nvcc compiles their instantiations in parallel; scan.cu holds the lookup and diff. */
 #ifndef NUVEC_CUDA_SCAN_IMPL_CUH
@@ -45,7 +49,8 @@ enum { SUM = NV__GPU_SCAN_SUM, PROD = NV__GPU_SCAN_PROD, MAX = NV__GPU_SCAN_MAX,
 constexpr int THREADS = NV__GPU_SCAN_THREADS;
 constexpr int WARPS = THREADS / 32;
 constexpr int CROWS = NV__GPU_SCAN_COL_ROWS;
-constexpr int CY = THREADS / 32; /* rows of threads of a column block */
+constexpr int CTX = NV__GPU_SCAN_COL_TX;  /* threads of a column block across the columns */
+constexpr int CTY = THREADS / CTX;        /* and along the axis */
 
 typedef nv__gpu_scan_params P;
 
@@ -66,7 +71,7 @@ constexpr bool is_float(int dt) {
 /* The types of one (operation, input dtype): the work type W, the output dtype (the builder's:
  * bool sums and products give int32, logcumsumexp of a non-float gives float32), the stored
  * types, VEC elements per lane load (16 bytes of the wider of input and output) and K chunks
- * per tile (16 work values per lane, 8 for complex). */
+ * per tile (ITEMS = K * VEC elements per lane: 8 chunks, at most 32 elements). */
 template <int OP, int IN>
 struct Tr {
   static constexpr bool cpx = IN == DT_C64;
@@ -83,8 +88,16 @@ struct Tr {
   typedef typename cvt<OUT>::T TO;
   static constexpr int ISZ = (int)sizeof(TI), OSZ = (int)sizeof(TO);
   static constexpr int VEC = 16 / (ISZ > OSZ ? ISZ : OSZ);
-  static constexpr int ITEMS = cpx ? 8 : 16;
-  static constexpr int K = ITEMS / VEC;
+  static constexpr int K = VEC > 4 ? 32 / VEC : 8;
+  static constexpr int ITEMS = K * VEC;
+  /* Row kernels' blocks per SM to fit in registers (3: 768 threads with 128 bytes of loads in
+   * flight each, at a few spilled bytes) for 4-byte dtypes; the others, complex and
+   * logcumsumexp need more registers per loaded byte. */
+  static constexpr int ROW_MIN_BLOCKS = ISZ == 4 && OSZ == 4 && OP != LSE ? 3 : 1;
+  /* Column kernels: CV adjacent columns per thread (at most 4 work values, one load of up to 16
+   * bytes), CW per block. */
+  static constexpr int CV = VEC < 4 ? VEC : 4;
+  static constexpr int CW = CTX * CV;
 };
 
 /* ---- Element conversions (the CPU's nv__convert_run into and out of the work type) ---- */
@@ -252,10 +265,12 @@ DEV void vstore(E *p, const E (&e)[N]) {
 
 /* Scans walk positions [s0, s1) of one row (elements in[0..len), out[0..len)) in tiles, a group
  * of G lanes (G <= 32) or the whole block (G == THREADS) per row, starting from `carry` and
- * leaving in it the combination of everything scanned (padding included after a partial last
- * tile). `active` false: the group has no row (it still takes part in the shuffles). STORE false:
- * nothing is written (a segment's total). `tile` counts the block's tiles (the parity picks the
- * shared buffer). */
+ * leaving in it the combination of everything scanned. `active` false: the group has no row (it
+ * still takes part in the shuffles). STORE false: nothing is written (a segment's total). `tile`
+ * counts the block's tiles (the parity picks the shared buffer). The tile's raw inputs stay in
+ * registers (K chunks of VEC per lane); each lane combines each chunk into a total from the
+ * starting value, the group scans the totals of each chunk index with shuffles, and each lane
+ * walks its chunks again from their prefixes, serially as the CPU does, storing each result. */
 template <int OP, int IN, int G, bool STORE>
 DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP, IN>::TO *out,
                   int64_t s0, int64_t s1, bool active, typename Tr<OP, IN>::W &carry,
@@ -272,36 +287,31 @@ DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP,
   const int64_t wbase = BLOCK ? (int64_t)warp * 32 * T::ITEMS : 0;
   const bool rev = p.reverse != 0;
   for (int64_t t0 = s0; t0 < s1; t0 += step, tile++) {
-    W v[K][VEC];
+    /* n[k]: the real positions of this lane's chunk k (the rest is padding, never combined). */
+    TI e[K][VEC];
+    int n[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
       const int64_t q0 = t0 + wbase + ((int64_t)k * LANES + lane) * VEC;
-      if (active && q0 + VEC <= s1) {
-        const TI *src = in + (rev ? len - q0 - VEC : q0);
-        TI e[VEC];
-        if (aligned<TI, VEC>(src)) {
-          vload<TI, VEC>(src, e);
-        } else {
-#pragma unroll
-          for (int j = 0; j < VEC; j++) e[j] = src[j];
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; j++) v[k][j] = load<OP, IN>(e[rev ? VEC - 1 - j : j]);
+      n[k] = !active || q0 >= s1 ? 0 : s1 - q0 < VEC ? (int)(s1 - q0) : VEC;
+      const TI *src = in + (rev ? len - q0 - VEC : q0);
+      if (n[k] == VEC && aligned<TI, VEC>(src)) {
+        vload<TI, VEC>(src, e[k]);
       } else {
 #pragma unroll
-        for (int j = 0; j < VEC; j++) {
-          const int64_t q = q0 + j;
-          v[k][j] = active && q < s1 ? load<OP, IN>(in[rev ? len - 1 - q : q]) : init<OP, IN>();
-        }
+        for (int j = 0; j < VEC; j++)
+          e[k][rev ? VEC - 1 - j : j] = j < n[k] ? in[rev ? len - 1 - (q0 + j) : q0 + j] : TI{};
       }
     }
-    /* Each lane's chunk scanned serially, then the lanes' totals across the group. */
+    /* e[k][j] is walk position q0 + j (reversed: element VEC - 1 - j of the load). */
+#define NV_SCAN_E(k, j) e[k][rev ? VEC - 1 - (j) : (j)]
     W x[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
+      x[k] = init<OP, IN>();
 #pragma unroll
-      for (int j = 1; j < VEC; j++) v[k][j] = comb<OP, IN>(v[k][j - 1], v[k][j]);
-      x[k] = v[k][VEC - 1];
+      for (int j = 0; j < VEC; j++)
+        if (j < n[k]) x[k] = comb<OP, IN>(x[k], load<OP, IN>(NV_SCAN_E(k, j)));
     }
 #pragma unroll
     for (int d = 1; d < LANES; d <<= 1) {
@@ -311,19 +321,13 @@ DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP,
         if (lane >= d) x[k] = comb<OP, IN>(y, x[k]);
       }
     }
-    W tot[K], ex[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-      tot[k] = shfl_idx(x[k], LANES - 1, LANES);
-      if constexpr (STORE) ex[k] = shfl_up(x[k], 1, LANES);
-    }
     /* The carry this lane's chunks start from: the group's, or in a block the block's carry
      * combined with the totals of the warps before this one. */
     W c = carry;
     if constexpr (BLOCK) {
-      W wt = tot[0];
+      W wt = shfl_idx(x[0], LANES - 1, LANES);
 #pragma unroll
-      for (int k = 1; k < K; k++) wt = comb<OP, IN>(wt, tot[k]);
+      for (int k = 1; k < K; k++) wt = comb<OP, IN>(wt, shfl_idx(x[k], LANES - 1, LANES));
       W (*buf)[WARPS] = s_tot + (tile & 1);
       if (lane == 0) (*buf)[warp] = wt;
       __syncthreads();
@@ -338,43 +342,40 @@ DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP,
     if constexpr (STORE) {
 #pragma unroll
       for (int k = 0; k < K; k++) {
-        const W pre = lane == 0 ? c : comb<OP, IN>(c, ex[k]);
+        const W tot = shfl_idx(x[k], LANES - 1, LANES), ex = shfl_up(x[k], 1, LANES);
+        W pre = lane == 0 ? c : comb<OP, IN>(c, ex);
         TO o[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
-          W r = p.inclusive ? comb<OP, IN>(pre, v[k][j])
-                            : (j == 0 ? pre : comb<OP, IN>(pre, v[k][j - 1]));
-          o[rev ? VEC - 1 - j : j] = store<OP, IN>(r);
+          if (j < n[k]) {
+            const W nxt = comb<OP, IN>(pre, load<OP, IN>(NV_SCAN_E(k, j)));
+            o[rev ? VEC - 1 - j : j] = store<OP, IN>(p.inclusive ? nxt : pre);
+            pre = nxt;
+          }
         }
         const int64_t q0 = t0 + wbase + ((int64_t)k * LANES + lane) * VEC;
-        if (active && q0 + VEC <= s1) {
-          TO *dst = out + (rev ? len - q0 - VEC : q0);
-          if (aligned<TO, VEC>(dst)) {
-            vstore<TO, VEC>(dst, o);
-          } else {
+        TO *dst = out + (rev ? len - q0 - VEC : q0);
+        if (n[k] == VEC && aligned<TO, VEC>(dst)) {
+          vstore<TO, VEC>(dst, o);
+        } else {
 #pragma unroll
-            for (int j = 0; j < VEC; j++) dst[j] = o[j];
-          }
-        } else if (active) {
-#pragma unroll
-          for (int j = 0; j < VEC; j++) {
-            const int64_t q = q0 + j;
-            if (q < s1) out[rev ? len - 1 - q : q] = o[rev ? VEC - 1 - j : j];
-          }
+          for (int j = 0; j < VEC; j++)
+            if (j < n[k]) out[rev ? len - 1 - (q0 + j) : q0 + j] = o[rev ? VEC - 1 - j : j];
         }
-        if (k + 1 < K || !BLOCK) c = comb<OP, IN>(c, tot[k]);
+        if (k + 1 < K || !BLOCK) c = comb<OP, IN>(c, tot);
       }
     } else if constexpr (!BLOCK) {
 #pragma unroll
-      for (int k = 0; k < K; k++) c = comb<OP, IN>(c, tot[k]);
+      for (int k = 0; k < K; k++) c = comb<OP, IN>(c, shfl_idx(x[k], LANES - 1, LANES));
     }
+#undef NV_SCAN_E
     if constexpr (!BLOCK) carry = c;
   }
 }
 
 /* Whole rows, a group of G lanes each (outer rows of len elements, no chunks). */
 template <int OP, int IN, int G>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, Tr<OP, IN>::ROW_MIN_BLOCKS)
     k_row(const void *vin, void *vout, const void *vtot, P p) {
   (void)vtot;
   typedef Tr<OP, IN> T;
@@ -432,66 +433,115 @@ __global__ void __launch_bounds__(THREADS) k_row_reduce(const void *vin, void *v
   }
 }
 
-/* ---- Column scans (block 32 x 8) ---- */
+/* ---- Column scans (a 1-D block of TX x TY threads) ---- */
 
+/* Walks the segments of a column launch: thread (x, y) = (threadIdx.x % TX, threadIdx.x / TX)
+ * holds CV adjacent columns (one vector load of CV elements where the columns are whole and
+ * aligned) at CROWS consecutive positions of each tile of TY * CROWS positions. The raw inputs
+ * stay in registers; each thread combines its CROWS values per column into a total (from the
+ * starting value), the TY totals meet in shared memory and give each thread its prefix, and the
+ * thread walks its values again from the prefix, serially as the CPU does, storing each result.
+ * STORE false: the segments' totals into their slots (a reduce). */
 template <int OP, int IN, bool STORE>
 DEV void col_body(const void *vin, void *vout, void *vtot, const P &p) {
   typedef Tr<OP, IN> T;
   typedef typename T::W W;
   typedef typename T::TI TI;
   typedef typename T::TO TO;
-  __shared__ W s_tot[2][CY][32];
-  const int x = (int)threadIdx.x, y = (int)threadIdx.y;
+  constexpr int CV = T::CV, CW = T::CW;
+  __shared__ W s_tot[2][CTY][CV][CTX];
+  const int x = (int)(threadIdx.x % CTX), y = (int)(threadIdx.x / CTX);
   const TI *in = (const TI *)vin + p.ioff;
   TO *out = STORE ? (TO *)vout + p.ooff : nullptr;
   W *tot = (W *)vtot;
-  const int64_t tiles = (p.inner + 31) / 32, len = p.len, inner = p.inner;
+  const int64_t tiles = (p.inner + CW - 1) / CW, len = p.len, inner = p.inner;
   const bool rev = p.reverse != 0;
   unsigned tile = 0;
   for (int64_t s = blockIdx.x; s < p.segments; s += gridDim.x) {
     const int64_t ct = s % tiles, rest = s / tiles;
     const int64_t k = rest % p.nchunks, o = rest / p.nchunks;
-    const int64_t c = ct * 32 + x;
-    const bool active = c < inner;
+    const int64_t c0 = ct * CW + (int64_t)x * CV;
+    /* Columns c0 + j < ncol of this thread are real; whole: all CV of them, vector-aligned at
+     * every position (inner a multiple of CV and an aligned base). */
+    const int ncol = c0 >= inner ? 0 : inner - c0 < CV ? (int)(inner - c0) : CV;
     const int64_t s0 = k * p.chunk, s1 = s0 + p.chunk < len ? s0 + p.chunk : len;
-    const int64_t slot = (o * p.nchunks + k) * inner + c;
-    const int64_t base = o * len * inner + c;
-    W carry = STORE && p.carry && active ? tot[slot] : init<OP, IN>();
-    for (int64_t t0 = s0; t0 < s1; t0 += (int64_t)CY * CROWS, tile++) {
+    const int64_t slot = (o * p.nchunks + k) * inner + c0;
+    const int64_t base = o * len * inner + c0;
+    const bool vin_ok = ncol == CV && inner % CV == 0 && aligned<TI, CV>(in + base);
+    const bool vout_ok =
+        STORE && ncol == CV && inner % CV == 0 && aligned<TO, CV>(out + base);
+    W carry[CV];
+#pragma unroll
+    for (int j = 0; j < CV; j++)
+      carry[j] = STORE && p.carry && j < ncol ? tot[slot + j] : init<OP, IN>();
+    for (int64_t t0 = s0; t0 < s1; t0 += (int64_t)CTY * CROWS, tile++) {
       const int64_t q0 = t0 + (int64_t)y * CROWS;
-      W v[CROWS];
+      /* Positions q0 + i < s1 are real (the rest is padding, never combined). */
+      const int nrow = q0 >= s1 ? 0 : s1 - q0 < CROWS ? (int)(s1 - q0) : CROWS;
+      TI e[CROWS][CV];
 #pragma unroll
       for (int i = 0; i < CROWS; i++) {
-        const int64_t q = q0 + i;
-        v[i] = active && q < s1 ? load<OP, IN>(in[base + (rev ? len - 1 - q : q) * inner])
-                                : init<OP, IN>();
-      }
+        const TI *src = in + base + (rev ? len - 1 - (q0 + i) : q0 + i) * inner;
+        if (i < nrow && vin_ok) {
+          vload<TI, CV>(src, e[i]);
+        } else {
 #pragma unroll
-      for (int i = 1; i < CROWS; i++) v[i] = comb<OP, IN>(v[i - 1], v[i]);
-      W (*buf)[32] = s_tot[tile & 1];
-      buf[y][x] = v[CROWS - 1];
+          for (int j = 0; j < CV; j++) e[i][j] = i < nrow && j < ncol ? src[j] : TI{};
+        }
+      }
+      W t[CV];
+#pragma unroll
+      for (int j = 0; j < CV; j++) {
+        t[j] = init<OP, IN>();
+#pragma unroll
+        for (int i = 0; i < CROWS; i++)
+          if (i < nrow) t[j] = comb<OP, IN>(t[j], load<OP, IN>(e[i][j]));
+      }
+      W (*buf)[CV][CTX] = s_tot[tile & 1];
+#pragma unroll
+      for (int j = 0; j < CV; j++) buf[y][j][x] = t[j];
       __syncthreads();
-      W pre = carry, b = carry;
+      W pre[CV];
 #pragma unroll
-      for (int r = 0; r < CY; r++) {
-        if (r == y) pre = b;
-        b = comb<OP, IN>(b, buf[r][x]);
+      for (int j = 0; j < CV; j++) {
+        W b = carry[j];
+        pre[j] = b;
+#pragma unroll
+        for (int r = 0; r < CTY; r++) {
+          if (r == y) pre[j] = b;
+          b = comb<OP, IN>(b, buf[r][j][x]);
+        }
+        carry[j] = b;
       }
-      carry = b;
       if constexpr (STORE) {
 #pragma unroll
         for (int i = 0; i < CROWS; i++) {
-          const int64_t q = q0 + i;
-          if (active && q < s1) {
-            W r = p.inclusive ? comb<OP, IN>(pre, v[i])
-                              : (i == 0 ? pre : comb<OP, IN>(pre, v[i - 1]));
-            out[base + (rev ? len - 1 - q : q) * inner] = store<OP, IN>(r);
+          if (i < nrow) {
+            TO ov[CV];
+#pragma unroll
+            for (int j = 0; j < CV; j++) {
+              const W nxt = comb<OP, IN>(pre[j], load<OP, IN>(e[i][j]));
+              ov[j] = store<OP, IN>(p.inclusive ? nxt : pre[j]);
+              pre[j] = nxt;
+            }
+            TO *dst = out + base + (rev ? len - 1 - (q0 + i) : q0 + i) * inner;
+            if (vout_ok) {
+              vstore<TO, CV>(dst, ov);
+            } else {
+#pragma unroll
+              for (int j = 0; j < CV; j++)
+                if (j < ncol) dst[j] = ov[j];
+            }
           }
         }
       }
     }
     if constexpr (!STORE) {
-      if (active && y == 0) tot[slot] = carry;
+      if (y == 0) {
+#pragma unroll
+        for (int j = 0; j < CV; j++)
+          if (j < ncol) tot[slot + j] = carry[j];
+      }
     }
   }
 }
@@ -538,6 +588,7 @@ void fill(nv__gpu_scan_kernels *k) {
   k->col_reduce = (const void *)k_col_reduce<OP, IN>;
   k->carry = (const void *)k_carry<OP, IN>;
   k->items = Tr<OP, IN>::ITEMS;
+  k->col_width = Tr<OP, IN>::CW;
   k->work_size = (int)sizeof(typename Tr<OP, IN>::W);
 }
 

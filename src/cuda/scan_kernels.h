@@ -5,8 +5,8 @@
  * A scan's input is row-contiguous (scan.c copies other layouts first) and seen as
  * [outer, len, inner]: the scan runs along `len`. Row kernels (inner == 1) give a row to a group
  * of 1, 4, 16 or 32 lanes of a warp, or to a whole block of 256 threads; column kernels
- * (inner > 1) give a column to a thread, 32 adjacent columns to a block of 32 x 8 threads that
- * splits the axis between its 8 rows of threads. A long axis may be split into segments
+ * (inner > 1) give 2 or 4 adjacent columns to a thread, 16 such threads across the columns of
+ * a block of 256 that splits the axis between its 16 rows of threads. A long axis may be split into segments
  * ("chunks", in walk order): a reduce kernel writes each segment's total into scratch memory, a
  * carry kernel turns the totals into each segment's starting value (an exclusive scan), and the
  * scan kernel starts each segment from it. Every kernel walks its work with a grid-stride loop,
@@ -20,16 +20,20 @@
 extern "C" {
 #endif
 
-/* Threads per block of every scan-family kernel (column kernels: 32 x 8). */
+/* Threads per block of every scan-family kernel (column kernels: COL_TX x 16, 1-D). */
 #define NV__GPU_SCAN_THREADS 256
-/* Axis positions a column-kernel thread holds per tile; a column tile spans 8 of them. */
+/* Column kernels: a 1-D block of COL_TX threads across the columns (each holding up to 4
+ * adjacent columns: 16-byte loads of float32) times 256 / COL_TX along the axis, each thread
+ * holding COL_ROWS consecutive positions per tile (tiles of 16 * 8 = 128 positions). */
+#define NV__GPU_SCAN_COL_TX 16
 #define NV__GPU_SCAN_COL_ROWS 8
 
 /* The scan's combining operation. */
 enum { NV__GPU_SCAN_SUM, NV__GPU_SCAN_PROD, NV__GPU_SCAN_MAX, NV__GPU_SCAN_MIN, NV__GPU_SCAN_LSE };
 
 /* One scan launch. Segment s of a row kernel is (row s / nchunks, chunk s % nchunks); of a
- * column kernel (column tile s % tiles, then chunk, then outer index), tiles = ceil(inner / 32).
+ * column kernel (column tile s % tiles, then chunk, then outer index),
+ * tiles = ceil(inner / col_width).
  * Chunk k covers the walk positions [k * chunk, min((k + 1) * chunk, len)); walk position q is
  * element q of the axis, or element len - 1 - q when reversed. The totals (scratch, the work
  * type's elements) are indexed (outer * nchunks + chunk) * inner + column (rows: inner = 1). */
@@ -54,6 +58,7 @@ typedef struct nv__gpu_scan_kernels {
   const void *col_reduce;
   const void *carry;
   int items;     /* elements a row-kernel lane holds per tile */
+  int col_width; /* columns of a column kernel's block (COL_TX times 2 or 4) */
   int work_size; /* bytes of one total (the work type: 8, or 16 for complex) */
 } nv__gpu_scan_kernels;
 

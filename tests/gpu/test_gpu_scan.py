@@ -1,8 +1,8 @@
 """The CUDA backend's scan family on the GPU against nuvec's CPU results: cumsum, cumprod,
 cummax, cummin and logcumsumexp over every dtype, along every axis (and flattened), forward and
 reversed, inclusive and exclusive, over the size classes the kernels switch on (rows of 1 to
-4096 elements held by groups of 1 to 32 lanes, longer rows by a block, few long rows split into
-chunks; columns walked by a thread each, few long columns split too), transposed, strided,
+8192 float32 elements held by groups of 1 to 32 lanes, longer rows by a block, few long rows
+split into chunks; columns walked 2 or 4 adjacent ones per thread, few long columns split too), transposed, strided,
 negative-stride and broadcast inputs, empty and 0-d arrays, integer wrap-around and the NaN/inf/
 -0.0 rules; and diff over every dtype and layout.
 
@@ -195,10 +195,19 @@ def test_scan_dtypes(nv, rng, dt, op, rev, inc):
 
 # ---- the kernels' size classes ----
 
-ROW_SHAPES = [(5, 1), (9, 3), (4, 16), (6, 17), (3, 64), (3, 65), (2, 256), (2, 257), (40, 1000),
-              (3, 4096), (2, 4097), (2, 20000), (1, 70000), (3, 300001), (1, 1 << 21)]
+# Rows: lane tiles of min(8 * VEC, 32) elements per lane (32 float32, 16 float64), groups of
+# 1, 4, 16 or 32 lanes, then a block per row past 256 lanes' worth (8192 float32), split into
+# chunks of at least 4 block tiles when there are few rows.
+ROW_SHAPES = [(5, 1), (9, 3), (4, 16), (6, 17), (3, 32), (3, 33), (3, 64), (3, 65), (2, 128),
+              (2, 129), (2, 256), (2, 257), (2, 512), (2, 513), (40, 1000), (65, 1024),
+              (3, 1025), (3, 4096), (2, 4097), (2, 8192), (2, 8193), (2, 20000), (1, 70000),
+              (3, 300001), (1, 1 << 21)]
+# Columns: tiles of 16 threads x 2 or 4 columns (partial tiles, inner not a multiple of 4), 128
+# positions per block tile; the axis split below 528 column tiles when it has >= 1024 positions,
+# not split at or above it ((17, 40, 2048): 544 tiles of float32).
 COL_SHAPES = [((3, 5, 7), 1), ((2, 1000, 3), 1), ((4, 700, 33), 1), ((100, 64), 0),
-              ((1, 5000, 2), 1), ((3000, 40), 0), ((2, 3, 4, 5), 2), ((6, 2, 1025), 1)]
+              ((1, 5000, 2), 1), ((3000, 40), 0), ((2, 3, 4, 5), 2), ((6, 2, 1025), 1),
+              ((2, 1100, 68), 1), ((5, 130, 6), 1), ((17, 40, 2048), 1)]
 
 
 @pytest.mark.parametrize("dt", ["float32", "int32", "float16", "float64", "uint8"])
