@@ -92,7 +92,8 @@ typedef struct nv__red_params {
   int32_t nan_low;   /* argmin of an inexact dtype: NaN is the smallest key */
   int32_t oscratch;  /* 1: the output view is scratch (results from its start rounded up to 16
                         bytes) */
-  int32_t pad;
+  int32_t vec_st;    /* arg col kernel: 1 when every reduced stride is a multiple of 16 bytes'
+                        elements (16-byte loads where a thread's outputs start aligned) */
   int64_t nout;      /* outputs */
   int64_t rsize;     /* elements per output */
   int64_t chunk;     /* reduced elements per piece */
@@ -128,6 +129,19 @@ typedef struct nv__red_kernels {
 } nv__red_kernels;
 
 nv__red_kernels nv__red_kernels_of(int functor);
+
+/* The fast argmax/argmin kernels of a real dtype (reduce_arg.cu; all NULL for complex64), on
+ * the engine's parameter block with op NV__RO_MAX and `flip` the bits xored into every 64 bits
+ * read (argmin: the sign bit of each float element, or all bits of integers; argmax: 0):
+ *  - row: the reduced elements of each output one contiguous run (nr 1, rst[0] 1): `group`
+ *    threads (a power of two, 1..1024; blocks of max(group, 256)) per output or piece.
+ *  - col (one output a thread) and colv (`vec` consecutive outputs a thread, 16 bytes of
+ *    input a row; the innermost kept dim a multiple of `vec` long): the innermost kept dim
+ *    contiguous; blocks of at most 256 threads, 32 * 2^k x blockDim.y, blockDim.x * V
+ *    consecutive outputs a block, pieces over blockIdx.y.
+ *  - fin: as the engine's (nsplit >= 1; group 1 or 32), storing the indices.
+ * Results are the uint32 indices; accumulators (partial = 1) are `acc_size` bytes. */
+nv__red_kernels nv__arg_kernels_of(nv_dtype dtype);
 
 /* softmax and logsumexp over contiguous float rows (reduce_rows.cu). */
 typedef struct nv__rows_fast_params {

@@ -520,6 +520,99 @@ static nv_status k_softmax(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *
   return softmax_general(ctx, &j, rp->axes, rp->naxes, aliasing);
 }
 
+/* The bits argmin's fast kernels xor into every 64 bits they read, so that argmax of the
+ * result is argmin of the values: the sign bit of each float element (negation), every bit of
+ * integers (~x reverses the order). */
+static uint64_t arg_flip(nv_dtype dt, bool max) {
+  if (max) return 0;
+  switch (dt) {
+    case NV_DTYPE_FLOAT16:
+    case NV_DTYPE_BFLOAT16: return 0x8000800080008000ull;
+    case NV_DTYPE_FLOAT32: return 0x8000000080000000ull;
+    case NV_DTYPE_FLOAT64: return 0x8000000000000000ull;
+    default: return ~0ull;
+  }
+}
+
+/* argmax/argmin on the fast kernels (reduce_arg.cu) where the layout has one: the reduced
+ * elements of each output one contiguous run (row), or the innermost kept dim contiguous
+ * (col). 1 when recorded (or failed, *st set), 0 when the engine's kernels take it. */
+static int arg_fast(nv__gpu_ctx *ctx, job *j, bool max, nv_status *st) {
+  static const hrx_access access[3] = {HRX_ACCESS_READ, HRX_ACCESS_WRITE, HRX_ACCESS_READ};
+  nv__red_params *p = &j->p;
+  nv_dtype dt = j->x->dtype;
+  nv__red_kernels k = nv__arg_kernels_of(dt);
+  bool row = p->nr == 1 && p->rst[0] == 1;
+  if (!k.row || p->rsize == 0 || (!row && (p->nk == 0 || p->kst[p->nk - 1] != 1))) return 0;
+  p->op = NV__RO_MAX;
+  p->fin = NV__RFIN_PLAIN;
+  p->flip = arg_flip(dt, max);
+  p->nan_low = 0;
+  p->ctx = 0;
+  p->partial = 0;
+  int64_t r = p->rsize, vw = k.vec, nsplit = 1, gx, gy = 1;
+  uint32_t bx, by = 1;
+  const void *func;
+  if (row) {
+    /* Eight 16-byte loads a thread: a group of a power of two threads (up to a block of
+     * 1024) per row; rows too few to fill the device are split over blocks, in pieces of
+     * whole 64-element blocks. */
+    int64_t ept = 8 * vw;
+    int64_t g = pow2_at_least(ceil_div(r, ept), 1, 1024);
+    if (p->nout * g < FILL_THREADS && r > 2 * g * ept) {
+      nsplit = ceil_div(FILL_THREADS, p->nout * g);
+      if (nsplit > r / (g * ept)) nsplit = r / (g * ept);
+    }
+    p->chunk = ceil_div(ceil_div(r, nsplit), 64) * 64;
+    nsplit = ceil_div(r, p->chunk);
+    p->group = (int32_t)g;
+    bx = (uint32_t)(g >= 64 ? g : 256);
+    gx = ceil_div(p->nout * nsplit, bx / g);
+    func = k.row;
+  } else {
+    /* 16 bytes of consecutive outputs a thread where the innermost kept dim is a multiple of
+     * them long, else one. When those threads do not fill the device, the rows are split
+     * (at least 16 a thread): over threadIdx.y up to 8, then over blockIdx.y. */
+    int64_t v = p->kshape[p->nk - 1] % vw == 0 ? vw : 1;
+    int64_t cols = ceil_div(p->nout, v), split = 1, b = 1;
+    if (cols < FILL_THREADS && r >= 32) {
+      split = ceil_div(FILL_THREADS, cols);
+      if (split > r / 16) split = r / 16;
+    }
+    while (b < 8 && 2 * b <= split) b <<= 1;
+    nsplit = split / b;
+    if (nsplit > 65535) nsplit = 65535;
+    p->chunk = ceil_div(r, nsplit);
+    nsplit = ceil_div(r, p->chunk);
+    p->vec_st = 1;
+    for (int i = 0; i < p->nr; i++) p->vec_st &= p->rst[i] % vw == 0;
+    p->group = 1;
+    bx = (uint32_t)pow2_at_least(cols, 32, 256 / b);
+    by = (uint32_t)b;
+    gx = ceil_div(cols, bx);
+    gy = nsplit;
+    func = v > 1 ? k.colv : k.col;
+  }
+  p->nsplit = (int32_t)nsplit;
+  hrx_view views[3] = {j->in.view, j->out.view, j->in.view};
+  if (nsplit == 1) {
+    *st = dispatch(ctx, func, gx, gy, bx, by, views, access, 3, p, sizeof *p, false);
+    return 1;
+  }
+  hrx_view part;
+  if ((*st = scratch(ctx, nsplit * p->nout * (int64_t)k.acc_size, &part)) != NV_OK) return 1;
+  p->partial = 1;
+  views[1] = part;
+  if ((*st = dispatch(ctx, func, gx, gy, bx, by, views, access, 3, p, sizeof *p, false)) != NV_OK)
+    return 1;
+  p->partial = 0;
+  p->group = nsplit >= 32 ? 32 : 1;
+  hrx_view fviews[3] = {part, j->out.view, part};
+  *st = dispatch(ctx, k.fin, p->group == 1 ? ceil_div(p->nout, 256) : ceil_div(p->nout, 8), 1,
+                 256, 1, fviews, access, 3, p, sizeof *p, false);
+  return 1;
+}
+
 /* argmax and argmin: the first extreme (the first NaN for inexact dtypes), as uint32. */
 static nv_status k_arg(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
@@ -529,6 +622,7 @@ static nv_status k_arg(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, 
   int go = begin(ctx, node, in, rp->axes, rp->naxes, &j, &st);
   if (go <= 0) return st;
   bool max = node->prim == NV__PRIM_ARGMAX;
+  if (arg_fast(ctx, &j, max, &st)) return st;
   j.p.op = max ? NV__RO_MAX : NV__RO_MIN;
   j.p.fin = NV__RFIN_PLAIN;
   j.p.nan_low = !max && is_inexact(j.x->dtype);

@@ -384,3 +384,88 @@ def test_kernels_are_deterministic(nv, rng):
         a = nv.read(nv.own(getattr(lib, op)(h, *ints([1]), False)))
         b = nv.read(nv.own(getattr(lib, op)(h, *ints([1]), False)))
         assert a.tobytes() == b.tobytes(), op
+
+
+# The fast argmax/argmin kernels (reduce_arg.cu): a (shape, axis) for each path they take.
+ARG_PATHS = [
+    ((5, 1024), 1),     # row: a warp a row, 16-byte loads
+    ((3, 4099), 1),     # row: rows off 16-byte alignment (head, body and tail)
+    ((2, 7), 1),        # row: a thread a row
+    ((1, 300001), 1),   # row: one long row split over blocks (combined a thread an output)
+    ((64, 1024), 0),    # col: 16 bytes of consecutive outputs a thread, one piece
+    ((3, 512, 64), 1),  # col: the rows split over threadIdx.y
+    ((20000, 16), 0),   # col: and over blockIdx.y (combined a warp an output)
+    ((1000, 7), 0),     # col: one output a thread
+]
+
+
+def arg_values(rng, shape, dt, axis, case):
+    """Values for the arg kernels. rand: R.rand with edges; ties: few distinct values, the
+    integers' extremes repeated; nan_first / nan_last (floats): a NaN at the first / last index
+    of every output (and, for nan_first, more NaNs after it); zeros (floats): only -0.0 and
+    0.0, so that every output's first element is its extreme."""
+    d = R.np_dtype(dt)
+    if case == "rand":
+        return R.rand(rng, shape, dt, edges=True)
+    if case == "ties":
+        x = R.rand(rng, shape, dt, ties=True)
+        if dt in R.INTS and x.size:
+            info = np.iinfo(d)
+            flat = x.reshape(-1)
+            for v in [info.max, info.min]:
+                flat[rng.integers(0, flat.size, max(1, flat.size // 50))] = v
+        return x
+    x = np.moveaxis(R.rand(rng, shape, dt).astype(np.float64), axis, 0)
+    n = x.shape[0]
+    if case == "zeros":
+        x = np.where(rng.random(x.shape) < 0.5, -0.0, 0.0)
+    elif case == "nan_first":
+        x[0] = np.nan
+        x[rng.integers(0, n, 3)] = np.nan
+    else:
+        x[n - 1] = np.nan
+    return np.ascontiguousarray(np.moveaxis(x, 0, axis)).astype(d)
+
+
+@pytest.mark.parametrize("shape,axis", ARG_PATHS)
+@pytest.mark.parametrize("dt", ["bool"] + R.INTS + R.FLOATS)
+def test_arg_kernels_every_path(nv, rng, dt, shape, axis):
+    """The first extreme (the first NaN) on every path of the fast kernels, contiguous and with
+    the axis' stride changed (transposed: row and col swap) or broadcast."""
+    cases = ["rand", "ties"] + (["nan_first", "nan_last", "zeros"] if dt in R.FLOATS else [])
+    for case in cases:
+        x = arg_values(rng, shape, dt, axis, case)
+        for layout in ["contiguous", "transposed", "broadcast"]:
+            if layout != "contiguous" and (case != "rand" or not R.layout_ok(layout, shape)):
+                continue
+            for op in ["argmax", "argmin"]:
+                check_op(nv, op, x, (axis,), layout)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "float64", "uint8", "int64"])
+def test_arg_kernels_misaligned_and_long(nv, rng, dt):
+    """Views starting off 16-byte alignment (element loads where a 16-byte one would
+    straddle), and a row of 2^21 split into enough pieces that a warp combines them."""
+    d = R.np_dtype(dt)
+    for shape, axis in [((6, 1024), 1), ((64, 1024), 0), ((3, 64, 32), 1), ((33, 12), 0)]:
+        n = int(np.prod(shape))
+        for off in [1, 3]:
+            base = R.rand(rng, (n + off,), dt, edges=True)
+            base[off + n - 1] = base[off]  # a tie of the first and last elements
+            used = base[off:].reshape(shape)
+            h = view(nv, base, shape, R.row_major(list(shape)), off)
+            for op in ["argmax", "argmin"]:
+                got = nv.read(apply(nv, op, h, used, (axis,)))
+                R.check(op, got, R.reference(op, used, (axis,)), used, (axis,),
+                        f"{op} {dt} {shape} axis {axis} offset {off}")
+    x = R.rand(rng, (1 << 21,), dt, ties=True)
+    for pos in [0, (1 << 21) - 1, 12345]:
+        y = x.copy()
+        if dt in R.FLOATS:
+            y[pos] = np.nan
+        else:
+            y[pos] = np.iinfo(d).max
+            y[(pos + 777) % y.size] = np.iinfo(d).max  # a later tie
+        for op in ["argmax"] + (["argmin"] if dt in R.FLOATS else []):
+            check_op(nv, op, y, None)
+    check_op(nv, "argmin", x.astype(d), (0,))
