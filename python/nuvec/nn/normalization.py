@@ -89,8 +89,8 @@ class GroupNorm(Module):
 
 class BatchNorm(Module):
     """Normalizes over every axis but the last (features) with the batch's statistics in
-    training mode, updating running_mean/running_var (frozen members) with momentum; in
-    evaluation mode with the running statistics."""
+    training mode, updating running_mean/running_var (frozen members; the variance unbiased)
+    with momentum; in evaluation mode with the running statistics."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True):
@@ -127,8 +127,10 @@ class BatchNorm(Module):
             var = mx.var(x, axis=axes)
             if self.training and self.track_running_stats:
                 mu = self.momentum
+                n = x.size / x.shape[-1]
+                unbiased = var * (n / max(n - 1, 1))
                 self.running_mean = (1 - mu) * self.running_mean + mu * mean
-                self.running_var = (1 - mu) * self.running_var + mu * var
+                self.running_var = (1 - mu) * self.running_var + mu * unbiased
         else:
             mean, var = self.running_mean, self.running_var
         y = (x - mean) * mx.rsqrt(var + self.eps)

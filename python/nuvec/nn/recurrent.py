@@ -68,14 +68,15 @@ class GRU(Module):
         for t in range(x.shape[-2]):
             rz = x_rz[..., t, :]
             n = x_n[..., t, :]
+            hp_n = None
             if hidden is not None:
                 hp = hidden @ self.Wh.T
                 hp_n = hp[..., -H:]
-                if self.bhn is not None:
-                    hp_n = hp_n + self.bhn
                 rz = rz + hp[..., :-H]
+            if self.bhn is not None:
+                hp_n = self.bhn if hp_n is None else hp_n + self.bhn
             r, z = mx.split(mx.sigmoid(rz), 2, axis=-1)
-            if hidden is not None:
+            if hp_n is not None:
                 n = n + r * hp_n
             n = mx.tanh(n)
             hidden = (1 - z) * n if hidden is None else (1 - z) * n + z * hidden
