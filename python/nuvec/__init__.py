@@ -2,7 +2,8 @@
 
 Code written for ``import mlx.core as mx`` runs with ``import nuvec as mx`` wherever nuvec has
 the feature. Everything is implemented in the C extension ``nuvec._core``; this file only
-re-exports it, and registers its submodule ``random`` so that ``import nuvec.random`` works.
+re-exports it, and registers its submodule ``random`` so that ``import nuvec.random`` works;
+the subpackage ``nn`` (mlx.nn) is pure Python over it.
 """
 import sys as _sys
 
@@ -30,3 +31,5 @@ cuda = _Backend("cuda", lambda: is_available(Device(gpu, 0)))  # noqa: F405
 metal = _Backend("metal", lambda: False)  # Apple's Metal: never on Linux
 _sys.modules[__name__ + ".cuda"] = cuda
 _sys.modules[__name__ + ".metal"] = metal
+
+from . import nn  # noqa: E402,F401  (pure Python over the names above)
