@@ -2,7 +2,8 @@
 
 Code written for ``import mlx.core as mx`` runs with ``import nuvec as mx`` wherever nuvec has
 the feature. Everything is implemented in the C extension ``nuvec._core``; this file only
-re-exports it, and registers its submodule ``random`` so that ``import nuvec.random`` works.
+re-exports it, registers its submodule ``random`` so that ``import nuvec.random`` works, and
+imports the pure-Python package ``optimizers`` (mlx.optimizers).
 """
 import sys as _sys
 
@@ -30,3 +31,6 @@ cuda = _Backend("cuda", lambda: is_available(Device(gpu, 0)))  # noqa: F405
 metal = _Backend("metal", lambda: False)  # Apple's Metal: never on Linux
 _sys.modules[__name__ + ".cuda"] = cuda
 _sys.modules[__name__ + ".metal"] = metal
+
+# The pure-Python packages over the core, reachable as attributes too (nuvec.optimizers).
+from . import optimizers  # noqa: E402,F401
