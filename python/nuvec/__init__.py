@@ -2,8 +2,9 @@
 
 Code written for ``import mlx.core as mx`` runs with ``import nuvec as mx`` wherever nuvec has
 the feature. Everything is implemented in the C extension ``nuvec._core``; this file only
-re-exports it, and registers its submodule ``random`` so that ``import nuvec.random`` works;
-the subpackage ``nn`` (mlx.nn) is pure Python over it.
+re-exports it, registers its submodule ``random`` so that ``import nuvec.random`` works, and
+imports the pure-Python packages over it: ``nn`` (mlx.nn), ``optimizers`` (mlx.optimizers) and
+``utils`` (mlx.utils).
 """
 import sys as _sys
 
@@ -32,4 +33,5 @@ metal = _Backend("metal", lambda: False)  # Apple's Metal: never on Linux
 _sys.modules[__name__ + ".cuda"] = cuda
 _sys.modules[__name__ + ".metal"] = metal
 
-from . import nn  # noqa: E402,F401  (pure Python over the names above)
+# The pure-Python packages over the core, reachable as attributes too (nuvec.nn, ...).
+from . import nn, optimizers, utils  # noqa: E402,F401
