@@ -159,36 +159,15 @@ __device__ __forceinline__ SO elem(const F &f, SA x, SB y, SC z) {
 /* ---- Rows: two folded dims, the inner one contiguous or broadcast for every input ----
  * (a bias added to every row, a column broadcast along rows). The inner size and the row
  * strides of the contiguous inputs are multiples of V (the host checks), so every vector lies
- * in one row; bit k of `scalar` marks input k's inner stride 0 (one element per row).
- *
- * Element e's row r and column; element (r, col) of an operand with row stride rs at
- * r * rs + col (I32: the host checked that every such offset fits in int32). */
+ * in one row; bit k of `scalar` marks input k's inner stride 0 (one element per row). */
 template <bool I32>
-__device__ __forceinline__ void row_col(int64_t e, const nv__ew_params &p, int64_t *r,
-                                        int64_t *col) {
+__device__ __forceinline__ int64_t row_of(int64_t e, const nv__ew_params &p) {
   if constexpr (I32) {
-    const uint32_t i = (uint32_t)e, q = (__umulhi(i, p.magic[1]) + i) >> p.shift[1];
-    *r = q;
-    *col = (int64_t)(i - q * (uint32_t)p.shape[1]);
+    const uint32_t i = (uint32_t)e;
+    return (int64_t)((__umulhi(i, p.magic[1]) + i) >> p.shift[1]);
   } else {
-    *r = e / p.shape[1];
-    *col = e - *r * p.shape[1];
+    return e / p.shape[1];
   }
-}
-template <bool I32>
-__device__ __forceinline__ int64_t at_row(int64_t r, int64_t rs, int64_t col) {
-  if constexpr (I32) return (int64_t)((int32_t)r * (int32_t)rs + (int32_t)col);
-  else return r * rs + col;
-}
-
-/* A vector of a rows-mode operand: streamed (evict-first) when its row stride is nonzero (each
- * element is read once), cached when it is 0 (one row read again for every row: a bias). */
-template <class S, int V>
-__device__ __forceinline__ vec<S, V> ldv_row(const S *p, bool once) {
-  if (!once) return ldv<S, V>(p);
-  vec<S, V> r;
-  r.raw = __ldcs(reinterpret_cast<const typename vec<S, V>::R *>(p));
-  return r;
 }
 
 template <class F, int NIN, bool I32, class SO, class SA, class SB, class SC>
@@ -196,7 +175,7 @@ __device__ __forceinline__ void rows_loop(const F &f, SO *o, const SA *a, const 
                                           const SC *c, const nv__ew_params &p) {
   constexpr int V = vwidth<NIN, SO, SA, SB, SC>();
   constexpr int U = NV__EW_CONTIG_UNROLL;
-  const int64_t n = p.n;
+  const int64_t n = p.n, cols = p.shape[1];
   const bool sa = (p.scalar & 2u) != 0, sb = (p.scalar & 4u) != 0, sc = (p.scalar & 8u) != 0;
   const int64_t ra = p.stride[1][0], rb = p.stride[2][0], rc = p.stride[3][0];
   const int64_t tid = (int64_t)blockIdx.x * NV__EW_BLOCK + threadIdx.x;
@@ -206,8 +185,7 @@ __device__ __forceinline__ void rows_loop(const F &f, SO *o, const SA *a, const 
   if constexpr (NIN > 2) al = al && (sc || aligned<SC, V>(c));
   if (!al) {
     for (int64_t i = tid; i < n; i += nth) {
-      int64_t r, col;
-      row_col<I32>(i, p, &r, &col);
+      const int64_t r = row_of<I32>(i, p), col = i - r * cols;
       SA x = a[r * ra + (sa ? 0 : col)];
       SB y{};
       SC z{};
@@ -226,31 +204,30 @@ __device__ __forceinline__ void rows_loop(const F &f, SO *o, const SA *a, const 
     for (int u = 0; u < U; u++) {
       const int64_t vi = base + u * NV__EW_BLOCK + threadIdx.x;
       if (vi < nvec) {
-        int64_t r, col;
-        row_col<I32>(vi * V, p, &r, &col);
+        const int64_t e = vi * V, r = row_of<I32>(e, p), col = e - r * cols;
         if (sa) {
-          const SA x = a[at_row<I32>(r, ra, 0)];
+          const SA x = a[r * ra];
 #pragma unroll
           for (int j = 0; j < V; j++) xa[u].v[j] = x;
         } else {
-          xa[u] = ldv_row<SA, V>(a + at_row<I32>(r, ra, col), ra != 0);
+          xa[u] = ldv<SA, V>(a + r * ra + col);
         }
         if constexpr (NIN > 1) {
           if (sb) {
-            const SB y = b[at_row<I32>(r, rb, 0)];
+            const SB y = b[r * rb];
 #pragma unroll
             for (int j = 0; j < V; j++) xb[u].v[j] = y;
           } else {
-            xb[u] = ldv_row<SB, V>(b + at_row<I32>(r, rb, col), rb != 0);
+            xb[u] = ldv<SB, V>(b + r * rb + col);
           }
         }
         if constexpr (NIN > 2) {
           if (sc) {
-            const SC z = c[at_row<I32>(r, rc, 0)];
+            const SC z = c[r * rc];
 #pragma unroll
             for (int j = 0; j < V; j++) xc[u].v[j] = z;
           } else {
-            xc[u] = ldv_row<SC, V>(c + at_row<I32>(r, rc, col), rc != 0);
+            xc[u] = ldv<SC, V>(c + r * rc + col);
           }
         }
       }
@@ -457,71 +434,6 @@ __device__ __forceinline__ void strided_body(SO *o, const SA *a, const SB *b, co
   else strided_loop<F, NIN, false, SO, SA, SB, SC>(f, o, a, b, c, p);
 }
 
-/* ---- The tiled loop (binary) ----
- * Output tiles of 32 (J) x 32 (L): block (x, y, z) takes L's tile x, J's tile y, batch
- * position z (each grid-stride). Thread (tx, ty) = (threadIdx.x % 32, threadIdx.x / 32)
- * first loads, for k = 0..3, a tiled input's element (j0 + tx, l0 + ty + 8k) into row ty + 8k,
- * column tx of its shared tile (consecutive tx: consecutive J, unit-strided there) and a
- * straight input's element (j0 + ty + 8k, l0 + tx) into a register (consecutive tx:
- * consecutive L); after the barrier it computes and stores output element
- * (j0 + ty + 8k, l0 + tx), reading the tiled input's value at tile[tx][ty + 8k] (rows padded
- * to 33: no bank conflicts). All loads of a tile are issued before its first store; an output
- * element's straight inputs are read by the thread that writes it (a donated straight input
- * is read before it is written; a donated input is never tiled: donation makes it
- * row-contiguous). */
-template <class F, class SO, class SA, class SB>
-__device__ __forceinline__ void tile_body(SO *o, const SA *a, const SB *b, const nv__ew_params &p,
-                                          SA (*ta)[33], SB (*tb)[33]) {
-  const F f(p);
-  o += p.off[0];
-  a += p.off[1];
-  b += p.off[2];
-  const bool ua = (p.tiled & 2u) != 0, ub = (p.tiled & 4u) != 0;
-  const int tx = (int)(threadIdx.x & 31), ty = (int)(threadIdx.x >> 5);
-  for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
-    /* The batch position's offsets (row-major; the first dim takes what is left). */
-    int64_t oz = 0, az = 0, bz = 0, rest = z;
-    for (int d = p.ndim - 1; d >= 0; d--) {
-      const int64_t q = d > 0 ? rest / p.shape[d] : 0, idx = rest - q * p.shape[d];
-      oz += idx * p.stride[0][d];
-      az += idx * p.stride[1][d];
-      bz += idx * p.stride[2][d];
-      rest = q;
-    }
-    for (int64_t tj = blockIdx.y; tj < p.tiles_j; tj += gridDim.y) {
-      for (int64_t tl = blockIdx.x; tl < p.tiles_l; tl += gridDim.x) {
-        const int64_t j0 = tj * 32, l0 = tl * 32;
-        SA xa[4] = {};
-        SB xb[4] = {};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const int64_t jt = j0 + tx, lt = l0 + ty + 8 * k; /* a tiled input's element */
-          if (jt < p.nj && lt < p.nl) {
-            if (ua) ta[ty + 8 * k][tx] = a[az + jt * p.sj[1] + lt * p.sl[1]];
-            if (ub) tb[ty + 8 * k][tx] = b[bz + jt * p.sj[2] + lt * p.sl[2]];
-          }
-          const int64_t j = j0 + ty + 8 * k, l = l0 + tx; /* a straight input's and the output's */
-          if (j < p.nj && l < p.nl) {
-            if (!ua) xa[k] = a[az + j * p.sj[1] + l * p.sl[1]];
-            if (!ub) xb[k] = b[bz + j * p.sj[2] + l * p.sl[2]];
-          }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const int64_t j = j0 + ty + 8 * k, l = l0 + tx;
-          if (j < p.nj && l < p.nl) {
-            const SA x = ua ? ta[tx][ty + 8 * k] : xa[k];
-            const SB y = ub ? tb[tx][ty + 8 * k] : xb[k];
-            o[oz + j * p.sj[0] + l * p.sl[0]] = elem<F, 2, SO, SA, SB, uint8_t>(f, x, y, 0);
-          }
-        }
-        __syncthreads();
-      }
-    }
-  }
-}
-
 /* ---- Kernels ---- */
 
 template <class F, class SO, class SA>
@@ -537,13 +449,6 @@ template <class F, class SO, class SA, class SB, class SC>
 __global__ void __launch_bounds__(NV__EW_BLOCK)
     k_contig3(SO *o, const SA *a, const SB *b, const SC *c, nv__ew_params p) {
   contig_body<F, 3, SO, SA, SB, SC>(o, a, b, c, p);
-}
-template <class F, class SO, class SA, class SB>
-__global__ void __launch_bounds__(NV__EW_BLOCK)
-    k_tile2(SO *o, const SA *a, const SB *b, nv__ew_params p) {
-  __shared__ SA ta[32][33];
-  __shared__ SB tb[32][33];
-  tile_body<F, SO, SA, SB>(o, a, b, p, ta, tb);
 }
 template <class F, class SO, class SA>
 __global__ void __launch_bounds__(NV__EW_BLOCK) k_strided1(SO *o, const SA *a, nv__ew_params p) {
@@ -599,8 +504,7 @@ __global__ void __launch_bounds__(NV__EW_BLOCK)
   else all_loop<F, S, false>(f, flag, a, b, p);
 }
 
-/* Table entries; the contiguous kernel (and the binary tiled one) is instantiated only when
- * CONTIG. */
+/* Table entries; the contiguous kernel is instantiated only when CONTIG. */
 template <bool CONTIG, class F, class SO, class SA>
 inline nv__ew_entry entry1() {
   nv__ew_entry e;
@@ -608,19 +512,13 @@ inline nv__ew_entry entry1() {
   else e.contig = nullptr;
   e.strided = (const void *)k_strided1<F, SO, SA>;
   e.per_thread = vwidth<1, SO, SA, uint8_t, uint8_t>() * NV__EW_CONTIG_UNROLL;
-  e.tile = nullptr;
   return e;
 }
 template <bool CONTIG, class F, class SO, class SA, class SB>
 inline nv__ew_entry entry2() {
   nv__ew_entry e;
-  if constexpr (CONTIG) {
-    e.contig = (const void *)k_contig2<F, SO, SA, SB>;
-    e.tile = (const void *)k_tile2<F, SO, SA, SB>;
-  } else {
-    e.contig = nullptr;
-    e.tile = nullptr;
-  }
+  if constexpr (CONTIG) e.contig = (const void *)k_contig2<F, SO, SA, SB>;
+  else e.contig = nullptr;
   e.strided = (const void *)k_strided2<F, SO, SA, SB>;
   e.per_thread = vwidth<2, SO, SA, SB, uint8_t>() * NV__EW_CONTIG_UNROLL;
   return e;
@@ -632,7 +530,6 @@ inline nv__ew_entry entry3() {
   else e.contig = nullptr;
   e.strided = (const void *)k_strided3<F, SO, SA, SB, SC>;
   e.per_thread = vwidth<3, SO, SA, SB, SC>() * NV__EW_CONTIG_UNROLL;
-  e.tile = nullptr;
   return e;
 }
 
