@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(1024)
       int64_t first = lane < head ? lane : lane < nv ? head + (int64_t)lane * VW : tail0 + lane;
       W b = Tr<T>::low();
       uint32_t bi = (uint32_t)(r0 + first);
-      if (lane < head) upd<T>(b, bi, ld_one<T>(p, q + lane), (uint32_t)(r0 + lane));
+      for (int64_t j = lane; j < head; j += G) upd<T>(b, bi, ld_one<T>(p, q + j), (uint32_t)(r0 + j));
       const U *body = q + head;
       const uint32_t rb = (uint32_t)(r0 + head);
       int64_t i = lane;
