@@ -476,7 +476,25 @@ static PyObject *array_richcompare(PyObject *a, PyObject *b, int op) {
   static const binary_fn fns[] = {[Py_LT] = nv_less,          [Py_LE] = nv_less_equal,
                                   [Py_EQ] = nv_equal,         [Py_NE] = nv_not_equal,
                                   [Py_GT] = nv_greater,       [Py_GE] = nv_greater_equal};
-  return binary(a, b, fns[op]);
+  /* Objects that are no operand give NotImplemented: == and != then fall back to identity
+   * (x == None is False, where mlx.core raises TypeError), the orderings raise TypeError. */
+  if (!acceptable(a) || !acceptable(b)) Py_RETURN_NOTIMPLEMENTED;
+  nv_array *xa, *xb;
+  if (nvpy_operands(a, b, &xa, &xb) < 0) {
+    /* A list or tuple that is no array (ragged, strings inside) is simply unequal, as MLX's
+     * x == [..] is False: == and != fall back to identity, never a conversion error. */
+    bool seq = PyList_Check(a) || PyTuple_Check(a) || PyList_Check(b) || PyTuple_Check(b);
+    if ((op == Py_EQ || op == Py_NE) && seq &&
+        (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError))) {
+      PyErr_Clear();
+      Py_RETURN_NOTIMPLEMENTED;
+    }
+    return NULL;
+  }
+  nv_array *r = fns[op](xa, xb);
+  nv_release(xa);
+  nv_release(xb);
+  return r ? nvpy_wrap(r) : NULL;
 }
 
 static Py_hash_t array_hash(PyObject *self) { return (Py_hash_t)((uintptr_t)self >> 4); }
@@ -509,12 +527,15 @@ static PyObject *array_iter(PyObject *self) {
 }
 
 static int array_contains(PyObject *self, PyObject *v) {
-  nv_array *x = nvpy_operand(v, self);
-  if (!x) return -1;
-  nv_array *eq = nv_equal(NVPY_A(self), x);
-  nv_array *any = nv_sum(eq, NULL, 0, false);
-  nv_release(x);
-  nv_release(eq);
+  /* `v in x` is (x == v).any(): an object x cannot equal ("a" in x) is just not in it. */
+  PyObject *eq = array_richcompare(self, v, Py_EQ);
+  if (!eq) return -1;
+  if (eq == Py_NotImplemented) {
+    Py_DECREF(eq);
+    return 0;
+  }
+  nv_array *any = nv_sum(NVPY_A(eq), NULL, 0, false);
+  Py_DECREF(eq);
   PyObject *r = nvpy_wrap(any);
   if (!r) return -1;
   int yes = nb_bool(r);

@@ -1,11 +1,14 @@
 """Compatibility: small programs written for mlx.core run unchanged against nuvec, and both
-give the same values, dtypes and shapes."""
+give the same values, dtypes and shapes; single behaviours of mlx.array stated explicitly, and
+checked against MLX itself where it is importable."""
 import numpy as np
 import pytest
 
 import nuvec
 
-mlx = pytest.importorskip("mlx.core")
+
+def need_mlx():
+    return pytest.importorskip("mlx.core")
 
 SNIPPETS = {
     "arith": """
@@ -62,6 +65,7 @@ def run(src, mod):
 
 @pytest.mark.parametrize("name", sorted(SNIPPETS))
 def test_snippet_matches_mlx(name):
+    mlx = need_mlx()
     want = run(SNIPPETS[name], mlx)
     got = run(SNIPPETS[name], nuvec)
     assert len(got) == len(want)
@@ -72,3 +76,91 @@ def test_snippet_matches_mlx(name):
         wn = np.array(w.astype(mlx.float32)) if w.dtype == mlx.bfloat16 else np.array(w)
         np.testing.assert_allclose(gn, wn, rtol=1e-5, atol=1e-6)
         assert repr(g) == repr(w)
+
+
+# ---- Comparisons with lists and unrelated objects ----
+
+def outcome(f):
+    """What f() gives: ("array", values), ("bool", value) or ("raises", exception type)."""
+    try:
+        r = f()
+    except Exception as e:  # noqa: BLE001
+        return ("raises", type(e))
+    if isinstance(r, bool):
+        return ("bool", r)
+    return ("array", np.array(r).tolist())
+
+
+def test_compare_with_list_and_tuple_is_elementwise():
+    x = nuvec.array([1, 2])
+    assert (x == [1, 2]).tolist() == [True, True]
+    assert (x == (1, 3)).tolist() == [True, False]
+    assert (x != [1, 3]).tolist() == [False, True]
+    assert (x < [2, 2]).tolist() == [True, False]
+    assert ([1, 2] == x).tolist() == [True, True]
+    assert (x >= (2, 2)).tolist() == [False, True]
+
+
+# How each comparison of x = array([1, 2]) with a non-array comes out, never a conversion
+# error. MLX 0.32.4 gives the same but for None (MLX_DIFFERS) and for the lists that are
+# arrays (x == [1, 2] is False there, element-wise here).
+CASES = {
+    "x == None": (lambda x: x == None, ("bool", False)),  # noqa: E711
+    "x != None": (lambda x: x != None, ("bool", True)),  # noqa: E711
+    "None == x": (lambda x: None == x, ("bool", False)),  # noqa: E711
+    "x < None": (lambda x: x < None, ("raises", TypeError)),
+    "x in [None]": (lambda x: x in [None], ("bool", False)),
+    "None in x": (lambda x: None in x, ("bool", False)),
+    'x == "a"': (lambda x: x == "a", ("bool", False)),
+    'x != "a"': (lambda x: x != "a", ("bool", True)),
+    '"a" == x': (lambda x: "a" == x, ("bool", False)),
+    "x == object()": (lambda x: x == object(), ("bool", False)),
+    "x == {}": (lambda x: x == {}, ("bool", False)),
+    'x == ["a", "b"]': (lambda x: x == ["a", "b"], ("bool", False)),
+    'x != ["a", "b"]': (lambda x: x != ["a", "b"], ("bool", True)),
+    "x == ragged": (lambda x: x == [[1, 2], [3]], ("bool", False)),
+    "x != ragged": (lambda x: x != [[1, 2], [3]], ("bool", True)),
+    '"a" in x': (lambda x: "a" in x, ("bool", False)),
+    "1 in x": (lambda x: 1 in x, ("bool", True)),
+    "3 in x": (lambda x: 3 in x, ("bool", False)),
+    "x == 1.5": (lambda x: x == 1.5, ("array", [False, False])),
+    "x == True": (lambda x: x == True, ("array", [True, False])),  # noqa: E712
+}
+# MLX rejects None as an operand of == and != too (nanobind's "incompatible function arguments").
+MLX_DIFFERS = {k: ("raises", TypeError)
+               for k in ("x == None", "x != None", "None == x", "x in [None]", "None in x")}
+# Ordering against a str or an object raises: TypeError here (Python's own, as for x + "a"),
+# ValueError ("Cannot perform less than on an mlx.core.array and str") in MLX.
+ORDERING = {
+    'x < "a"': lambda x: x < "a",
+    'x >= "a"': lambda x: x >= "a",
+    '"a" < x': lambda x: "a" < x,
+    "x < object()": lambda x: x < object(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compare_with_other_objects(case):
+    f, want = CASES[case]
+    assert outcome(lambda: f(nuvec.array([1, 2]))) == want
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compare_with_other_objects_as_mlx(case):
+    mlx = need_mlx()
+    f, want = CASES[case]
+    assert outcome(lambda: f(mlx.array([1, 2]))) == MLX_DIFFERS.get(case, want)
+
+
+@pytest.mark.parametrize("case", sorted(ORDERING))
+def test_ordering_with_other_objects_raises(case):
+    with pytest.raises(TypeError):
+        ORDERING[case](nuvec.array([1, 2]))
+    mlx = pytest.importorskip("mlx.core")
+    with pytest.raises(ValueError):
+        ORDERING[case](mlx.array([1, 2]))
+
+
+def test_compare_with_list_of_another_shape_is_a_broadcast_error():
+    with pytest.raises(ValueError, match="broadcast"):
+        nuvec.array([1, 2]) == [1, 2, 3]
