@@ -304,10 +304,21 @@ static PyObject *m_format(PyObject *self, PyObject *spec) {
     Py_DECREF(item);
     return r;
   }
-  PyObject *s = nvpy_repr(self);
-  if (!s) return NULL;
-  PyObject *r = PyObject_Format(s, spec);
-  Py_DECREF(s);
+  /* As mlx.core: other arrays format only with an empty spec, as their repr. */
+  if (PyUnicode_GET_LENGTH(spec) != 0) {
+    PyErr_SetString(PyExc_TypeError, "unsupported format string passed to nuvec.array.__format__");
+    return NULL;
+  }
+  return nvpy_repr(self);
+}
+
+/* complex(x) of a one-element array: its value as a Python complex, whatever its dtype. */
+static PyObject *m_complex(PyObject *self, PyObject *u) {
+  (void)u;
+  PyObject *item = nvpy_item(NVPY_A(self));
+  if (!item) return NULL;
+  PyObject *r = PyObject_CallOneArg((PyObject *)&PyComplex_Type, item);
+  Py_DECREF(item);
   return r;
 }
 
@@ -329,6 +340,7 @@ static PyMethodDef array_methods[] = {
     {"__copy__", m_copy, METH_NOARGS, NULL},
     {"__deepcopy__", m_deepcopy, METH_O, NULL},
     {"__format__", m_format, METH_O, NULL},
+    {"__complex__", m_complex, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 /* ---- Number protocol ---- */

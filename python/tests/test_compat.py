@@ -164,3 +164,73 @@ def test_ordering_with_other_objects_raises(case):
 def test_compare_with_list_of_another_shape_is_a_broadcast_error():
     with pytest.raises(ValueError, match="broadcast"):
         nuvec.array([1, 2]) == [1, 2, 3]
+
+
+# ---- format(), float() and complex() of arrays ----
+
+FORMATS = [  # (values, dtype name, spec, result)
+    (3.14159, "float32", ".2f", "3.14"),
+    (3.14159, "float32", ".3e", "3.142e+00"),
+    (3.14159, "float32", "", "3.141590118408203"),
+    (3, "int32", "d", "3"),
+    (3, "int32", ".2f", "3.00"),
+    (True, "bool_", "", "True"),
+    (True, "bool_", "d", "1"),
+    (1.5, "float16", ".3f", "1.500"),
+    (1.5, "bfloat16", ".2f", "1.50"),
+    (1 + 2j, "complex64", "", "(1+2j)"),
+    (1 + 2j, "complex64", ".2f", "1.00+2.00j"),
+    ([1.0, 2.0], "float32", "", "array([1, 2], dtype=float32)"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FORMATS)))
+def test_format(case):
+    v, dt, spec, want = FORMATS[case]
+    assert format(nuvec.array(v, dtype=getattr(nuvec, dt)), spec) == want
+    mlx = need_mlx()
+    assert format(mlx.array(v, dtype=getattr(mlx, dt)), spec) == want
+
+
+@pytest.mark.parametrize("v", [[1.0, 2.0], [1.5], [[1.5]]])
+def test_format_spec_of_non_scalar_raises_type_error(v):
+    # Only 0-d arrays format their value; others only with an empty spec (their repr).
+    with pytest.raises(TypeError):
+        format(nuvec.array(v), ".2f")
+    mlx = need_mlx()
+    with pytest.raises(TypeError):
+        format(mlx.array(v), ".2f")
+
+
+SCALARS = [  # (value, dtype name, float(), complex())
+    (1 + 2j, "complex64", TypeError, 1 + 2j),
+    (1 + 0j, "complex64", TypeError, 1 + 0j),
+    ([1 + 1j], "complex64", TypeError, 1 + 1j),
+    (2.5, "float32", 2.5, 2.5 + 0j),
+    (2, "int32", 2.0, 2 + 0j),
+    (True, "bool_", 1.0, 1 + 0j),
+    ([1.5], "float32", 1.5, 1.5 + 0j),
+    ([1.0, 2.0], "float32", ValueError, ValueError),
+]
+
+
+def check_scalar(mod, v, dt, want_float, want_complex):
+    x = mod.array(v, dtype=getattr(mod, dt))
+    for conv, want in ((float, want_float), (complex, want_complex)):
+        if isinstance(want, type) and issubclass(want, Exception):
+            with pytest.raises(want):
+                conv(x)
+        else:
+            got = conv(x)
+            assert type(got) is conv and got == want
+
+
+@pytest.mark.parametrize("case", range(len(SCALARS)))
+def test_float_and_complex_of_arrays(case):
+    check_scalar(nuvec, *SCALARS[case])
+    check_scalar(need_mlx(), *SCALARS[case])
+
+
+def test_int_of_complex_raises_type_error():
+    with pytest.raises(TypeError):
+        int(nuvec.array(1 + 2j))
