@@ -358,7 +358,10 @@ static nv_array *from_scalar(PyObject *o) {
 
 static nv_array *convert(PyObject *o, int dtype) {
   nv_array *x;
-  if (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o)) {
+  if (PyFloat_Check(o) && dtype == NV_DTYPE_FLOAT64) {
+    /* Not through float32: array(0.1, dtype=float64) holds the Python float exactly. */
+    x = nv_array_scalar(PyFloat_AS_DOUBLE(o), NV_DTYPE_FLOAT64);
+  } else if (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyComplex_Check(o)) {
     x = from_scalar(o);
     if (!x) return NULL;
   } else if (is_seq(o)) {

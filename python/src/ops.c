@@ -122,6 +122,16 @@ static PyObject *sig_nan_to_num(call *c) {
 
 /* ---- Adapters: creation ---- */
 
+/* The fill value of full / full_like: a Python value meant for float64 is converted to it
+ * directly, not through float32 (full(2, 0.1, dtype=float64) holds 0.1 exactly). */
+static nv_array *fill_value(call *c, int i, int dt, nv_array *v) {
+  if (dt != NV_DTYPE_FLOAT64 || NVPY_IS_ARRAY(c->argv[i]) || nv_array_dtype(v) == NV_DTYPE_FLOAT64)
+    return v;
+  nv_array *x = nvpy_to_array(c->argv[i], NV_DTYPE_FLOAT64);
+  if (!x) arg_error(c, i);
+  return hold(c, x);
+}
+
 static PyObject *sig_fill(call *c) {
   int shape[NVPY_MAXDIM];
   int nd = shape_at(c, 0, shape);
@@ -136,7 +146,7 @@ static PyObject *sig_full(call *c) {
   nv_array *v = nd < 0 ? NULL : arr(c, 1);
   if (!v) return NULL;
   int dt = dtype_at(c, 2, nv_array_dtype(v));
-  if (dt < 0) return NULL;
+  if (dt < 0 || !(v = fill_value(c, 1, dt, v))) return NULL;
   return nvpy_wrap(nv_full_array(shape, nd, v, (nv_dtype)dt));
 }
 
@@ -150,7 +160,7 @@ static PyObject *sig_like(call *c) {
   if (dt < 0) return NULL;
   if (full) {
     nv_array *v = arr(c, 1);
-    if (!v) return NULL;
+    if (!v || !(v = fill_value(c, 1, dt, v))) return NULL;
     return nvpy_wrap(nv_full_array(nv_array_shape(a), nv_array_ndim(a), v, (nv_dtype)dt));
   }
   nv_array *r = FN(f_a)(a);

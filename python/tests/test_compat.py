@@ -234,3 +234,30 @@ def test_float_and_complex_of_arrays(case):
 def test_int_of_complex_raises_type_error():
     with pytest.raises(TypeError):
         int(nuvec.array(1 + 2j))
+
+
+# ---- float64 from Python floats ----
+
+F64 = [0.1, 1 / 3, 1e300, -2.5e-310, 123456789.123456789]
+
+
+def float64_values(mod):
+    f64 = mod.float64
+    return ([mod.array(v, dtype=f64).item() for v in F64] + mod.array(F64, dtype=f64).tolist() +
+            [mod.full((2,), v, dtype=f64).tolist()[1] for v in F64] +
+            [mod.full_like(mod.zeros((1,), f64), v).tolist()[0] for v in F64] +
+            [mod.full_like(mod.zeros((1,)), v, dtype=f64).tolist()[0] for v in F64] +
+            (mod.array([1.0], f64) * 0.1).tolist())
+
+
+def test_float64_keeps_python_floats_exactly():
+    want = F64 * 5 + [0.1]
+    assert float64_values(nuvec) == want
+    assert nuvec.array(0.1, dtype=nuvec.float64).dtype == nuvec.float64
+    assert float64_values(need_mlx()) == want
+
+
+def test_float32_from_python_floats_still_rounds():
+    assert nuvec.array(0.1).item() == np.float32(0.1)
+    assert nuvec.array(0.1).dtype == nuvec.float32
+    assert nuvec.array(0.1, dtype=nuvec.float16).item() == np.float16(0.1)
