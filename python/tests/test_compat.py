@@ -261,3 +261,41 @@ def test_float32_from_python_floats_still_rounds():
     assert nuvec.array(0.1).item() == np.float32(0.1)
     assert nuvec.array(0.1).dtype == nuvec.float32
     assert nuvec.array(0.1, dtype=nuvec.float16).item() == np.float16(0.1)
+
+
+# ---- device_info ----
+
+def test_device_info_cpu():
+    import platform
+    info = nuvec.device_info(nuvec.cpu)
+    assert set(info) == {"architecture", "device_name"}
+    assert info["architecture"] == platform.machine()
+    assert isinstance(info["device_name"], str)
+    assert nuvec.device_info(nuvec.Device(nuvec.cpu)) == info
+    assert nuvec.device_info() == nuvec.device_info(nuvec.default_device())
+    mlx = need_mlx()
+    assert mlx.device_info(mlx.cpu) == info
+
+
+def test_device_info_gpu():
+    info = nuvec.device_info(nuvec.gpu)
+    assert nuvec.device_info(nuvec.Device(nuvec.gpu, 1000)) == {}
+    if not nuvec.cuda.is_available():
+        assert info == {}
+        return
+    assert {"device_name", "architecture", "total_memory", "uuid", "pci_bus_id",
+            "compute_capability_major", "compute_capability_minor"} <= set(info)
+    assert info["total_memory"] > 0 and info["architecture"].startswith("sm_")
+    assert info.get("free_memory", 0) <= info["total_memory"]
+
+
+def test_device_info_rejects_other_arguments():
+    with pytest.raises(TypeError):
+        nuvec.device_info("cpu")
+
+
+def test_metal_device_info_is_empty_here():
+    assert nuvec.metal.is_available() is False
+    with pytest.warns(DeprecationWarning):
+        assert nuvec.metal.device_info() == {}
+    assert isinstance(nuvec.cuda.is_available(), bool)
