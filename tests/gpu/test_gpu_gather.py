@@ -19,17 +19,11 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import SEED, sample  # noqa: E402
+from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from index_helpers import PP, P, I, IP, arrays, assert_same, rand  # noqa: E402
-from nvc import DTYPES, Device, NuvecError, Session, ints, lib, np_dtype, sig  # noqa: E402
+from nvc import DTYPES, NuvecError, Session, ints, lib, np_dtype, sig  # noqa: E402
 
 
-sig("nv_gpu", Device, I)
-sig("nv_cpu", Device)
-sig("nv_device_is_available", C.c_bool, Device)
-sig("nv_default_device", Device)
-sig("nv_set_default_device", I, Device)
-sig("nv_gpu_fallback_count", C.c_uint64)
 sig("nv_take", P, P, P, I)
 sig("nv_take_flat", P, P, P)
 sig("nv_take_along_axis", P, P, P, I)
@@ -38,35 +32,10 @@ sig("nv_slice_dynamic", P, P, P, IP, I, IP, I)
 sig("nv_diag", P, P, I)
 sig("nv_add", P, P, P)
 
-GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
-pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
+pytestmark = needs_gpu
 
 INDEX_DTYPES = ["int32", "int64", "uint32", "int8", "uint8", "int16", "uint16", "uint64"]
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
-
-
-
-
-@pytest.fixture
-def rng(request):
-    seed = (SEED + abs(hash(request.node.nodeid))) % (2**31)
-    request.node.user_properties.append(("seed", seed))
-    return np.random.default_rng(seed)
-
-
-class On:
-    """Builds ops on a device: `with On("gpu"):` makes it the default device for the block."""
-
-    def __init__(self, where):
-        self.dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
-
-    def __enter__(self):
-        self.prev = lib.nv_default_device()
-        assert lib.nv_set_default_device(self.dev) == 0
-        return self
-
-    def __exit__(self, *exc):
-        lib.nv_set_default_device(self.prev)
 
 
 @pytest.fixture

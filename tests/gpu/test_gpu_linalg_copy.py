@@ -17,24 +17,17 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import SEED, sample  # noqa: E402
+from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from nvc import (BF16, CODE, DTYPES, FLOATS, INTS, Session, ints, lib, np_dtype,  # noqa: E402
                  nv_name, ref64, sig)
 
 
-
-from nvc import Device  # noqa: E402  (one ctypes class for every module)
 
 
 P = C.c_void_p
 I = C.c_int
 D = C.c_double
 IP = C.POINTER(C.c_int)
-sig("nv_gpu", Device, I)
-sig("nv_cpu", Device)
-sig("nv_device_is_available", C.c_bool, Device)
-sig("nv_default_device", Device)
-sig("nv_set_default_device", I, Device)
 sig("nv_matmul", P, P, P)
 sig("nv_addmm", P, P, P, P, D, D)
 sig("nv_vecdot", P, P, P, I)
@@ -50,40 +43,14 @@ sig("nv_slice_update", P, P, P, IP, IP, IP, I)
 sig("nv_to_fp8", P, P)
 sig("nv_from_fp8", P, P, I)
 sig("nv_concatenate", P, C.POINTER(P), I, I)
-sig("nv_gpu_fallback_count", C.c_uint64)
 sig("nv_pad", P, P, IP, IP, I, I, P)
 sig("nv_diagonal", P, P, I, I, I)
 
-GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
-pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
+pytestmark = needs_gpu
 
 ALL = DTYPES
 NUMERIC = INTS + FLOATS + ["complex64"]
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
-
-
-
-
-@pytest.fixture
-def rng(request):
-    seed = (SEED + abs(hash(request.node.nodeid))) % (2**31)
-    request.node.user_properties.append(("seed", seed))
-    return np.random.default_rng(seed)
-
-
-class On:
-    """Builds ops on a device: `with On("gpu"):` makes it the default device for the block."""
-
-    def __init__(self, where):
-        self.dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
-
-    def __enter__(self):
-        self.prev = lib.nv_default_device()
-        assert lib.nv_set_default_device(self.dev) == 0
-        return self
-
-    def __exit__(self, *exc):
-        lib.nv_set_default_device(self.prev)
 
 
 @pytest.fixture

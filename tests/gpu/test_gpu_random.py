@@ -24,9 +24,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import SEED  # noqa: E402
+from gpucommon import needs_gpu, On, SEED  # noqa: E402
 from nvc import CODE, Session, ints, lib, sig  # noqa: E402
-from nvc import Device  # noqa: E402  (one ctypes class for every module)
 
 
 P = C.c_void_p
@@ -34,12 +33,6 @@ I = C.c_int
 D = C.c_double
 IP = C.POINTER(C.c_int)
 U64 = C.c_uint64
-sig("nv_gpu", Device, I)
-sig("nv_cpu", Device)
-sig("nv_device_is_available", C.c_bool, Device)
-sig("nv_default_device", Device)
-sig("nv_set_default_device", I, Device)
-sig("nv_gpu_fallback_count", C.c_size_t)
 sig("nv_last_error", C.c_char_p)
 sig("nv_eval1", I, P)
 sig("nv_transpose", P, P, IP, I)
@@ -81,28 +74,12 @@ sig("nv_vec_size", C.c_size_t, P)
 sig("nv_vec_get", P, P, C.c_size_t)
 sig("nv_retain", P, P)
 
-GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
-pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
+pytestmark = needs_gpu
 
 UNIT_DTYPES = ["float16", "bfloat16", "float32"]
 F32_EPS = 2.0**-23
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": F32_EPS, "float64": F32_EPS,
        "complex64": F32_EPS}
-
-
-class On:
-    """Builds ops on a device: `with On("gpu"):` makes it the default device for the block."""
-
-    def __init__(self, where):
-        self.dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
-
-    def __enter__(self):
-        self.prev = lib.nv_default_device()
-        assert lib.nv_set_default_device(self.dev) == 0
-        return self
-
-    def __exit__(self, *exc):
-        lib.nv_set_default_device(self.prev)
 
 
 def shp(shape):

@@ -22,20 +22,14 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import SEED, sample  # noqa: E402
-from nvc import (BF16, DTYPES, FLOATS, INTS, Device, Session, ints, lib, np_dtype,  # noqa: E402
+from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from nvc import (BF16, DTYPES, FLOATS, INTS, Session, ints, lib, np_dtype,  # noqa: E402
                  nv_name, ref64, sig)
 
 
 P = C.c_void_p
 I = C.c_int
 IP = C.POINTER(C.c_int)
-sig("nv_gpu", Device, I)
-sig("nv_cpu", Device)
-sig("nv_device_is_available", C.c_bool, Device)
-sig("nv_default_device", Device)
-sig("nv_set_default_device", I, Device)
-sig("nv_gpu_fallback_count", C.c_uint64)
 sig("nv_broadcast_to", P, P, IP, I)
 sig("nv_reshape", P, P, IP, I)
 sig("nv_diff", P, P, I, I, P, P)
@@ -43,36 +37,11 @@ SCANS = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
 for _name in SCANS:
     sig("nv_" + _name, P, P, IP, C.c_bool, C.c_bool)
 
-GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
-pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
+pytestmark = needs_gpu
 
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
 TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-12,
        "complex64": 2e-6}
-
-
-
-
-@pytest.fixture
-def rng(request):
-    seed = (SEED + abs(hash(request.node.nodeid))) % (2**31)
-    request.node.user_properties.append(("seed", seed))
-    return np.random.default_rng(seed)
-
-
-class On:
-    """Builds ops on a device: `with On("gpu"):` makes it the default device for the block."""
-
-    def __init__(self, where):
-        self.dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
-
-    def __enter__(self):
-        self.prev = lib.nv_default_device()
-        assert lib.nv_set_default_device(self.dev) == 0
-        return self
-
-    def __exit__(self, *exc):
-        lib.nv_set_default_device(self.prev)
 
 
 @pytest.fixture

@@ -19,21 +19,15 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import SEED  # noqa: E402
+from gpucommon import needs_gpu, On, rng  # noqa: E402,F401  (rng: a fixture)
 from nvc import (CODE, DTYPES, FLOATS, INTS, NuvecError, Session, ints, lib,  # noqa: E402
                  np_dtype, nv_name, ref64, sig)
-from nvc import Device  # noqa: E402  (one ctypes class for every module)
 
 
 P = C.c_void_p
 I = C.c_int
 IP = C.POINTER(C.c_int)
 LP = C.POINTER(C.c_int64)
-sig("nv_gpu", Device, I)
-sig("nv_cpu", Device)
-sig("nv_device_is_available", C.c_bool, Device)
-sig("nv_default_device", Device)
-sig("nv_set_default_device", I, Device)
 sig("nv_copy", P, P)
 sig("nv_broadcast_to", P, P, IP, I)
 sig("nv_scatter", P, P, C.POINTER(P), I, P, IP)
@@ -57,36 +51,12 @@ sig("nv_closure_new", P, CLOSURE_FN, P, P)
 sig("nv_closure_release", None, P)
 sig("nv_vjp", I, P, P, P, P, P)
 sig("nv_retain", P, P)
-sig("nv_gpu_fallback_count", C.c_uint64)
 
-GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
-pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
+pytestmark = needs_gpu
 
 ALL = DTYPES
 NUMERIC = INTS + FLOATS + ["complex64"]
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
-
-
-@pytest.fixture
-def rng(request):
-    seed = (SEED + abs(hash(request.node.nodeid))) % (2**31)
-    request.node.user_properties.append(("seed", seed))
-    return np.random.default_rng(seed)
-
-
-class On:
-    """Builds ops on a device: `with On("gpu"):` makes it the default device for the block."""
-
-    def __init__(self, where):
-        self.dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
-
-    def __enter__(self):
-        self.prev = lib.nv_default_device()
-        assert lib.nv_set_default_device(self.dev) == 0
-        return self
-
-    def __exit__(self, *exc):
-        lib.nv_set_default_device(self.prev)
 
 
 @pytest.fixture
@@ -389,7 +359,6 @@ def strided_vjp(nv, x, cot, shape, strides, offset):
         for v in (prim, cots, outs, vjps):
             lib.nv_vec_free(v)
         lib.nv_closure_release(f)
-
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16", "complex64"])

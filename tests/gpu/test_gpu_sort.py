@@ -22,20 +22,14 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import SEED, sample  # noqa: E402
-from nvc import (DTYPES, FLOATS, INTS, Device, Session, ints, lib, np_dtype,  # noqa: E402
+from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from nvc import (DTYPES, FLOATS, INTS, Session, ints, lib, np_dtype,  # noqa: E402
                  sig)
 
 
 P = C.c_void_p
 I = C.c_int
 IP = C.POINTER(C.c_int)
-sig("nv_gpu", Device, I)
-sig("nv_cpu", Device)
-sig("nv_device_is_available", C.c_bool, Device)
-sig("nv_default_device", Device)
-sig("nv_set_default_device", I, Device)
-sig("nv_gpu_fallback_count", C.c_uint64)
 sig("nv_sort", P, P, IP)
 sig("nv_argsort", P, P, IP)
 sig("nv_partition", P, P, I, IP)
@@ -45,35 +39,10 @@ sig("nv_median", P, P, IP, I, C.c_bool)
 sig("nv_searchsorted", P, P, P, C.c_bool)
 sig("nv_take_along_axis", P, P, P, I)
 
-GPU_OK = bool(lib.nv_device_is_available(lib.nv_gpu(0)))
-pytestmark = pytest.mark.skipif(not GPU_OK, reason="no usable CUDA device")
+pytestmark = needs_gpu
 
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
 REAL = [d for d in DTYPES if d != "complex64"]
-
-
-
-
-@pytest.fixture
-def rng(request):
-    seed = (SEED + abs(hash(request.node.nodeid))) % (2**31)
-    request.node.user_properties.append(("seed", seed))
-    return np.random.default_rng(seed)
-
-
-class On:
-    """Builds ops on a device: `with On("gpu"):` makes it the default device for the block."""
-
-    def __init__(self, where):
-        self.dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
-
-    def __enter__(self):
-        self.prev = lib.nv_default_device()
-        assert lib.nv_set_default_device(self.dev) == 0
-        return self
-
-    def __exit__(self, *exc):
-        lib.nv_set_default_device(self.prev)
 
 
 @pytest.fixture
