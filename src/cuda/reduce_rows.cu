@@ -75,6 +75,23 @@ __device__ __forceinline__ float ex2_fast(float x) {
 template <class T>
 struct Elt;
 
+/* The largest of V 16-byte loads of packed half pairs (H2: __half2 or __nv_bfloat162), a NaN
+ * winning: pairwise __hmax2_nan over the loads, then across the pair. */
+template <class H2, int V>
+__device__ __forceinline__ float lmax_pairs(const uint4 (&v)[V]) {
+  H2 a = bit_cast<H2>(v[0].x), b = bit_cast<H2>(v[0].y), c = bit_cast<H2>(v[0].z),
+     d = bit_cast<H2>(v[0].w);
+#pragma unroll
+  for (int k = 1; k < V; k++) {
+    a = __hmax2_nan(a, bit_cast<H2>(v[k].x));
+    b = __hmax2_nan(b, bit_cast<H2>(v[k].y));
+    c = __hmax2_nan(c, bit_cast<H2>(v[k].z));
+    d = __hmax2_nan(d, bit_cast<H2>(v[k].w));
+  }
+  a = __hmax2_nan(__hmax2_nan(a, b), __hmax2_nan(c, d));
+  return max_nan(__low2float(a), __high2float(a));
+}
+
 template <>
 struct Elt<__nv_bfloat16> {
   typedef float W;
@@ -82,21 +99,9 @@ struct Elt<__nv_bfloat16> {
   static __device__ __forceinline__ uint4 neg() {
     return make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
   }
-  static __device__ __forceinline__ __nv_bfloat162 h2(uint32_t u) {
-    return bit_cast<__nv_bfloat162>(u);
-  }
   template <int V>
   static __device__ __forceinline__ float lmax(const uint4 (&v)[V]) {
-    __nv_bfloat162 a = h2(v[0].x), b = h2(v[0].y), c = h2(v[0].z), d = h2(v[0].w);
-#pragma unroll
-    for (int k = 1; k < V; k++) {
-      a = __hmax2_nan(a, h2(v[k].x));
-      b = __hmax2_nan(b, h2(v[k].y));
-      c = __hmax2_nan(c, h2(v[k].z));
-      d = __hmax2_nan(d, h2(v[k].w));
-    }
-    a = __hmax2_nan(__hmax2_nan(a, b), __hmax2_nan(c, d));
-    return max_nan(__low2float(a), __high2float(a));
+    return lmax_pairs<__nv_bfloat162>(v);
   }
   static __device__ __forceinline__ void unpack(uint4 v, float (&x)[8]) {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -130,16 +135,7 @@ struct Elt<__half> {
   static __device__ __forceinline__ __half2 h2(uint32_t u) { return bit_cast<__half2>(u); }
   template <int V>
   static __device__ __forceinline__ float lmax(const uint4 (&v)[V]) {
-    __half2 a = h2(v[0].x), b = h2(v[0].y), c = h2(v[0].z), d = h2(v[0].w);
-#pragma unroll
-    for (int k = 1; k < V; k++) {
-      a = __hmax2_nan(a, h2(v[k].x));
-      b = __hmax2_nan(b, h2(v[k].y));
-      c = __hmax2_nan(c, h2(v[k].z));
-      d = __hmax2_nan(d, h2(v[k].w));
-    }
-    a = __hmax2_nan(__hmax2_nan(a, b), __hmax2_nan(c, d));
-    return max_nan(__low2float(a), __high2float(a));
+    return lmax_pairs<__half2>(v);
   }
   static __device__ __forceinline__ void unpack(uint4 v, float (&x)[8]) {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};

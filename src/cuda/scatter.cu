@@ -152,28 +152,26 @@ __device__ __forceinline__ typename sto<DT>::S comb(typename sto<DT>::S x,
   }
 }
 
+/* *a = comb(*a, y) by compare-and-swap on a whole word W (the element's own width). */
+template <int DT, int MODE, class W>
+__device__ __forceinline__ void cas_word(W *a, typename sto<DT>::S y) {
+  W old = *(volatile W *)a, as;
+  do {
+    as = old;
+    W nv = comb<DT, MODE>(as, y);
+    if (nv == as) return;
+    old = atomicCAS(a, as, nv);
+  } while (old != as);
+}
+
 /* *p = comb(*p, y) atomically by compare-and-swap (sub-word types in their 32-bit word). */
 template <int DT, int MODE>
 __device__ __forceinline__ void cas_comb(typename sto<DT>::S *p, typename sto<DT>::S y) {
   typedef typename sto<DT>::S S;
   if constexpr (sizeof(S) == 8) {
-    u64 *a = (u64 *)p;
-    u64 old = *(volatile u64 *)a, as;
-    do {
-      as = old;
-      u64 nv = comb<DT, MODE>(as, y);
-      if (nv == as) return;
-      old = atomicCAS(a, as, nv);
-    } while (old != as);
+    cas_word<DT, MODE>((u64 *)p, y);
   } else if constexpr (sizeof(S) == 4) {
-    unsigned *a = (unsigned *)p;
-    unsigned old = *(volatile unsigned *)a, as;
-    do {
-      as = old;
-      unsigned nv = comb<DT, MODE>(as, y);
-      if (nv == as) return;
-      old = atomicCAS(a, as, nv);
-    } while (old != as);
+    cas_word<DT, MODE>((unsigned *)p, y);
   } else {
     unsigned *w = (unsigned *)((uintptr_t)p & ~(uintptr_t)3);
     unsigned sh = (unsigned)((uintptr_t)p & 3) * 8u;
