@@ -878,6 +878,27 @@ nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *l) {
   return NV_OK;
 }
 
+nv_status nv__gpu_dispatch_1d(nv__gpu_ctx *ctx, const char *op, const void *func, uint32_t blocks,
+                              uint32_t threads, const hrx_view *views, const hrx_access *access,
+                              int nviews, const void *params, size_t params_size) {
+  if (!func) return nv__set_error(NV_ERR_BACKEND, "%s: no kernel for this dtype or size", op);
+  nv__gpu_launch l = {.func = func,
+                      .grid = {blocks, 1, 1},
+                      .block = {threads, 1, 1},
+                      .views = views,
+                      .access = access,
+                      .nviews = nviews,
+                      .params = params,
+                      .params_size = params_size};
+  return nv__gpu_dispatch(ctx, &l);
+}
+
+uint32_t nv__gpu_blocks(int64_t items, uint32_t threads, int64_t cap) {
+  int64_t b = (items + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return (uint32_t)(b < cap ? b : cap);
+}
+
 nv_status nv__gpu_captured(nv__gpu_ctx *ctx, const hrx_binding *bindings, size_t count,
                            hrx_capture_fn fn, void *user, hrx_destroy_fn destroy,
                            const void *key, size_t key_size) {

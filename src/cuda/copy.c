@@ -24,9 +24,7 @@
 #define GRID_CAP 8192
 
 static uint32_t blocks_for(int64_t threads) {
-  int64_t b = (threads + NV__GPU_COPY_THREADS - 1) / NV__GPU_COPY_THREADS;
-  if (b < 1) b = 1;
-  return (uint32_t)(b < GRID_CAP ? b : GRID_CAP);
+  return nv__gpu_blocks(threads, NV__GPU_COPY_THREADS, GRID_CAP);
 }
 
 /* Records `func` over (src read, dst written with `dacc`), or over dst alone when src is NULL. */

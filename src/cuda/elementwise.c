@@ -342,8 +342,8 @@ static nv_status k_all(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, 
 
 /* ---- Views ---- */
 
-/* Output i shares input i's buffer at the same element offset (stop_gradient, depends). */
-static nv_status k_share(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
+nv_status nv__gpu_share_inputs(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                               int donated) {
   (void)ctx;
   (void)donated;
   for (int i = 0; i < node->noutputs; i++) {
@@ -501,8 +501,8 @@ void nv__gpu_register_elementwise(nv__gpu_kernel_fn *k) {
   k[NV__PRIM_REAL] = k_complex_part;
   k[NV__PRIM_IMAG] = k_complex_part;
   k[NV__PRIM_VIEW_DTYPE] = k_view_dtype;
-  k[NV__PRIM_STOP_GRADIENT] = k_share;
-  k[NV__PRIM_DEPENDS] = k_share;
+  k[NV__PRIM_STOP_GRADIENT] = nv__gpu_share_inputs;
+  k[NV__PRIM_DEPENDS] = nv__gpu_share_inputs;
   k[NV__PRIM_NUMBER_OF_ELEMENTS] = k_count;
   k[NV__PRIM_TRI] = k_tri;
   k[NV__PRIM_HANNING] = k_window;

@@ -30,9 +30,7 @@
 #define GRID_CAP ((int64_t)1 << 20)
 
 static uint32_t blocks_for(int64_t threads) {
-  int64_t b = (threads + NV__GPU_GATHER_THREADS - 1) / NV__GPU_GATHER_THREADS;
-  if (b < 1) b = 1;
-  return (uint32_t)(b < GRID_CAP ? b : GRID_CAP);
+  return nv__gpu_blocks(threads, NV__GPU_GATHER_THREADS, GRID_CAP);
 }
 
 static bool fits31(int64_t v) { return v < ((int64_t)1 << 31); }
@@ -76,16 +74,8 @@ static int ix_code(nv_dtype dt) {
 static nv_status launch(nv__gpu_ctx *ctx, const char *op, const void *func, uint32_t blocks,
                         const hrx_view *views, const hrx_access *acc, int nviews,
                         const void *params, size_t size) {
-  if (!func) return nv__set_error(NV_ERR_BACKEND, "%s: no kernel for this element size", op);
-  nv__gpu_launch l = {.func = func,
-                      .grid = {blocks, 1, 1},
-                      .block = {NV__GPU_GATHER_THREADS, 1, 1},
-                      .views = views,
-                      .access = acc,
-                      .nviews = nviews,
-                      .params = params,
-                      .params_size = size};
-  return nv__gpu_dispatch(ctx, &l);
+  return nv__gpu_dispatch_1d(ctx, op, func, blocks, NV__GPU_GATHER_THREADS, views, acc, nviews,
+                             params, size);
 }
 
 /* Records func(src, idx, out, params): src and idx read, out written. */

@@ -79,6 +79,16 @@ typedef struct nv__gpu_launch {
 /* Records one launch. Fails (NV_ERR_BACKEND with hrx's message, or out of memory). */
 nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *launch);
 
+/* One launch of `blocks` x `threads` (1-D) over `nviews` views; a NULL func (no kernel for the
+ * node's dtype or element size) fails naming `op`. */
+nv_status nv__gpu_dispatch_1d(nv__gpu_ctx *ctx, const char *op, const void *func, uint32_t blocks,
+                              uint32_t threads, const hrx_view *views, const hrx_access *access,
+                              int nviews, const void *params, size_t params_size);
+
+/* Blocks of `threads` for `items` work items: at least 1, at most `cap` (for kernels that walk
+ * their work with grid-stride loops). */
+uint32_t nv__gpu_blocks(int64_t items, uint32_t threads, int64_t cap);
+
 /* Records a library call (cuBLASLt, ...) as an hrx captured operation over the declared
  * bindings: hrx calls `fn` when it prepares (or updates) the evaluation's graph, with the
  * bindings' GPU addresses and a stream under capture, and `fn` only enqueues the library's
@@ -115,6 +125,11 @@ hrx_runtime *nv__gpu_runtime(const nv__gpu_ctx *ctx);
  * nv__gpu_index_check gives a zeroed record for `op` (a static string: the primitive's name)
  * in the node being recorded; *out is its device address. */
 nv_status nv__gpu_index_check(nv__gpu_ctx *ctx, const char *op, nv__gpu_bad **out);
+
+/* A kernel whose output i is input i itself (the same buffer and element offset; layouts set
+ * by the builder): stop_gradient, depends, custom_function. Records nothing. */
+nv_status nv__gpu_share_inputs(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                               int donated);
 
 /* Shared launch helpers for the families' .cu files. */
 #define NV__GPU_MAX_DIMS 8

@@ -31,24 +31,13 @@
 #define GRID_CAP 8192
 
 static uint32_t blocks_for(int64_t items) {
-  int64_t b = (items + NV__GPU_SCATTER_THREADS - 1) / NV__GPU_SCATTER_THREADS;
-  if (b < 1) b = 1;
-  return (uint32_t)(b < GRID_CAP ? b : GRID_CAP);
+  return nv__gpu_blocks(items, NV__GPU_SCATTER_THREADS, GRID_CAP);
 }
 
 static nv_status launch(nv__gpu_ctx *ctx, const void *func, uint32_t blocks, uint32_t threads,
                         const hrx_view *views, const hrx_access *acc, int n, const void *params,
                         size_t size) {
-  if (!func) return nv__set_error(NV_ERR_BACKEND, "scatter: no kernel for this dtype");
-  nv__gpu_launch l = {.func = func,
-                      .grid = {blocks, 1, 1},
-                      .block = {threads, 1, 1},
-                      .views = views,
-                      .access = acc,
-                      .nviews = n,
-                      .params = params,
-                      .params_size = size};
-  return nv__gpu_dispatch(ctx, &l);
+  return nv__gpu_dispatch_1d(ctx, "scatter", func, blocks, threads, views, acc, n, params, size);
 }
 
 static void row_strides(const int *shape, int nd, int64_t *st) {
