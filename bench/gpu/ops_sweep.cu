@@ -1,0 +1,383 @@
+/* ops_sweep: candidate kernels for two bench rows where PyTorch leaves room, each checked and
+ * timed on one GPU. A standalone CUDA program (it compiles the library's scan kernels from
+ * src/cuda/scan_impl.cuh into itself and does not link nuvec):
+ *
+ *   ops_sweep [filter]        (filter: only candidates whose name contains it)
+ *
+ * Cases (float32, 64 x 1024 x 1024, as BASELINES' per-op table):
+ *   cumsum along the last axis (rows of 1024):
+ *     scan.lib      the library's row kernel (k_row, a warp per row, float64 work values)
+ *     scan.wD / .wF a warp per row holding 32 consecutive elements a lane (loaded coalesced,
+ *                   transposed through shared memory), one warp scan per row; float64 or
+ *                   float32 work values
+ *     scan.bD       a block of 256 threads per row, 4 consecutive elements a thread, the
+ *                   warps' totals through shared memory; float64 work values
+ *   x + x.transpose(1, 2):
+ *     tadd.naive    a thread per output element, the transposed operand read with stride 1024
+ *     tadd.t32      32 x 32 tiles through shared memory, 256 threads, 4 elements a thread
+ *     tadd.t64      64 x 64 tiles, 256 threads, 16 elements a thread
+ *     tadd.t64v     64 x 64 tiles, 16-byte loads and stores of the straight operand and the
+ *                   output, the transposed operand's tile loaded in 16-byte pieces too
+ *   copy and x + y (contiguous) as the memory ceilings.
+ * Output: SWEEP <case> <candidate> <ms> <TB/s> <maxerr> <ok|FAIL> (median of 20 by CUDA events;
+ * TB/s counts bytes read and written once), and BEST per case. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda/scan_impl.cuh"
+
+#define CK(call)                                                                         \
+  do {                                                                                   \
+    cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      exit(2);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+static const int B = 64, N = 1024;
+static const int64_t TOTAL = (int64_t)B * N * N;
+
+/* ---- inputs ---- */
+
+__global__ void k_fill(float *x, int64_t n, uint64_t seed) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t z = (uint64_t)i * 0x9e3779b97f4a7c15ull + seed;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    x[i] = (float)((double)(z >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+  }
+}
+
+/* ---- references ---- */
+
+__global__ void k_scan_ref(const float *x, double *ref, int64_t rows, int len) {
+  for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+       r += (int64_t)gridDim.x * blockDim.x) {
+    double s = 0;
+    for (int j = 0; j < len; j++) {
+      s += (double)x[r * len + j];
+      ref[r * len + j] = s;
+    }
+  }
+}
+
+__global__ void k_err_scan(const float *y, const double *ref, int64_t n, double *err) {
+  double m = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    double d = fabs((double)y[i] - ref[i]) / fmax(fabs(ref[i]), 1.0);
+    m = d > m || d != d ? d : m;
+  }
+  atomicMax((unsigned long long *)err, (unsigned long long)__double_as_longlong(m));
+}
+
+__global__ void k_err_tadd(const float *y, const float *x, double *err) {
+  double m = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < TOTAL;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t b = i / ((int64_t)N * N), r = i % ((int64_t)N * N), ii = r / N, jj = r % N;
+    float want = x[i] + x[b * N * N + jj * N + ii];
+    double d = fabs((double)y[i] - (double)want);
+    m = d > m || d != d ? d : m;
+  }
+  atomicMax((unsigned long long *)err, (unsigned long long)__double_as_longlong(m));
+}
+
+/* ---- cumsum candidates ---- */
+
+/* A warp per row of 1024: lane l holds elements 32 l .. 32 l + 31, loaded as 8 coalesced float4
+ * per lane and transposed through shared memory (a warp's 4 KiB, padded against conflicts). */
+template <class W>
+__global__ void __launch_bounds__(256) k_scan_warp(const float *x, float *y, int64_t rows) {
+  __shared__ float s[8][32 * 33];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  float *sw = s[w];
+  for (int64_t r = (int64_t)blockIdx.x * 8 + w; r < rows; r += (int64_t)gridDim.x * 8) {
+    const float4 *src = reinterpret_cast<const float4 *>(x + r * 1024);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      float4 v = src[k * 32 + lane];
+      int e = (k * 32 + lane) * 4; /* element index of v.x */
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        int ee = e + q;
+        sw[(ee >> 5) * 33 + (ee & 31)] = (&v.x)[q];
+      }
+    }
+    __syncwarp();
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = sw[lane * 33 + j];
+    W t = 0;
+#pragma unroll
+    for (int j = 0; j < 32; j++) t += (W)v[j];
+    W inc = t;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      W o = __shfl_up_sync(0xffffffffu, inc, d);
+      if (lane >= d) inc += o;
+    }
+    W pre = inc - t;
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      pre += (W)v[j];
+      sw[lane * 33 + j] = (float)pre;
+    }
+    __syncwarp();
+    float4 *dst = reinterpret_cast<float4 *>(y + r * 1024);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int e = (k * 32 + lane) * 4;
+      float4 o;
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        int ee = e + q;
+        (&o.x)[q] = sw[(ee >> 5) * 33 + (ee & 31)];
+      }
+      dst[k * 32 + lane] = o;
+    }
+    __syncwarp();
+  }
+}
+
+/* A block of 256 per row of 1024: thread t holds elements 4t .. 4t + 3 (one float4). */
+__global__ void __launch_bounds__(256) k_scan_block(const float *x, float *y, int64_t rows) {
+  __shared__ double s[2][8];
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  int par = 0;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x, par ^= 1) {
+    float4 v = reinterpret_cast<const float4 *>(x + r * 1024)[t];
+    double a = v.x, b = a + v.y, c = b + v.z, d = c + v.w;
+    double inc = d;
+#pragma unroll
+    for (int k = 1; k < 32; k <<= 1) {
+      double o = __shfl_up_sync(0xffffffffu, inc, k);
+      if (lane >= k) inc += o;
+    }
+    if (lane == 31) s[par][w] = inc;
+    __syncthreads();
+    double base = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) base += k < w ? s[par][k] : 0.0;
+    double pre = base + inc - d;
+    float4 o = make_float4((float)(pre + a), (float)(pre + b), (float)(pre + c), (float)(pre + d));
+    reinterpret_cast<float4 *>(y + r * 1024)[t] = o;
+  }
+}
+
+/* ---- x + x^T candidates (out[b][i][j] = x[b][i][j] + x[b][j][i]) ---- */
+
+__global__ void k_tadd_naive(const float *x, float *y) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < TOTAL;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t b = i >> 20, ii = (i >> 10) & 1023, jj = i & 1023;
+    y[i] = x[i] + x[(b << 20) + (jj << 10) + ii];
+  }
+}
+
+/* T x T tiles, 256 threads as (T/ROWS... ) : thread (tx, ty) of a T-wide row group. */
+template <int T>
+__global__ void __launch_bounds__(256) k_tadd_tile(const float *x, float *y) {
+  constexpr int TY = 256 / T, PER = T / TY;
+  __shared__ float s[T][T + 1];
+  const int tx = threadIdx.x % T, ty = threadIdx.x / T;
+  const int j0 = blockIdx.x * T, i0 = blockIdx.y * T;
+  const int64_t base = (int64_t)blockIdx.z << 20;
+  const float *xb = x + base;
+  float straight[PER];
+#pragma unroll
+  for (int k = 0; k < PER; k++) {
+    int r = ty + k * TY;
+    /* the transposed operand: element (i0 + tx, j0 + r) of the output is x[j0 + r][i0 + tx] */
+    s[r][tx] = xb[(int64_t)(j0 + r) * N + i0 + tx];
+    straight[k] = xb[(int64_t)(i0 + r) * N + j0 + tx];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < PER; k++) {
+    int r = ty + k * TY;
+    y[base + (int64_t)(i0 + r) * N + j0 + tx] = straight[k] + s[tx][r];
+  }
+}
+
+/* 64 x 64 tiles with 16-byte accesses: thread t takes 4 consecutive columns (t % 16) of rows
+ * t / 16 + 16 k. */
+__global__ void __launch_bounds__(256) k_tadd_t64v(const float *x, float *y) {
+  __shared__ float s[64][65];
+  const int tc = (threadIdx.x & 15) * 4, tr = threadIdx.x >> 4;
+  const int j0 = blockIdx.x * 64, i0 = blockIdx.y * 64;
+  const int64_t base = (int64_t)blockIdx.z << 20;
+  const float *xb = x + base;
+  float4 straight[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    int r = tr + 16 * k;
+    float4 t = *reinterpret_cast<const float4 *>(xb + (int64_t)(j0 + r) * N + i0 + tc);
+    s[r][tc] = t.x;
+    s[r][tc + 1] = t.y;
+    s[r][tc + 2] = t.z;
+    s[r][tc + 3] = t.w;
+    straight[k] = *reinterpret_cast<const float4 *>(xb + (int64_t)(i0 + r) * N + j0 + tc);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    int r = tr + 16 * k;
+    float4 o = straight[k];
+    o.x += s[tc][r];
+    o.y += s[tc + 1][r];
+    o.z += s[tc + 2][r];
+    o.w += s[tc + 3][r];
+    *reinterpret_cast<float4 *>(y + base + (int64_t)(i0 + r) * N + j0 + tc) = o;
+  }
+}
+
+__global__ void k_add(const float4 *a, const float4 *b, float4 *y, int64_t n4) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float4 u = a[i], v = b[i];
+    y[i] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+  }
+}
+
+/* ---- the harness ---- */
+
+struct Result {
+  const char *cs, *name;
+  float ms;
+  double tbs, err;
+  bool ok;
+};
+
+template <class F>
+static float time_it(F launch, cudaEvent_t *ev) {
+  for (int i = 0; i < 3; i++) launch();
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t;
+  for (int i = 0; i < 20; i++) {
+    CK(cudaEventRecord(ev[0]));
+    launch();
+    CK(cudaEventRecord(ev[1]));
+    CK(cudaEventSynchronize(ev[1]));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int main(int argc, char **argv) {
+  const char *filter = argc > 1 ? argv[1] : "";
+  float *x, *x2, *y;
+  double *ref, *err;
+  CK(cudaMalloc(&x, TOTAL * 4));
+  CK(cudaMalloc(&x2, TOTAL * 4));
+  CK(cudaMalloc(&y, TOTAL * 4));
+  CK(cudaMalloc(&ref, TOTAL * 8));
+  CK(cudaMalloc(&err, 8));
+  k_fill<<<4096, 256>>>(x, TOTAL, 1);
+  k_fill<<<4096, 256>>>(x2, TOTAL, 2);
+  CK(cudaGetLastError());
+  const int64_t rows = TOTAL / 1024;
+  k_scan_ref<<<(int)(rows / 256), 256>>>(x, ref, rows, 1024);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t ev[2];
+  CK(cudaEventCreate(&ev[0]));
+  CK(cudaEventCreate(&ev[1]));
+  std::vector<Result> res;
+  const double bytes2 = (double)TOTAL * 8, bytes3 = (double)TOTAL * 12;
+  auto check_scan = [&]() {
+    CK(cudaMemset(err, 0, 8));
+    k_err_scan<<<4096, 256>>>(y, ref, TOTAL, err);
+    CK(cudaGetLastError());
+    double e;
+    CK(cudaMemcpy(&e, err, 8, cudaMemcpyDeviceToHost));
+    return e;
+  };
+  auto check_tadd = [&]() {
+    CK(cudaMemset(err, 0, 8));
+    k_err_tadd<<<4096, 256>>>(y, x, err);
+    CK(cudaGetLastError());
+    double e;
+    CK(cudaMemcpy(&e, err, 8, cudaMemcpyDeviceToHost));
+    return e;
+  };
+  auto run = [&](const char *cs, const char *name, double bytes, double tol, auto launch,
+                 auto check) {
+    if (!strstr(name, filter) && !strstr(cs, filter)) return;
+    CK(cudaMemset(y, 0xff, TOTAL * 4));
+    launch();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    double e = check();
+    float ms = time_it(launch, ev);
+    res.push_back({cs, name, ms, bytes / (ms * 1e-3) / 1e12, e, e <= tol});
+  };
+  auto none = [&]() { return 0.0; };
+
+  run("copy", "memcpy", bytes2, 0, [&]() { CK(cudaMemcpyAsync(y, x, TOTAL * 4, cudaMemcpyDeviceToDevice)); }, none);
+  run("add", "contig", bytes3, 0,
+      [&]() { k_add<<<132 * 16, 256>>>((const float4 *)x, (const float4 *)x2, (float4 *)y, TOTAL / 4); },
+      none);
+
+  nv__gpu_scan_kernels sk;
+  if (!nvscan::fill_op<nvscan::SUM>(nvg::DT_F32, &sk)) return 2;
+  nv__gpu_scan_params sp = {};
+  sp.outer = rows;
+  sp.len = 1024;
+  sp.inner = 1;
+  sp.chunk = 1024;
+  sp.nchunks = 1;
+  sp.segments = rows;
+  sp.inclusive = 1;
+  const void *lib_row = sk.row[3];
+  run("cumsum", "scan.lib", bytes2, 1e-6,
+      [&]() {
+        void *args[] = {(void *)&x, (void *)&y, (void *)&x, (void *)&sp};
+        CK(cudaLaunchKernel(lib_row, dim3((unsigned)(rows / 8)), dim3(256), args, 0, 0));
+      },
+      check_scan);
+  run("cumsum", "scan.wD", bytes2, 1e-6,
+      [&]() { k_scan_warp<double><<<(unsigned)(rows / 8), 256>>>(x, y, rows); }, check_scan);
+  run("cumsum", "scan.wF", bytes2, 1e-4,
+      [&]() { k_scan_warp<float><<<(unsigned)(rows / 8), 256>>>(x, y, rows); }, check_scan);
+  run("cumsum", "scan.wD.g1", bytes2, 1e-6,
+      [&]() { k_scan_warp<double><<<132 * 8, 256>>>(x, y, rows); }, check_scan);
+  run("cumsum", "scan.bD", bytes2, 1e-6,
+      [&]() { k_scan_block<<<(unsigned)rows, 256>>>(x, y, rows); }, check_scan);
+  run("cumsum", "scan.bD.g1", bytes2, 1e-6,
+      [&]() { k_scan_block<<<132 * 8, 256>>>(x, y, rows); }, check_scan);
+
+  run("tadd", "tadd.naive", bytes3, 0, [&]() { k_tadd_naive<<<132 * 16, 256>>>(x, y); },
+      check_tadd);
+  run("tadd", "tadd.t32", bytes3, 0,
+      [&]() { k_tadd_tile<32><<<dim3(N / 32, N / 32, B), 256>>>(x, y); }, check_tadd);
+  run("tadd", "tadd.t64", bytes3, 0,
+      [&]() { k_tadd_tile<64><<<dim3(N / 64, N / 64, B), 256>>>(x, y); }, check_tadd);
+  run("tadd", "tadd.t64v", bytes3, 0,
+      [&]() { k_tadd_t64v<<<dim3(N / 64, N / 64, B), 256>>>(x, y); }, check_tadd);
+
+  for (const Result &r : res)
+    printf("SWEEP %s %s %.4f %.3f %.3g %s\n", r.cs, r.name, r.ms, r.tbs, r.err,
+           r.ok ? "ok" : "FAIL");
+  for (const char *cs : {"copy", "add", "cumsum", "tadd"}) {
+    const Result *best = nullptr;
+    for (const Result &r : res)
+      if (!strcmp(r.cs, cs) && r.ok && (!best || r.ms < best->ms)) best = &r;
+    if (best) printf("BEST %s %s %.4f ms %.3f TB/s\n", cs, best->name, best->ms, best->tbs);
+  }
+  return 0;
+}
