@@ -6,6 +6,9 @@
  * Layouts: the inputs are broadcast to the output's shape and the dims folded (nv__collapse).
  * One folded dim with every input contiguous or a single broadcast element takes the
  * contiguous kernel where the primitive has one (16-byte vectors on the device when aligned);
+ * two folded dims with every input's inner stride 0 or 1 take its rows mode; a binary op with
+ * a transposed input (strided along the output's last dim, unit-strided along another) takes
+ * the tiled kernel where the primitive has one (the dedicated kernels: tile_fit);
  * anything else takes the strided kernel, with 32-bit index math when the element count and
  * every input's reachable offsets fit in int32. More than NV__GPU_MAX_DIMS folded dims: the
  * inputs are first copied, broadcast, into row-contiguous scratch memory. The output is always
@@ -41,13 +44,13 @@ static nv_status grid_for(nv__gpu_ctx *ctx, int64_t n, int per_thread, uint32_t 
   return NV_OK;
 }
 
-static nv_status launch(nv__gpu_ctx *ctx, const void *func, uint32_t blocks, uint32_t threads,
-                        const nv__gpu_arg *args, const hrx_access *access, int nviews,
-                        const nv__ew_params *p, bool aliasing) {
+static nv_status launch_grid(nv__gpu_ctx *ctx, const void *func, const uint32_t grid[3],
+                             uint32_t threads, const nv__gpu_arg *args, const hrx_access *access,
+                             int nviews, const nv__ew_params *p, bool aliasing) {
   hrx_view views[NV__EW_MAXOPS];
   for (int i = 0; i < nviews; i++) views[i] = args[i].view;
   nv__gpu_launch l = {.func = func,
-                      .grid = {blocks, 1, 1},
+                      .grid = {grid[0], grid[1], grid[2]},
                       .block = {threads, 1, 1},
                       .shared_bytes = 0,
                       .views = views,
@@ -57,6 +60,13 @@ static nv_status launch(nv__gpu_ctx *ctx, const void *func, uint32_t blocks, uin
                       .params_size = sizeof *p,
                       .aliasing = aliasing};
   return nv__gpu_dispatch(ctx, &l);
+}
+
+static nv_status launch(nv__gpu_ctx *ctx, const void *func, uint32_t blocks, uint32_t threads,
+                        const nv__gpu_arg *args, const hrx_access *access, int nviews,
+                        const nv__ew_params *p, bool aliasing) {
+  const uint32_t grid[3] = {blocks, 1, 1};
+  return launch_grid(ctx, func, grid, threads, args, access, nviews, p, aliasing);
 }
 
 /* ---- Layouts ---- */
@@ -148,6 +158,48 @@ static bool rows_fit(const nv__ew_entry *e, const layout *L, int nin) {
   return true;
 }
 
+/* Whether the tiled kernel takes the layout, and its parameters into `p`: a binary entry with
+ * a tiled kernel, at least two folded dims, the last (L) of at least 16 elements; each input
+ * either straight (stride -1, 0 or 1 along L) or tiled (any other stride along L, unit stride
+ * along J), at least one tiled; J the last other dim of at least 16 elements along which every
+ * tiled input is unit-strided. The other dims are the batch. */
+static bool tile_fit(const nv__ew_entry *e, const layout *L, int nin, nv__ew_params *p) {
+  if (!e->tile || nin != 2 || L->nd < 2) return false;
+  int l = L->nd - 1, j = -1;
+  if (L->shape[l] < 16) return false;
+  uint32_t tiled = 0;
+  for (int k = 1; k <= nin; k++)
+    if (L->st[k][l] < -1 || L->st[k][l] > 1) tiled |= 1u << k;
+  if (!tiled) return false;
+  for (int d = 0; d < l; d++) {
+    if (L->shape[d] < 16) continue;
+    bool unit = true;
+    for (int k = 1; k <= nin; k++)
+      if ((tiled >> k & 1u) && L->st[k][d] != 1 && L->st[k][d] != -1) unit = false;
+    if (unit) j = d;
+  }
+  if (j < 0) return false;
+  p->tiled = tiled;
+  p->nj = L->shape[j];
+  p->nl = L->shape[l];
+  p->tiles_j = (p->nj + 31) / 32;
+  p->tiles_l = (p->nl + 31) / 32;
+  p->batch = 1;
+  p->ndim = 0;
+  for (int k = 0; k <= nin; k++) {
+    p->sj[k] = L->st[k][j];
+    p->sl[k] = L->st[k][l];
+  }
+  for (int d = 0; d < l; d++) {
+    if (d == j) continue;
+    p->shape[p->ndim] = L->shape[d];
+    for (int k = 0; k <= nin; k++) p->stride[k][p->ndim] = L->st[k][d];
+    p->ndim++;
+    p->batch *= L->shape[d];
+  }
+  return true;
+}
+
 /* Records one element-wise launch over the row-contiguous index space `space` (the output's
  * shape, or allclose's broadcast shape): args[0] is the output (already allocated), the inputs'
  * views are added here. `p` comes with op and extra set. */
@@ -202,6 +254,13 @@ static nv_status record(nv__gpu_ctx *ctx, const nv__output *space, nv__gpu_arg *
     s = grid_for(ctx, p->n, e->per_thread, &blocks);
     if (s != NV_OK) return s;
     return launch(ctx, e->contig, blocks, NV__EW_BLOCK, args, access, nin + 1, p, aliasing);
+  }
+  if (tile_fit(e, &L, nin, p)) {
+    /* Tiled: one 32 x 32 output tile per block (grid-stride past the grid's limits). */
+    const uint32_t grid[3] = {(uint32_t)(p->tiles_l < INT32_MAX ? p->tiles_l : INT32_MAX),
+                              (uint32_t)(p->tiles_j < 65535 ? p->tiles_j : 65535),
+                              (uint32_t)(p->batch < 65535 ? p->batch : 65535)};
+    return launch_grid(ctx, e->tile, grid, NV__EW_BLOCK, args, access, nin + 1, p, aliasing);
   }
   p->ndim = L.nd;
   for (int d = 0; d < L.nd; d++) {

@@ -17,6 +17,11 @@
  *   strided  the output is row-contiguous (its offset is the linear index); input k's element
  *            offset is sum(coord[d] * stride[k][d]) over the `ndim` folded dims, with 32-bit
  *            index math (magic-number division) when `idx32`, else 64-bit.
+ *   tile     (binary, dedicated kernels) an input whose element along the output's last dim L
+ *            is strided but unit-strided along another dim J (a transposed operand): 32 x 32
+ *            output tiles of J x L, that input read coalesced along J into shared memory, the
+ *            other straight (coalesced along L), the output written along L; batch dims from
+ *            the grid's z index, 64-bit offsets. Blocks of NV__EW_BLOCK = 32 x 8 threads.
  * The generic kernels (one per op group and dtype, the primitive read from `op` at run time)
  * are strided only; the hot (primitive, dtype) pairs have dedicated contig and strided ones. */
 #ifndef NUVEC_CUDA_ELEMENTWISE_H
@@ -69,6 +74,14 @@ typedef struct nv__ew_params {
   int64_t stride[NV__EW_MAXOPS][NV__EW_MAXDIMS]; /* [0] (the output) is unused */
   uint32_t magic[NV__EW_MAXDIMS];                /* idx32: q = (umulhi(i, magic) + i) >> shift */
   uint32_t shift[NV__EW_MAXDIMS];
+  /* tile: the output's tile space J x L (L its last folded dim, J another) in 32 x 32 tiles,
+   * `batch` positions of the other dims, which are shape/stride[k][0..ndim-1] (stride[0]: the
+   * output's); operand k's strides along J and L; bit k of `tiled` set when input k goes
+   * through shared memory. Grid: x over L's tiles, y over J's, z over the batch. */
+  int64_t nj, nl, tiles_j, tiles_l, batch;
+  int64_t sj[NV__EW_MAXOPS], sl[NV__EW_MAXOPS];
+  uint32_t tiled;
+  int32_t pad_;
 } nv__ew_params;
 
 /* The kernels of one (primitive, input dtype). */
@@ -76,6 +89,7 @@ typedef struct nv__ew_entry {
   const void *contig;  /* NULL: the strided kernel serves contiguous operands too */
   const void *strided; /* NULL: no kernel (the dtype is not supported) */
   int per_thread;      /* contig: elements per thread per tile */
+  const void *tile;    /* binary, dedicated kernels only: the tiled kernel, else NULL */
 } nv__ew_entry;
 
 /* The kernel table, [NV__PRIM_COUNT][NV_DTYPE_COUNT], indexed like the CPU's tables (by the

@@ -434,6 +434,71 @@ __device__ __forceinline__ void strided_body(SO *o, const SA *a, const SB *b, co
   else strided_loop<F, NIN, false, SO, SA, SB, SC>(f, o, a, b, c, p);
 }
 
+/* ---- The tiled loop (binary) ----
+ * Output tiles of 32 (J) x 32 (L): block (x, y, z) takes L's tile x, J's tile y, batch
+ * position z (each grid-stride). Thread (tx, ty) = (threadIdx.x % 32, threadIdx.x / 32)
+ * first loads, for k = 0..3, a tiled input's element (j0 + tx, l0 + ty + 8k) into row ty + 8k,
+ * column tx of its shared tile (consecutive tx: consecutive J, unit-strided there) and a
+ * straight input's element (j0 + ty + 8k, l0 + tx) into a register (consecutive tx:
+ * consecutive L); after the barrier it computes and stores output element
+ * (j0 + ty + 8k, l0 + tx), reading the tiled input's value at tile[tx][ty + 8k] (rows padded
+ * to 33: no bank conflicts). All loads of a tile are issued before its first store; an output
+ * element's straight inputs are read by the thread that writes it (a donated straight input
+ * is read before it is written; a donated input is never tiled: donation makes it
+ * row-contiguous). */
+template <class F, class SO, class SA, class SB>
+__device__ __forceinline__ void tile_body(SO *o, const SA *a, const SB *b, const nv__ew_params &p,
+                                          SA (*ta)[33], SB (*tb)[33]) {
+  const F f(p);
+  o += p.off[0];
+  a += p.off[1];
+  b += p.off[2];
+  const bool ua = (p.tiled & 2u) != 0, ub = (p.tiled & 4u) != 0;
+  const int tx = (int)(threadIdx.x & 31), ty = (int)(threadIdx.x >> 5);
+  for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
+    /* The batch position's offsets (row-major; the first dim takes what is left). */
+    int64_t oz = 0, az = 0, bz = 0, rest = z;
+    for (int d = p.ndim - 1; d >= 0; d--) {
+      const int64_t q = d > 0 ? rest / p.shape[d] : 0, idx = rest - q * p.shape[d];
+      oz += idx * p.stride[0][d];
+      az += idx * p.stride[1][d];
+      bz += idx * p.stride[2][d];
+      rest = q;
+    }
+    for (int64_t tj = blockIdx.y; tj < p.tiles_j; tj += gridDim.y) {
+      for (int64_t tl = blockIdx.x; tl < p.tiles_l; tl += gridDim.x) {
+        const int64_t j0 = tj * 32, l0 = tl * 32;
+        SA xa[4] = {};
+        SB xb[4] = {};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const int64_t jt = j0 + tx, lt = l0 + ty + 8 * k; /* a tiled input's element */
+          if (jt < p.nj && lt < p.nl) {
+            if (ua) ta[ty + 8 * k][tx] = a[az + jt * p.sj[1] + lt * p.sl[1]];
+            if (ub) tb[ty + 8 * k][tx] = b[bz + jt * p.sj[2] + lt * p.sl[2]];
+          }
+          const int64_t j = j0 + ty + 8 * k, l = l0 + tx; /* a straight input's and the output's */
+          if (j < p.nj && l < p.nl) {
+            if (!ua) xa[k] = a[az + j * p.sj[1] + l * p.sl[1]];
+            if (!ub) xb[k] = b[bz + j * p.sj[2] + l * p.sl[2]];
+          }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const int64_t j = j0 + ty + 8 * k, l = l0 + tx;
+          if (j < p.nj && l < p.nl) {
+            const SA x = ua ? ta[tx][ty + 8 * k] : xa[k];
+            const SB y = ub ? tb[tx][ty + 8 * k] : xb[k];
+            o[oz + j * p.sj[0] + l * p.sl[0]] = elem<F, 2, SO, SA, SB, uint8_t>(f, x, y, 0);
+          }
+        }
+        __syncthreads();
+      }
+    }
+  }
+}
+
 /* ---- Kernels ---- */
 
 template <class F, class SO, class SA>
@@ -449,6 +514,13 @@ template <class F, class SO, class SA, class SB, class SC>
 __global__ void __launch_bounds__(NV__EW_BLOCK)
     k_contig3(SO *o, const SA *a, const SB *b, const SC *c, nv__ew_params p) {
   contig_body<F, 3, SO, SA, SB, SC>(o, a, b, c, p);
+}
+template <class F, class SO, class SA, class SB>
+__global__ void __launch_bounds__(NV__EW_BLOCK)
+    k_tile2(SO *o, const SA *a, const SB *b, nv__ew_params p) {
+  __shared__ SA ta[32][33];
+  __shared__ SB tb[32][33];
+  tile_body<F, SO, SA, SB>(o, a, b, p, ta, tb);
 }
 template <class F, class SO, class SA>
 __global__ void __launch_bounds__(NV__EW_BLOCK) k_strided1(SO *o, const SA *a, nv__ew_params p) {
@@ -504,7 +576,8 @@ __global__ void __launch_bounds__(NV__EW_BLOCK)
   else all_loop<F, S, false>(f, flag, a, b, p);
 }
 
-/* Table entries; the contiguous kernel is instantiated only when CONTIG. */
+/* Table entries; the contiguous kernel (and the binary tiled one) is instantiated only when
+ * CONTIG. */
 template <bool CONTIG, class F, class SO, class SA>
 inline nv__ew_entry entry1() {
   nv__ew_entry e;
@@ -512,13 +585,19 @@ inline nv__ew_entry entry1() {
   else e.contig = nullptr;
   e.strided = (const void *)k_strided1<F, SO, SA>;
   e.per_thread = vwidth<1, SO, SA, uint8_t, uint8_t>() * NV__EW_CONTIG_UNROLL;
+  e.tile = nullptr;
   return e;
 }
 template <bool CONTIG, class F, class SO, class SA, class SB>
 inline nv__ew_entry entry2() {
   nv__ew_entry e;
-  if constexpr (CONTIG) e.contig = (const void *)k_contig2<F, SO, SA, SB>;
-  else e.contig = nullptr;
+  if constexpr (CONTIG) {
+    e.contig = (const void *)k_contig2<F, SO, SA, SB>;
+    e.tile = (const void *)k_tile2<F, SO, SA, SB>;
+  } else {
+    e.contig = nullptr;
+    e.tile = nullptr;
+  }
   e.strided = (const void *)k_strided2<F, SO, SA, SB>;
   e.per_thread = vwidth<2, SO, SA, SB, uint8_t>() * NV__EW_CONTIG_UNROLL;
   return e;
@@ -530,6 +609,7 @@ inline nv__ew_entry entry3() {
   else e.contig = nullptr;
   e.strided = (const void *)k_strided3<F, SO, SA, SB, SC>;
   e.per_thread = vwidth<3, SO, SA, SB, SC>() * NV__EW_CONTIG_UNROLL;
+  e.tile = nullptr;
   return e;
 }
 

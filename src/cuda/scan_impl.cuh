@@ -10,13 +10,15 @@
  * is kept) and the NaN/inf rules of logaddexp are the CPU's exactly. Every combination keeps the
  * earlier operand on the left.
  *
- * Row kernels: a group of G lanes scans a tile of K chunks, each chunk G x VEC consecutive
- * elements (VEC elements per lane: one 16-byte load of the input where aligned), so every load
- * of a warp is contiguous; a lane scans its VEC elements serially, the group scans the lanes'
- * totals with shuffles, and the chunks chain through a running carry. The block variant adds the
- * 8 warps' totals through shared memory. Column kernels: thread (x, y) of a 16 x 16 block holds 8
- * consecutive positions of CV adjacent columns (one vector load per position); the 16 rows'
- * totals meet in shared memory. Both keep a tile's raw inputs in registers: a lane or thread
+ * Row kernels: a group of G lanes scans a tile of G x ITEMS consecutive elements, loaded in
+ * chunks of G x VEC (VEC elements per lane: one 16-byte load of the input where aligned), so
+ * every load of a warp is contiguous, and transposed through shared memory so that each lane
+ * holds ITEMS consecutive elements: a lane combines its elements serially, the group scans the
+ * lanes' totals once with shuffles, and the tiles chain through a running carry. The block
+ * variant adds the 8 warps' totals through shared memory. Column kernels: thread (x, y) of a
+ * 16 x 16 block holds 8 consecutive positions of CV adjacent columns (one vector load per
+ * position); the 16 rows' totals meet in shared memory. Both keep a tile's raw inputs in
+ * registers: a lane or thread
  * combines its values into totals, the totals are scanned across lanes or threads, and it walks
  * its values again from its prefix, serially as the CPU does. Partial totals start from the
  * starting value, which is neutral on the right of any prefix (that starts from it too), so the
@@ -263,29 +265,51 @@ DEV void vstore(E *p, const E (&e)[N]) {
 
 /* ---- Row scans ---- */
 
+/* A warp's staging area in shared memory: its tile of 32 lanes x ITEMS elements of the wider of
+ * the input and output types, with one pad element after every 32 (so that lanes reading their
+ * ITEMS consecutive elements hit distinct banks). */
+template <int OP, int IN>
+struct Stage {
+  static constexpr int BYTES = Tr<OP, IN>::ISZ > Tr<OP, IN>::OSZ ? Tr<OP, IN>::ISZ
+                                                                  : Tr<OP, IN>::OSZ;
+  static constexpr int N = 32 * Tr<OP, IN>::ITEMS;
+  static constexpr int WARP_BYTES = (N + N / 32) * BYTES;
+};
+DEV int padded(int i) { return i + (i >> 5); }
+
 /* Scans walk positions [s0, s1) of one row (elements in[0..len), out[0..len)) in tiles, a group
  * of G lanes (G <= 32) or the whole block (G == THREADS) per row, starting from `carry` and
  * leaving in it the combination of everything scanned. `active` false: the group has no row (it
  * still takes part in the shuffles). STORE false: nothing is written (a segment's total). `tile`
- * counts the block's tiles (the parity picks the shared buffer). The tile's raw inputs stay in
- * registers (K chunks of VEC per lane); each lane combines each chunk into a total from the
- * starting value, the group scans the totals of each chunk index with shuffles, and each lane
- * walks its chunks again from their prefixes, serially as the CPU does, storing each result. */
+ * counts the block's tiles (the parity picks the shared buffer of warp totals); `stage` is the
+ * block's staging area (Stage: WARPS of them), unused when G == 1.
+ *
+ * A tile gives each lane ITEMS consecutive walk positions. It is loaded coalesced — chunk k of
+ * the group's tile is G x VEC consecutive positions, VEC per lane (one 16-byte load where
+ * aligned) — and transposed through the warp's staging area, so each lane combines its
+ * positions serially into one total, the group scans those totals once with shuffles (a block
+ * adds the warps' totals through shared memory), and each lane walks its positions again from
+ * its prefix, serially as the CPU does; the results go back through the staging area to
+ * coalesced stores. */
 template <int OP, int IN, int G, bool STORE>
 DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP, IN>::TO *out,
                   int64_t s0, int64_t s1, bool active, typename Tr<OP, IN>::W &carry,
-                  typename Tr<OP, IN>::W (*s_tot)[WARPS], unsigned &tile) {
+                  typename Tr<OP, IN>::W (*s_tot)[WARPS], unsigned &tile, unsigned char *stage) {
   typedef Tr<OP, IN> T;
   typedef typename T::W W;
   typedef typename T::TI TI;
   typedef typename T::TO TO;
-  constexpr int VEC = T::VEC, K = T::K;
+  constexpr int VEC = T::VEC, K = T::K, ITEMS = T::ITEMS;
   constexpr bool BLOCK = G == THREADS;
   constexpr int LANES = BLOCK ? 32 : G;
   const int lane = (int)(threadIdx.x % LANES), warp = (int)(threadIdx.x / 32);
-  const int64_t len = p.len, step = (int64_t)G * T::ITEMS;
-  const int64_t wbase = BLOCK ? (int64_t)warp * 32 * T::ITEMS : 0;
+  const int64_t len = p.len, step = (int64_t)G * ITEMS;
+  const int64_t wbase = BLOCK ? (int64_t)warp * 32 * ITEMS : 0;
   const bool rev = p.reverse != 0;
+  /* The group's part of its warp's staging area, as input and as output elements. */
+  const int gbase = (int)(threadIdx.x % 32 / LANES) * LANES * ITEMS;
+  TI *si = reinterpret_cast<TI *>(stage + (LANES > 1 ? warp * Stage<OP, IN>::WARP_BYTES : 0));
+  TO *so = reinterpret_cast<TO *>(si);
   for (int64_t t0 = s0; t0 < s1; t0 += step, tile++) {
     /* n[k]: the real positions of this lane's chunk k (the rest is padding, never combined). */
     TI e[K][VEC];
@@ -305,31 +329,42 @@ DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP,
     }
     /* e[k][j] is walk position q0 + j (reversed: element VEC - 1 - j of the load). */
 #define NV_SCAN_E(k, j) e[k][rev ? VEC - 1 - (j) : (j)]
-    W x[K];
+    /* v[i]: this lane's walk position t0 + wbase + lane * ITEMS + i, cnt of them real. */
+    TI v[ITEMS];
+    const int64_t mine = t0 + wbase + (int64_t)lane * ITEMS;
+    const int cnt = !active || mine >= s1 ? 0 : s1 - mine < ITEMS ? (int)(s1 - mine) : ITEMS;
+    if constexpr (LANES == 1) {
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      x[k] = init<OP, IN>();
+      for (int k = 0; k < K; k++)
 #pragma unroll
-      for (int j = 0; j < VEC; j++)
-        if (j < n[k]) x[k] = comb<OP, IN>(x[k], load<OP, IN>(NV_SCAN_E(k, j)));
+        for (int j = 0; j < VEC; j++) v[k * VEC + j] = NV_SCAN_E(k, j);
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          si[padded(gbase + (k * LANES + lane) * VEC + j)] = NV_SCAN_E(k, j);
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < ITEMS; i++) v[i] = si[padded(gbase + lane * ITEMS + i)];
+      __syncwarp();
     }
+    W x = init<OP, IN>();
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++)
+      if (i < cnt) x = comb<OP, IN>(x, load<OP, IN>(v[i]));
 #pragma unroll
     for (int d = 1; d < LANES; d <<= 1) {
-#pragma unroll
-      for (int k = 0; k < K; k++) {
-        W y = shfl_up(x[k], d, LANES);
-        if (lane >= d) x[k] = comb<OP, IN>(y, x[k]);
-      }
+      W y = shfl_up(x, d, LANES);
+      if (lane >= d) x = comb<OP, IN>(y, x);
     }
-    /* The carry this lane's chunks start from: the group's, or in a block the block's carry
-     * combined with the totals of the warps before this one. */
+    /* x: the group's inclusive scan of the lanes' totals. The carry this lane starts from: the
+     * group's, or in a block the block's carry combined with the totals of the warps before. */
+    const W tot = shfl_idx(x, LANES - 1, LANES);
     W c = carry;
     if constexpr (BLOCK) {
-      W wt = shfl_idx(x[0], LANES - 1, LANES);
-#pragma unroll
-      for (int k = 1; k < K; k++) wt = comb<OP, IN>(wt, shfl_idx(x[k], LANES - 1, LANES));
       W (*buf)[WARPS] = s_tot + (tile & 1);
-      if (lane == 0) (*buf)[warp] = wt;
+      if (lane == 0) (*buf)[warp] = tot;
       __syncthreads();
       W b = carry;
 #pragma unroll
@@ -338,40 +373,56 @@ DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP,
         b = comb<OP, IN>(b, (*buf)[w]);
       }
       carry = b;
+    } else {
+      carry = comb<OP, IN>(carry, tot);
     }
     if constexpr (STORE) {
+      const W ex = shfl_up(x, 1, LANES);
+      W pre = lane == 0 ? c : comb<OP, IN>(c, ex);
+      TO r[ITEMS];
+#pragma unroll
+      for (int i = 0; i < ITEMS; i++) {
+        const W nxt = i < cnt ? comb<OP, IN>(pre, load<OP, IN>(v[i])) : pre;
+        r[i] = store<OP, IN>(p.inclusive ? nxt : pre);
+        pre = nxt;
+      }
+      TO o[K][VEC];
+      if constexpr (LANES == 1) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+          for (int j = 0; j < VEC; j++) o[k][rev ? VEC - 1 - j : j] = r[k * VEC + j];
+      } else {
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) so[padded(gbase + lane * ITEMS + i)] = r[i];
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+          for (int j = 0; j < VEC; j++)
+            o[k][rev ? VEC - 1 - j : j] = so[padded(gbase + (k * LANES + lane) * VEC + j)];
+        __syncwarp();
+      }
 #pragma unroll
       for (int k = 0; k < K; k++) {
-        const W tot = shfl_idx(x[k], LANES - 1, LANES), ex = shfl_up(x[k], 1, LANES);
-        W pre = lane == 0 ? c : comb<OP, IN>(c, ex);
-        TO o[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-          if (j < n[k]) {
-            const W nxt = comb<OP, IN>(pre, load<OP, IN>(NV_SCAN_E(k, j)));
-            o[rev ? VEC - 1 - j : j] = store<OP, IN>(p.inclusive ? nxt : pre);
-            pre = nxt;
-          }
-        }
         const int64_t q0 = t0 + wbase + ((int64_t)k * LANES + lane) * VEC;
         TO *dst = out + (rev ? len - q0 - VEC : q0);
         if (n[k] == VEC && aligned<TO, VEC>(dst)) {
-          vstore<TO, VEC>(dst, o);
+          vstore<TO, VEC>(dst, o[k]);
         } else {
 #pragma unroll
           for (int j = 0; j < VEC; j++)
-            if (j < n[k]) out[rev ? len - 1 - (q0 + j) : q0 + j] = o[rev ? VEC - 1 - j : j];
+            if (j < n[k]) out[rev ? len - 1 - (q0 + j) : q0 + j] = o[k][rev ? VEC - 1 - j : j];
         }
-        if (k + 1 < K || !BLOCK) c = comb<OP, IN>(c, tot);
       }
-    } else if constexpr (!BLOCK) {
-#pragma unroll
-      for (int k = 0; k < K; k++) c = comb<OP, IN>(c, shfl_idx(x[k], LANES - 1, LANES));
     }
 #undef NV_SCAN_E
-    if constexpr (!BLOCK) carry = c;
   }
 }
+
+/* The staging area of a row kernel's block (G lanes a row; none for G == 1). */
+#define NV_SCAN_STAGE(G)                                                                    \
+  __shared__ __align__(16) unsigned char stage[(G) > 1 ? WARPS * Stage<OP, IN>::WARP_BYTES : 16]
 
 /* Whole rows, a group of G lanes each (outer rows of len elements, no chunks). */
 template <int OP, int IN, int G>
@@ -379,6 +430,7 @@ __global__ void __launch_bounds__(THREADS, Tr<OP, IN>::ROW_MIN_BLOCKS)
     k_row(const void *vin, void *vout, const void *vtot, P p) {
   (void)vtot;
   typedef Tr<OP, IN> T;
+  NV_SCAN_STAGE(G);
   const typename T::TI *in = (const typename T::TI *)vin + p.ioff;
   typename T::TO *out = (typename T::TO *)vout + p.ooff;
   constexpr int GPB = THREADS / G;
@@ -390,7 +442,8 @@ __global__ void __launch_bounds__(THREADS, Tr<OP, IN>::ROW_MIN_BLOCKS)
     const bool active = r < p.outer;
     const int64_t base = active ? r * p.len : 0;
     typename T::W carry = init<OP, IN>();
-    row_span<OP, IN, G, true>(p, in + base, out + base, 0, p.len, active, carry, nullptr, tile);
+    row_span<OP, IN, G, true>(p, in + base, out + base, 0, p.len, active, carry, nullptr, tile,
+                              stage);
   }
 }
 
@@ -401,6 +454,7 @@ __global__ void __launch_bounds__(THREADS)
   typedef Tr<OP, IN> T;
   typedef typename T::W W;
   __shared__ W s_tot[2][WARPS];
+  NV_SCAN_STAGE(THREADS);
   const typename T::TI *in = (const typename T::TI *)vin + p.ioff;
   typename T::TO *out = (typename T::TO *)vout + p.ooff;
   const W *tot = (const W *)vtot;
@@ -410,7 +464,7 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t s0 = k * p.chunk, s1 = s0 + p.chunk < p.len ? s0 + p.chunk : p.len;
     W carry = p.carry ? tot[s] : init<OP, IN>();
     row_span<OP, IN, THREADS, true>(p, in + r * p.len, out + r * p.len, s0, s1, true, carry,
-                                    s_tot, tile);
+                                    s_tot, tile, stage);
   }
 }
 
@@ -420,6 +474,7 @@ __global__ void __launch_bounds__(THREADS) k_row_reduce(const void *vin, void *v
   typedef Tr<OP, IN> T;
   typedef typename T::W W;
   __shared__ W s_tot[2][WARPS];
+  NV_SCAN_STAGE(THREADS);
   const typename T::TI *in = (const typename T::TI *)vin + p.ioff;
   W *tot = (W *)vtot;
   unsigned tile = 0;
@@ -428,7 +483,7 @@ __global__ void __launch_bounds__(THREADS) k_row_reduce(const void *vin, void *v
     const int64_t s0 = k * p.chunk, s1 = s0 + p.chunk < p.len ? s0 + p.chunk : p.len;
     W carry = init<OP, IN>();
     row_span<OP, IN, THREADS, false>(p, in + r * p.len, nullptr, s0, s1, true, carry, s_tot,
-                                     tile);
+                                     tile, stage);
     if (threadIdx.x == 0) tot[s] = carry;
   }
 }

@@ -8,7 +8,9 @@
 #   2. the GPU tests (tests/gpu: semantics, kernels' own conformance files);
 #   3. the fallback census: which primitives ran on the CPU during the suite;
 #   4. compute-sanitizer memcheck over the GPU semantics tests;
-#   5. the benchmarks beside PyTorch (bench/gpu).
+#   5. the benchmarks beside PyTorch (bench/gpu);
+#   6-10. the threads tests, charlm on both devices, the row-kernel and ops sweeps, ncu over
+#      chosen bench cases (stages 6-10 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 set -u
@@ -144,6 +146,24 @@ stage8() {
   timeout 120 $B/bench/gpu/rows_sweep >"$OUT/rows_sweep.log" 2>&1
   note "8. rows_sweep: rc=$? ($(( $(date +%s) - t )) s)"
   grep -E "^BEST|FAIL" "$OUT/rows_sweep.log" | head -30 | tee -a "$SUM"
+}
+
+stage9() {
+  # Nsight Compute over bench cases (NCU_CASES: bench_gpu filters): the kernels they ran, with
+  # their durations and memory throughput (the clocks left alone).
+  for c in ${NCU_CASES:-ops_add_transposed ops_cumsum_axis2}; do
+    timeout 120 ncu --clock-control none -k regex:"${NCU_KERNELS:-k_tile|k_row|k_strided|k_contig}" -c 4 \
+      --section SpeedOfLight $B/bench/gpu/bench_gpu $c >"$OUT/ncu_$c.log" 2>&1
+    note "9. ncu $c: rc=$?"
+    grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput" "$OUT/ncu_$c.log" | sed -E 's/\(const .*//' | head -16 | tee -a "$SUM"
+  done
+}
+
+stage10() {
+  # The scan and transposed-add candidates (bench/gpu/ops_sweep.cu), best per case.
+  timeout 120 $B/bench/gpu/ops_sweep >"$OUT/ops_sweep.log" 2>&1
+  note "10. ops_sweep: rc=$?"
+  grep -E "^SWEEP|^BEST|FAIL" "$OUT/ops_sweep.log" | head -30 | tee -a "$SUM"
 }
 
 for st in $STAGES; do stage$st; done

@@ -723,3 +723,140 @@ def test_donated_binary_both_sides(nv, rng):
         lib.nv_release(s)
         got = nv.read(nv.own(d))
     assert_close(got, (ref64(a) - ref64(np.exp(ref64(b)).astype(np.float32))), "float32", rtol=2e-5, atol=2e-5)
+
+
+# ---- Transposed and broadcast-row operands (the tiled kernel and the rows mode) ----
+
+def viewed(nv, x, perm=None, offset=0, flip=None):
+    """A nuvec array with x's values: a row-major copy of x.transpose(argsort(perm)) at element
+    `offset` of its buffer (a misaligned start when odd), seen through nv_transpose(perm), then
+    with axis `flip` reversed by a negative-step slice (so the view's stride there is negative)."""
+    if flip is not None:
+        x = np.flip(x, flip)
+    perm = list(range(x.ndim)) if perm is None else list(perm)
+    stored = np.ascontiguousarray(x.transpose(np.argsort(perm)))
+    if offset:
+        pad = np.zeros(offset, dtype=x.dtype)
+        base = nv.array(np.concatenate([pad, stored.reshape(-1)]))
+        start, n = ints([offset])
+        stop, _ = ints([offset + stored.size])
+        flat = nv.own(lib.nv_slice(base, start, stop, None, n))
+        shape, nd = ints(stored.shape)
+        base = nv.own(lib.nv_reshape(flat, shape, nd))
+    else:
+        base = nv.array(stored)
+    p, nd = ints(perm)
+    v = nv.own(lib.nv_transpose(base, p, nd))
+    if flip is None:
+        return v
+    start, n = ints([-1 if i == flip else 0 for i in range(x.ndim)])
+    stop, _ = ints([-(s + 1) if i == flip else s for i, s in enumerate(x.shape)])
+    step, _ = ints([-1 if i == flip else 1 for i in range(x.ndim)])
+    return nv.own(lib.nv_slice(v, start, stop, step, n))
+
+
+def both_devices(nv, name, arrays, how):
+    """Op `name` over NumPy inputs laid out by `how` (a viewed() keyword dict per input) on the
+    GPU and on the CPU."""
+    out = []
+    for dev in (GPU, CPU):
+        with on(dev):
+            hs = [viewed(nv, a, **kw) for a, kw in zip(arrays, how)]
+            out.append(nv.read(build(nv, name, hs)))
+    return out
+
+
+# (shape, the transposed input's perm, flip): sizes off the 32 x 32 tiles, batch dims before,
+# between and after the two tile dims, 2-D to 4-D, a reversed J, and tile dims of exactly 16.
+TILE_SHAPES = [((33, 47), (1, 0), None), ((16, 16), (1, 0), None), ((64, 96), (1, 0), None),
+               ((3, 40, 70), (0, 2, 1), None), ((40, 3, 50), (2, 1, 0), None),
+               ((5, 17, 31), (0, 2, 1), 1), ((2, 3, 20, 36), (0, 1, 3, 2), None),
+               ((2, 17, 3, 33), (3, 1, 2, 0), None), ((4, 33, 2, 65), (0, 3, 2, 1), None),
+               ((130, 18), (1, 0), 0)]
+TILE_OPS = [("add", "float32"), ("subtract", "float32"), ("divide", "float32"),
+            ("subtract", "bfloat16"), ("divide", "bfloat16"), ("add", "float16"),
+            ("maximum", "float16"), ("subtract", "float64"), ("minimum", "float64"),
+            ("subtract", "int32"), ("multiply", "int64"), ("less", "float32"),
+            ("greater_equal", "bfloat16"), ("power", "float32"), ("logical_and", "bool"),
+            ("arctan2", "float32"), ("floor_divide", "int32")]
+
+
+@pytest.mark.parametrize("name,dt,case,side", sample(
+    [(n, d, c, s) for (n, d), c, s in itertools.product(TILE_OPS, TILE_SHAPES,
+                                                         ["b", "a", "both"])], 160, salt=11))
+def test_transposed_operand_matches_cpu(nv, rng, name, dt, case, side):
+    """a op b^T, a^T op b and a^T op b^T (non-commutative ops too), the GPU's tiled kernel
+    (or the strided one where the op has no tiled kernel) bit for bit against the CPU."""
+    shape, perm, flip = case
+    a, b = rand(rng, shape, dt), rand(rng, shape, dt, domain(name))
+    t = {"perm": perm, "flip": flip}
+    how = {"a": [t, {}], "b": [{}, t], "both": [t, t]}[side]
+    g, c = both_devices(nv, name, [a, b], how)
+    same(g, c, dt, ulps_allowed(name, dt), f"{name} {dt} {shape} {perm} flip {flip} {side}")
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "int32"])
+def test_transposed_operand_matches_numpy(nv, rng, dt):
+    """x - x^T and x^T - y over a batch, at misaligned starts, a broadcast row and a scalar next
+    to a transposed input, and an output written over a donated straight input, against NumPy
+    (exact for these dtypes)."""
+    x, y = rand(rng, (3, 50, 50), dt, "plain"), rand(rng, (3, 50, 50), dt, "plain")
+    row, s = rand(rng, (50,), dt, "plain"), rand(rng, (), dt, "plain")
+    xt = np.ascontiguousarray(x.transpose(0, 2, 1))
+    tr = {"perm": (0, 2, 1)}
+    with on(GPU):
+        got = nv.read(call(nv, "subtract", viewed(nv, x), viewed(nv, xt, **tr)))
+        same(got, x - xt, dt, 0, f"x - x^T {dt}")
+        for off_a, off_b in ((1, 0), (0, 3), (1, 1)):
+            got = nv.read(call(nv, "subtract", viewed(nv, xt, offset=off_a, **tr),
+                               viewed(nv, y, offset=off_b)))
+            same(got, xt - y, dt, 0, f"x^T - y offsets {off_a} {off_b} {dt}")
+        got = nv.read(call(nv, "multiply", viewed(nv, xt, **tr), nv.array(row)))
+        same(got, xt * row, dt, 0, f"x^T * row {dt}")
+        got = nv.read(call(nv, "subtract", nv.array(s), viewed(nv, xt, **tr)))
+        same(got, s - xt, dt, 0, f"scalar - x^T {dt}")
+        # In place: -y has no other reference, so the output may be written over it.
+        ny = nv.array(y)
+        e = lib.nv_negative(ny)
+        d = lib.nv_subtract(viewed(nv, xt, **tr), e)
+        lib.nv_release(e)
+        got = nv.read(nv.own(d))
+        same(got, xt - (-y), dt, 0, f"donated x^T - (-y) {dt}")
+        np.testing.assert_array_equal(nv.read(ny), y)
+
+
+# (x's shape, the row's length): odd rows (no vectors), rows of 4 / 8 (vector widths), a row
+# longer than a block's tile, 3-D x folded to rows.
+ROW_SHAPES = [((7, 37), 37), ((5, 1023), 1023), ((9, 64), 64), ((33, 8), 8), ((6, 4), 4),
+              ((3, 4100), 4100), ((4, 6, 96), 96), ((2, 3, 10), 10)]
+
+
+@pytest.mark.parametrize("name,dt,case,where", sample(
+    [(n, d, c, w) for (n, d), c, w in itertools.product(
+        [("add", "float32"), ("subtract", "float32"), ("divide", "bfloat16"), ("add", "float16"),
+         ("subtract", "float64"), ("multiply", "int32"), ("maximum", "float32"),
+         ("less", "float32"), ("arctan2", "float32")],
+        ROW_SHAPES, ["aligned", "row offset", "x offset", "row first"])], 140, salt=12))
+def test_broadcast_row_matches_cpu(nv, rng, name, dt, case, where):
+    """x op row and row op x (rows mode: vectors of both, the row's column from the element
+    index), rows whose length is no multiple of the vector width, and rows or x at a misaligned
+    offset (the element loop), bit for bit against the CPU."""
+    shape, n = case
+    x, row = rand(rng, shape, dt), rand(rng, (n,), dt, domain(name))
+    hx = {"offset": 1} if where == "x offset" else {}
+    hr = {"offset": 1} if where == "row offset" else {}
+    arrays, how = ([row, x], [hr, hx]) if where == "row first" else ([x, row], [hx, hr])
+    g, c = both_devices(nv, name, arrays, how)
+    same(g, c, dt, ulps_allowed(name, dt), f"{name} {dt} {shape} {where}")
+
+
+def test_broadcast_row_over_strided_rows(nv, rng):
+    """x[:, :64] + row: the contiguous input's row stride (80) is not the row length."""
+    big, row = rand(rng, (33, 80), "float32"), rand(rng, (64,), "float32")
+    for dev in (GPU, CPU):
+        with on(dev):
+            start, n = ints([0, 0])
+            stop, _ = ints([33, 64])
+            hx = nv.own(lib.nv_slice(nv.array(big), start, stop, None, n))
+            got = nv.read(call(nv, "subtract", hx, nv.array(row)))
+            same(got, big[:, :64] - row, "float32", 0, f"strided rows on {dev}")
