@@ -38,8 +38,12 @@ static void diag(const char *name) {
 
 /* A case: its warm-up runs, then the timed ones, each followed by its diagnostics (so that the
  * timed runs' line shows the steady state: graphs replayed, no allocation). */
+/* The filter of main's first argument (NULL: every case). */
+static const char *only;
+
 static void bench_case(const char *name, void (*fn)(void *), void *ctx, int warmup, int repeat) {
   char w[96];
+  if (only && !strstr(name, only)) return;
   for (int i = 0; i < warmup; i++) fn(ctx);
   snprintf(w, sizeof w, "%s(warm-up)", name);
   diag(w);
@@ -206,13 +210,15 @@ static void run_mlp(void *p) {
 }
 
 int main(int argc, char **argv) {
-  const char *only = argc > 1 ? argv[1] : NULL;
+  only = argc > 1 ? argv[1] : NULL;
   if (!nv_device_is_available(nv_gpu(0))) {
     fprintf(stderr, "no GPU\n");
     return 77;
   }
   nv_set_default_device(nv_gpu(0));
-#define WANT(name) (!only || strstr(name, only))
+/* A group runs when its name contains the filter or the filter names one of its cases (starts
+ * with the group's name); bench_case skips the cases whose names do not contain the filter. */
+#define WANT(name) (!only || strstr(name, only) || !strncmp(only, name, strlen(name)))
   if (WANT("fma_2^28_f32")) {
     int shape[1] = {1 << 28};
     args x = {rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32),
