@@ -455,6 +455,11 @@ __device__ __forceinline__ void tile_body(SO *o, const SA *a, const SB *b, const
   b += p.off[2];
   const bool ua = (p.tiled & 2u) != 0, ub = (p.tiled & 4u) != 0;
   const int tx = (int)(threadIdx.x & 31), ty = (int)(threadIdx.x >> 5);
+  /* This thread's element of a tile: (tx, ty) of a tiled input, (ty, tx) of a straight one and
+   * the output (J, L), then 8 rows further for each k; an operand's first element and step. */
+  const int ja = ua ? tx : ty, la = ua ? ty : tx, jb = ub ? tx : ty, lb = ub ? ty : tx;
+  const int64_t step_a = 8 * (ua ? p.sl[1] : p.sj[1]), step_b = 8 * (ub ? p.sl[2] : p.sj[2]),
+                step_o = 8 * p.sj[0];
   for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
     /* The batch position's offsets (row-major; the first dim takes what is left). */
     int64_t oz = 0, az = 0, bz = 0, rest = z;
@@ -468,29 +473,37 @@ __device__ __forceinline__ void tile_body(SO *o, const SA *a, const SB *b, const
     for (int64_t tj = blockIdx.y; tj < p.tiles_j; tj += gridDim.y) {
       for (int64_t tl = blockIdx.x; tl < p.tiles_l; tl += gridDim.x) {
         const int64_t j0 = tj * 32, l0 = tl * 32;
+        /* Rows (along J for straight operands, L for tiled ones) left in this tile for k = 0;
+         * each k moves 8 rows on. */
+        const int64_t ra = (ua ? p.nl - l0 : p.nj - j0) - (ua ? la : ja),
+                      rb = (ub ? p.nl - l0 : p.nj - j0) - (ub ? lb : jb);
+        const bool ca = (ua ? p.nj - j0 : p.nl - l0) > (ua ? ja : la),
+                   cb = (ub ? p.nj - j0 : p.nl - l0) > (ub ? jb : lb);
+        const SA *pa = a + az + (j0 + ja) * p.sj[1] + (l0 + la) * p.sl[1];
+        const SB *pb = b + bz + (j0 + jb) * p.sj[2] + (l0 + lb) * p.sl[2];
         SA xa[4] = {};
         SB xb[4] = {};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          const int64_t jt = j0 + tx, lt = l0 + ty + 8 * k; /* a tiled input's element */
-          if (jt < p.nj && lt < p.nl) {
-            if (ua) ta[ty + 8 * k][tx] = a[az + jt * p.sj[1] + lt * p.sl[1]];
-            if (ub) tb[ty + 8 * k][tx] = b[bz + jt * p.sj[2] + lt * p.sl[2]];
-          }
-          const int64_t j = j0 + ty + 8 * k, l = l0 + tx; /* a straight input's and the output's */
-          if (j < p.nj && l < p.nl) {
-            if (!ua) xa[k] = a[az + j * p.sj[1] + l * p.sl[1]];
-            if (!ub) xb[k] = b[bz + j * p.sj[2] + l * p.sl[2]];
-          }
+          if (ca && ra > 8 * k) xa[k] = pa[k * step_a];
+          if (cb && rb > 8 * k) xb[k] = pb[k * step_b];
         }
-        __syncthreads();
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          const int64_t j = j0 + ty + 8 * k, l = l0 + tx;
-          if (j < p.nj && l < p.nl) {
-            const SA x = ua ? ta[tx][ty + 8 * k] : xa[k];
-            const SB y = ub ? tb[tx][ty + 8 * k] : xb[k];
-            o[oz + j * p.sj[0] + l * p.sl[0]] = elem<F, 2, SO, SA, SB, uint8_t>(f, x, y, 0);
+          if (ua) ta[ty + 8 * k][tx] = xa[k];
+          if (ub) tb[ty + 8 * k][tx] = xb[k];
+        }
+        __syncthreads();
+        const int64_t ro = p.nj - j0 - ty;
+        SO *po = o + oz + (j0 + ty) * p.sj[0] + (l0 + tx) * p.sl[0];
+        if (p.nl - l0 > tx) {
+#pragma unroll
+          for (int k = 0; k < 4; k++) {
+            if (ro > 8 * k) {
+              const SA x = ua ? ta[tx][ty + 8 * k] : xa[k];
+              const SB y = ub ? tb[tx][ty + 8 * k] : xb[k];
+              po[k * step_o] = elem<F, 2, SO, SA, SB, uint8_t>(f, x, y, 0);
+            }
           }
         }
         __syncthreads();
@@ -516,7 +529,7 @@ __global__ void __launch_bounds__(NV__EW_BLOCK)
   contig_body<F, 3, SO, SA, SB, SC>(o, a, b, c, p);
 }
 template <class F, class SO, class SA, class SB>
-__global__ void __launch_bounds__(NV__EW_BLOCK)
+__global__ void __launch_bounds__(NV__EW_BLOCK, 4)
     k_tile2(SO *o, const SA *a, const SB *b, nv__ew_params p) {
   __shared__ SA ta[32][33];
   __shared__ SB tb[32][33];

@@ -166,8 +166,8 @@ __device__ __forceinline__ void put(const P &p, void *out, int64_t o, int64_t s,
 
 /* Blocks of max(group, 256) threads; a group of `group` threads (a power of two) per item
  * (output o, piece s): elements [s * chunk, min(s * chunk + chunk, rsize)) of the run at the
- * output's offset. A head up to 16-byte alignment, 16-byte loads four at a time (piece
- * k * group + lane), a tail, each in index order. */
+ * output's offset. A head up to 16-byte alignment, 16-byte loads eight or four at a time
+ * (piece k * group + lane), a tail, each in index order. */
 template <class T>
 __global__ void __launch_bounds__(1024)
     arg_row(const void *in_, void *out_, const void *, const __grid_constant__ P p) {
@@ -202,6 +202,16 @@ __global__ void __launch_bounds__(1024)
       const U *body = q + head;
       const uint32_t rb = (uint32_t)(r0 + head);
       int64_t i = lane;
+      /* Eight loads in flight a thread where the run has them (a row of 1024 float32 in one
+       * round per lane of a warp), then four, then one. */
+      for (; i + 7 * (int64_t)G < nv; i += 8 * (int64_t)G) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) v[u] = ld16(body + (i + u * (int64_t)G) * VW);
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+          upd_vec<T>(p, b, bi, v[u], rb + (uint32_t)((i + u * (int64_t)G) * VW));
+      }
       for (; i + 3 * (int64_t)G < nv; i += 4 * (int64_t)G) {
         uint4 v[4];
 #pragma unroll

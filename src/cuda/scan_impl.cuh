@@ -92,10 +92,10 @@ struct Tr {
   static constexpr int VEC = 16 / (ISZ > OSZ ? ISZ : OSZ);
   static constexpr int K = VEC > 4 ? 32 / VEC : 8;
   static constexpr int ITEMS = K * VEC;
-  /* Row kernels' blocks per SM to fit in registers (3: 768 threads with 128 bytes of loads in
-   * flight each, at a few spilled bytes) for 4-byte dtypes; the others, complex and
-   * logcumsumexp need more registers per loaded byte. */
-  static constexpr int ROW_MIN_BLOCKS = ISZ == 4 && OSZ == 4 && OP != LSE ? 3 : 1;
+  /* Row kernels' blocks per SM to fit in registers (4: 1024 threads with 128 bytes of loads in
+   * flight each) for 4-byte dtypes; the others, complex and logcumsumexp need more registers
+   * per loaded byte. */
+  static constexpr int ROW_MIN_BLOCKS = ISZ == 4 && OSZ == 4 && OP != LSE ? 4 : 1;
   /* Column kernels: CV adjacent columns per thread (at most 4 work values, one load of up to 16
    * bytes), CW per block. */
   static constexpr int CV = VEC < 4 ? VEC : 4;
@@ -379,42 +379,37 @@ DEV void row_span(const P &p, const typename Tr<OP, IN>::TI *in, typename Tr<OP,
     if constexpr (STORE) {
       const W ex = shfl_up(x, 1, LANES);
       W pre = lane == 0 ? c : comb<OP, IN>(c, ex);
-      TO r[ITEMS];
+      /* The results: one group of G lanes writes them through its staging area (each lane its
+       * ITEMS, read back by chunks), a lone lane keeps them in registers. */
+      [[maybe_unused]] TO r[LANES == 1 ? ITEMS : 1];
 #pragma unroll
       for (int i = 0; i < ITEMS; i++) {
         const W nxt = i < cnt ? comb<OP, IN>(pre, load<OP, IN>(v[i])) : pre;
-        r[i] = store<OP, IN>(p.inclusive ? nxt : pre);
+        const TO y = store<OP, IN>(p.inclusive ? nxt : pre);
+        if constexpr (LANES == 1) r[i] = y;
+        else so[padded(gbase + lane * ITEMS + i)] = y;
         pre = nxt;
       }
-      TO o[K][VEC];
-      if constexpr (LANES == 1) {
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-          for (int j = 0; j < VEC; j++) o[k][rev ? VEC - 1 - j : j] = r[k * VEC + j];
-      } else {
-#pragma unroll
-        for (int i = 0; i < ITEMS; i++) so[padded(gbase + lane * ITEMS + i)] = r[i];
-        __syncwarp();
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-          for (int j = 0; j < VEC; j++)
-            o[k][rev ? VEC - 1 - j : j] = so[padded(gbase + (k * LANES + lane) * VEC + j)];
-        __syncwarp();
-      }
+      if constexpr (LANES > 1) __syncwarp();
 #pragma unroll
       for (int k = 0; k < K; k++) {
+        TO o[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+          if constexpr (LANES == 1) o[rev ? VEC - 1 - j : j] = r[k * VEC + j];
+          else o[rev ? VEC - 1 - j : j] = so[padded(gbase + (k * LANES + lane) * VEC + j)];
+        }
         const int64_t q0 = t0 + wbase + ((int64_t)k * LANES + lane) * VEC;
         TO *dst = out + (rev ? len - q0 - VEC : q0);
         if (n[k] == VEC && aligned<TO, VEC>(dst)) {
-          vstore<TO, VEC>(dst, o[k]);
+          vstore<TO, VEC>(dst, o);
         } else {
 #pragma unroll
           for (int j = 0; j < VEC; j++)
-            if (j < n[k]) out[rev ? len - 1 - (q0 + j) : q0 + j] = o[k][rev ? VEC - 1 - j : j];
+            if (j < n[k]) out[rev ? len - 1 - (q0 + j) : q0 + j] = o[rev ? VEC - 1 - j : j];
         }
       }
+      if constexpr (LANES > 1) __syncwarp();
     }
 #undef NV_SCAN_E
   }
