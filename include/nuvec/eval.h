@@ -24,7 +24,8 @@ NV_API nv_status nv_eval1(nv_array *x);
 
 /* Starts evaluating the arrays and returns without waiting for GPU work (CPU work runs on the
  * calling thread first). Returns an error already known when it returns; a later read or eval
- * waits for exactly the work it needs and reports any other error. */
+ * waits for exactly the work it needs and reports any other error. Inside a transform's
+ * function (grad, vjp, jvp, vmap): invalid argument, as MLX. */
 NV_API nv_status nv_async_eval(nv_array *const *xs, size_t n);
 
 /* Evaluates the arrays of a list, as nv_eval. */

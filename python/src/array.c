@@ -142,10 +142,20 @@ static PyObject *m_tolist(PyObject *self, PyObject *u) {
   return nvpy_tolist(NVPY_A(self));
 }
 
+/* The array API namespace: the nuvec module (mlx.core's answer for its arrays). */
+static PyObject *m_array_namespace(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"api_version", NULL};
+  PyObject *version = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O:__array_namespace__", kwlist, &version))
+    return NULL;
+  return PyImport_ImportModule("nuvec");
+}
+
 static PyObject *m_astype(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"dtype", "stream", NULL};
   PyObject *dto, *stream = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:astype", kwlist, &dto, &stream)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:astype", kwlist, &dto, &stream)) return NULL;
   int dt = nvpy_dtype_arg(dto, false, "astype: dtype");
   if (dt < 0) return NULL;
   int entered = nvpy_stream_enter(stream, "astype: stream");
@@ -336,6 +346,8 @@ static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))nvpy_dlpack, METH_VARARGS | METH_KEYWORDS,
      "A DLPack capsule viewing the data."},
     {"__dlpack_device__", nvpy_dlpack_device, METH_NOARGS, "The DLPack device: (1, 0) for the CPU, (2, index) for data on a GPU."},
+    {"__array_namespace__", (PyCFunction)(void (*)(void))m_array_namespace,
+     METH_VARARGS | METH_KEYWORDS, "The array API namespace (the nuvec module)."},
     {"__reduce__", m_reduce, METH_NOARGS, NULL},
     {"__copy__", m_copy, METH_NOARGS, NULL},
     {"__deepcopy__", m_deepcopy, METH_O, NULL},

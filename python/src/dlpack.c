@@ -166,14 +166,32 @@ PyObject *nvpy_dlpack_to_array(PyObject *o) {
   return r;
 }
 
-static PyObject *py_from_dlpack(PyObject *m, PyObject *o) {
+/* from_dlpack(x, /, *, copy=None) as mlx.core's: copy None or False views the tensor (the CPU
+ * tensors it takes are always shareable), True returns a copy of it. */
+static PyObject *py_from_dlpack(PyObject *m, PyObject *args, PyObject *kw) {
   (void)m;
-  if (PyCapsule_CheckExact(o)) return from_capsule(o);
-  return nvpy_dlpack_to_array(o);
+  static char *kwlist[] = {"", "copy", NULL};
+  PyObject *o, *copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:from_dlpack", kwlist, &o, &copy)) return NULL;
+  int want_copy = 0;
+  if (copy != Py_None && (want_copy = PyObject_IsTrue(copy)) < 0) return NULL;
+  PyObject *r = PyCapsule_CheckExact(o) ? from_capsule(o) : nvpy_dlpack_to_array(o);
+  if (!r || !want_copy) return r;
+  /* Evaluated now: the copy must hold the tensor's values of this moment, not of a later
+   * read of memory its owner may have changed. */
+  nv_array *c = nv_copy(NVPY_A(r));
+  Py_DECREF(r);
+  nv_status st = c ? nv_eval1(c) : NV_OK;
+  if (st != NV_OK) {
+    nv_release(c);
+    return nvpy_raise_last(st);
+  }
+  return nvpy_wrap(c);
 }
 
 static PyMethodDef dlpack_methods[] = {
-    {"from_dlpack", py_from_dlpack, METH_O, "An array viewing a DLPack tensor (no copy)."},
+    {"from_dlpack", (PyCFunction)(void (*)(void))py_from_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "from_dlpack(x, /, *, copy=None): an array viewing a DLPack tensor (copy=True: a copy)."},
     {NULL, NULL, 0, NULL}};
 
 int nvpy_init_dlpack(PyObject *m) { return PyModule_AddFunctions(m, dlpack_methods); }

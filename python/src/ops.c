@@ -199,7 +199,9 @@ static PyObject *sig_arange(call *c) {
       (o_step && o_step != Py_None && arange_arg(o_step, "step", &step) < 0))
     return NULL;
   bool fl = is_float_arg(o_start) || is_float_arg(o_stop) || is_float_arg(o_step);
-  int dt = dtype_at(c, 3, fl ? NV_DTYPE_FLOAT32 : NV_DTYPE_INT32);
+  /* Integer ranges take int32, or int64 where a bound or the step is past int32 (MLX). */
+  bool wide = fabs(start) > INT32_MAX || fabs(stop) > INT32_MAX || fabs(step) > INT32_MAX;
+  int dt = dtype_at(c, 3, fl ? NV_DTYPE_FLOAT32 : wide ? NV_DTYPE_INT64 : NV_DTYPE_INT32);
   if (dt < 0) return NULL;
   return nvpy_wrap(nv_arange(start, stop, step, (nv_dtype)dt));
 }
@@ -613,7 +615,7 @@ static PyObject *sig_meshgrid(call *c) {
   nv_vec *v = nv_vec_new();
   nv_status st = v ? nv_meshgrid(in, sparse, indexing, v) : NV_ERR_OUT_OF_MEMORY;
   nv_vec_free(in);
-  return vec_result(st, v, true);
+  return vec_result(st, v, false); /* a tuple, as mlx.core's */
 }
 
 static PyObject *sig_depends(call *c) {

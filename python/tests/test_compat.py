@@ -299,3 +299,52 @@ def test_metal_device_info_is_empty_here():
     with pytest.warns(DeprecationWarning):
         assert nuvec.metal.device_info() == {}
     assert isinstance(nuvec.cuda.is_available(), bool)
+
+
+def test_array_namespace_is_the_module():
+    assert nuvec.array([1]).__array_namespace__() is nuvec
+    assert nuvec.array([1]).__array_namespace__(api_version=None) is nuvec
+
+
+def test_astype_takes_a_positional_stream():
+    x = nuvec.array([1, 2])
+    assert x.astype(nuvec.float32, nuvec.cpu).dtype == nuvec.float32
+    assert x.astype(nuvec.float16, stream=nuvec.cpu).dtype == nuvec.float16
+
+
+def test_from_dlpack_copy_keyword():
+    src = np.arange(4, dtype=np.float32)
+    view = nuvec.from_dlpack(src)
+    copied = nuvec.from_dlpack(src, copy=True)
+    src[0] = 9
+    assert view.tolist()[0] == 9 and copied.tolist()[0] == 0
+    assert nuvec.from_dlpack(src, copy=False).tolist()[0] == 9
+    with pytest.raises(TypeError):
+        nuvec.from_dlpack(src, True)
+
+
+def test_arange_widens_to_int64_past_int32():
+    assert nuvec.arange(2**40, 2**40 + 2).dtype == nuvec.int64
+    assert nuvec.arange(2**40, 2**40 + 2).tolist() == [2**40, 2**40 + 1]
+    assert nuvec.arange(3).dtype == nuvec.int32
+    assert nuvec.arange(0, 3, 2**33).dtype == nuvec.int64
+
+
+def test_eye_of_zero_and_meshgrid_tuple():
+    assert nuvec.eye(0).shape == (0, 0)
+    assert nuvec.eye(0, 3).shape == (0, 3) and nuvec.eye(2, 0).shape == (2, 0)
+    with pytest.raises(ValueError):
+        nuvec.eye(-1)
+    g = nuvec.meshgrid(nuvec.array([1, 2]), nuvec.array([3]))
+    assert isinstance(g, tuple) and len(g) == 2
+
+
+def test_async_eval_inside_a_transform_raises():
+    def f(x):
+        nuvec.async_eval(x)
+        return x.sum()
+    with pytest.raises(ValueError, match="async_eval"):
+        nuvec.grad(f)(nuvec.array([1.0]))
+    y = nuvec.array([1.0]) * 2
+    nuvec.async_eval(y)  # outside: fine
+    assert y.tolist() == [2.0]

@@ -665,6 +665,10 @@ static nv_status eval_impl(const char *op, nv_array *const *xs, size_t n, bool w
 nv_status nv_eval(nv_array *const *xs, size_t n) { return eval_impl("eval", xs, n, true); }
 nv_status nv_eval1(nv_array *x) { return eval_impl("eval", &x, 1, true); }
 nv_status nv_async_eval(nv_array *const *xs, size_t n) {
+  /* As MLX: a transform's function must not start work it does not wait for. */
+  if (nv__current_trace)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                         "async_eval: not allowed inside a transform (grad, vjp, jvp, vmap)");
   return eval_impl("async_eval", xs, n, false);
 }
 nv_status nv_eval_vec(const nv_vec *v) {

@@ -139,6 +139,7 @@ nv_status nv__k_eye(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   nv__output *out = &node->out[0];
   if (nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (out->size == 0) return NV_OK;
   size_t isz = nv_dtype_size(out->dtype);
   char *d = nv__output_ptr(out);
   memset(d, 0, (size_t)out->size * isz);

@@ -123,9 +123,9 @@ nv_array *nv_eye(int n, int m, int k, nv_dtype dtype) {
   if ((unsigned)dtype >= NV_DTYPE_COUNT)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "eye", "invalid dtype %d", (int)dtype);
   if (m < 0) m = n;
-  if (n <= 0 || m <= 0)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "eye", "N and M must be positive, got %d and %d",
-                        n, m);
+  if (n < 0 || m < 0)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "eye",
+                        "N and M must not be negative, got %d and %d", n, m);
   int shape[2] = {n, m};
   nv__node *node = nv__op_node(NV__PRIM_EYE, NULL, 0, dtype, shape, 2, sizeof(nv__eye_params));
   if (node) ((nv__eye_params *)node->params)->k = k;
