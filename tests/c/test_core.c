@@ -190,8 +190,12 @@ Test(array, creation_ops) {
   READ_I32(e, ev, 6);
   int32_t we[6] = {0, 1, 0, 0, 0, 1};
   cr_assert_arr_eq(ev, we, sizeof we);
-  cr_assert_eq(nv_array_status(nv_eye(0, -1, 0, NV_DTYPE_FLOAT32)), NV_ERR_INVALID_ARGUMENT,
-               "eye(0) is an error as in MLX");
+  /* eye(0) is empty (MLX 0.32: shape (0, 0)); a negative size is an error. */
+  nv_array *e0 = nv_eye(0, -1, 0, NV_DTYPE_FLOAT32);
+  cr_assert_eq(nv_eval1(e0), NV_OK);
+  cr_assert_eq(nv_array_ndim(e0), 2);
+  cr_assert_eq(nv_array_size(e0), 0);
+  cr_assert_eq(nv_array_status(nv_eye(-1, -1, 0, NV_DTYPE_FLOAT32)), NV_ERR_INVALID_ARGUMENT);
   cr_assert_eq(nv_array_status(nv_arange(0, 1, 0, NV_DTYPE_FLOAT32)), NV_ERR_INVALID_ARGUMENT);
   nv_array *id = nv_identity(3, NV_DTYPE_BOOL);
   uint8_t iv[9];
