@@ -1,7 +1,9 @@
-/* The convolution primitive on the GPU. Host code (C11): the direct implicit-GEMM kernel of
- * conv.cu, recorded with nv__gpu_dispatch, takes every node (any layout, dtype and
- * parameters); nothing falls back to the CPU. An empty contraction (no taps or no input
- * channels) is a zero fill. */
+/* The convolution primitive on the GPU. Host code (C11): cuDNN's forward convolution
+ * (conv_cudnn.c) where it is loaded and takes the node (float16/bfloat16/float32, symmetric
+ * padding, no input dilation); else the direct implicit-GEMM kernel of conv.cu, recorded with
+ * nv__gpu_dispatch, which takes every node (any layout, dtype and parameters): nothing falls
+ * back to the CPU. An empty contraction (no taps or no input channels) is a zero fill. */
+#include "cuda/conv_cudnn.h"
 #include "cuda/conv_kernels.h"
 #include "cuda/gpu.h"
 #include "ops/conv_params.h"
@@ -76,7 +78,8 @@ static nv_status k_conv(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   int64_t kc = ow->shape[ow->ndim - 1];
   for (int a = 1; a < ow->ndim - 1; a++) kc *= ow->shape[a];
   if (kc == 0) return nv__gpu_fill(ctx, o.view, 0);
-  return direct(ctx, node, in, o);
+  st = nv__gpu_conv_cudnn(ctx, node, in, o);
+  return st == NV__GPU_DECLINED ? direct(ctx, node, in, o) : st;
 }
 
 void nv__gpu_register_conv(nv__gpu_kernel_fn *k) { k[NV__PRIM_CONV_GENERAL] = k_conv; }

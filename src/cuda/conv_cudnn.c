@@ -1,0 +1,425 @@
+/* The convolution primitive through cuDNN's forward convolution (its legacy descriptor API),
+ * loaded at run time with dlopen: a machine without cuDNN still runs every convolution, with
+ * the direct kernel of conv.cu. NUVEC_CUDNN=0 never uses cuDNN; NUVEC_CUDNN=1 requires it (a
+ * convolution cuDNN would take fails with "cuDNN not found" where it is missing); unset, cuDNN
+ * is used where it is found.
+ *
+ * cuDNN takes a node when its dtype is float16, bfloat16 or float32 (accumulating in float32;
+ * float32 without TF32 unless NUVEC_ENABLE_TF32=1 or MLX_ENABLE_TF32=1), there is no input
+ * dilation, the padding of each axis is symmetric and not negative, and every tensor has fewer
+ * than 2^31 elements; everything else (float64, input dilation: transposed convolutions and the
+ * input gradients of strided ones, asymmetric or negative padding) runs the direct kernel.
+ * Tensors are described channels last (NHWC strides; a 1-D convolution as 2-D with a unit
+ * height), the weight as an NHWC filter [C_out, kernel..., C_in / groups], groups as cuDNN's
+ * group count, flip as CUDNN_CONVOLUTION (else CUDNN_CROSS_CORRELATION). Inputs that are not
+ * row-contiguous or not 16-byte aligned are copied contiguous first.
+ *
+ * State: one cuDNN handle per device, made on first use; the captures of a device take its
+ * lock around cudnnSetStream + cudnnConvolutionForward (the handle's stream is per handle). The
+ * algorithm comes from cudnnGetConvolutionForwardAlgorithm_v7 (heuristics: no execution, no
+ * synchronization), chosen when the node is recorded and cached by shape and parameters; its
+ * workspace is node scratch (nv__gpu_scratch), declared as a read-write binding. The capture
+ * only enqueues cuDNN's work on hrx's capture stream. */
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/conv_cudnn.h"
+#include "ops/conv_params.h"
+
+#define DNN_MAX_DEVICES 64
+#define DNN_CACHE 64
+#define DNN_HEURISTICS 8
+/* The largest workspace an algorithm may ask for. */
+#define DNN_WORKSPACE_CAP ((size_t)256 << 20)
+
+/* ---- Loading ---- */
+
+#define DNN_FN(name) __typeof__(&name) name
+static struct {
+  DNN_FN(cudnnGetVersion);
+  DNN_FN(cudnnGetErrorString);
+  DNN_FN(cudnnCreate);
+  DNN_FN(cudnnSetStream);
+  DNN_FN(cudnnCreateTensorDescriptor);
+  DNN_FN(cudnnDestroyTensorDescriptor);
+  DNN_FN(cudnnSetTensorNdDescriptor);
+  DNN_FN(cudnnCreateFilterDescriptor);
+  DNN_FN(cudnnDestroyFilterDescriptor);
+  DNN_FN(cudnnSetFilterNdDescriptor);
+  DNN_FN(cudnnCreateConvolutionDescriptor);
+  DNN_FN(cudnnDestroyConvolutionDescriptor);
+  DNN_FN(cudnnSetConvolutionNdDescriptor);
+  DNN_FN(cudnnSetConvolutionGroupCount);
+  DNN_FN(cudnnSetConvolutionMathType);
+  DNN_FN(cudnnGetConvolutionForwardAlgorithm_v7);
+  DNN_FN(cudnnGetConvolutionForwardWorkspaceSize);
+  DNN_FN(cudnnConvolutionForward);
+} dnn;
+#undef DNN_FN
+
+enum { DNN_OFF = 0, DNN_AUTO = 1, DNN_REQUIRED = 2 };
+static pthread_once_t dnn_once = PTHREAD_ONCE_INIT;
+static int dnn_mode;
+static bool dnn_loaded, dnn_tf32;
+static char dnn_why[256]; /* why cuDNN is not loaded */
+
+static bool dnn_sym(void *lib, const char *name, void *slot) {
+  void *s = dlsym(lib, name);
+  if (!s) {
+    snprintf(dnn_why, sizeof dnn_why, "the cuDNN library lacks %s", name);
+    return false;
+  }
+  memcpy(slot, &s, sizeof s);
+  return true;
+}
+
+static void dnn_load(void) {
+  const char *e = getenv("NUVEC_CUDNN");
+  dnn_mode = e && !strcmp(e, "0") ? DNN_OFF : e && !strcmp(e, "1") ? DNN_REQUIRED : DNN_AUTO;
+  dnn_tf32 = nv__env_long("NUVEC_ENABLE_TF32", 0) == 1 || nv__env_long("MLX_ENABLE_TF32", 0) == 1;
+  if (dnn_mode == DNN_OFF) return;
+  void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen("libcudnn.so", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    snprintf(dnn_why, sizeof dnn_why, "%s", why ? why : "libcudnn.so.9 could not be loaded");
+    return;
+  }
+#define LOAD(name) \
+  if (!dnn_sym(lib, #name, &dnn.name)) return;
+  LOAD(cudnnGetVersion)
+  LOAD(cudnnGetErrorString)
+  LOAD(cudnnCreate)
+  LOAD(cudnnSetStream)
+  LOAD(cudnnCreateTensorDescriptor)
+  LOAD(cudnnDestroyTensorDescriptor)
+  LOAD(cudnnSetTensorNdDescriptor)
+  LOAD(cudnnCreateFilterDescriptor)
+  LOAD(cudnnDestroyFilterDescriptor)
+  LOAD(cudnnSetFilterNdDescriptor)
+  LOAD(cudnnCreateConvolutionDescriptor)
+  LOAD(cudnnDestroyConvolutionDescriptor)
+  LOAD(cudnnSetConvolutionNdDescriptor)
+  LOAD(cudnnSetConvolutionGroupCount)
+  LOAD(cudnnSetConvolutionMathType)
+  LOAD(cudnnGetConvolutionForwardAlgorithm_v7)
+  LOAD(cudnnGetConvolutionForwardWorkspaceSize)
+  LOAD(cudnnConvolutionForward)
+#undef LOAD
+  /* The legacy API as used here is cuDNN 8's and 9's (group counts, NHWC filters, _v7). */
+  size_t v = dnn.cudnnGetVersion();
+  if (v < 8000) {
+    snprintf(dnn_why, sizeof dnn_why, "cuDNN %zu is older than 8.0", v);
+    return;
+  }
+  dnn_loaded = true;
+}
+
+static nv_status dnn_error(const char *call, cudnnStatus_t s) {
+  return nv__set_error(NV_ERR_BACKEND, "conv_general: %s failed: %s", call,
+                       dnn.cudnnGetErrorString(s));
+}
+
+/* ---- Per-device handles ---- */
+
+typedef struct dnn_device {
+  bool ready;
+  cudnnHandle_t handle;
+  pthread_mutex_t lock; /* the handle's stream and work, during a capture */
+} dnn_device;
+
+static pthread_mutex_t dnn_lock = PTHREAD_MUTEX_INITIALIZER; /* devices and the cache */
+static dnn_device dnn_devices[DNN_MAX_DEVICES];
+
+static nv_status dnn_device_get(nv__gpu_ctx *ctx, dnn_device **out) {
+  int device = nv__gpu_device_index(ctx);
+  if (device < 0 || device >= DNN_MAX_DEVICES)
+    return nv__set_error(NV_ERR_BACKEND, "conv_general: GPU %d is past the %d cuDNN supports here",
+                         device, DNN_MAX_DEVICES);
+  dnn_device *d = &dnn_devices[device];
+  nv_status st = NV_OK;
+  pthread_mutex_lock(&dnn_lock);
+  if (!d->ready) {
+    int prev = -1;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != device) e = cudaSetDevice(device);
+    cudnnStatus_t s;
+    if (e != cudaSuccess) {
+      st = nv__set_error(NV_ERR_BACKEND, "conv_general: cudaSetDevice failed: %s",
+                         cudaGetErrorString(e));
+    } else if ((s = dnn.cudnnCreate(&d->handle)) != CUDNN_STATUS_SUCCESS) {
+      st = dnn_error("cudnnCreate", s);
+    } else {
+      pthread_mutex_init(&d->lock, NULL);
+      d->ready = true;
+    }
+    if (prev >= 0 && prev != device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
+  }
+  pthread_mutex_unlock(&dnn_lock);
+  if (st == NV_OK) *out = d;
+  return st;
+}
+
+/* ---- Plans ---- */
+
+/* What the algorithm choice depends on (zero-filled, compared with memcmp). */
+typedef struct dnn_key {
+  int32_t device, dtype, nb, groups, mode, math;
+  int32_t xdim[5], wdim[5], ydim[5], pad[3], stride[3], dil[3];
+} dnn_key;
+
+typedef struct dnn_choice {
+  dnn_key key;
+  cudnnConvolutionFwdAlgo_t algo;
+  cudnnMathType_t math;
+  size_t ws;
+} dnn_choice;
+
+static dnn_choice dnn_cache[DNN_CACHE];
+static int dnn_cached, dnn_next;
+
+typedef struct dnn_plan {
+  dnn_device *dev;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  dnn_choice choice;
+  int64_t off[2]; /* element offsets of x and w in their views */
+  size_t esize;
+} dnn_plan;
+
+static void plan_free(void *user) {
+  dnn_plan *p = user;
+  if (!p) return;
+  if (p->xd) dnn.cudnnDestroyTensorDescriptor(p->xd);
+  if (p->yd) dnn.cudnnDestroyTensorDescriptor(p->yd);
+  if (p->wd) dnn.cudnnDestroyFilterDescriptor(p->wd);
+  if (p->cd) dnn.cudnnDestroyConvolutionDescriptor(p->cd);
+  nv__free(p);
+}
+
+/* NHWC strides of dims [N, C, spatial...] (nb of them). */
+static void nhwc_strides(const int *dim, int nb, int *st) {
+  int s = dim[1];
+  st[1] = 1;
+  for (int i = nb - 1; i >= 2; i--) {
+    st[i] = s;
+    s *= dim[i];
+  }
+  st[0] = s;
+}
+
+/* The descriptors of `p` from `k`. */
+static nv_status plan_descriptors(dnn_plan *p, const dnn_key *k) {
+  cudnnDataType_t type = (cudnnDataType_t)k->dtype;
+  int xs[5], ys[5];
+  nhwc_strides(k->xdim, k->nb, xs);
+  nhwc_strides(k->ydim, k->nb, ys);
+  cudnnStatus_t s;
+  const char *call = "cudnnCreateTensorDescriptor";
+  if ((s = dnn.cudnnCreateTensorDescriptor(&p->xd)) != CUDNN_STATUS_SUCCESS ||
+      (s = dnn.cudnnCreateTensorDescriptor(&p->yd)) != CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  call = "cudnnCreateFilterDescriptor";
+  if ((s = dnn.cudnnCreateFilterDescriptor(&p->wd)) != CUDNN_STATUS_SUCCESS) return dnn_error(call, s);
+  call = "cudnnCreateConvolutionDescriptor";
+  if ((s = dnn.cudnnCreateConvolutionDescriptor(&p->cd)) != CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  call = "cudnnSetTensorNdDescriptor";
+  if ((s = dnn.cudnnSetTensorNdDescriptor(p->xd, type, k->nb, k->xdim, xs)) != CUDNN_STATUS_SUCCESS ||
+      (s = dnn.cudnnSetTensorNdDescriptor(p->yd, type, k->nb, k->ydim, ys)) != CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  call = "cudnnSetFilterNdDescriptor";
+  if ((s = dnn.cudnnSetFilterNdDescriptor(p->wd, type, CUDNN_TENSOR_NHWC, k->nb, k->wdim)) !=
+      CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  call = "cudnnSetConvolutionNdDescriptor";
+  if ((s = dnn.cudnnSetConvolutionNdDescriptor(p->cd, k->nb - 2, k->pad, k->stride, k->dil,
+                                               (cudnnConvolutionMode_t)k->mode,
+                                               CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  call = "cudnnSetConvolutionGroupCount";
+  if ((s = dnn.cudnnSetConvolutionGroupCount(p->cd, k->groups)) != CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  call = "cudnnSetConvolutionMathType";
+  if ((s = dnn.cudnnSetConvolutionMathType(p->cd, (cudnnMathType_t)k->math)) != CUDNN_STATUS_SUCCESS)
+    return dnn_error(call, s);
+  return NV_OK;
+}
+
+/* The algorithm for p's descriptors (the cache, else cuDNN's heuristics): NV_OK, or
+ * NV__GPU_DECLINED when cuDNN offers none that fits. */
+static nv_status plan_algo(dnn_plan *p, const dnn_key *k) {
+  pthread_mutex_lock(&dnn_lock);
+  for (int i = 0; i < dnn_cached; i++)
+    if (!memcmp(&dnn_cache[i].key, k, sizeof *k)) {
+      p->choice = dnn_cache[i];
+      pthread_mutex_unlock(&dnn_lock);
+      return dnn.cudnnSetConvolutionMathType(p->cd, p->choice.math) == CUDNN_STATUS_SUCCESS
+                 ? NV_OK
+                 : NV__GPU_DECLINED;
+    }
+  pthread_mutex_unlock(&dnn_lock);
+  cudnnConvolutionFwdAlgoPerf_t perf[DNN_HEURISTICS];
+  int n = 0;
+  cudnnStatus_t s = dnn.cudnnGetConvolutionForwardAlgorithm_v7(
+      p->dev->handle, p->xd, p->wd, p->cd, p->yd, DNN_HEURISTICS, &n, perf);
+  if (s != CUDNN_STATUS_SUCCESS) return NV__GPU_DECLINED;
+  bool strict = k->dtype == CUDNN_DATA_FLOAT && !dnn_tf32;
+  for (int i = 0; i < n; i++) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    /* Full float32 takes only algorithms without tensor-op math (which would be TF32). */
+    if (strict && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                   perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    cudnnMathType_t math = strict ? CUDNN_FMA_MATH : perf[i].mathType;
+    if (dnn.cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) continue;
+    size_t ws = 0;
+    if (dnn.cudnnGetConvolutionForwardWorkspaceSize(p->dev->handle, p->xd, p->wd, p->cd, p->yd,
+                                                    perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
+        ws > DNN_WORKSPACE_CAP)
+      continue;
+    p->choice = (dnn_choice){.key = *k, .algo = perf[i].algo, .math = math, .ws = ws};
+    pthread_mutex_lock(&dnn_lock);
+    dnn_cache[dnn_next] = p->choice;
+    dnn_next = (dnn_next + 1) % DNN_CACHE;
+    if (dnn_cached < DNN_CACHE) dnn_cached++;
+    pthread_mutex_unlock(&dnn_lock);
+    return NV_OK;
+  }
+  return NV__GPU_DECLINED;
+}
+
+/* The capture: cuDNN's forward convolution on hrx's capture stream (its kernels become the
+ * graph's nodes). Bindings: x, w (read), y (written), the workspace (read-write). */
+static hrx_status dnn_run(const hrx_callback_view *views, size_t count, void *stream, void *user) {
+  dnn_plan *p = user;
+  if (count != 4 || views[3].length < p->choice.ws) return HRX_E_INVALID;
+  const char *x = (const char *)views[0].address + (size_t)p->off[0] * p->esize;
+  const char *w = (const char *)views[1].address + (size_t)p->off[1] * p->esize;
+  float one = 1.0f, zero = 0.0f;
+  pthread_mutex_lock(&p->dev->lock);
+  cudnnStatus_t s = dnn.cudnnSetStream(p->dev->handle, (cudaStream_t)stream);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = dnn.cudnnConvolutionForward(p->dev->handle, &one, p->xd, x, p->wd, w, p->cd,
+                                    p->choice.algo, p->choice.ws ? views[3].address : NULL,
+                                    p->choice.ws, &zero, p->yd, views[2].address);
+  pthread_mutex_unlock(&p->dev->lock);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    fprintf(stderr, "nuvec: conv_general on the GPU: cudnnConvolutionForward failed: %s\n",
+            dnn.cudnnGetErrorString(s));
+    return HRX_E_CUDA;
+  }
+  return HRX_OK;
+}
+
+/* ---- The node ---- */
+
+/* Whether the node's shape and parameters are cuDNN's (see the file comment), filling the key
+ * but for the device. */
+static bool dnn_takes(const nv__node *node, const nv__operand *in, dnn_key *k) {
+  const nv__conv_params *cp = node->params;
+  const nv__output *out = &node->out[0], *ox = in[0].meta, *ow = in[1].meta;
+  nv_dtype dt = out->dtype;
+  if (dt != NV_DTYPE_FLOAT16 && dt != NV_DTYPE_BFLOAT16 && dt != NV_DTYPE_FLOAT32) return false;
+  if (ox->size >= INT32_MAX || ow->size >= INT32_MAX || out->size >= INT32_MAX) return false;
+  int nsp = cp->nsp, lead = nsp == 1; /* a 1-D convolution is 2-D with a unit height */
+  memset(k, 0, sizeof *k);
+  k->dtype = dt == NV_DTYPE_FLOAT16    ? CUDNN_DATA_HALF
+             : dt == NV_DTYPE_BFLOAT16 ? CUDNN_DATA_BFLOAT16
+                                       : CUDNN_DATA_FLOAT;
+  k->nb = nsp + 2 + lead;
+  k->groups = cp->groups;
+  k->mode = cp->flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+  k->math = dt == NV_DTYPE_FLOAT32 && !dnn_tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  k->xdim[0] = ox->shape[0];
+  k->xdim[1] = ox->shape[nsp + 1];
+  k->wdim[0] = ow->shape[0];
+  k->wdim[1] = ow->shape[nsp + 1];
+  k->ydim[0] = out->shape[0];
+  k->ydim[1] = out->shape[nsp + 1];
+  if (lead) {
+    k->xdim[2] = k->wdim[2] = k->ydim[2] = 1;
+    k->pad[0] = 0;
+    k->stride[0] = k->dil[0] = 1;
+  }
+  for (int a = 0; a < nsp; a++) {
+    if (cp->idil[a] != 1 || cp->lo[a] != cp->hi[a] || cp->lo[a] < 0) return false;
+    k->xdim[2 + lead + a] = ox->shape[a + 1];
+    k->wdim[2 + lead + a] = ow->shape[a + 1];
+    k->ydim[2 + lead + a] = out->shape[a + 1];
+    k->pad[lead + a] = cp->lo[a];
+    k->stride[lead + a] = cp->stride[a];
+    k->dil[lead + a] = cp->kdil[a];
+  }
+  return true;
+}
+
+/* A row-contiguous, 16-byte aligned view of input `op` (copied into scratch when it is not
+ * row-contiguous); NV__GPU_DECLINED for a row-contiguous input that is not aligned (nothing
+ * recorded for it: the direct kernel reads it in place). */
+static nv_status aligned_input(nv__gpu_ctx *ctx, const nv__operand *op, nv__gpu_arg *a) {
+  nv_status st = nv__gpu_input_contiguous(ctx, op, a);
+  if (st != NV_OK) return st;
+  size_t at = a->view.offset + (size_t)a->offset * nv_dtype_size(op->meta->dtype);
+  return at % 16 ? NV__GPU_DECLINED : NV_OK;
+}
+
+nv_status nv__gpu_conv_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                             nv__gpu_arg out) {
+  pthread_once(&dnn_once, dnn_load);
+  dnn_key k;
+  if (dnn_mode == DNN_OFF || !dnn_takes(node, in, &k)) return NV__GPU_DECLINED;
+  if (!dnn_loaded) {
+    if (dnn_mode == DNN_REQUIRED)
+      return nv__set_error(NV_ERR_UNSUPPORTED,
+                           "conv_general: cuDNN not found (%s); NUVEC_CUDNN=1 requires it (unset "
+                           "it to use nuvec's own convolution kernel)",
+                           dnn_why);
+    return NV__GPU_DECLINED;
+  }
+  dnn_device *dev = NULL;
+  nv_status st = dnn_device_get(ctx, &dev);
+  if (st != NV_OK) return st;
+  k.device = nv__gpu_device_index(ctx);
+  dnn_plan *p = nv__calloc(1, sizeof *p);
+  if (!p) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+  p->dev = dev;
+  p->esize = nv_dtype_size(node->out[0].dtype);
+  if ((st = plan_descriptors(p, &k)) == NV_OK) st = plan_algo(p, &k);
+  /* Inputs last: a copy into scratch is recorded only for a node cuDNN runs. */
+  nv__gpu_arg x, w;
+  if (st == NV_OK) st = aligned_input(ctx, &in[0], &x);
+  if (st == NV_OK) st = aligned_input(ctx, &in[1], &w);
+  hrx_view ws;
+  if (st == NV_OK) st = nv__gpu_scratch(ctx, p->choice.ws ? p->choice.ws : 1, &ws);
+  if (st != NV_OK) {
+    plan_free(p);
+    return st;
+  }
+  p->off[0] = x.offset;
+  p->off[1] = w.offset;
+  hrx_binding bind[4] = {
+      {x.view, HRX_ACCESS_READ},
+      {w.view, HRX_ACCESS_READ},
+      {out.view, HRX_ACCESS_WRITE},
+      {ws, HRX_ACCESS_READ_WRITE},
+  };
+  /* The capture key: what the capture enqueues apart from the addresses, field by field (no
+   * padding bytes). */
+  unsigned char key[sizeof k + 2 * sizeof(int32_t) + sizeof(uint64_t) + sizeof p->off];
+  int32_t algo = (int32_t)p->choice.algo, math = (int32_t)p->choice.math;
+  uint64_t wsize = p->choice.ws;
+  size_t n = 0;
+  memcpy(key + n, &k, sizeof k), n += sizeof k;
+  memcpy(key + n, &algo, sizeof algo), n += sizeof algo;
+  memcpy(key + n, &math, sizeof math), n += sizeof math;
+  memcpy(key + n, &wsize, sizeof wsize), n += sizeof wsize;
+  memcpy(key + n, p->off, sizeof p->off), n += sizeof p->off;
+  return nv__gpu_captured(ctx, bind, 4, dnn_run, p, plan_free, key, n);
+}
