@@ -4,8 +4,10 @@
  * group) and multiplied by the matching slice of the weight with sgemm/dgemm, accumulating
  * over the tap slices. Tiles run in parallel on the pool (OpenBLAS itself is single-threaded,
  * see linalg.c), and no buffer grows with the input: a tile's column buffer is bounded by
- * NV__CONV_COL_BYTES whatever the sizes. float16/bfloat16 are gathered as float32 and the
- * output rounded once; float64 computes in float64. */
+ * NV__CONV_COL_BYTES whatever the sizes. Grouped convolutions with one input channel per
+ * group (depthwise) skip BLAS, whose products would be one column wide: each output row
+ * accumulates tap by tap, a vectorized multiply-add across the channels. float16/bfloat16 are
+ * gathered as float32 and the output rounded once; float64 computes in float64. */
 #include <cblas.h>
 #include <stdatomic.h>
 
@@ -96,6 +98,73 @@ static void gemm_nt(const conv_job *j, int R, int K, const char *A, int lda, con
                 (float *)C, ldc);
 }
 
+/* acc[co] += x[co / m] * w[co] over co < n (m output channels per input channel). */
+NV_KERNEL_CLONES static void madd_f32(float *acc, const float *x, const float *w, int64_t n,
+                                      int64_t m) {
+  if (m == 1) {
+    for (int64_t i = 0; i < n; i++) acc[i] += x[i] * w[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) acc[i] += x[i / m] * w[i];
+}
+
+NV_KERNEL_CLONES static void madd_f64(double *acc, const double *x, const double *w, int64_t n,
+                                      int64_t m) {
+  if (m == 1) {
+    for (int64_t i = 0; i < n; i++) acc[i] += x[i] * w[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) acc[i] += x[i / m] * w[i];
+}
+
+/* Depthwise tiles (C_in / groups = 1): j->w is [taps, C_out] here. */
+static void depthwise_tiles(void *ctx, int64_t lo, int64_t hi) {
+  conv_job *j = ctx;
+  size_t wsz = nv_dtype_size(j->wt), osz = nv_dtype_size(j->odt), xsz = nv_dtype_size(j->xdt);
+  int64_t cst = j->xst[j->nsp + 1];
+  char *acc = nv__malloc((size_t)(j->Cout + j->Cin) * wsz);
+  if (!acc) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  char *xrow = acc + (size_t)j->Cout * wsz;
+  for (int64_t r = lo; r < hi; r++) {
+    int o[NV__CONV_MAX_SPATIAL];
+    int64_t q = r;
+    for (int a = j->nsp - 1; a >= 0; a--) {
+      o[a] = (int)(q % j->out_sp[a]);
+      q /= j->out_sp[a];
+    }
+    memset(acc, 0, (size_t)j->Cout * wsz);
+    for (int64_t t = 0; t < j->kvol; t++) {
+      int64_t off = tap_offset(j, o, q, t);
+      if (off < 0) continue;
+      const char *xs = j->x + off * (int64_t)xsz;
+      if (j->xdt != j->wt || cst != 1) {
+        nv__convert_run(j->xdt, xs, cst, j->wt, xrow, 1, j->Cin);
+        xs = xrow;
+      }
+      const char *wt = j->w + t * j->Cout * (int64_t)wsz;
+      if (j->wt == NV_DTYPE_FLOAT64)
+        madd_f64((double *)acc, (const double *)xs, (const double *)wt, j->Cout, j->cout_g);
+      else
+        madd_f32((float *)acc, (const float *)xs, (const float *)wt, j->Cout, j->cout_g);
+    }
+    nv__convert_run(j->wt, acc, 1, j->odt, j->out + r * j->Cout * (int64_t)osz, 1, j->Cout);
+  }
+  nv__free(acc);
+}
+
+/* The weight [C_out, taps] (contiguous, the work dtype) transposed to [taps, C_out]. */
+static void *taps_first(const char *w, int64_t cout, int64_t taps, size_t wsz) {
+  char *t = nv__malloc((size_t)(cout * taps) * wsz);
+  if (!t) return NULL;
+  for (int64_t c = 0; c < cout; c++)
+    for (int64_t k = 0; k < taps; k++)
+      memcpy(t + (k * cout + c) * (int64_t)wsz, w + (c * taps + k) * (int64_t)wsz, wsz);
+  return t;
+}
+
 static void conv_tiles(void *ctx, int64_t lo, int64_t hi) {
   conv_job *j = ctx;
   size_t wsz = nv_dtype_size(j->wt), osz = nv_dtype_size(j->odt);
@@ -163,6 +232,19 @@ static nv_status k_conv(nv__node *node, const nv__operand *in, int donated) {
   j.x = nv__operand_ptr(&in[0]);
   j.xdt = ox->dtype;
   for (int i = 0; i < ox->ndim; i++) j.xst[i] = ox->strides[i];
+  double work = (double)j.rows * (double)(j.kvol * j.cin_g) * j.Cout;
+  atomic_init(&j.failed, 0);
+  if (j.cin_g == 1 && j.G > 1) {
+    void *wt = taps_first(wbuf, j.Cout, j.kvol, nv_dtype_size(j.wt));
+    nv__free(wbuf);
+    if (!wt) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+    j.w = wt;
+    nv__parallel_for(j.rows, work < (1 << 18) ? j.rows : 1, depthwise_tiles, &j);
+    nv__free(wt);
+    if (atomic_load(&j.failed))
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_general: out of memory for a row buffer");
+    return NV_OK;
+  }
   /* Tiles: as many rows as fill the column buffer with every tap (at least
    * NV__CONV_MIN_ROWS), fewer when the pool would otherwise idle; taps are sliced so that a
    * tile's buffer stays near NV__CONV_COL_BYTES. */
@@ -179,8 +261,6 @@ static nv_status k_conv(nv__node *node, const nv__operand *in, int donated) {
   if (j.ntaps < 1) j.ntaps = 1;
   if (j.ntaps > j.kvol) j.ntaps = j.kvol;
   int64_t ntiles = (j.rows + tile - 1) / tile;
-  double work = (double)j.rows * (double)(j.kvol * j.cin_g) * j.Cout;
-  atomic_init(&j.failed, 0);
   nv__parallel_for(ntiles, work < (1 << 18) ? ntiles : 1, conv_tiles, &j);
   nv__free(wbuf);
   if (atomic_load(&j.failed))
