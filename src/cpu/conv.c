@@ -178,6 +178,9 @@ static void conv_tiles(void *ctx, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     int64_t r0 = i * j->tile, R = j->rows - r0 < j->tile ? j->rows - r0 : j->tile;
     char *C = cbuf ? cbuf : j->out + r0 * j->Cout * (int64_t)osz;
+    /* Zeroed first: some OpenBLAS kernels read C even with beta = 0 (see linalg.c), and a
+     * fresh buffer may hold NaNs. */
+    memset(C, 0, (size_t)(R * j->Cout) * wsz);
     for (int64_t t0 = 0; t0 < j->kvol; t0 += j->ntaps) {
       int64_t nt = j->kvol - t0 < j->ntaps ? j->kvol - t0 : j->ntaps;
       gather(j, r0, R, t0, nt, col);
