@@ -6,7 +6,11 @@
  * 4 × 4 outputs in float (double for float64). Any layout of x and w (element strides), every
  * parameter of the primitive (strides, paddings of either sign, both dilations, groups, flip),
  * 64-bit indexing; grid.x walks row tiles and grid.y (channel tiles × groups) with stride
- * loops, so no grid limit binds. This is the path for what cuDNN does not take (conv.c). */
+ * loops, so no grid limit binds. When those tiles are too few to fill the GPU and the
+ * contraction is long (a weight gradient: few outputs, every batch position contracted), grid.z
+ * splits the contraction into slices whose partial sums (float, or double) go to scratch and
+ * are added in slice order by k_conv_sum. This is the path for what cuDNN does not take
+ * (conv.c). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -60,12 +64,13 @@ __device__ __forceinline__ row_base row_of(const nv__gpu_conv_params &p, int64_t
 }
 
 /* The x element of row `b` at contraction index k (tap k / cin_g, channel k % cin_g of group g),
- * or zero for padding, dilation holes and k past the end. */
+ * or zero for padding, dilation holes and k at or past kend (the block's slice's end). */
 template <typename T>
 __device__ __forceinline__ typename acc_of<T>::A load_x(const T *x, const nv__gpu_conv_params &p,
-                                                         const row_base &b, int64_t k, int g) {
+                                                         const row_base &b, int64_t k,
+                                                         int64_t kend, int g) {
   typedef typename acc_of<T>::A A;
-  if (!b.valid || k >= p.kc) return A(0);
+  if (!b.valid || k >= kend) return A(0);
   int64_t t = k / p.cin_g, ci = k - t * p.cin_g;
   int64_t off = b.off + ((int64_t)g * p.cin_g + ci) * p.xst[p.nsp + 1];
   for (int a = p.nsp - 1; a >= 0; a--) {
@@ -81,12 +86,14 @@ __device__ __forceinline__ typename acc_of<T>::A load_x(const T *x, const nv__gp
   return ld(x[off]);
 }
 
-/* The weight element of output channel co (of the group, < cout_g) at contraction index k. */
+/* The weight element of output channel co (of the group, < cout_g) at contraction index k, or
+ * zero past the group's channels or at or past kend. */
 template <typename T>
 __device__ __forceinline__ typename acc_of<T>::A load_w(const T *w, const nv__gpu_conv_params &p,
-                                                         int64_t co, int64_t k, int g) {
+                                                         int64_t co, int64_t k, int64_t kend,
+                                                         int g) {
   typedef typename acc_of<T>::A A;
-  if (co >= p.cout_g || k >= p.kc) return A(0);
+  if (co >= p.cout_g || k >= kend) return A(0);
   int64_t t = k / p.cin_g, ci = k - t * p.cin_g;
   int64_t off = ((int64_t)g * p.cout_g + co) * p.wst[0] + ci * p.wst[p.nsp + 1];
   for (int a = p.nsp - 1; a >= 0; a--) {
@@ -97,9 +104,13 @@ __device__ __forceinline__ typename acc_of<T>::A load_w(const T *w, const nv__gp
   return ld(w[off]);
 }
 
-template <typename T>
+/* Block (x, y, z) computes row tiles x, channel tiles × groups y (stride loops) over slice z of
+ * the contraction ([z·kchunk, (z + 1)·kchunk)). Without SPLIT (one slice) it writes the output
+ * (T, [rows, C_out]); with SPLIT its partial sums (A, [splits, rows, C_out]), which k_conv_sum
+ * adds in slice order. */
+template <typename T, bool SPLIT>
 __global__ void __launch_bounds__(THREADS)
-    k_conv(const T *x0, const T *w0, T *out, nv__gpu_conv_params p) {
+    k_conv(const T *x0, const T *w0, void *dst, nv__gpu_conv_params p) {
   typedef typename acc_of<T>::A A;
   /* Transposed tiles (contraction index first), one column of padding against bank
    * conflicts on the stores. */
@@ -111,6 +122,8 @@ __global__ void __launch_bounds__(THREADS)
    * tid / TK + 16 q (q < LOADS). */
   const int lk = tid % TK, lr = tid / TK;
   const int64_t row_tiles = (p.rows + TM - 1) / TM;
+  const int64_t kbeg = (int64_t)blockIdx.z * p.kchunk;
+  const int64_t kend = p.kc - kbeg < p.kchunk ? p.kc : kbeg + p.kchunk;
   for (int64_t ty_tile = blockIdx.y; ty_tile < p.tiles_y; ty_tile += gridDim.y) {
     const int g = (int)(ty_tile / p.co_tiles);
     const int64_t co0 = (ty_tile % p.co_tiles) * TN;
@@ -124,11 +137,11 @@ __global__ void __launch_bounds__(THREADS)
       for (int i = 0; i < RPT; i++)
 #pragma unroll
         for (int j = 0; j < CPT; j++) acc[i][j] = A(0);
-      for (int64_t k0 = 0; k0 < p.kc; k0 += TK) {
+      for (int64_t k0 = kbeg; k0 < kend; k0 += TK) {
 #pragma unroll
         for (int q = 0; q < LOADS; q++) {
-          xs[lk][lr + 16 * q] = load_x(x, p, rb[q], k0 + lk, g);
-          ws[lk][lr + 16 * q] = load_w(w, p, co0 + lr + 16 * q, k0 + lk, g);
+          xs[lk][lr + 16 * q] = load_x(x, p, rb[q], k0 + lk, kend, g);
+          ws[lk][lr + 16 * q] = load_w(w, p, co0 + lr + 16 * q, k0 + lk, kend, g);
         }
         __syncthreads();
 #pragma unroll
@@ -152,21 +165,56 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
         for (int j = 0; j < CPT; j++) {
           int64_t co = co0 + tx + 16 * j;
-          if (co < p.cout_g) st(out + r * p.cout + (int64_t)g * p.cout_g + co, acc[i][j]);
+          if (co >= p.cout_g) continue;
+          int64_t at = r * p.cout + (int64_t)g * p.cout_g + co;
+          if (SPLIT)
+            static_cast<A *>(dst)[(int64_t)blockIdx.z * p.rows * p.cout + at] = acc[i][j];
+          else
+            st(static_cast<T *>(dst) + at, acc[i][j]);
         }
       }
     }
   }
 }
 
+/* out[i] = Σ_z part[z][i] over the splits, in slice order (deterministic), rounded once. */
+template <typename T>
+__global__ void __launch_bounds__(THREADS)
+    k_conv_sum(const void *part0, T *out, nv__gpu_conv_params p) {
+  typedef typename acc_of<T>::A A;
+  const A *part = static_cast<const A *>(part0);
+  const int64_t n = p.rows * p.cout;
+  for (int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * THREADS) {
+    A s = part[i];
+    for (int z = 1; z < p.splits; z++) s += part[(int64_t)z * n + i];
+    st(out + i, s);
+  }
+}
+
 }  // namespace
 
-extern "C" const void *nv__gpu_kernel_conv(int dtype) {
+extern "C" const void *nv__gpu_kernel_conv(int dtype, int split) {
   switch (dtype) {
-    case nvg::DT_F16: return (const void *)&k_conv<__half>;
-    case nvg::DT_BF16: return (const void *)&k_conv<__nv_bfloat16>;
-    case nvg::DT_F32: return (const void *)&k_conv<float>;
-    case nvg::DT_F64: return (const void *)&k_conv<double>;
+    case nvg::DT_F16:
+      return split ? (const void *)&k_conv<__half, true> : (const void *)&k_conv<__half, false>;
+    case nvg::DT_BF16:
+      return split ? (const void *)&k_conv<__nv_bfloat16, true>
+                   : (const void *)&k_conv<__nv_bfloat16, false>;
+    case nvg::DT_F32:
+      return split ? (const void *)&k_conv<float, true> : (const void *)&k_conv<float, false>;
+    case nvg::DT_F64:
+      return split ? (const void *)&k_conv<double, true> : (const void *)&k_conv<double, false>;
+    default: return NULL;
+  }
+}
+
+extern "C" const void *nv__gpu_kernel_conv_sum(int dtype) {
+  switch (dtype) {
+    case nvg::DT_F16: return (const void *)&k_conv_sum<__half>;
+    case nvg::DT_BF16: return (const void *)&k_conv_sum<__nv_bfloat16>;
+    case nvg::DT_F32: return (const void *)&k_conv_sum<float>;
+    case nvg::DT_F64: return (const void *)&k_conv_sum<double>;
     default: return NULL;
   }
 }

@@ -138,6 +138,17 @@ def test_conv_large_rows(nv, rng):
         run_conv(nv, x, w1, (2, 2), (2, 1), (1, 2), (1, 1), (1, 1), 1, True)
 
 
+def test_conv_split_contraction(nv, rng):
+    """Few output tiles and a long contraction (a weight gradient's shape): the direct kernel
+    splits the contraction (grid.z) and sums the slices; cuDNN or the split path either way,
+    and input dilation forces the direct kernel."""
+    for dt in ["float32", "float64", "bfloat16"]:
+        x = rand(rng, (6, 34, 33, 8), dt)
+        w = rand(rng, (5, 30, 31, 8), dt)
+        run_conv(nv, x, w, (1, 1), (0, 0), (0, 0), (1, 1), (1, 1), 1, False)
+        run_conv(nv, x, w, (2, 1), (1, 0), (2, 1), (1, 1), (2, 2), 1, True)
+
+
 def test_conv_bench_shape(nv, rng):
     """The bench row's shape: 32 × 56 × 56 × 64, 3 × 3, 64 channels, padding 1."""
     for dt in ["bfloat16", "float32"]:
