@@ -1,6 +1,6 @@
-/* The convolution primitive on the GPU. Host code (C11): cuDNN's forward convolution
- * (conv_cudnn.c) where it is loaded and takes the node (float16/bfloat16/float32, symmetric
- * padding, no input dilation); else the direct implicit-GEMM kernel of conv.cu, recorded with
+/* The convolution primitive on the GPU. Host code (C11): cuDNN (conv_cudnn.c: its forward
+ * convolution, or its backward data for input-dilated nodes such as transposed convolutions)
+ * where it is loaded and takes the node (float16/bfloat16/float32); else the direct implicit-GEMM kernel of conv.cu, recorded with
  * nv__gpu_dispatch, which takes every node (any layout, dtype and parameters; split-K with a
  * second summing kernel when its tiles would not fill the GPU): nothing falls back to the CPU. An empty contraction (no taps or no input channels) is a zero fill. */
 #include "cuda/conv_cudnn.h"

@@ -1,25 +1,32 @@
-/* The convolution primitive through cuDNN's forward convolution (its legacy descriptor API),
- * loaded at run time with dlopen: a machine without cuDNN still runs every convolution, with
- * the direct kernel of conv.cu. NUVEC_CUDNN=0 never uses cuDNN; NUVEC_CUDNN=1 requires it (a
- * convolution cuDNN would take fails with "cuDNN not found" where it is missing); unset, cuDNN
- * is used where it is found.
+/* The convolution primitive through cuDNN (its legacy descriptor API), loaded at run time with
+ * dlopen: a machine without cuDNN still runs every convolution, with the direct kernel of
+ * conv.cu. NUVEC_CUDNN=0 never uses cuDNN; NUVEC_CUDNN=1 requires it (a convolution cuDNN
+ * would take fails with "cuDNN not found" where it is missing); unset, cuDNN is used where it
+ * is found.
  *
- * cuDNN takes a node when its dtype is float16, bfloat16 or float32 (accumulating in float32;
- * float32 without TF32 unless NUVEC_ENABLE_TF32=1 or MLX_ENABLE_TF32=1), there is no input
- * dilation, the padding of each axis is symmetric and not negative, and every tensor has fewer
- * than 2^31 elements; everything else (float64, input dilation: transposed convolutions and the
- * input gradients of strided ones, asymmetric or negative padding) runs the direct kernel.
+ * cuDNN takes float16, bfloat16 and float32 nodes (accumulating in float32; float32 without
+ * TF32 unless NUVEC_ENABLE_TF32=1 or MLX_ENABLE_TF32=1) whose tensors have fewer than 2^31
+ * elements, in one of two mappings:
+ *   DNN_FORWARD        no input dilation, symmetric non-negative padding: its forward
+ *                      convolution (flip: CUDNN_CONVOLUTION, else CUDNN_CROSS_CORRELATION).
+ *   DNN_BACKWARD_DATA  stride 1 and input dilation D with 0 <= lo <= (k - 1)·kdil and
+ *                      0 <= hi − lo < D on every axis (transposed convolutions with
+ *                      output_padding < stride, the input gradients of strided ones): the node
+ *                      is the backward data of the forward convolution with stride D, padding
+ *                      (k − 1)·kdil − lo, the same kernel dilation, and the filter whose channel
+ *                      axes are the node weight's swapped within each group (a strided copy into
+ *                      scratch), in the other mode than the forward mapping would use.
+ * Everything else (float64, asymmetric padding with stride, ...) runs the direct kernel.
  * Tensors are described channels last (NHWC strides; a 1-D convolution as 2-D with a unit
- * height), the weight as an NHWC filter [C_out, kernel..., C_in / groups], groups as cuDNN's
- * group count, flip as CUDNN_CONVOLUTION (else CUDNN_CROSS_CORRELATION). Inputs that are not
- * row-contiguous or not 16-byte aligned are copied contiguous first.
+ * height), filters as NHWC [K, kernel..., C / groups], groups as cuDNN's group count. Inputs
+ * that are not row-contiguous or not 16-byte aligned are copied contiguous first.
  *
  * State: one cuDNN handle per device, made on first use; the captures of a device take its
- * lock around cudnnSetStream + cudnnConvolutionForward (the handle's stream is per handle). The
- * algorithm comes from cudnnGetConvolutionForwardAlgorithm_v7 (heuristics: no execution, no
- * synchronization), chosen when the node is recorded and cached by shape and parameters; its
- * workspace is node scratch (nv__gpu_scratch), declared as a read-write binding. The capture
- * only enqueues cuDNN's work on hrx's capture stream. */
+ * lock around cudnnSetStream and the call (the handle's stream is per handle). The algorithm
+ * comes from cuDNN's _v7 heuristics (no execution, no synchronization), chosen when the node is
+ * recorded and cached by shape and parameters; its workspace is node scratch
+ * (nv__gpu_scratch), declared as a read-write binding. The capture only enqueues cuDNN's work
+ * on hrx's capture stream. */
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -59,6 +66,9 @@ static struct {
   DNN_FN(cudnnGetConvolutionForwardAlgorithm_v7);
   DNN_FN(cudnnGetConvolutionForwardWorkspaceSize);
   DNN_FN(cudnnConvolutionForward);
+  DNN_FN(cudnnGetConvolutionBackwardDataAlgorithm_v7);
+  DNN_FN(cudnnGetConvolutionBackwardDataWorkspaceSize);
+  DNN_FN(cudnnConvolutionBackwardData);
 } dnn;
 #undef DNN_FN
 
@@ -110,6 +120,9 @@ static void dnn_load(void) {
   LOAD(cudnnGetConvolutionForwardAlgorithm_v7)
   LOAD(cudnnGetConvolutionForwardWorkspaceSize)
   LOAD(cudnnConvolutionForward)
+  LOAD(cudnnGetConvolutionBackwardDataAlgorithm_v7)
+  LOAD(cudnnGetConvolutionBackwardDataWorkspaceSize)
+  LOAD(cudnnConvolutionBackwardData)
 #undef LOAD
   /* The legacy API as used here is cuDNN 8's and 9's (group counts, NHWC filters, _v7). */
   size_t v = dnn.cudnnGetVersion();
@@ -167,15 +180,20 @@ static nv_status dnn_device_get(nv__gpu_ctx *ctx, dnn_device **out) {
 
 /* ---- Plans ---- */
 
-/* What the algorithm choice depends on (zero-filled, compared with memcmp). */
+/* The two ways a node maps onto cuDNN (see nv__gpu_conv_cudnn). */
+enum { DNN_FORWARD = 0, DNN_BACKWARD_DATA = 1 };
+
+/* What the algorithm choice depends on (zero-filled, compared with memcmp). x, w and y are
+ * cuDNN's forward-convolution tensors: for DNN_FORWARD the node's input, weight and output;
+ * for DNN_BACKWARD_DATA y is the node's input (dy) and x its output (dx). */
 typedef struct dnn_key {
-  int32_t device, dtype, nb, groups, mode, math;
+  int32_t device, kind, dtype, nb, groups, mode, math;
   int32_t xdim[5], wdim[5], ydim[5], pad[3], stride[3], dil[3];
 } dnn_key;
 
 typedef struct dnn_choice {
   dnn_key key;
-  cudnnConvolutionFwdAlgo_t algo;
+  int algo; /* a cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t, by key.kind */
   cudnnMathType_t math;
   size_t ws;
 } dnn_choice;
@@ -265,26 +283,45 @@ static nv_status plan_algo(dnn_plan *p, const dnn_key *k) {
                  : NV__GPU_DECLINED;
     }
   pthread_mutex_unlock(&dnn_lock);
-  cudnnConvolutionFwdAlgoPerf_t perf[DNN_HEURISTICS];
-  int n = 0;
-  cudnnStatus_t s = dnn.cudnnGetConvolutionForwardAlgorithm_v7(
-      p->dev->handle, p->xd, p->wd, p->cd, p->yd, DNN_HEURISTICS, &n, perf);
+  /* The heuristics' candidates, best first: (algorithm, status, math type). */
+  int algo[DNN_HEURISTICS], n = 0;
+  cudnnStatus_t status[DNN_HEURISTICS];
+  cudnnMathType_t maths[DNN_HEURISTICS];
+  cudnnStatus_t s;
+  if (k->kind == DNN_FORWARD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[DNN_HEURISTICS];
+    s = dnn.cudnnGetConvolutionForwardAlgorithm_v7(p->dev->handle, p->xd, p->wd, p->cd, p->yd,
+                                                   DNN_HEURISTICS, &n, perf);
+    for (int i = 0; i < n; i++)
+      algo[i] = perf[i].algo, status[i] = perf[i].status, maths[i] = perf[i].mathType;
+  } else {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[DNN_HEURISTICS];
+    s = dnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(p->dev->handle, p->wd, p->yd, p->cd,
+                                                        p->xd, DNN_HEURISTICS, &n, perf);
+    for (int i = 0; i < n; i++)
+      algo[i] = perf[i].algo, status[i] = perf[i].status, maths[i] = perf[i].mathType;
+  }
   if (s != CUDNN_STATUS_SUCCESS) return NV__GPU_DECLINED;
   bool strict = k->dtype == CUDNN_DATA_FLOAT && !dnn_tf32;
   for (int i = 0; i < n; i++) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (status[i] != CUDNN_STATUS_SUCCESS) continue;
     /* Full float32 takes only algorithms without tensor-op math (which would be TF32). */
-    if (strict && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
-                   perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    if (strict && (maths[i] == CUDNN_TENSOR_OP_MATH ||
+                   maths[i] == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    cudnnMathType_t math = strict ? CUDNN_FMA_MATH : perf[i].mathType;
+    cudnnMathType_t math = strict ? CUDNN_FMA_MATH : maths[i];
     if (dnn.cudnnSetConvolutionMathType(p->cd, math) != CUDNN_STATUS_SUCCESS) continue;
     size_t ws = 0;
-    if (dnn.cudnnGetConvolutionForwardWorkspaceSize(p->dev->handle, p->xd, p->wd, p->cd, p->yd,
-                                                    perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
-        ws > DNN_WORKSPACE_CAP)
-      continue;
-    p->choice = (dnn_choice){.key = *k, .algo = perf[i].algo, .math = math, .ws = ws};
+    cudnnStatus_t w =
+        k->kind == DNN_FORWARD
+            ? dnn.cudnnGetConvolutionForwardWorkspaceSize(p->dev->handle, p->xd, p->wd, p->cd,
+                                                          p->yd, (cudnnConvolutionFwdAlgo_t)algo[i],
+                                                          &ws)
+            : dnn.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                  p->dev->handle, p->wd, p->yd, p->cd, p->xd,
+                  (cudnnConvolutionBwdDataAlgo_t)algo[i], &ws);
+    if (w != CUDNN_STATUS_SUCCESS || ws > DNN_WORKSPACE_CAP) continue;
+    p->choice = (dnn_choice){.key = *k, .algo = algo[i], .math = math, .ws = ws};
     pthread_mutex_lock(&dnn_lock);
     dnn_cache[dnn_next] = p->choice;
     dnn_next = (dnn_next + 1) % DNN_CACHE;
@@ -295,23 +332,31 @@ static nv_status plan_algo(dnn_plan *p, const dnn_key *k) {
   return NV__GPU_DECLINED;
 }
 
-/* The capture: cuDNN's forward convolution on hrx's capture stream (its kernels become the
- * graph's nodes). Bindings: x, w (read), y (written), the workspace (read-write). */
+/* The capture: cuDNN's convolution on hrx's capture stream (its kernels become the graph's
+ * nodes). Bindings: the node's input and weight (read; for DNN_BACKWARD_DATA the weight is the
+ * forward filter, copied into scratch), its output (written), the workspace (read-write). */
 static hrx_status dnn_run(const hrx_callback_view *views, size_t count, void *stream, void *user) {
   dnn_plan *p = user;
   if (count != 4 || views[3].length < p->choice.ws) return HRX_E_INVALID;
-  const char *x = (const char *)views[0].address + (size_t)p->off[0] * p->esize;
+  const char *in = (const char *)views[0].address + (size_t)p->off[0] * p->esize;
   const char *w = (const char *)views[1].address + (size_t)p->off[1] * p->esize;
+  void *ws = p->choice.ws ? views[3].address : NULL;
   float one = 1.0f, zero = 0.0f;
+  bool fwd = p->choice.key.kind == DNN_FORWARD;
   pthread_mutex_lock(&p->dev->lock);
   cudnnStatus_t s = dnn.cudnnSetStream(p->dev->handle, (cudaStream_t)stream);
-  if (s == CUDNN_STATUS_SUCCESS)
-    s = dnn.cudnnConvolutionForward(p->dev->handle, &one, p->xd, x, p->wd, w, p->cd,
-                                    p->choice.algo, p->choice.ws ? views[3].address : NULL,
-                                    p->choice.ws, &zero, p->yd, views[2].address);
+  if (s == CUDNN_STATUS_SUCCESS && fwd)
+    s = dnn.cudnnConvolutionForward(p->dev->handle, &one, p->xd, in, p->wd, w, p->cd,
+                                    (cudnnConvolutionFwdAlgo_t)p->choice.algo, ws, p->choice.ws,
+                                    &zero, p->yd, views[2].address);
+  else if (s == CUDNN_STATUS_SUCCESS)
+    s = dnn.cudnnConvolutionBackwardData(p->dev->handle, &one, p->wd, w, p->yd, in, p->cd,
+                                         (cudnnConvolutionBwdDataAlgo_t)p->choice.algo, ws,
+                                         p->choice.ws, &zero, p->xd, views[2].address);
   pthread_mutex_unlock(&p->dev->lock);
   if (s != CUDNN_STATUS_SUCCESS) {
-    fprintf(stderr, "nuvec: conv_general on the GPU: cudnnConvolutionForward failed: %s\n",
+    fprintf(stderr, "nuvec: conv_general on the GPU: %s failed: %s\n",
+            fwd ? "cudnnConvolutionForward" : "cudnnConvolutionBackwardData",
             dnn.cudnnGetErrorString(s));
     return HRX_E_CUDA;
   }
@@ -320,44 +365,88 @@ static hrx_status dnn_run(const hrx_callback_view *views, size_t count, void *st
 
 /* ---- The node ---- */
 
-/* Whether the node's shape and parameters are cuDNN's (see the file comment), filling the key
- * but for the device. */
-static bool dnn_takes(const nv__node *node, const nv__operand *in, dnn_key *k) {
+/* The cuDNN mapping of the node (see nv__gpu_conv_cudnn), filling the key but for the device:
+ * DNN_FORWARD, DNN_BACKWARD_DATA, or -1 (none). */
+static int dnn_takes(const nv__node *node, const nv__operand *in, dnn_key *k) {
   const nv__conv_params *cp = node->params;
   const nv__output *out = &node->out[0], *ox = in[0].meta, *ow = in[1].meta;
   nv_dtype dt = out->dtype;
-  if (dt != NV_DTYPE_FLOAT16 && dt != NV_DTYPE_BFLOAT16 && dt != NV_DTYPE_FLOAT32) return false;
-  if (ox->size >= INT32_MAX || ow->size >= INT32_MAX || out->size >= INT32_MAX) return false;
+  if (dt != NV_DTYPE_FLOAT16 && dt != NV_DTYPE_BFLOAT16 && dt != NV_DTYPE_FLOAT32) return -1;
+  if (ox->size >= INT32_MAX || ow->size >= INT32_MAX || out->size >= INT32_MAX) return -1;
   int nsp = cp->nsp, lead = nsp == 1; /* a 1-D convolution is 2-D with a unit height */
+  bool fwd = true, bwd = true;
+  for (int a = 0; a < nsp; a++) {
+    fwd &= cp->idil[a] == 1 && cp->lo[a] == cp->hi[a] && cp->lo[a] >= 0;
+    long long keff = (long long)(ow->shape[a + 1] - 1) * cp->kdil[a];
+    bwd &= cp->stride[a] == 1 && cp->lo[a] <= keff && cp->hi[a] >= cp->lo[a] &&
+           cp->hi[a] - cp->lo[a] < cp->idil[a];
+  }
+  if (!fwd && !bwd) return -1;
   memset(k, 0, sizeof *k);
+  k->kind = fwd ? DNN_FORWARD : DNN_BACKWARD_DATA;
   k->dtype = dt == NV_DTYPE_FLOAT16    ? CUDNN_DATA_HALF
              : dt == NV_DTYPE_BFLOAT16 ? CUDNN_DATA_BFLOAT16
                                        : CUDNN_DATA_FLOAT;
   k->nb = nsp + 2 + lead;
   k->groups = cp->groups;
-  k->mode = cp->flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+  /* The backward data of a cross-correlation is the node's flipped convolution, and the
+   * reverse. */
+  k->mode = cp->flip == fwd ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
   k->math = dt == NV_DTYPE_FLOAT32 && !dnn_tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-  k->xdim[0] = ox->shape[0];
-  k->xdim[1] = ox->shape[nsp + 1];
-  k->wdim[0] = ow->shape[0];
-  k->wdim[1] = ow->shape[nsp + 1];
-  k->ydim[0] = out->shape[0];
-  k->ydim[1] = out->shape[nsp + 1];
+  const nv__output *tx = fwd ? ox : out, *ty = fwd ? out : ox;
+  int cout = out->shape[nsp + 1], cin_w = ow->shape[nsp + 1];
+  k->xdim[0] = tx->shape[0];
+  k->xdim[1] = tx->shape[nsp + 1];
+  k->ydim[0] = ty->shape[0];
+  k->ydim[1] = ty->shape[nsp + 1];
+  /* The forward filter: the node's weight, or for the backward data its channels swapped
+   * within each group ([C_in, kernel..., C_out / groups]). */
+  k->wdim[0] = fwd ? cout : ox->shape[nsp + 1];
+  k->wdim[1] = fwd ? cin_w : cout / cp->groups;
   if (lead) {
     k->xdim[2] = k->wdim[2] = k->ydim[2] = 1;
     k->pad[0] = 0;
     k->stride[0] = k->dil[0] = 1;
   }
   for (int a = 0; a < nsp; a++) {
-    if (cp->idil[a] != 1 || cp->lo[a] != cp->hi[a] || cp->lo[a] < 0) return false;
-    k->xdim[2 + lead + a] = ox->shape[a + 1];
+    k->xdim[2 + lead + a] = tx->shape[a + 1];
     k->wdim[2 + lead + a] = ow->shape[a + 1];
-    k->ydim[2 + lead + a] = out->shape[a + 1];
-    k->pad[lead + a] = cp->lo[a];
-    k->stride[lead + a] = cp->stride[a];
+    k->ydim[2 + lead + a] = ty->shape[a + 1];
+    k->pad[lead + a] = fwd ? cp->lo[a] : (ow->shape[a + 1] - 1) * cp->kdil[a] - cp->lo[a];
+    k->stride[lead + a] = fwd ? cp->stride[a] : cp->idil[a];
     k->dil[lead + a] = cp->kdil[a];
   }
-  return true;
+  return k->kind;
+}
+
+/* The forward filter of a DNN_BACKWARD_DATA node, contiguous in scratch: weight
+ * [C_out, kernel..., C_in / G] read as [G, C_in / G, kernel..., C_out / G] (a strided view of
+ * the same buffer) and copied. */
+static nv_status swapped_filter(nv__gpu_ctx *ctx, const nv__node *node, const nv__operand *w,
+                                nv__gpu_arg *out) {
+  const nv__conv_params *cp = node->params;
+  const nv__output *ow = w->meta;
+  int nsp = cp->nsp, G = cp->groups, cout_g = ow->shape[0] / G, nd = nsp + 3;
+  int shape[NV__CONV_MAX_SPATIAL + 3];
+  int64_t st[NV__CONV_MAX_SPATIAL + 3];
+  shape[0] = G;
+  st[0] = (int64_t)cout_g * ow->strides[0];
+  shape[1] = ow->shape[nsp + 1];
+  st[1] = ow->strides[nsp + 1];
+  for (int a = 0; a < nsp; a++) {
+    shape[2 + a] = ow->shape[1 + a];
+    st[2 + a] = ow->strides[1 + a];
+  }
+  shape[nd - 1] = cout_g;
+  st[nd - 1] = ow->strides[0];
+  nv__output view = {.dtype = ow->dtype, .ndim = nd, .size = ow->size, .shape = shape,
+                     .strides = st};
+  nv__operand op = {.meta = &view, .buf = w->buf, .offset = w->offset};
+  nv__gpu_arg d = {.offset = 0};
+  nv_status s = nv__gpu_scratch(ctx, (size_t)ow->size * nv_dtype_size(ow->dtype), &d.view);
+  if (s == NV_OK) s = nv__gpu_copy_contiguous(ctx, &op, d);
+  if (s == NV_OK) *out = d;
+  return s;
 }
 
 /* A row-contiguous, 16-byte aligned view of input `op` (copied into scratch when it is not
@@ -374,7 +463,7 @@ nv_status nv__gpu_conv_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
                              nv__gpu_arg out) {
   pthread_once(&dnn_once, dnn_load);
   dnn_key k;
-  if (dnn_mode == DNN_OFF || !dnn_takes(node, in, &k)) return NV__GPU_DECLINED;
+  if (dnn_mode == DNN_OFF || dnn_takes(node, in, &k) < 0) return NV__GPU_DECLINED;
   if (!dnn_loaded) {
     if (dnn_mode == DNN_REQUIRED)
       return nv__set_error(NV_ERR_UNSUPPORTED,
@@ -395,7 +484,9 @@ nv_status nv__gpu_conv_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
   /* Inputs last: a copy into scratch is recorded only for a node cuDNN runs. */
   nv__gpu_arg x, w;
   if (st == NV_OK) st = aligned_input(ctx, &in[0], &x);
-  if (st == NV_OK) st = aligned_input(ctx, &in[1], &w);
+  if (st == NV_OK)
+    st = k.kind == DNN_FORWARD ? aligned_input(ctx, &in[1], &w)
+                               : swapped_filter(ctx, node, &in[1], &w);
   hrx_view ws;
   if (st == NV_OK) st = nv__gpu_scratch(ctx, p->choice.ws ? p->choice.ws : 1, &ws);
   if (st != NV_OK) {
