@@ -288,22 +288,25 @@ static nv_status plan_algo(dnn_plan *p, const dnn_key *k) {
   cudnnStatus_t status[DNN_HEURISTICS];
   cudnnMathType_t maths[DNN_HEURISTICS];
   cudnnStatus_t s;
+  /* The handle is not thread-safe: its queries take the device's lock as captures do. */
+  pthread_mutex_lock(&p->dev->lock);
+  nv_status st = NV__GPU_DECLINED;
   if (k->kind == DNN_FORWARD) {
     cudnnConvolutionFwdAlgoPerf_t perf[DNN_HEURISTICS];
     s = dnn.cudnnGetConvolutionForwardAlgorithm_v7(p->dev->handle, p->xd, p->wd, p->cd, p->yd,
                                                    DNN_HEURISTICS, &n, perf);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < DNN_HEURISTICS; i++)
       algo[i] = perf[i].algo, status[i] = perf[i].status, maths[i] = perf[i].mathType;
   } else {
     cudnnConvolutionBwdDataAlgoPerf_t perf[DNN_HEURISTICS];
     s = dnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(p->dev->handle, p->wd, p->yd, p->cd,
                                                         p->xd, DNN_HEURISTICS, &n, perf);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < DNN_HEURISTICS; i++)
       algo[i] = perf[i].algo, status[i] = perf[i].status, maths[i] = perf[i].mathType;
   }
-  if (s != CUDNN_STATUS_SUCCESS) return NV__GPU_DECLINED;
   bool strict = k->dtype == CUDNN_DATA_FLOAT && !dnn_tf32;
-  for (int i = 0; i < n; i++) {
+  if (n > DNN_HEURISTICS) n = DNN_HEURISTICS;
+  for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < n && st != NV_OK; i++) {
     if (status[i] != CUDNN_STATUS_SUCCESS) continue;
     /* Full float32 takes only algorithms without tensor-op math (which would be TF32). */
     if (strict && (maths[i] == CUDNN_TENSOR_OP_MATH ||
@@ -322,14 +325,16 @@ static nv_status plan_algo(dnn_plan *p, const dnn_key *k) {
                   (cudnnConvolutionBwdDataAlgo_t)algo[i], &ws);
     if (w != CUDNN_STATUS_SUCCESS || ws > DNN_WORKSPACE_CAP) continue;
     p->choice = (dnn_choice){.key = *k, .algo = algo[i], .math = math, .ws = ws};
-    pthread_mutex_lock(&dnn_lock);
-    dnn_cache[dnn_next] = p->choice;
-    dnn_next = (dnn_next + 1) % DNN_CACHE;
-    if (dnn_cached < DNN_CACHE) dnn_cached++;
-    pthread_mutex_unlock(&dnn_lock);
-    return NV_OK;
+    st = NV_OK;
   }
-  return NV__GPU_DECLINED;
+  pthread_mutex_unlock(&p->dev->lock);
+  if (st != NV_OK) return st;
+  pthread_mutex_lock(&dnn_lock);
+  dnn_cache[dnn_next] = p->choice;
+  dnn_next = (dnn_next + 1) % DNN_CACHE;
+  if (dnn_cached < DNN_CACHE) dnn_cached++;
+  pthread_mutex_unlock(&dnn_lock);
+  return NV_OK;
 }
 
 /* The capture: cuDNN's convolution on hrx's capture stream (its kernels become the graph's
