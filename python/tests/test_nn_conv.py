@@ -111,7 +111,10 @@ def test_layer_gradients():
 def test_layer_matches_mlx(name, args, kw, xs):
     mx.random.seed(5)
     layer = getattr(nn, name)(*args, **kw)
+    mlx.random.seed(5)
     ref = getattr(mlx_nn, name)(*args, **kw)
+    # Equal seeds draw equal weights (the same initializer and draw order as mlx.nn's).
+    np.testing.assert_array_equal(np.array(layer.weight), np.array(ref.weight))
     ref.update({k: mlx.array(np.array(v)) for k, v in layer.parameters().items()})
     x = RNG.standard_normal(xs).astype(np.float32)
     np.testing.assert_allclose(np.array(layer(mx.array(x))), np.array(ref(mlx.array(x))),
