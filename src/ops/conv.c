@@ -93,6 +93,9 @@ static nv_array *conv_build(const char *op, const nv_array *x, const nv_array *w
                         "the input channels must equal the weight's last axis times groups "
                         "(%d); got input shape %s and weight shape %s",
                         G, sx, sw);
+  int ulo[NV__CONV_MAX_SPATIAL], uhi[NV__CONV_MAX_SPATIAL]; /* as given, for messages */
+  memcpy(ulo, p->lo, sizeof ulo);
+  memcpy(uhi, p->hi, sizeof uhi);
   for (int a = 0; mlx_pads && a < nsp; a++) {
     long long lo = p->lo[a] < 0 ? (long long)p->lo[a] * p->idil[a] : p->lo[a];
     long long hi = p->hi[a] < 0 ? (long long)p->hi[a] * p->idil[a] : p->hi[a];
@@ -114,7 +117,7 @@ static nv_array *conv_build(const char *op, const nv_array *x, const nv_array *w
                           "spatial axis %d of the input after dilation and padding (%lld) is "
                           "shorter than the dilated kernel (%lld): input shape %s, padding low "
                           "%d, high %d, weight shape %s",
-                          a + 1, padded, keff, sx, p->lo[a], p->hi[a], sw);
+                          a + 1, padded, keff, sx, ulo[a], uhi[a], sw);
     long long out = (padded - keff) / p->stride[a] + 1;
     if (out > INT_MAX)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
