@@ -15,6 +15,7 @@
 #include "nuvec/elementwise.h"
 #include "nuvec/index.h"
 #include "nuvec/linalg.h"
+#include "nuvec/conv.h"
 #include "nuvec/transforms.h"
 #include "nuvec/nn.h"
 #include "nuvec/reduce.h"

@@ -99,6 +99,15 @@ static void run_matmul(void *p) {
   nv_release(y);
 }
 
+/* conv2d, channels last: a (N, H, W, C_in), b (C_out, 3, 3, C_in), padding 1. */
+static void run_conv2d(void *p) {
+  args *x = p;
+  int pad[2] = {1, 1};
+  nv_array *y = nv_conv2d(x->a, x->b, NULL, pad, NULL, 1);
+  check(nv_eval1(y), "conv2d");
+  nv_release(y);
+}
+
 /* 1000 dependent tiny ops: y = y * s + t on a 16-element array, evaluated at the end. */
 static void run_tiny(void *p) {
   args *x = p;
@@ -258,6 +267,14 @@ int main(int argc, char **argv) {
     args x = {rand_on_gpu(shape, 2, NV_DTYPE_FLOAT32), rand_on_gpu(shape, 2, NV_DTYPE_FLOAT32),
               NULL, 0, 0};
     bench_case("matmul_f32_4096", run_matmul, &x, 3, 10);
+    nv_release(x.a), nv_release(x.b);
+  }
+  if (WANT("conv2d_bf16_32x56x56x64")) {
+    int xs[4] = {32, 56, 56, 64}, ws[4] = {64, 3, 3, 64};
+    args x = {rand_on_gpu(xs, 4, NV_DTYPE_BFLOAT16), rand_on_gpu(ws, 4, NV_DTYPE_BFLOAT16), NULL,
+              0, 0};
+    diag("inputs");
+    bench_case("conv2d_bf16_32x56x56x64", run_conv2d, &x, 5, 20);
     nv_release(x.a), nv_release(x.b);
   }
   if (WANT("tiny_1000")) {

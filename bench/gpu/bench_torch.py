@@ -66,6 +66,15 @@ def main():
         a, b = r(8192, 8192, dt=torch.bfloat16), r(8192, 8192, dt=torch.bfloat16)
         report("matmul_bf16_8192", timed(lambda: a @ b, 3, 10))
         del a, b
+    if want("conv2d_bf16_32x56x56x64"):
+        # Channels last on both sides: nuvec's (N, H, W, C) arrays against torch's
+        # channels_last memory format (BASELINES.md's setting: cuDNN's default heuristics).
+        x = r(32, 64, 56, 56, dt=torch.bfloat16).to(memory_format=torch.channels_last)
+        w = r(64, 64, 3, 3, dt=torch.bfloat16).to(memory_format=torch.channels_last)
+        f = lambda: torch.nn.functional.conv2d(x, w, padding=1)
+        report("conv2d_bf16_32x56x56x64", timed(f, 5, 20))
+        report("conv2d_bf16_32x56x56x64:graph", graphed(f, 5, 20))
+        del x, w
     if want("matmul_f32_4096"):
         a, b = r(4096, 4096), r(4096, 4096)
         report("matmul_f32_4096", timed(lambda: a @ b, 3, 10))

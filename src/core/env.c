@@ -17,6 +17,9 @@
  *                         kernel); default off.
  *   NUVEC_ENABLE_TF32     1 (or MLX's MLX_ENABLE_TF32=1): float32 matrix products on the GPU
  *                         use TF32 tensor cores; default off (full float32).
+ *   NUVEC_CUDNN           0: GPU convolutions never use cuDNN (nuvec's own kernel); 1: they
+ *                         require it ("cuDNN not found" where it is missing); default: cuDNN
+ *                         where libcudnn.so.9 loads.
  *
  * Tests read NUVEC_TEST_SEED, NUVEC_TEST_FULL and NUVEC_TEST_THREAD_ITERS; the library does not.
  */

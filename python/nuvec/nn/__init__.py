@@ -1,9 +1,10 @@
 """nuvec.nn: neural-network modules, layers, activations, initializers and losses with
 mlx.nn's names and semantics (`import nuvec.nn as nn` runs code written for mlx.nn).
-Convolutions and the quantized layers are not there yet: they need core ops nuvec lacks."""
+The quantized layers are not there yet: they need core ops nuvec lacks."""
 from . import init, losses  # noqa: F401
 from .activations import *  # noqa: F401,F403
 from .base import Module  # noqa: F401
+from .convolution import *  # noqa: F401,F403
 from .layers import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
