@@ -1,9 +1,10 @@
 /* Transform rules of the fft family (src/ops/prims_fft.h). The primitive is linear, so its jvp
- * applies it to the tangent. Its vjp is the adjoint, with cotangents of complex values taken as
- * dL/dRe + i dL/dIm (MLX's convention): a complex transform's adjoint is the opposite
- * direction with the same factor; R2C's is the real part of the inverse of the cotangent
- * zero-padded to n bins; C2R's is the R2C of the cotangent with the bins that stand for two
- * (all but bin 0 and, for even n, bin n/2) doubled. vmap moves a batch axis that is last to
+ * applies it to the tangent. Its vjp is the transpose, since nuvec's cotangents of complex
+ * values are dL/dRe - i dL/dIm (the elementwise family's rules): the DFT matrix is symmetric,
+ * so a complex transform's vjp is the same transform with the same factor; R2C's is the real
+ * part of the forward transform of the cotangent zero-padded to n bins; C2R's is the conjugate
+ * of the R2C of the cotangent with the bins that stand for two (all but bin 0 and, for even n,
+ * bin n/2) doubled. Real inputs' gradients match finite differences (and MLX's). vmap moves a batch axis that is last to
  * the front, since the primitive transforms the last axis. */
 #include "nuvec.h"
 #include "ops/fft_params.h"
@@ -17,16 +18,12 @@ VJP(vjp_fft) {
   nv_array *c = nv_astype(cot[0], p->kind == NV__FFT_C2R ? NV_DTYPE_FLOAT32 : NV_DTYPE_COMPLEX64);
   switch (p->kind) {
     case NV__FFT_C2C_FORWARD:
-      grad[0] = nv__fft_last(c, NV__FFT_C2C_INVERSE, p->n, p->scale);
-      break;
-    case NV__FFT_C2C_INVERSE:
-      grad[0] = nv__fft_last(c, NV__FFT_C2C_FORWARD, p->n, p->scale);
-      break;
+    case NV__FFT_C2C_INVERSE: grad[0] = nv__fft_last(c, p->kind, p->n, p->scale); break;
     case NV__FFT_R2C: {
       int nd = meta(c)->ndim, lo[NV__MAX_DIMS] = {0}, hi[NV__MAX_DIMS] = {0};
       hi[nd - 1] = (int)(p->n - meta(c)->shape[nd - 1]);
       nv_array *z = nv_pad(c, lo, hi, nd, NV_PAD_CONSTANT, NULL);
-      nv_array *g = nv__fft_last(z, NV__FFT_C2C_INVERSE, p->n, p->scale);
+      nv_array *g = nv__fft_last(z, NV__FFT_C2C_FORWARD, p->n, p->scale);
       grad[0] = nv_real(g);
       nv_release(g);
       nv_release(z);
@@ -43,7 +40,9 @@ VJP(vjp_fft) {
       nv_array *mask = nv_array_from_data(w, &m, 1, NV_DTYPE_FLOAT32);
       nv__free(w);
       nv_array *r = nv__fft_last(c, NV__FFT_R2C, p->n, p->scale);
-      grad[0] = nv_multiply(r, mask);
+      nv_array *rc = nv_conjugate(r);
+      grad[0] = nv_multiply(rc, mask);
+      nv_release(rc);
       nv_release(r);
       nv_release(mask);
       break;

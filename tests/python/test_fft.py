@@ -167,7 +167,7 @@ def test_errors(nv):
     err(nv, cn(nv, "fftn", a, axes=[0, 0]), "fftn", "repeated")
     err(nv, cn(nv, "fftn", a, axes=[1, -1]), "repeated")
     err(nv, c1(nv, "fft", nv.array(np.ones((0,), np.float32))), "size 0")
-    err(nv, c1(nv, "fft", nv.array(np.float32(1.0))), "out of range")
+    err(nv, c1(nv, "fft", nv.array(np.float32(1.0))), "1 axes", "shape ()")
     err(nv, cn(nv, "rfftn", a, s=[2, 2, 2]), "3 axes")
     err(nv, nv.own(lib.nv_fft_fft(a, None, -1, 7)), "norm")
     err(nv, nv.own(lib.nv_fft_fftfreq(0, 1.0)), "fftfreq", "positive")
