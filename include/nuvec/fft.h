@@ -58,6 +58,43 @@ NV_API nv_array *nv_fft_rfftfreq(int n, double d);
 NV_API nv_array *nv_fft_fftshift(const nv_array *a, const int *axes, int naxes);
 NV_API nv_array *nv_fft_ifftshift(const nv_array *a, const int *axes, int naxes);
 
+/* NumPy's einsum over `n` operands: `subscripts` as "ij,jk->ik" (letters, one "..." per
+ * operand for broadcast leading axes; without "->" the output is the labels that appear once,
+ * sorted, after the broadcast axes). A label repeated in one operand takes its diagonal; labels
+ * absent from the output are summed. Computed as NumPy's greedy path of pairwise contractions,
+ * each a transpose, reshape and (batched) matmul. Fails for malformed subscripts, a term whose
+ * labels do not match its operand's dimensions, and sizes that disagree. */
+NV_API nv_array *nv_einsum(const char *subscripts, const nv_array *const *operands, int n);
+
+/* The contraction order nv_einsum uses (NumPy's greedy path): writes the pairs of positions
+ * contracted at each step into path (2 ints per step; the result of a step goes to the end of
+ * the list, as NumPy's), their count into *nsteps (max(1, n - 1); one operand: one step
+ * (0, -1)), and MLX's report (the contraction, the naive and optimized scaling and FLOP counts)
+ * into report (report_size bytes, truncated, NUL-terminated) when it is not NULL. `path` holds
+ * 2 * max(1, n - 1) ints. Fails as nv_einsum does (status, with the message in nv_last_error). */
+NV_API nv_status nv_einsum_path(const char *subscripts, const nv_array *const *operands, int n,
+                                int *path, int *nsteps, char *report, size_t report_size);
+
+/* The Walsh-Hadamard transform of the last axis, as MLX's hadamard_transform: (H a) * scale
+ * with H the Sylvester Hadamard matrix of the axis's length n (a power of two); scale NULL
+ * means 1/sqrt(n). Integer and bool inputs give float32; float16/bfloat16 stay; a 0-d input is
+ * one element (as MLX). Fails for lengths that are not powers of two (MLX's m * 2^k sizes with
+ * m = 12, 20, 28 are not supported). */
+NV_API nv_array *nv_hadamard_transform(const nv_array *a, const double *scale);
+
+/* The modes of nv_convolve, as NumPy's: every overlap (length N + M - 1), the centre part of
+ * length max(N, M), or the full overlaps only (length max(N, M) - min(N, M) + 1). */
+typedef enum nv_convolve_mode {
+  NV_CONVOLVE_FULL = 0,
+  NV_CONVOLVE_SAME = 1,
+  NV_CONVOLVE_VALID = 2,
+} nv_convolve_mode;
+
+/* The discrete linear convolution of two 1-D arrays, as NumPy's and MLX's convolve (the longer
+ * one is the signal; the result dtype is the promoted float dtype, integers giving float32).
+ * Fails for operands that are not 1-D or are empty, and for complex64. */
+NV_API nv_array *nv_convolve(const nv_array *a, const nv_array *v, nv_convolve_mode mode);
+
 #ifdef __cplusplus
 }
 #endif

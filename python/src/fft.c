@@ -1,6 +1,8 @@
 /* nuvec's CPython extension: the submodule nuvec.fft, mlx.core.fft over include/nuvec/fft.h,
  * with MLX's signatures, keyword names and defaults (fft2's family defaults to axes (-2, -1);
- * fftn's to the last len(s) axes, or every axis). The entries are op-table lines (optable.h). */
+ * fftn's to the last len(s) axes, or every axis), and the top-level einsum, einsum_path,
+ * hadamard_transform and convolve of the same header. The entries are op-table lines
+ * (optable.h). */
 #include <string.h>
 
 #include "optable.h"
@@ -120,6 +122,109 @@ static const nvpy_op fft_ops[] = {
      DOC("ifftshift: the inverse of fftshift.")},
 };
 
+/* ---- Top-level names: einsum, einsum_path, hadamard_transform, convolve ---- */
+
+/* The subscripts and operands of einsum(subscripts, *operands): 0, or -1 with an exception. */
+static int einsum_args(call *c, const char **subs, nv_vec **ops) {
+  Py_ssize_t n = c->rest ? PyTuple_GET_SIZE(c->rest) : 0;
+  if (n < 2 || !PyUnicode_Check(PyTuple_GET_ITEM(c->rest, 0))) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a subscripts str and at least one operand",
+                 c->op->name);
+    return -1;
+  }
+  *subs = PyUnicode_AsUTF8(PyTuple_GET_ITEM(c->rest, 0));
+  if (!*subs) return -1;
+  PyObject *rest = PyTuple_GetSlice(c->rest, 1, n);
+  if (!rest) return -1;
+  char label[NVPY_LABEL];
+  snprintf(label, sizeof label, "%s: operands", c->op->name);
+  *ops = nvpy_vec_arg(rest, label);
+  Py_DECREF(rest);
+  return *ops ? 0 : -1;
+}
+
+static PyObject *sig_einsum(call *c) {
+  const char *subs;
+  nv_vec *ops;
+  if (einsum_args(c, &subs, &ops) < 0) return NULL;
+  nv_array *r = nv_einsum(subs, (const nv_array *const *)nv_vec_data(ops), (int)nv_vec_size(ops));
+  nv_vec_free(ops);
+  return nvpy_wrap(r);
+}
+
+/* einsum_path(subscripts, *operands): (a list of index tuples, the report), as MLX's. */
+static PyObject *sig_einsum_path(call *c) {
+  const char *subs;
+  nv_vec *ops;
+  if (einsum_args(c, &subs, &ops) < 0) return NULL;
+  int n = (int)nv_vec_size(ops), steps = 0;
+  int *path = PyMem_Malloc(sizeof(int) * 2 * (size_t)(n > 1 ? n - 1 : 1));
+  char report[1024];
+  nv_status st = path ? nv_einsum_path(subs, (const nv_array *const *)nv_vec_data(ops), n, path,
+                                       &steps, report, sizeof report)
+                      : NV_ERR_OUT_OF_MEMORY;
+  nv_vec_free(ops);
+  if (st != NV_OK) {
+    PyMem_Free(path);
+    return nvpy_raise_last(st);
+  }
+  PyObject *list = PyList_New(steps);
+  for (int i = 0; list && i < steps; i++) {
+    PyObject *t = path[2 * i + 1] < 0 ? Py_BuildValue("(i)", path[2 * i])
+                                      : Py_BuildValue("(ii)", path[2 * i], path[2 * i + 1]);
+    if (!t) Py_CLEAR(list);
+    else PyList_SET_ITEM(list, i, t);
+  }
+  PyMem_Free(path);
+  if (!list) return NULL;
+  PyObject *r = Py_BuildValue("(Ns)", list, report);
+  return r;
+}
+
+/* hadamard_transform(a, scale=None) */
+static PyObject *sig_hadamard(call *c) {
+  nv_array *a = arr(c, 0);
+  if (!a) return NULL;
+  double scale = 0;
+  if (double_at(c, 1, 0, &scale) < 0) return NULL;
+  return nvpy_wrap(nv_hadamard_transform(a, given(c, 1) ? &scale : NULL));
+}
+
+/* convolve(a, v, mode="full") */
+static PyObject *sig_convolve(call *c) {
+  nv_array *a = arr(c, 0), *v = a ? arr(c, 1) : NULL;
+  if (!v) return NULL;
+  const char *m = str_at(c, 2, "full");
+  if (!m) return NULL;
+  nv_convolve_mode mode;
+  if (!strcmp(m, "full")) {
+    mode = NV_CONVOLVE_FULL;
+  } else if (!strcmp(m, "same")) {
+    mode = NV_CONVOLVE_SAME;
+  } else if (!strcmp(m, "valid")) {
+    mode = NV_CONVOLVE_VALID;
+  } else {
+    PyErr_Format(PyExc_ValueError,
+                 "convolve: invalid mode '%s': expected one of 'full', 'same', 'valid'", m);
+    return NULL;
+  }
+  return nvpy_wrap(nv_convolve(a, v, mode));
+}
+
+#undef DOC
+#define DOC(s) "mlx.core." s
+
+static const nvpy_op top_ops[] = {
+    {"einsum", sig_einsum, NULL, KW(NULL), 0, {0}, VARARGS,
+     DOC("einsum: Einstein summation over the operands (NumPy's greedy contraction order).")},
+    {"einsum_path", sig_einsum_path, NULL, KW(NULL), 0, {0}, VARARGS,
+     DOC("einsum_path: the contraction order einsum uses and its cost report.")},
+    {"hadamard_transform", sig_hadamard, NULL, KW("a", "scale"), 1, {0}, 0,
+     DOC("hadamard_transform: the Walsh-Hadamard transform of the last axis times scale.")},
+    {"convolve", sig_convolve, NULL, KW("a", "v", "mode"), 2, {0}, 0,
+     DOC("convolve: the discrete convolution of two 1-D arrays (mode full, same or valid).")},
+};
+
 static struct PyModuleDef fft_def = {PyModuleDef_HEAD_INIT,
                                      "nuvec.fft",
                                      "Discrete Fourier transforms (mlx.core.fft).",
@@ -131,6 +236,7 @@ static struct PyModuleDef fft_def = {PyModuleDef_HEAD_INIT,
                                      NULL};
 
 int nvpy_init_fft(PyObject *m) {
+  if (nvpy_add_ops(m, top_ops, sizeof top_ops / sizeof top_ops[0], "") < 0) return -1;
   PyObject *r = PyModule_Create(&fft_def);
   if (!r) return -1;
   if (nvpy_add_ops(r, fft_ops, sizeof fft_ops / sizeof fft_ops[0], "fft.") < 0) {
