@@ -195,3 +195,186 @@ def test_freqs_and_shifts(nv, rng):
         got = nv.read(nv.own(lib.nv_fft_ifftshift(nv.array(x), aa, na)))
         np.testing.assert_array_equal(got, np.fft.ifftshift(x, axes=axes))
 
+
+
+# ---- einsum, einsum_path, hadamard_transform, convolve ----
+
+sig("nv_einsum", P, C.c_char_p, C.POINTER(P), I)
+sig("nv_einsum_path", I, C.c_char_p, C.POINTER(P), I, IP, IP, C.c_char_p, C.c_size_t)
+sig("nv_hadamard_transform", P, P, C.POINTER(D))
+sig("nv_convolve", P, P, P, I)
+
+EINSUM = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ij,jk", [(3, 4), (4, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ii->i", [(4, 4)]),
+    ("ii", [(4, 4)]),
+    ("iij->j", [(3, 3, 2)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("i,i->", [(5,), (5,)]),
+    ("i,i", [(5,), (5,)]),
+    (",ij->ij", [(), (2, 3)]),
+    (",", [(), ()]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+    ("...ij,...jk", [(6, 1, 3, 4), (2, 4, 5)]),
+    ("i...->...", [(3, 2, 4)]),
+    ("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 2)]),
+    ("abc,cd,bd->a", [(2, 3, 4), (4, 5), (3, 5)]),
+    ("ijk,ikl,ilm->jm", [(2, 3, 4), (2, 4, 5), (2, 5, 3)]),
+    ("iJ,Jk->ki", [(3, 4), (4, 2)]),
+    ("ij,ij,ij->ij", [(3, 4), (3, 4), (3, 4)]),
+    ("ijji->", [(2, 3, 3, 2)]),
+    ("ij,kl->", [(2, 3), (4, 5)]),
+]
+
+
+def einsum_c(nv, subs, arrs):
+    ops = (P * len(arrs))(*arrs)
+    return nv.own(lib.nv_einsum(subs.encode(), ops, len(arrs)))
+
+
+@pytest.mark.parametrize("subs,shapes", EINSUM)
+def test_einsum(nv, rng, subs, shapes):
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = np.einsum(subs, *[x.astype(np.float64) for x in xs])
+    got = nv.read(einsum_c(nv, subs, [nv.array(x) for x in xs]))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1, np.abs(want).max()))
+
+
+def test_einsum_views_and_dtypes(nv, rng):
+    a = rng.standard_normal((5, 4))
+    b = rng.standard_normal((5, 3))
+    got = nv.read(einsum_c(nv, "ji,jk->ik", [nv.view(a.astype(np.float32), "transposed"),
+                                              nv.view(b.astype(np.float32), "strided")]))
+    np.testing.assert_allclose(got, np.einsum("ji,jk->ik", a, b), rtol=2e-5, atol=2e-5)
+    got = nv.read(einsum_c(nv, "ij,jk->ik", [nv.array(a.T.copy()), nv.array(b)]))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, a.T @ b, rtol=1e-12)
+
+
+def einsum_path_c(nv, subs, arrs):
+    ops = (P * len(arrs))(*arrs)
+    path = (C.c_int * (2 * max(1, len(arrs) - 1)))()
+    steps = C.c_int(0)
+    rep = C.create_string_buffer(1024)
+    st = lib.nv_einsum_path(subs.encode(), ops, len(arrs), path, C.byref(steps), rep, 1024)
+    return st, [tuple(path[2 * i:2 * i + 2]) for i in range(steps.value)], rep.value.decode()
+
+
+@pytest.mark.parametrize("subs,shapes", EINSUM)
+def test_einsum_path(nv, subs, shapes):
+    arrs = [nv.array(np.ones(s, np.float32)) for s in shapes]
+    st, path, rep = einsum_path_c(nv, subs, arrs)
+    assert st == 0
+    assert len(path) == max(1, len(shapes) - 1)
+    m = len(shapes)
+    for i, j in path:
+        if m == 1:
+            assert (i, j) == (0, -1)
+            continue
+        assert 0 <= i < j < m
+        m -= 1
+    assert "Complete contraction:  " + subs in rep and "Optimized FLOP count" in rep
+
+
+def test_einsum_path_matches_numpy_greedy(nv):
+    shapes = [(2, 3), (3, 4), (4, 5)]
+    arrs = [nv.array(np.ones(s, np.float32)) for s in shapes]
+    _, path, rep = einsum_path_c(nv, "ij,jk,kl->il", arrs)
+    want = np.einsum_path("ij,jk,kl->il", *[np.ones(s) for s in shapes], optimize="greedy")[0]
+    assert path == [tuple(p) for p in want[1:]]
+    assert "Naive FLOP count:  360" in rep and "Optimized FLOP count:  180" in rep
+
+
+def test_einsum_errors(nv):
+    a = nv.array(np.ones((2, 3), np.float32))
+    b = nv.array(np.ones((4, 4), np.float32))
+    for subs, arrs, words in [("ij,jk", [a, b], ["einsum", "sizes 3 and 4"]),
+                              ("ij->k", [a], ["'k'"]), ("ijk", [a], ["3 labels", "2 dim"]),
+                              ("ij,jk", [a], ["subscripts"]), ("i$", [a], ["'$'"]),
+                              ("ij->ii", [a], ["repeated"]), ("i..j", [a], ["ellipsis"])]:
+        err(nv, einsum_c(nv, subs, arrs), *words)
+
+
+def hadamard_ref(n):
+    h = np.array([[1.0]])
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def fwht(x):
+    """The Sylvester-ordered Walsh-Hadamard transform of the last axis (butterflies), float64."""
+    x = np.array(x, np.float64)
+    n, h = x.shape[-1], 1
+    while h < n:
+        y = x.reshape(x.shape[:-1] + (n // (2 * h), 2, h))
+        a, b = y[..., 0, :], y[..., 1, :]
+        x = np.stack([a + b, a - b], axis=-2).reshape(x.shape)
+        h *= 2
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 32, 128, 1024, 4096])
+def test_hadamard(nv, rng, n):
+    x = rng.standard_normal((3, n))
+    if n <= 8:
+        np.testing.assert_allclose(fwht(x), x @ hadamard_ref(n).T)
+    want = fwht(x) / np.sqrt(n)
+    got = nv.read(nv.own(lib.nv_hadamard_transform(nv.array(x.astype(np.float32)), None)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1, np.abs(want).max()))
+    s = D(0.25)
+    got = nv.read(nv.own(lib.nv_hadamard_transform(nv.view(x.astype(np.float32), "transposed"),
+                                                   C.byref(s))))
+    np.testing.assert_allclose(got, fwht(x) * 0.25, rtol=1e-5,
+                               atol=1e-5 * max(1, np.abs(x).sum(1).max()))
+
+
+def test_hadamard_dtypes_and_errors(nv):
+    got = nv.read(nv.own(lib.nv_hadamard_transform(nv.array(np.arange(4, dtype=np.int32)), None)))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, hadamard_ref(4) @ np.arange(4) / 2, rtol=1e-6)
+    got = nv.read(nv.own(lib.nv_hadamard_transform(nv.array(np.ones(8, np.float16)), None)))
+    assert got.dtype == np.float16
+    got = nv.read(nv.own(lib.nv_hadamard_transform(nv.array(np.float32(3)), None)))
+    assert got.shape == () and got == 3
+    err(nv, nv.own(lib.nv_hadamard_transform(nv.array(np.ones(12, np.float32)), None)),
+        "hadamard_transform", "power-of-two", "(12,)")
+
+
+MODES = {"full": 0, "same": 1, "valid": 2}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("na,nv_", [(1, 1), (5, 3), (3, 5), (10, 10), (64, 7), (7, 64),
+                                    (5000, 2000), (1000, 4097)])
+def test_convolve(nv, rng, mode, na, nv_):
+    a = rng.standard_normal(na).astype(np.float32)
+    v = rng.standard_normal(nv_).astype(np.float32)
+    want = np.convolve(a.astype(np.float64), v.astype(np.float64), mode=mode)
+    got = nv.read(nv.own(lib.nv_convolve(nv.array(a), nv.array(v), MODES[mode])))
+    assert got.dtype == np.float32
+    tol = 1e-5 * np.sqrt(min(na, nv_)) * np.abs(a).max() * np.abs(v).max()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=tol)
+
+
+def test_convolve_views_dtypes_errors(nv, rng):
+    a = rng.standard_normal(9)
+    v = rng.standard_normal(4)
+    got = nv.read(nv.own(lib.nv_convolve(nv.view(a, "reversed"), nv.array(v), 0)))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.convolve(a, v), rtol=1e-12)
+    got = nv.read(nv.own(lib.nv_convolve(nv.array(np.arange(4, dtype=np.int32)),
+                                         nv.array(np.ones(2, np.int32)), 0)))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.convolve(np.arange(4), np.ones(2)))
+    m = nv.array(np.ones((2, 2), np.float32))
+    one = nv.array(np.ones(2, np.float32))
+    err(nv, nv.own(lib.nv_convolve(m, one, 0)), "convolve", "1-D", "(2,2)")
+    err(nv, nv.own(lib.nv_convolve(nv.array(np.ones(0, np.float32)), one, 0)), "empty")
+    err(nv, nv.own(lib.nv_convolve(one, one, 9)), "mode")
