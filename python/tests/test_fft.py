@@ -136,3 +136,49 @@ def test_against_mlx(rng):
     g1 = nv.grad(lambda v: nv.real(nv.fft.fft(v) * nv.arange(10)).sum())(nv.array(x))
     g2 = mx.grad(lambda v: mx.real(mx.fft.fft(v) * mx.arange(10)).sum())(mx.array(x))
     close(g1, np.array(g2), 1e-4)
+
+
+# ---- einsum, einsum_path, hadamard_transform, convolve (top level, as mlx.core) ----
+
+def test_einsum_values_and_path(rng):
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3), (3, 4), (4, 5)])
+    close(nv.einsum("ij,jk,kl->il", nv.array(a), nv.array(b), nv.array(c)),
+          np.einsum("ij,jk,kl->il", a, b, c))
+    close(nv.einsum("...ij,...jk", nv.array(a[None]), nv.array(b)), np.einsum("...ij,...jk", a[None], b))
+    path, report = nv.einsum_path("ij,jk,kl->il", nv.array(a), nv.array(b), nv.array(c))
+    assert path == [(1, 2), (0, 1)] and "Optimized FLOP count:  180" in report
+    path, _ = nv.einsum_path("ii->i", nv.ones((3, 3)))
+    assert path == [(0,)]
+    with pytest.raises(ValueError, match="einsum"):
+        nv.einsum("ij,jk", nv.ones((2, 3)), nv.ones((4, 4)))
+    with pytest.raises(TypeError):
+        nv.einsum("ij")
+
+
+def test_einsum_grad(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    g = nv.grad(lambda x: nv.einsum("ij,jk->", x, nv.array(b)))(nv.array(a))
+    close(g, np.repeat(b.sum(1)[None], 3, 0))
+    g = nv.grad(lambda x: (nv.einsum("ii->i", x) ** 2).sum())(nv.array(a[:3, :3]))
+    close(g, np.diag(2 * np.diag(a[:3, :3])))
+
+
+def test_hadamard_and_convolve_against_mlx(rng):
+    mx = pytest.importorskip("mlx.core")
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    close(nv.hadamard_transform(nv.array(x)), np.array(mx.hadamard_transform(mx.array(x))))
+    close(nv.hadamard_transform(nv.array(x), scale=0.5),
+          np.array(mx.hadamard_transform(mx.array(x), scale=0.5)))
+    close(nv.hadamard_transform(nv.array(x), 0.5), np.array(mx.hadamard_transform(mx.array(x), 0.5)))
+    a = rng.standard_normal(20).astype(np.float32)
+    v = rng.standard_normal(5).astype(np.float32)
+    for mode in ("full", "same", "valid"):
+        close(nv.convolve(nv.array(a), nv.array(v), mode), np.array(mx.convolve(mx.array(a), mx.array(v), mode)))
+        close(nv.convolve(nv.array(v), nv.array(a), mode=mode), np.convolve(v, a, mode=mode))
+    with pytest.raises(ValueError, match="mode"):
+        nv.convolve(nv.array(a), nv.array(v), "x")
+    with pytest.raises(ValueError, match="1-D"):
+        nv.convolve(nv.ones((2, 2)), nv.array(v))
+    g = nv.grad(lambda s: nv.convolve(s, nv.array(v)).sum())(nv.array(a))
+    close(g, np.full(20, v.sum()), 1e-4)
