@@ -11,7 +11,9 @@
  * captured operation. The execution is an hrx captured operation (nv__gpu_captured):
  * cufftSetStream, cufftSetWorkArea and cufftExec* enqueue the transform on the capturing
  * stream, under the plan's lock (a plan's stream and work area are its state). The norm's
- * factor is one in-place scale kernel (fft.cu) after the transform. */
+ * factor is one in-place scale kernel (fft.cu) after the transform. C2R's copy has the
+ * imaginary parts of its real bins zeroed first (the CPU ignores them; cuFFT would not), and
+ * one-point transforms are one small kernel (no plan). */
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <pthread.h>
@@ -206,6 +208,25 @@ static nv_status scratch_copy(nv__gpu_ctx *ctx, nv__gpu_arg *src, size_t esize, 
   return NV_OK;
 }
 
+/* One-point transforms (cuFFT plans need n >= 2): a copy, a real-to-complex widening or the real
+ * part, scaled, in one kernel. */
+static nv_status one_point(nv__gpu_ctx *ctx, const nv__fft_params *prm, nv__gpu_arg x,
+                           nv__gpu_arg o, size_t esize, size_t osize, int64_t batch) {
+  nv__gpu_fft_one_params p = {
+      .in_off = x.offset * (int64_t)(esize / sizeof(float)),
+      .out_off = o.offset * (int64_t)(osize / sizeof(float)),
+      .rows = batch,
+      .kind = prm->kind == NV__FFT_R2C   ? NV__GPU_FFT_ONE_R2C
+              : prm->kind == NV__FFT_C2R ? NV__GPU_FFT_ONE_C2R
+                                         : NV__GPU_FFT_ONE_C2C,
+      .scale = (float)prm->scale};
+  hrx_view views[2] = {x.view, o.view};
+  hrx_access acc[2] = {HRX_ACCESS_READ, HRX_ACCESS_WRITE};
+  return nv__gpu_dispatch_1d(ctx, "fft", nv__gpu_kernel_fft_one(),
+                             nv__gpu_blocks(batch, NV__GPU_FFT_SCALE_THREADS, 65535),
+                             NV__GPU_FFT_SCALE_THREADS, views, acc, 2, &p, sizeof p);
+}
+
 static nv_status k_fft(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
   (void)donated; /* the primitive takes no donation */
   const nv__fft_params *prm = node->params;
@@ -216,14 +237,26 @@ static nv_status k_fft(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, 
   int64_t batch = out->size / out->shape[out->ndim - 1];
   st = nv__gpu_input_contiguous(ctx, &in[0], &x);
   if (st != NV_OK) return st;
-  size_t esize = nv_dtype_size(in[0].meta->dtype);
+  size_t esize = nv_dtype_size(in[0].meta->dtype), osize = nv_dtype_size(out->dtype);
+  if (prm->n == 1) return one_point(ctx, prm, x, o, esize, osize, batch);
   size_t in_bytes = (size_t)in[0].meta->size * esize;
   bool own_copy = !(in[0].meta->flags & NV__FLAG_ROW); /* input_contiguous made a scratch copy */
   bool misaligned = (x.view.offset + (size_t)x.offset * esize) % 8 != 0;
   if (!own_copy && (prm->kind == NV__FFT_C2R || misaligned)) {
     st = scratch_copy(ctx, &x, esize, in_bytes);
     if (st != NV_OK) return st;
-    own_copy = true;
+  }
+  if (prm->kind == NV__FFT_C2R) {
+    /* Bin 0 and (even n) bin n/2 are real in a Hermitian spectrum: their imaginary parts are
+     * ignored, as on the CPU (cuFFT's C2R would mix them into the result). */
+    int64_t m = in[0].meta->shape[in[0].meta->ndim - 1];
+    nv__gpu_fft_herm_params hp = {.offset = x.offset * 2, .rows = batch, .m = m,
+                                  .even = prm->n % 2 == 0};
+    hrx_access acc = HRX_ACCESS_READ_WRITE;
+    st = nv__gpu_dispatch_1d(ctx, "fft", nv__gpu_kernel_fft_hermitian(),
+                             nv__gpu_blocks(batch, NV__GPU_FFT_SCALE_THREADS, 65535),
+                             NV__GPU_FFT_SCALE_THREADS, &x.view, &acc, 1, &hp, sizeof hp);
+    if (st != NV_OK) return st;
   }
   gpu_plan *plan = NULL;
   st = plan_get(nv__gpu_device_index(ctx), prm->kind, prm->n, batch, &plan);
@@ -235,7 +268,6 @@ static nv_status k_fft(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, 
     if (!plan->cached) plan_destroy(plan);
     return st != NV_OK ? st : nv__set_error(NV_ERR_OUT_OF_MEMORY, "fft: out of memory");
   }
-  size_t osize = nv_dtype_size(out->dtype);
   *w = (fft_work){plan, x.offset * (int64_t)esize, o.offset * (int64_t)osize};
   hrx_binding bind[3] = {
       {x.view, prm->kind == NV__FFT_C2R ? HRX_ACCESS_READ_WRITE : HRX_ACCESS_READ},
