@@ -182,3 +182,18 @@ def test_hadamard_and_convolve_against_mlx(rng):
         nv.convolve(nv.ones((2, 2)), nv.array(v))
     g = nv.grad(lambda s: nv.convolve(s, nv.array(v)).sum())(nv.array(a))
     close(g, np.full(20, v.sum()), 1e-4)
+
+
+@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "irfft", "rfft2", "irfftn"])
+def test_jvp_is_the_transform_of_the_tangent(rng, name):
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    t = rng.standard_normal((3, 8)).astype(np.float32)
+    if name in ("ifft", "irfft", "irfftn"):
+        x = (x + 1j * rng.standard_normal((3, 8))).astype(np.complex64)
+        t = (t + 1j * rng.standard_normal((3, 8))).astype(np.complex64)
+    f = getattr(nv.fft, name)
+    (y,), (dy,) = nv.jvp(lambda v: f(v, norm="ortho") if name in ("fft", "ifft", "rfft", "irfft")
+                         else f(v), [nv.array(x)], [nv.array(t)])
+    g = getattr(np.fft, name)
+    close(dy, g(t, norm="ortho") if name in ("fft", "ifft", "rfft", "irfft") else g(t))
+    close(y, g(x, norm="ortho") if name in ("fft", "ifft", "rfft", "irfft") else g(x))
