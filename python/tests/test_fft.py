@@ -197,3 +197,18 @@ def test_jvp_is_the_transform_of_the_tangent(rng, name):
     g = getattr(np.fft, name)
     close(dy, g(t, norm="ortho") if name in ("fft", "ifft", "rfft", "irfft") else g(t))
     close(y, g(x, norm="ortho") if name in ("fft", "ifft", "rfft", "irfft") else g(x))
+
+
+def test_vmap_of_compositions(rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    v = np.array([1.0, 2.0, -1.0], np.float32)
+    for ax in (0, 1):
+        got = nv.vmap(lambda r: nv.convolve(r, nv.array(v)), in_axes=ax)(nv.array(x))
+        close(got, np.stack([np.convolve(r, v) for r in np.moveaxis(x, ax, 0)]))
+    m = rng.standard_normal((6, 2, 3)).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    got = nv.vmap(lambda a: nv.einsum("ij,j->i", a, nv.array(w)))(nv.array(m))
+    close(got, np.einsum("bij,j->bi", m, w))
+    h = rng.standard_normal((3, 16)).astype(np.float32)
+    got = nv.vmap(nv.hadamard_transform, in_axes=1, out_axes=1)(nv.array(h.T.copy()))
+    close(got, np.array(nv.hadamard_transform(nv.array(h))).T)
