@@ -123,3 +123,35 @@ def test_empty_and_nan(nv):
     x = np.array([[1, np.nan, 3, 4]], np.complex64)
     got, want = run_both(nv, lambda: nv.own(lib.nv_fft_fft(nv.array(x), None, -1, 0)))
     assert np.isnan(got).all() and np.isnan(want).all()
+
+
+sig("nv_einsum", P, C.c_char_p, C.POINTER(P), I)
+sig("nv_hadamard_transform", P, P, C.POINTER(C.c_double))
+sig("nv_convolve", P, P, P, I)
+
+
+def test_compositions_on_the_gpu(nv, rng):
+    """einsum, hadamard_transform and convolve are compositions: they run on the GPU through
+    the other families' kernels (no fallback) and match the CPU."""
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    c = rng.standard_normal((5, 3)).astype(np.float32)
+
+    def ein():
+        ops = (P * 3)(nv.array(a), nv.array(b), nv.array(c))
+        return nv.own(lib.nv_einsum(b"bij,jk,kl->bil", ops, 3))
+
+    got, want = run_both(nv, ein)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    h = rng.standard_normal((3, 256)).astype(np.float32)
+    got, want = run_both(nv, lambda: nv.own(lib.nv_hadamard_transform(nv.array(h), None)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    s = rng.standard_normal(300).astype(np.float32)
+    k = rng.standard_normal(17).astype(np.float32)
+    for mode in (0, 1, 2):
+        got, want = run_both(nv, lambda: nv.own(lib.nv_convolve(nv.array(s), nv.array(k), mode)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    big = rng.standard_normal(5000).astype(np.float32)
+    kb = rng.standard_normal(1500).astype(np.float32)
+    got, want = run_both(nv, lambda: nv.own(lib.nv_convolve(nv.array(big), nv.array(kb), 0)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
