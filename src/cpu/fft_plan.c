@@ -81,7 +81,11 @@ void nv__fft_plan_free(nv__fft_plan *p) {
 static nv__fft_plan *plan_new(int64_t n);
 
 static bool plan_bluestein(nv__fft_plan *p) {
-  int64_t n = p->n, m = smooth_at_least(2 * n - 1);
+  /* The convolution length: a power of two (the cheapest radix-4 stages) unless a 2,3,5-smooth
+   * length is more than 20% shorter. */
+  int64_t n = p->n, m = smooth_at_least(2 * n - 1), p2 = 1;
+  while (p2 < 2 * n - 1) p2 *= 2;
+  if (p2 * 5 <= m * 6) m = p2;
   p->m = m;
   p->inner = plan_new(m);
   p->chirp = nv__malloc((size_t)n * sizeof(nv__cpx));
