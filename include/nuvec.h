@@ -20,5 +20,6 @@
 #include "nuvec/nn.h"
 #include "nuvec/reduce.h"
 #include "nuvec/random.h"
+#include "nuvec/fft.h"
 
 #endif /* NUVEC_H */

@@ -121,6 +121,14 @@ static void run_tiny(void *p) {
   nv_release(y);
 }
 
+/* rfft of every row (issue 20's rfft 64 x 65536 float32 row). */
+static void run_rfft(void *p) {
+  args *x = p;
+  nv_array *y = nv_fft_rfft(x->a, NULL, -1, NV_FFT_NORM_BACKWARD);
+  check(nv_eval1(y), "rfft");
+  nv_release(y);
+}
+
 /* The same chain built and dropped without evaluating: the graph-building share. */
 static void run_tiny_build(void *p) {
   args *x = p;
@@ -328,6 +336,12 @@ int main(int argc, char **argv) {
     bench_case("ops_sort_rows_16384x4096", run_op, &x, 2, 10);
     x.n = OP_TOPK8;
     bench_case("ops_topk8_rows_16384x4096", run_op, &x, 3, 20);
+    nv_release(x.a);
+  }
+  if (WANT("fft_rfft_64x65536_f32")) {
+    int shape[2] = {64, 65536};
+    args x = {rand_on_gpu(shape, 2, NV_DTYPE_FLOAT32), NULL, NULL, 0, 0};
+    bench_case("fft_rfft_64x65536_f32", run_rfft, &x, 5, 50);
     nv_release(x.a);
   }
   if (WANT("mlp_train")) {

@@ -113,6 +113,10 @@ def main():
         m = r(16384, 4096)
         report("ops_sort_rows_16384x4096", timed(lambda: torch.sort(m, 1), 2, 10))
         report("ops_topk8_rows_16384x4096", timed(lambda: torch.topk(m, 8, 1), 3, 20))
+    if want("fft_rfft_64x65536_f32"):
+        x = r(64, 65536)
+        report("fft_rfft_64x65536_f32", timed(lambda: torch.fft.rfft(x), 5, 50))
+        del x
     if want("mlp_train"):
         layers = [torch.nn.Linear(4096, 4096, device=dev) for _ in range(4)]
         model = torch.nn.Sequential(*[m for l in layers for m in (l, torch.nn.GELU())])

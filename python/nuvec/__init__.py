@@ -12,6 +12,9 @@ from ._core import *  # noqa: F401,F403
 from ._core import __version__, random  # noqa: F401
 
 _sys.modules[__name__ + ".random"] = random
+from ._core import fft  # noqa: E402,F401
+
+_sys.modules[__name__ + ".fft"] = fft
 
 
 class _Backend:

@@ -18,6 +18,7 @@
 #include "ops/prims_transforms.h"
 #include "ops/prims_optim.h"
 #include "ops/prims_conv.h"
+#include "ops/prims_fft.h"
 
 #define NV__PRIM_LIST(X)      \
   NV__PRIMS_CORE(X)           \
@@ -28,7 +29,9 @@
   NV__PRIMS_RANDOM(X)         \
   NV__PRIMS_TRANSFORMS(X)     \
   NV__PRIMS_OPTIM(X)          \
-  NV__PRIMS_CONV(X)
+  NV__PRIMS_CONV(X)           \
+  NV__PRIMS_FFT(X)            \
+  /* one family a line, each line ending in a backslash (this one ends the list) */
 
 enum {
 #define NV__PRIM_ENUM(name, str, donate, ew, view) NV__PRIM_##name,

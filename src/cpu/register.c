@@ -47,6 +47,7 @@ void nv__cpu_register_conv(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
 void nv__cpu_register_index(nv__kernel_fn *k);
+void nv__cpu_register_fft(nv__kernel_fn *k);
 static void (*const families[])(nv__kernel_fn *) = {
     register_core,
     nv__cpu_register_elementwise,
@@ -57,6 +58,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_random,
     nv__cpu_register_optim,
     nv__cpu_register_conv,
+    nv__cpu_register_fft,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
