@@ -528,12 +528,13 @@ static nv_status progress(ring *r, xfer *x, int n, const reduce_spec *rs) {
   }
 }
 
-/* Adds the stripes of one transfer of `len` bytes with group rank `peer` to x[*n]. */
+/* Adds the stripes of one transfer of `len` bytes with group rank `peer` to x[*n]: one per
+ * socket, each a whole number of `align`-byte elements (both sides split alike). */
 static void stripes(ring *r, xfer *x, int *n, int peer, bool send, char *p, size_t len,
-                    char *dst) {
+                    char *dst, size_t align) {
   mesh *m = r->m;
   int ns = m->nsock, mp = r->map[peer];
-  size_t per = (len + (size_t)ns - 1) / (size_t)ns;
+  size_t per = (len / align + (size_t)ns - 1) / (size_t)ns * align;
   for (int k = 0; k < ns; k++) {
     size_t a = (size_t)k * per;
     if (a >= len) break;
@@ -556,6 +557,7 @@ static char *scratch(mesh *m, size_t n) {
  * segment k (0..size-1), its start (bytes from base) and length. */
 typedef struct segs {
   char *base;
+  size_t isz; /* element bytes: stripes are whole elements */
   size_t *start[2], *len[2];
 } segs;
 
@@ -575,6 +577,7 @@ static nv_status segs_make(segs *s, int size, char *base, size_t count, size_t i
   if (!o) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   *store = o;
   s->base = base;
+  s->isz = isz;
   for (int d = 0; d < 2; d++) {
     s->start[d] = o + (size_t)(2 * d) * (size_t)size;
     s->len[d] = o + (size_t)(2 * d + 1) * (size_t)size;
@@ -611,14 +614,14 @@ static nv_status ring_step(ring *r, const segs *s, const int *snd, const int *rc
   for (int d = 0; d < 2; d++) {
     int next = mod(me + (d ? -1 : 1), size), prev = mod(me + (d ? 1 : -1), size);
     size_t sl = seg_len(s, d, snd[d]), rl = seg_len(s, d, rcv[d]);
-    if (sl) stripes(r, x, &n, next, true, seg_ptr(s, d, snd[d]), sl, NULL);
+    if (sl) stripes(r, x, &n, next, true, seg_ptr(s, d, snd[d]), sl, NULL, s->isz);
     if (rl) {
       char *at = seg_ptr(s, d, rcv[d]);
       if (rs) {
-        stripes(r, x, &n, prev, false, tmp + toff, rl, at);
+        stripes(r, x, &n, prev, false, tmp + toff, rl, at, s->isz);
         toff += rl;
       } else {
-        stripes(r, x, &n, prev, false, at, rl, NULL);
+        stripes(r, x, &n, prev, false, at, rl, NULL, s->isz);
       }
     }
   }
@@ -716,7 +719,7 @@ static nv_status ring_p2p(nv__comm *c, void *buf, size_t n, int peer, bool send)
   ring *r = RING(c);
   xfer x[MAX_SOCKETS];
   int k = 0;
-  stripes(r, x, &k, peer, send, buf, n, NULL);
+  stripes(r, x, &k, peer, send, buf, n, NULL, 1);
   pthread_mutex_lock(&r->m->lock);
   nv_status st = progress(r, x, k, NULL);
   pthread_mutex_unlock(&r->m->lock);
