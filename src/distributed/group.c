@@ -176,7 +176,7 @@ nv_status nv_dist_init(const char *backend, bool strict, nv_group *out) {
   pthread_mutex_lock(&reg_lock);
   nv_group made = init_group;
   pthread_mutex_unlock(&reg_lock);
-  if (made >= 0) {
+  if (made >= 0 && !(strict && made == NV_GROUP_SINGLE)) {
     const char *have = made == NV_GROUP_SINGLE ? "single" : nv_group_backend(made);
     if (any || !strcmp(have, b) || !strict) {
       *out = made;
