@@ -5,9 +5,11 @@
  * predefined objects (MPI_COMM_WORLD is &ompi_mpi_comm_world, MPI_FLOAT &ompi_mpi_float, ...),
  * looked up by name. Errors return (MPI_ERRORS_RETURN) and become NV_ERR_BACKEND with MPI's
  * message; OpenMPI has no fault tolerance, so a lost rank ends the job through the launcher,
- * and health() reports OK (it cannot tell). complex64 max/min (which MPI does not define) and
- * counts past INT_MAX are handled here: the former as an all_gather reduced in rank order, the
- * latter in pieces. */
+ * and health() reports OK (it cannot tell). Where MPI's semantics differ from the ring's,
+ * this file adapts: float and complex max/min (MPI drops NaNs, has no complex order) are an
+ * all_gather reduced in rank order; 8- and 16-bit integer reductions run widened to 32 bits
+ * (OpenMPI's vectorized sums of them saturate); counts past INT_MAX go in pieces; recv reads
+ * MPI's messages as a byte stream (a larger message's rest is kept for the next recv). */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -36,6 +38,8 @@ static struct mpi_api {
   int (*Reduce_scatter_block)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
   int (*Send)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
   int (*Recv)(void *, int, MPI_Datatype, int, int, MPI_Comm, void *);
+  int (*Probe)(int, int, MPI_Comm, void *);
+  int (*Get_count)(const void *, MPI_Datatype, int *);
   int (*Error_string)(int, char *, int *);
   MPI_Comm world;
   void *errors_return;
@@ -64,7 +68,8 @@ static void load(void) {
   bool ok = LOAD(Init_thread) && LOAD(Initialized) && LOAD(Finalized) && LOAD(Finalize) &&
             LOAD(Comm_rank) && LOAD(Comm_size) && LOAD(Comm_split) && LOAD(Comm_free) &&
             LOAD(Comm_set_errhandler) && LOAD(Allreduce) && LOAD(Allgather) &&
-            LOAD(Reduce_scatter_block) && LOAD(Send) && LOAD(Recv) && LOAD(Error_string);
+            LOAD(Reduce_scatter_block) && LOAD(Send) && LOAD(Recv) && LOAD(Probe) && LOAD(Get_count) &&
+            LOAD(Error_string);
 #undef LOAD
   api.world = sym("ompi_mpi_comm_world");
   api.errors_return = sym("ompi_mpi_errors_return");
@@ -104,10 +109,19 @@ static nv_status mpi_error(int code, const char *what) {
   return nv__set_error(NV_ERR_BACKEND, "MPI_%s failed: %s", what, len ? msg : "unknown error");
 }
 
+/* Bytes of a message received past what a recv asked for, kept for the next recv from that
+ * rank: MPI delivers messages, while the collectives read a byte stream (a header, then the
+ * payload, or a mismatched payload drained in pieces). */
+typedef struct carry {
+  char *buf;
+  size_t len, at;
+} carry;
+
 typedef struct mpi_comm {
   nv__comm base;
   MPI_Comm comm;
-  bool owned; /* from Comm_split (freed), not the world */
+  bool owned;    /* from Comm_split (freed), not the world */
+  carry *carry;  /* per source rank */
 } mpi_comm;
 
 #define MC(c) (((mpi_comm *)(c))->comm)
@@ -120,10 +134,42 @@ static MPI_Op op_of(nv_dtype t, int op) {
 
 static nv_status mpi_all_gather(nv__comm *c, const void *in, void *out, size_t n);
 
+/* 8- and 16-bit integers widened to 32 bits (sign-extended for signed types): OpenMPI 4.1's
+ * vectorized sums of them saturate instead of wrapping. The narrowed 32-bit sum is the
+ * wrapped sum. */
+static nv_status widened(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op) {
+  bool sgn = dtype == NV_DTYPE_INT8 || dtype == NV_DTYPE_INT16;
+  size_t isz = nv_dtype_size(dtype);
+  int32_t *w = nv__malloc(count * 4 + 4);
+  if (!w) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < count; i++) {
+    const char *p = (const char *)buf + i * isz;
+    w[i] = isz == 1 ? (sgn ? *(const int8_t *)p : *(const uint8_t *)p)
+                    : (sgn ? *(const int16_t *)p : *(const uint16_t *)p);
+  }
+  nv_status st = NV_OK;
+  for (size_t at = 0; at < count && st == NV_OK; at += PIECE) {
+    size_t k = count - at < PIECE ? count - at : PIECE;
+    int e = api.Allreduce(MPI_IN_PLACE_OMPI, w + at, (int)k, api.types[NV_DTYPE_INT32],
+                          op_of(NV_DTYPE_INT32, op), MC(c));
+    if (e) st = mpi_error(e, "Allreduce");
+  }
+  for (size_t i = 0; st == NV_OK && i < count; i++) {
+    char *p = (char *)buf + i * isz;
+    if (isz == 1) *(uint8_t *)p = (uint8_t)(uint32_t)w[i];
+    else *(uint16_t *)p = (uint16_t)(uint32_t)w[i];
+  }
+  nv__free(w);
+  return st;
+}
+
 static nv_status mpi_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op) {
   size_t isz = nv_dtype_size(dtype);
-  if (dtype == NV_DTYPE_COMPLEX64 && op != NV__RED_SUM) {
-    /* MPI has no order on complex numbers: gather everyone's, reduce in rank order. */
+  if (dtype != NV_DTYPE_BOOL && (isz == 1 || isz == 2)) return widened(c, buf, count, dtype, op);
+  bool inexact = dtype == NV_DTYPE_FLOAT32 || dtype == NV_DTYPE_FLOAT64 || dtype == NV_DTYPE_COMPLEX64;
+  if (inexact && op != NV__RED_SUM) {
+    /* MPI has no order on complex numbers, and its float max/min drop NaNs: gather
+     * everyone's, reduce in rank order (NaN propagating, the same bits on every rank). */
     size_t bytes = count * isz;
     char *all = nv__malloc(bytes * (size_t)c->size + 1);
     if (!all) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
@@ -167,7 +213,8 @@ static nv_status mpi_all_gather(nv__comm *c, const void *in, void *out, size_t n
 
 static nv_status mpi_sum_scatter(nv__comm *c, const void *in, void *out, size_t count,
                                  nv_dtype dtype) {
-  if (count > (size_t)INT_MAX) return nv__comm_sum_scatter_by_reduce(c, in, out, count, dtype);
+  size_t isz = nv_dtype_size(dtype);
+  if (count > (size_t)INT_MAX || (dtype != NV_DTYPE_BOOL && isz <= 2)) return nv__comm_sum_scatter_by_reduce(c, in, out, count, dtype);
   int e = api.Reduce_scatter_block(in, out, (int)count, api.types[dtype],
                                    op_of(dtype, NV__RED_SUM), MC(c));
   return e ? mpi_error(e, "Reduce_scatter_block") : NV_OK;
@@ -183,12 +230,50 @@ static nv_status mpi_send(nv__comm *c, const void *buf, size_t n, int dst) {
   return NV_OK;
 }
 
+/* Receives n bytes of src's stream: what a previous message left over, then whole messages
+ * (probed first: one larger than what is still wanted is received whole and its rest kept). */
 static nv_status mpi_recv(nv__comm *c, void *buf, size_t n, int src) {
-  for (size_t at = 0; at < n || at == 0; at += PIECE) {
-    size_t k = n - at < PIECE ? n - at : PIECE;
-    int e = api.Recv((char *)buf + at, (int)k, api.byte, src, 0, MC(c), NULL);
-    if (e) return mpi_error(e, "Recv");
-    if (n == 0) break;
+  carry *cy = &((mpi_comm *)c)->carry[src];
+  char *out = buf;
+  bool got_any = false;
+  while (n > 0 || !got_any) {
+    got_any = true;
+    if (cy->at < cy->len) {
+      size_t k = cy->len - cy->at < n ? cy->len - cy->at : n;
+      memcpy(out, cy->buf + cy->at, k);
+      cy->at += k;
+      out += k;
+      n -= k;
+      if (cy->at == cy->len) {
+        nv__free(cy->buf);
+        *cy = (carry){0};
+      }
+      continue;
+    }
+    uint64_t status[8]; /* MPI_Status (OpenMPI's is 24 bytes) */
+    int count = 0;
+    int e = api.Probe(src, 0, MC(c), status);
+    if (!e) e = api.Get_count(status, api.byte, &count);
+    if (e) return mpi_error(e, "Probe");
+    size_t k = (size_t)count;
+    if (k <= n) {
+      e = api.Recv(out, count, api.byte, src, 0, MC(c), NULL);
+      if (e) return mpi_error(e, "Recv");
+      out += k;
+      n -= k;
+      if (k == 0 && n == 0) break;
+      continue;
+    }
+    char *whole = nv__malloc(k);
+    if (!whole) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", k);
+    e = api.Recv(whole, count, api.byte, src, 0, MC(c), NULL);
+    if (e) {
+      nv__free(whole);
+      return mpi_error(e, "Recv");
+    }
+    memcpy(out, whole, n);
+    *cy = (carry){whole, k, n};
+    n = 0;
   }
   return NV_OK;
 }
@@ -200,6 +285,8 @@ static nv_status mpi_health(nv__comm *c) {
 
 static void mpi_destroy(nv__comm *c) {
   mpi_comm *m = (mpi_comm *)c;
+  for (int i = 0; i < c->size; i++) nv__free(m->carry[i].buf);
+  nv__free(m->carry);
   if (m->owned) api.Comm_free(&m->comm);
   nv__free(m);
 }
@@ -214,7 +301,12 @@ static nv__comm *wrap(MPI_Comm comm, bool owned) {
   int rank = 0, size = 0;
   if (api.Comm_rank(comm, &rank) || api.Comm_size(comm, &size)) return NULL;
   mpi_comm *m = nv__calloc(1, sizeof *m);
-  if (!m) return NULL;
+  carry *cy = m ? nv__calloc((size_t)size, sizeof *cy) : NULL;
+  if (!cy) {
+    nv__free(m);
+    return NULL;
+  }
+  m->carry = cy;
   m->base = (nv__comm){&mpi_ops, "mpi", rank, size};
   m->comm = comm;
   m->owned = owned;

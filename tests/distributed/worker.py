@@ -286,6 +286,44 @@ def scenario_header(g):
         send(s, np.arange(6, dtype=np.int64).reshape(2, 3), 1, g)
 
 
+def scenario_gpu(g):
+    """Collectives on a GPU stream (tests/gpu/test_gpu_distributed.py): every dtype and size as
+    in the matrix, the GPU results equal to the same collective's on the CPU stream, and none
+    through the CPU fallback."""
+    sig("nv_gpu", nvc.Device, C.c_int)
+    sig("nv_cpu", nvc.Device)
+    sig("nv_set_default_device", I, nvc.Device)
+    sig("nv_gpu_fallback_count", C.c_uint64)
+    rank, size = rank_size(g)
+    before = lib.nv_gpu_fallback_count()
+    with nvc.Session() as s:
+        for dtype in nvc.DTYPES:
+            if dtype == "bfloat16" and nvc.BF16 is None:
+                continue
+            for si, shape in enumerate([(0,), (), (7,), (size * 3, 5), (size * 2**18 + 2,)]):
+                x = data(dtype, shape, 500 * si + rank)
+                for op in ["all_sum", "all_max", "all_min", "all_gather", "sum_scatter"]:
+                    if op == "sum_scatter" and (len(shape) == 0 or shape[0] % size):
+                        continue
+                    res = {}
+                    for where in ("cpu", "gpu"):
+                        dev = lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()
+                        assert lib.nv_set_default_device(dev) == 0
+                        h = s.view(x, "transposed" if len(shape) == 2 else "contiguous")
+                        res[where] = s.read(s.own(getattr(lib, "nv_dist_" + op)(h, g)))
+                    assert lib.nv_set_default_device(lib.nv_cpu()) == 0
+                    np.testing.assert_array_equal(res["gpu"], res["cpu"], err_msg=f"{op} {dtype} {shape}")
+        y = data("float32", (5, 3), 3)
+        for where in ("gpu", "cpu"):
+            assert lib.nv_set_default_device(lib.nv_gpu(0) if where == "gpu" else lib.nv_cpu()) == 0
+            if rank == 0:
+                send(s, y, size - 1, g)
+            elif rank == size - 1:
+                np.testing.assert_array_equal(s.read(recv(s, y.shape, "float32", 0, g)), y)
+        assert lib.nv_set_default_device(lib.nv_cpu()) == 0
+    assert lib.nv_gpu_fallback_count() == before, "a collective ran through the CPU fallback"
+
+
 def main():
     g = init()
     what = sys.argv[1]
