@@ -158,6 +158,7 @@ def test_launcher_ends_the_job_when_a_rank_fails():
     code = ("import os, sys, time\n"
             "r = int(os.environ['NUVEC_RANK'])\n"
             "print('hello from', r, flush=True)\n"
+            "time.sleep(1.0)  # every rank has printed by then\n"
             "sys.exit(3) if r == 1 else time.sleep(30)\n")
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, LAUNCH, "-n", "3", "--grace", "0.5", sys.executable,
