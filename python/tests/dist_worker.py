@@ -65,6 +65,14 @@ else:
     mx.eval(d.send(x, nxt))
 np.testing.assert_array_equal(np.array(got), xs[prv])
 
+# nn.average_gradients: leaves batched by dtype into all_sums of at most all_reduce_size bytes.
+tree = {"w": mx.array(xs[r]), "b": [mx.array(np.float32(r)), mx.array(np.arange(3) + r)]}
+for size in (0, 64, 1 << 20):
+    avg = mx.nn.average_gradients(tree, all_reduce_size=size)
+    np.testing.assert_allclose(np.array(avg["w"]), total / n, rtol=1e-5)
+    np.testing.assert_allclose(np.array(avg["b"][0]), (n - 1) / 2, rtol=1e-6)
+    np.testing.assert_allclose(np.array(avg["b"][1]), np.arange(3) + (n - 1) / 2, rtol=1e-6)
+
 sub = g.split(r % 2)
 assert sub.size() == len(range(r % 2, n, 2)), sub
 g.health()

@@ -39,6 +39,11 @@ def test_size_1_group_is_the_identity():
     assert hash(g) == hash(d.init()) and g == d.init()
 
 
+def test_average_gradients_on_size_1_is_the_tree():
+    tree = {"a": nv.array([1.0, 2.0]), "b": [nv.array(3)]}
+    assert nv.nn.average_gradients(tree) is tree
+
+
 def test_size_1_errors():
     x = nv.array([1.0, 2.0])
     with pytest.raises(ValueError, match="send: rank 0 is not another rank of a group of 1"):
