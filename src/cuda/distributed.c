@@ -6,8 +6,10 @@
  * staging into the output's device memory. GPU readers of the output are ordered after the
  * last copy by hrx's declared accesses, so they wait on the GPU side. The callback runs the
  * collective under the group's order lock like the CPU kernel, and a failure (a lost peer, a
- * closed group) fails the run, hence the output and the work that reads it. sum_gradients'
- * output shares its input (no work). */
+ * closed group) fails the run, hence the output and the work that reads it. On an NCCL group
+ * all_sum/max/min, all_gather and sum_scatter are instead one NCCL call captured into the graph
+ * over the device views (nv__gpu_captured; src/distributed/nccl.c). sum_gradients' output
+ * shares its input (no work). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +52,50 @@ static nv_status keep_staging(nv__gpu_ctx *ctx, nv__pinned p) {
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* ---- NCCL groups: the collective captured into the graph ---- */
+
+typedef struct nccl_job {
+  void *comm;
+  int prim;
+  nv_dtype dtype;
+  size_t count;
+  bool in_place; /* one binding, read and written */
+} nccl_job;
+
+static hrx_status capture_nccl(const hrx_callback_view *views, size_t count, void *stream,
+                               void *user) {
+  const nccl_job *j = user;
+  const void *send = views[0].address;
+  void *recv = views[count - 1].address;
+  return nv__nccl_enqueue(j->comm, j->prim, j->dtype, send, recv, j->count, stream) == NV_OK
+             ? HRX_OK
+             : HRX_E_CALLBACK;
+}
+
+static void free_nccl(void *user) { free(user); }
+
+/* The collective as one NCCL call over the input and output device views (the same view when
+ * the output took over the input's buffer). */
+static nv_status record_nccl(nv__gpu_ctx *ctx, nv__node *node, void *comm, nv__gpu_arg src,
+                             nv__gpu_arg dst, size_t in_bytes, size_t out_bytes) {
+  size_t isz = nv_dtype_size(node->out[0].dtype);
+  hrx_view in = hrx_view_make(src.view.buffer, src.view.offset + (size_t)src.offset * isz, in_bytes);
+  hrx_view out = hrx_view_make(dst.view.buffer, dst.view.offset + (size_t)dst.offset * isz, out_bytes);
+  nccl_job *j = malloc(sizeof *j);
+  if (!j) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory recording a collective");
+  bool same = in.buffer == out.buffer && in.offset == out.offset;
+  *j = (nccl_job){comm, node->prim, node->out[0].dtype,
+                  node->prim == NV__PRIM_SUM_SCATTER ? out_bytes / isz : in_bytes / isz, same};
+  hrx_binding b[2] = {{in, same ? HRX_ACCESS_READ_WRITE : HRX_ACCESS_READ},
+                      {out, HRX_ACCESS_WRITE}};
+  struct {
+    void *comm;
+    int prim, dtype;
+    size_t count;
+  } key = {comm, j->prim, (int)j->dtype, j->count};
+  return nv__gpu_captured(ctx, b, same ? 1 : 2, capture_nccl, j, free_nccl, &key, sizeof key);
+}
+
 static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                               int donated) {
   (void)donated; /* a donated buffer is the output's device memory (nv__gpu_output) */
@@ -64,6 +110,11 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
   if (st == NV_OK) st = nv__gpu_output(ctx, o, &dst);
   if (st == NV_OK) st = nv__gpu_ctx_graph(ctx);
   if (st != NV_OK) return st;
+  const nv__dist_params *prm = node->params;
+  void *nccl = in_bytes && out_bytes
+                   ? nv__nccl_comm_for(prm->group, node->prim, o->dtype, nv__gpu_device_index(ctx))
+                   : NULL;
+  if (nccl) return record_nccl(ctx, node, nccl, src, dst, in_bytes, out_bytes);
   gpu_job *job = calloc(1, sizeof *job);
   if (!job) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   nv__dist_job_of(node, &job->job);

@@ -52,6 +52,10 @@ typedef struct nv__group_info {
  * formatted "op: ..." when op is not NULL. */
 nv_status nv__group_info_get(nv_group g, const char *op, nv__group_info *out);
 
+/* The communicator of g (borrowed: valid until the group is closed), or NULL for the size-1
+ * group and unknown, closed or failed groups. */
+nv__comm *nv__group_comm(nv_group g);
+
 /* Resolves NV_GROUP_DEFAULT. */
 nv_group nv__group_resolve(nv_group g);
 
@@ -70,8 +74,12 @@ nv_status nv__comm_sum_scatter_by_reduce(nv__comm *c, const void *in, void *out,
                                          nv_dtype dtype);
 
 /* The ring backend (ring.c): the communicator of the job the environment describes; *out NULL
- * (and NV_OK) when there is no configuration. */
-nv_status nv__ring_init(nv__comm **out);
+ * (and NV_OK) when there is no configuration (*configured false) or the job has one rank. */
+nv_status nv__ring_init(nv__comm **out, bool *configured);
+/* The NCCL backend (nccl.c): the ring's communicator for host memory, plus an NCCL
+ * communicator for GPU-stream collectives. */
+nv_status nv__nccl_init(nv__comm **out, bool *configured);
+bool nv__nccl_available(void);
 /* The MPI backend (mpi.c): NV_ERR_UNSUPPORTED "MPI not found" when libmpi does not load; *out
  * NULL when the process was not started by an MPI launcher. */
 nv_status nv__mpi_init(nv__comm **out);

@@ -37,6 +37,15 @@ void nv__dist_job_of(const nv__node *n, nv__dist_job *j);
  * (may equal `in`: a donated or in-place reduction or send). Errors name the op. */
 nv_status nv__dist_run(const nv__dist_job *j, const void *in, void *out);
 
+/* The NCCL backend's GPU side (src/distributed/nccl.c): the NCCL communicator of g for
+ * collective `prim` of `dtype` on GPU `device`, or NULL when g is not an NCCL group there or
+ * NCCL lacks the operation (the job then takes the staged host path). */
+void *nv__nccl_comm_for(nv_group g, int prim, nv_dtype dtype, int device);
+/* Enqueues the NCCL call on `stream` (a cudaStream_t, under capture): `count` elements of the
+ * input for all_sum/max/min and all_gather, of the output for sum_scatter. */
+nv_status nv__nccl_enqueue(void *comm, int prim, nv_dtype dtype, const void *send, void *recv,
+                           size_t count, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -100,6 +100,17 @@ nv_group nv__group_register(nv__comm *c) {
   return id;
 }
 
+nv__comm *nv__group_comm(nv_group g) {
+  g = nv__group_resolve(g);
+  if (g == NV_GROUP_SINGLE) return NULL;
+  entry *e = NULL;
+  pthread_mutex_lock(&reg_lock);
+  if (g >= 1 && (size_t)g <= nreg) e = reg[g - 1];
+  nv__comm *c = e && !e->closed && !e->failed ? e->comm : NULL;
+  pthread_mutex_unlock(&reg_lock);
+  return c;
+}
+
 nv_status nv__group_info_get(nv_group g, const char *op, nv__group_info *out) {
   g = nv__group_resolve(g);
   if (g == NV_GROUP_SINGLE) {
@@ -133,7 +144,9 @@ static nv_status failure(entry *e, const char *op, nv_status st) {
   if (!copy) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   memcpy(copy, m, len + 1);
   if (st == NV_ERR_PEER_LOST && !e->failed) {
+    pthread_mutex_lock(&reg_lock); /* nv__group_comm reads it under reg_lock */
     e->failed = copy;
+    pthread_mutex_unlock(&reg_lock);
     return nv__set_error(st, "%s: %s", op, e->failed);
   }
   nv__set_error(st, "%s: %s", op, copy);
@@ -163,6 +176,7 @@ nv_status nv__group_run(nv_group g, const char *op, nv_status (*fn)(nv__comm *, 
 bool nv_dist_is_available(const char *backend) {
   if (!backend || !strcmp(backend, "any") || !strcmp(backend, "ring")) return true;
   if (!strcmp(backend, "mpi")) return nv__mpi_available();
+  if (!strcmp(backend, "nccl")) return nv__nccl_available();
   return false;
 }
 
@@ -185,20 +199,23 @@ nv_status nv_dist_init(const char *backend, bool strict, nv_group *out) {
   }
   nv__comm *c = NULL;
   nv_status st = NV_OK;
+  bool configured = false;
   if (!strcmp(b, "nccl")) {
-    st = nv__set_error(NV_ERR_UNSUPPORTED, "init: the nccl backend is not available in this build");
+    st = nv__nccl_init(&c, &configured);
   } else {
-    if (any || !strcmp(b, "ring")) st = nv__ring_init(&c);
-    if (st == NV_OK && !c && (any || !strcmp(b, "mpi"))) {
+    if (any || !strcmp(b, "ring")) st = nv__ring_init(&c, &configured);
+    if (st == NV_OK && !configured && (any || !strcmp(b, "mpi"))) {
       nv_status ms = nv__mpi_init(&c);
       if (ms != NV_OK && !any) st = ms;
+      configured = c != NULL;
     }
-    if (st == NV_OK && !c && strict)
-      st = nv__set_error(NV_ERR_INVALID_ARGUMENT,
-                         "init: the %s backend is not configured (for the ring: MLX_RANK and "
-                         "MLX_HOSTFILE, or NUVEC_RANK and NUVEC_HOSTFILE; nuvec-launch sets them)",
-                         b);
   }
+  if (st == NV_OK && !configured && strict)
+    st = nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                       "init: the %s backend is not configured (for the ring and nccl: MLX_RANK "
+                       "and MLX_HOSTFILE, or NUVEC_RANK and NUVEC_HOSTFILE; for mpi: mpirun; "
+                       "nuvec-launch sets them)",
+                       b);
   if (st != NV_OK) {
     if (strict) return st;
     nv_clear_error();

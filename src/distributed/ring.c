@@ -836,11 +836,13 @@ static const char *env2(const char *a, const char *b) {
   return v && *v ? v : getenv(b);
 }
 
-nv_status nv__ring_init(nv__comm **out) {
+nv_status nv__ring_init(nv__comm **out, bool *configured) {
   *out = NULL;
+  *configured = false;
   const char *rank_s = env2("NUVEC_RANK", "MLX_RANK");
   const char *path = env2("NUVEC_HOSTFILE", "MLX_HOSTFILE");
   if (!rank_s || !*rank_s || !path || !*path) return NV_OK;
+  *configured = true;
   char *end;
   long rank = strtol(rank_s, &end, 10);
   hosts h;
