@@ -1,5 +1,5 @@
-/* The NCCL backend (DESIGN §10): libnccl.so.2 loaded at run time. An NCCL group is the ring's
- * group (the same environment: MLX_RANK/MLX_HOSTFILE or NUVEC_*) plus an NCCL communicator
+/* The NCCL backend (DESIGN §10): libnccl.so.2 loaded at run time (NUVEC_NCCL_LIBRARY, the
+ * loader's path, or the CUDA toolkit's lib64/lib). An NCCL group is the ring's group (the same environment: MLX_RANK/MLX_HOSTFILE or NUVEC_*) plus an NCCL communicator
  * bootstrapped over it: rank 0's ncclUniqueId reaches the others through the ring's
  * all_gather, then ncclCommInitRank on this rank's GPU (NUVEC_NCCL_DEVICE, else LOCAL_RANK,
  * else the rank, modulo the GPU count). Collectives over host memory (CPU streams, send/recv
