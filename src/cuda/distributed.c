@@ -32,13 +32,13 @@ static hrx_status run_job(const hrx_callback_view *views, size_t count, void *us
   return st == NV_OK ? HRX_OK : HRX_E_CALLBACK;
 }
 
-static void free_job(void *user) { free(user); }
+static void free_job(void *user) { nv__free(user); }
 
 /* Keeps pinned staging until the recording's submission is published (as uploads do). */
 static nv_status keep_staging(nv__gpu_ctx *ctx, nv__pinned p) {
   if (ctx->nstaging == ctx->cstaging) {
     size_t nc = ctx->cstaging ? ctx->cstaging * 2 : 16;
-    nv__pinned *np = realloc(ctx->staging, nc * sizeof *np);
+    nv__pinned *np = realloc(ctx->staging, nc * sizeof *np); /* backend.c frees it with free */
     if (!np) {
       hrx_buffer_release(p.hb);
       return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory recording a collective");
@@ -72,7 +72,7 @@ static hrx_status capture_nccl(const hrx_callback_view *views, size_t count, voi
              : HRX_E_CALLBACK;
 }
 
-static void free_nccl(void *user) { free(user); }
+static void free_nccl(void *user) { nv__free(user); }
 
 /* The collective as one NCCL call over the input and output device views (the same view when
  * the output took over the input's buffer). */
@@ -81,7 +81,7 @@ static nv_status record_nccl(nv__gpu_ctx *ctx, nv__node *node, void *comm, nv__g
   size_t isz = nv_dtype_size(node->out[0].dtype);
   hrx_view in = hrx_view_make(src.view.buffer, src.view.offset + (size_t)src.offset * isz, in_bytes);
   hrx_view out = hrx_view_make(dst.view.buffer, dst.view.offset + (size_t)dst.offset * isz, out_bytes);
-  nccl_job *j = malloc(sizeof *j);
+  nccl_job *j = nv__malloc(sizeof *j);
   if (!j) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory recording a collective");
   bool same = in.buffer == out.buffer && in.offset == out.offset;
   *j = (nccl_job){comm, node->prim, node->out[0].dtype,
@@ -115,7 +115,7 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
                    ? nv__nccl_comm_for(prm->group, node->prim, o->dtype, nv__gpu_device_index(ctx))
                    : NULL;
   if (nccl) return record_nccl(ctx, node, nccl, src, dst, in_bytes, out_bytes);
-  gpu_job *job = calloc(1, sizeof *job);
+  gpu_job *job = nv__calloc(1, sizeof *job);
   if (!job) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   nv__dist_job_of(node, &job->job);
   job->in_at = 0;
@@ -123,7 +123,7 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
   nv__pinned p;
   if ((st = nv__gpu_pinned_get(ctx->dev, job->out_at + out_bytes + 1, &p)) != NV_OK ||
       (st = keep_staging(ctx, p)) != NV_OK) {
-    free(job);
+    nv__free(job);
     return st;
   }
   hrx_status hs = HRX_OK;
@@ -133,13 +133,13 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
                                       in_bytes),
                         NULL);
   if (hs != HRX_OK) {
-    free(job);
+    nv__free(job);
     return nv__gpu_hrx_error(hs, "recording a collective's input copy");
   }
   hrx_binding b = {hrx_view_make(p.hb, 0, job->out_at + out_bytes + 1), HRX_ACCESS_READ_WRITE};
   hs = hrx_graph_host(ctx->g, &b, 1, run_job, job, free_job, NULL);
   if (hs != HRX_OK) {
-    free(job); /* the caller keeps user data when recording fails */
+    nv__free(job); /* the caller keeps user data when recording fails */
     return nv__gpu_hrx_error(hs, "recording a collective");
   }
   if (out_bytes)

@@ -139,7 +139,7 @@ static void nccl_destroy(nv__comm *c) {
   if (n->beating) pthread_join(n->beat, NULL);
   if (n->nccl && !atomic_load(&n->lost)) api.CommDestroy(n->nccl);
   n->ring->ops->destroy(n->ring);
-  free(n);
+  nv__free(n);
 }
 
 static nv_status nccl_split(nv__comm *c, int color, int key, nv__comm **out);
@@ -149,7 +149,7 @@ static const nv__comm_ops nccl_ops = {ring_all_reduce, ring_all_gather, ring_sum
                                       nccl_health,     nccl_destroy};
 
 static nccl_comm *wrap(nv__comm *ring, nccl_comm_t nc, int device) {
-  nccl_comm *n = calloc(1, sizeof *n);
+  nccl_comm *n = nv__calloc(1, sizeof *n);
   if (!n) return NULL;
   n->base = (nv__comm){&nccl_ops, "nccl", ring->rank, ring->size};
   n->ring = ring;
@@ -208,7 +208,7 @@ nv_status nv__nccl_init(nv__comm **out, bool *configured) {
   nccl_id id;
   memset(&id, 0, sizeof id);
   int r = ring->rank == 0 ? api.GetUniqueId(&id) : NCCL_SUCCESS;
-  nccl_id *all = malloc((size_t)ring->size * sizeof *all);
+  nccl_id *all = nv__malloc((size_t)ring->size * sizeof *all);
   if (!all) st = nv__set_error(NV_ERR_OUT_OF_MEMORY, "init: out of memory");
   /* Every rank takes part in the exchange, also one whose GetUniqueId failed (its zero id
    * then makes the others' init fail rather than wait). */
@@ -219,7 +219,7 @@ nv_status nv__nccl_init(nv__comm **out, bool *configured) {
     st = nv__set_error(NV_ERR_BACKEND, "init: cannot use gpu:%d for NCCL", device);
   if (st == NV_OK && (r = api.CommInitRank(&nc, ring->size, all[0], ring->rank)) != NCCL_SUCCESS)
     st = nccl_error(r, "init: ncclCommInitRank");
-  free(all);
+  nv__free(all);
   nccl_comm *n = st == NV_OK ? wrap(ring, nc, device) : NULL;
   if (st == NV_OK && !n) {
     api.CommDestroy(nc);

@@ -58,11 +58,11 @@ typedef struct hosts {
 
 static void hosts_free(hosts *h) {
   for (int r = 0; h->addr && r < h->n; r++) {
-    for (int k = 0; k < h->count[r]; k++) free(h->addr[r][k]);
-    free(h->addr[r]);
+    for (int k = 0; k < h->count[r]; k++) nv__free(h->addr[r][k]);
+    nv__free(h->addr[r]);
   }
-  free(h->addr);
-  free(h->count);
+  nv__free(h->addr);
+  nv__free(h->count);
   memset(h, 0, sizeof *h);
 }
 
@@ -76,14 +76,14 @@ static char *json_string(const char *p, const char **end) {
   if (*p != '"') return NULL;
   p++;
   size_t cap = 64, n = 0;
-  char *s = malloc(cap);
+  char *s = nv__malloc(cap);
   if (!s) return NULL;
   for (; *p && *p != '"'; p++) {
     if (*p == '\\' && p[1]) p++;
     if (n + 2 > cap) {
-      char *t = realloc(s, cap *= 2);
+      char *t = nv__realloc(s, cap *= 2);
       if (!t) {
-        free(s);
+        nv__free(s);
         return NULL;
       }
       s = t;
@@ -91,7 +91,7 @@ static char *json_string(const char *p, const char **end) {
     s[n++] = *p;
   }
   if (*p != '"') {
-    free(s);
+    nv__free(s);
     return NULL;
   }
   s[n] = 0;
@@ -101,9 +101,9 @@ static char *json_string(const char *p, const char **end) {
 
 /* Appends address `s` to rank r's list. */
 static bool hosts_add(hosts *h, int r, char *s) {
-  char **a = realloc(h->addr[r], (size_t)(h->count[r] + 1) * sizeof *a);
+  char **a = nv__realloc(h->addr[r], (size_t)(h->count[r] + 1) * sizeof *a);
   if (!a) {
-    free(s);
+    nv__free(s);
     return false;
   }
   h->addr[r] = a;
@@ -118,9 +118,9 @@ static nv_status hosts_parse(const char *text, const char *path, hosts *h) {
   p = skip_ws(p + 1);
   while (*p && *p != ']') {
     int r = h->n;
-    char ***na = realloc(h->addr, (size_t)(r + 1) * sizeof *na);
+    char ***na = nv__realloc(h->addr, (size_t)(r + 1) * sizeof *na);
     if (na) h->addr = na;
-    int *nc = na ? realloc(h->count, (size_t)(r + 1) * sizeof *nc) : NULL;
+    int *nc = na ? nv__realloc(h->count, (size_t)(r + 1) * sizeof *nc) : NULL;
     if (!nc) {
       hosts_free(h);
       return nv__set_error(NV_ERR_OUT_OF_MEMORY, "init: out of memory reading %s", path);
@@ -166,14 +166,14 @@ static nv_status hosts_load(const char *path, hosts *h) {
   FILE *f = fopen(path, "rb");
   if (!f) return nv__set_error(NV_ERR_IO, "init: cannot open the ring hostfile %s: %s", path, strerror(errno));
   size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
+  char *buf = nv__malloc(cap);
   size_t k;
   while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
     n += k;
     if (n + 1 == cap) {
-      char *t = realloc(buf, cap *= 2);
+      char *t = nv__realloc(buf, cap *= 2);
       if (!t) {
-        free(buf);
+        nv__free(buf);
         buf = NULL;
       } else {
         buf = t;
@@ -184,7 +184,7 @@ static nv_status hosts_load(const char *path, hosts *h) {
   if (!buf) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "init: out of memory reading %s", path);
   buf[n] = 0;
   nv_status st = hosts_parse(buf, path, h);
-  free(buf);
+  nv__free(buf);
   return st;
 }
 
@@ -230,10 +230,10 @@ static void mesh_release(mesh *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   for (int i = 0; i < m->size * m->nsock; i++)
     if (m->fd[i] >= 0) close(m->fd[i]);
-  free(m->fd);
-  free(m->buf);
+  nv__free(m->fd);
+  nv__free(m->buf);
   pthread_mutex_destroy(&m->lock);
-  free(m);
+  nv__free(m);
 }
 
 /* Shuts every socket down (reads and writes fail from now on, at the peers too). */
@@ -339,11 +339,11 @@ static int listen_on(const char *a) {
  * socket announced by a hello: magic, rank, socket index), accepts the higher ranks'. */
 static nv_status mesh_connect(const hosts *h, int rank, mesh **out) {
   int size = h->n, ns = h->naddr;
-  mesh *m = calloc(1, sizeof *m);
-  int *fd = m ? malloc((size_t)size * (size_t)ns * sizeof *fd) : NULL;
+  mesh *m = nv__calloc(1, sizeof *m);
+  int *fd = m ? nv__malloc((size_t)size * (size_t)ns * sizeof *fd) : NULL;
   int lfd[MAX_SOCKETS];
   if (!fd) {
-    free(m);
+    nv__free(m);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "init: out of memory");
   }
   for (int i = 0; i < size * ns; i++) fd[i] = -1;
@@ -546,7 +546,7 @@ static void stripes(ring *r, xfer *x, int *n, int peer, bool send, char *p, size
 /* The scratch buffer of at least n bytes (under the mesh lock). */
 static char *scratch(mesh *m, size_t n) {
   if (n <= m->cap) return m->buf;
-  char *b = realloc(m->buf, n);
+  char *b = nv__realloc(m->buf, n);
   if (!b) return NULL;
   m->buf = b;
   m->cap = n;
@@ -573,7 +573,7 @@ static int mod(int a, int n) { return ((a % n) + n) % n; }
  * direction 1 its second half. The table's memory goes to *store (freed by the caller). */
 static nv_status segs_make(segs *s, int size, char *base, size_t count, size_t isz,
                            bool per_part, size_t **store) {
-  size_t *o = malloc(4 * (size_t)size * sizeof *o);
+  size_t *o = nv__malloc(4 * (size_t)size * sizeof *o);
   if (!o) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   *store = o;
   s->base = base;
@@ -675,7 +675,7 @@ static nv_status ring_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype 
   st = reduce_scatter_phase(r, &s, &rs);
   if (st == NV_OK) st = gather_phase(r, &s);
   pthread_mutex_unlock(&r->m->lock);
-  free(store);
+  nv__free(store);
   return st;
 }
 
@@ -689,7 +689,7 @@ static nv_status ring_all_gather(nv__comm *c, const void *in, void *out, size_t 
   pthread_mutex_lock(&r->m->lock);
   st = gather_phase(r, &s);
   pthread_mutex_unlock(&r->m->lock);
-  free(store);
+  nv__free(store);
   return st;
 }
 
@@ -697,7 +697,7 @@ static nv_status ring_sum_scatter(nv__comm *c, const void *in, void *out, size_t
                                   nv_dtype dtype) {
   ring *r = RING(c);
   size_t isz = nv_dtype_size(dtype), total = count * (size_t)c->size * isz;
-  char *work = malloc(total ? total : 1);
+  char *work = nv__malloc(total ? total : 1);
   if (!work) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", total);
   memcpy(work, in, total);
   segs s;
@@ -708,10 +708,10 @@ static nv_status ring_sum_scatter(nv__comm *c, const void *in, void *out, size_t
     pthread_mutex_lock(&r->m->lock);
     st = reduce_scatter_phase(r, &s, &rs);
     pthread_mutex_unlock(&r->m->lock);
-    free(store);
+    nv__free(store);
   }
   if (st == NV_OK) memcpy(out, work + (size_t)c->rank * count * isz, count * isz);
-  free(work);
+  nv__free(work);
   return st;
 }
 
@@ -761,8 +761,8 @@ static nv_status ring_health(nv__comm *c) {
 static void ring_destroy(nv__comm *c) {
   ring *r = RING(c);
   mesh_release(r->m);
-  free(r->map);
-  free(r);
+  nv__free(r->map);
+  nv__free(r);
 }
 
 static nv_status ring_split(nv__comm *c, int color, int key, nv__comm **out);
@@ -772,7 +772,7 @@ static const nv__comm_ops ring_ops = {ring_all_reduce, ring_all_gather, ring_sum
                                       ring_health,     ring_destroy};
 
 static ring *ring_new(mesh *m, int rank, int size, int *map) {
-  ring *r = calloc(1, sizeof *r);
+  ring *r = nv__calloc(1, sizeof *r);
   if (!r) return NULL;
   r->base = (nv__comm){&ring_ops, "ring", rank, size};
   r->m = m;
@@ -797,11 +797,11 @@ static nv_status ring_split(nv__comm *c, int color, int key, nv__comm **out) {
   ring *r = RING(c);
   int size = c->size;
   member me = {color, key < 0 ? c->rank : key, c->rank};
-  member *all = malloc((size_t)size * sizeof *all);
+  member *all = nv__malloc((size_t)size * sizeof *all);
   if (!all) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   nv_status st = ring_all_gather(c, &me, all, sizeof me);
   if (st != NV_OK) {
-    free(all);
+    nv__free(all);
     return st;
   }
   int n = 0;
@@ -810,9 +810,9 @@ static nv_status ring_split(nv__comm *c, int color, int key, nv__comm **out) {
   qsort(all, (size_t)n, sizeof *all, member_cmp);
   *out = NULL;
   if (n > 1) {
-    int *map = malloc((size_t)n * sizeof *map), rank = 0;
+    int *map = nv__malloc((size_t)n * sizeof *map), rank = 0;
     if (!map) {
-      free(all);
+      nv__free(all);
       return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
     }
     for (int i = 0; i < n; i++) {
@@ -821,13 +821,13 @@ static nv_status ring_split(nv__comm *c, int color, int key, nv__comm **out) {
     }
     ring *sub = ring_new(r->m, rank, n, map);
     if (!sub) {
-      free(map);
-      free(all);
+      nv__free(map);
+      nv__free(all);
       return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
     }
     *out = &sub->base;
   }
-  free(all);
+  nv__free(all);
   return NV_OK;
 }
 
@@ -863,11 +863,11 @@ nv_status nv__ring_init(nv__comm **out, bool *configured) {
   int size = h.n;
   hosts_free(&h);
   if (st != NV_OK) return st;
-  int *map = malloc((size_t)size * sizeof *map);
+  int *map = nv__malloc((size_t)size * sizeof *map);
   ring *r = map ? ring_new(m, (int)rank, size, map) : NULL;
   mesh_release(m); /* the ring holds its own reference */
   if (!r) {
-    free(map);
+    nv__free(map);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "init: out of memory");
   }
   for (int i = 0; i < size; i++) map[i] = i;
