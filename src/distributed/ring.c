@@ -216,21 +216,88 @@ static nv_status resolve(const char *a, struct sockaddr_storage *out, socklen_t 
 
 /* ---- The mesh of connections ---- */
 
+/* Each pair of ranks has `nsock` data sockets and one heartbeat socket: every rank's heartbeat
+ * thread writes a byte to each peer every HEARTBEAT_MS and records when each peer's last byte
+ * arrived. A transfer that makes no progress for the timeout fails only when the peer's
+ * heartbeat is as old: a peer that is merely busy elsewhere (a long computation before it
+ * joins the collective) is waited for, a stopped or hung one is lost. */
+#define HEARTBEAT_MS 200
+
 typedef struct mesh {
   atomic_int refs;
   pthread_mutex_t lock; /* one group's transfer at a time on the sockets */
   int rank, size, nsock;
-  int *fd; /* fd[peer * nsock + k]; -1 for this rank */
+  int stride; /* sockets per peer: nsock data sockets, then the heartbeat socket */
+  int *fd;    /* fd[peer * stride + k]; -1 for this rank */
   bool dead;
   char *buf; /* scratch for received data to reduce */
   size_t cap;
+  _Atomic int64_t *seen_ms; /* per peer: when its last heartbeat byte arrived */
+  pthread_t beat;
+  bool beating;
+  atomic_bool stop;
 } mesh;
+
+static int64_t now_ms(void) { return (int64_t)(now() * 1000.0); }
+
+static void *heartbeat(void *arg) {
+  mesh *m = arg;
+  int n = m->size;
+  struct pollfd *pf = nv__malloc((size_t)n * sizeof *pf);
+  int *who = nv__malloc((size_t)n * sizeof *who);
+  bool *closed = nv__calloc((size_t)n, sizeof *closed);
+  if (!pf || !who || !closed) { /* no heartbeat: peers are then judged by their transfers */
+    for (int p = 0; p < n; p++) atomic_store(&m->seen_ms[p], INT64_MIN / 2);
+    nv__free(pf);
+    nv__free(who);
+    nv__free(closed);
+    return NULL;
+  }
+  int64_t next = 0;
+  while (!atomic_load(&m->stop)) {
+    int64_t t = now_ms();
+    int np = 0;
+    for (int p = 0; p < n; p++) {
+      int fd = m->fd[p * m->stride + m->nsock];
+      if (fd < 0 || closed[p]) continue;
+      if (t >= next) {
+        char b = 0;
+        (void)!send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      pf[np] = (struct pollfd){fd, POLLIN, 0};
+      who[np++] = p;
+    }
+    if (t >= next) next = t + HEARTBEAT_MS;
+    if (np == 0) break;
+    if (poll(pf, (nfds_t)np, 100) <= 0) continue;
+    for (int i = 0; i < np; i++) {
+      if (!pf[i].revents) continue;
+      char sink[64];
+      ssize_t k = recv(pf[i].fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (k > 0) atomic_store(&m->seen_ms[who[i]], now_ms());
+      else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        closed[who[i]] = true; /* gone: its data sockets say so to the transfers */
+    }
+  }
+  nv__free(pf);
+  nv__free(who);
+  nv__free(closed);
+  return NULL;
+}
+
+/* Whether `peer`'s heartbeat is younger than `timeout` seconds. */
+static bool alive(const mesh *m, int peer, double timeout) {
+  return now_ms() - atomic_load(&m->seen_ms[peer]) < (int64_t)(timeout * 1000.0);
+}
 
 static void mesh_release(mesh *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
-  for (int i = 0; i < m->size * m->nsock; i++)
+  atomic_store(&m->stop, true);
+  if (m->beating) pthread_join(m->beat, NULL);
+  for (int i = 0; i < m->size * m->stride; i++)
     if (m->fd[i] >= 0) close(m->fd[i]);
   nv__free(m->fd);
+  nv__free((void *)m->seen_ms);
   nv__free(m->buf);
   pthread_mutex_destroy(&m->lock);
   nv__free(m);
@@ -239,7 +306,7 @@ static void mesh_release(mesh *m) {
 /* Shuts every socket down (reads and writes fail from now on, at the peers too). */
 static void mesh_kill(mesh *m) {
   m->dead = true;
-  for (int i = 0; i < m->size * m->nsock; i++)
+  for (int i = 0; i < m->size * m->stride; i++)
     if (m->fd[i] >= 0) shutdown(m->fd[i], SHUT_RDWR);
 }
 
@@ -338,15 +405,21 @@ static int listen_on(const char *a) {
 /* Connects the full mesh: listens on this rank's addresses, connects to every lower rank (each
  * socket announced by a hello: magic, rank, socket index), accepts the higher ranks'. */
 static nv_status mesh_connect(const hosts *h, int rank, mesh **out) {
-  int size = h->n, ns = h->naddr;
+  int size = h->n, ns = h->naddr, stride = ns + 1;
   mesh *m = nv__calloc(1, sizeof *m);
-  int *fd = m ? nv__malloc((size_t)size * (size_t)ns * sizeof *fd) : NULL;
+  int *fd = m ? nv__malloc((size_t)size * (size_t)stride * sizeof *fd) : NULL;
+  _Atomic int64_t *seen = fd ? nv__malloc((size_t)size * sizeof *seen) : NULL;
   int lfd[MAX_SOCKETS];
-  if (!fd) {
+  if (!seen) {
+    nv__free(fd);
     nv__free(m);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "init: out of memory");
   }
-  for (int i = 0; i < size * ns; i++) fd[i] = -1;
+  for (int i = 0; i < size * stride; i++) fd[i] = -1;
+  for (int p = 0; p < size; p++) atomic_init(&seen[p], 0);
+  m->seen_ms = seen;
+  m->stride = stride;
+  atomic_init(&m->stop, false);
   atomic_init(&m->refs, 1);
   pthread_mutex_init(&m->lock, NULL);
   m->rank = rank;
@@ -360,8 +433,8 @@ static nv_status mesh_connect(const hosts *h, int rank, mesh **out) {
   if (nl < ns) st = nv__last_status();
   double deadline = now() + connect_timeout();
   for (int p = 0; st == NV_OK && p < rank; p++)
-    for (int k = 0; st == NV_OK && k < ns; k++) {
-      int c = connect_retry(h->addr[p][k], deadline, p);
+    for (int k = 0; st == NV_OK && k <= ns; k++) { /* k == ns: the heartbeat, at address 0 */
+      int c = connect_retry(h->addr[p][k < ns ? k : 0], deadline, p);
       if (c < 0) {
         st = nv__last_status();
         break;
@@ -372,9 +445,9 @@ static nv_status mesh_connect(const hosts *h, int rank, mesh **out) {
         st = nv__set_error(NV_ERR_PEER_LOST, "init: rank %d closed the connection at setup", p);
         break;
       }
-      fd[p * ns + k] = c;
+      fd[p * stride + k] = c;
     }
-  int expect = (size - 1 - rank) * ns;
+  int expect = (size - 1 - rank) * stride;
   while (st == NV_OK && expect > 0) {
     struct pollfd pf[MAX_SOCKETS];
     for (int k = 0; k < ns; k++) pf[k] = (struct pollfd){lfd[k], POLLIN, 0};
@@ -394,17 +467,17 @@ static nv_status mesh_connect(const hosts *h, int rank, mesh **out) {
       fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
       uint32_t hello[3];
       if (!read_all_deadline(c, hello, sizeof hello, deadline) || hello[0] != HELLO_MAGIC ||
-          hello[1] <= (uint32_t)rank || hello[1] >= (uint32_t)size || hello[2] >= (uint32_t)ns ||
-          fd[hello[1] * (uint32_t)ns + hello[2]] >= 0) {
+          hello[1] <= (uint32_t)rank || hello[1] >= (uint32_t)size || hello[2] > (uint32_t)ns ||
+          fd[hello[1] * (uint32_t)stride + hello[2]] >= 0) {
         close(c); /* not one of ours: a stray connection */
         continue;
       }
-      fd[hello[1] * (uint32_t)ns + hello[2]] = c;
+      fd[hello[1] * (uint32_t)stride + hello[2]] = c;
       expect--;
     }
   }
   for (int k = 0; k < nl; k++) close(lfd[k]);
-  for (int i = 0; i < size * ns; i++)
+  for (int i = 0; i < size * stride; i++)
     if (fd[i] >= 0) {
       fcntl(fd[i], F_SETFL, fcntl(fd[i], F_GETFL) | O_NONBLOCK);
       tune(fd[i]);
@@ -413,6 +486,11 @@ static nv_status mesh_connect(const hosts *h, int rank, mesh **out) {
     mesh_release(m);
     return st;
   }
+  int64_t t = now_ms();
+  for (int p = 0; p < size; p++) atomic_store(&seen[p], t);
+  m->beating = pthread_create(&m->beat, NULL, heartbeat, m) == 0;
+  if (!m->beating) /* without the thread every peer looks silent: judge by transfers alone */
+    for (int p = 0; p < size; p++) atomic_store(&seen[p], INT64_MAX / 2);
   *out = m;
   return NV_OK;
 }
@@ -506,12 +584,15 @@ static nv_status progress(ring *r, xfer *x, int n, const reduce_spec *rs) {
     if (moved) last = t0;
     double left = last + timeout - t0;
     if (left <= 0) {
-      int peer = x[idx[0]].peer;
-      for (int i = 0; i < np; i++)
-        if (!x[idx[i]].send) {
-          peer = x[idx[i]].peer;
-          break;
-        }
+      /* Stalled for the timeout: lost if a pending peer's heartbeat is as old, else it is
+       * busy elsewhere and the transfer waits on. */
+      int peer = -1;
+      for (int i = 0; i < np && peer < 0; i++)
+        if (!alive(r->m, r->map[x[idx[i]].peer], timeout)) peer = x[idx[i]].peer;
+      if (peer < 0) {
+        last = t0;
+        continue;
+      }
       char what[96];
       snprintf(what, sizeof what, "did not answer within %g s (NUVEC_DIST_TIMEOUT)", timeout);
       return lost(r, peer, what);
@@ -539,7 +620,7 @@ static void stripes(ring *r, xfer *x, int *n, int peer, bool send, char *p, size
     size_t a = (size_t)k * per;
     if (a >= len) break;
     size_t b = a + per < len ? a + per : len;
-    x[(*n)++] = (xfer){m->fd[mp * ns + k], peer, send, p + a, b - a, 0, dst ? dst + a : NULL, 0};
+    x[(*n)++] = (xfer){m->fd[mp * m->stride + k], peer, send, p + a, b - a, 0, dst ? dst + a : NULL, 0};
   }
 }
 
@@ -745,7 +826,7 @@ static nv_status ring_health(nv__comm *c) {
   for (int p = 0; st == NV_OK && p < c->size; p++) {
     if (p == c->rank) continue;
     for (int k = 0; k < m->nsock && st == NV_OK; k++) {
-      int fd = m->fd[r->map[p] * m->nsock + k];
+      int fd = m->fd[r->map[p] * m->stride + k];
       struct pollfd pf = {fd, POLLRDHUP, 0};
       if (poll(&pf, 1, 0) <= 0 || !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
       int pending = 0;

@@ -99,6 +99,11 @@ def test_lost_peer_is_reported_in_time(how, n):
         last.wait()
 
 
+def test_a_busy_peer_is_waited_for():
+    p = launch(3, "busy", NUVEC_DIST_TIMEOUT="1")
+    ok(p, 3, "busy")
+
+
 def header(dtype, shape, nbytes):
     name = dtype.encode()
     h = b"nuvecsnd" + struct.pack("<QQ", nbytes, len(name)) + name
@@ -116,7 +121,8 @@ def recv_exact(s, n):
 
 
 def test_send_header_layout_and_bad_headers():
-    """A raw socket peer plays rank 1 of a 2-rank ring: it sends a message without the tag (the
+    """A raw socket peer plays rank 1 of a 2-rank ring (one data socket and the heartbeat
+    socket, whose silence does not matter within the default timeout): it sends a message without the tag (the
     recv fails at once), one with another dtype and shape (the recv drains it and fails naming
     both), then a good one; then it checks the exact 512-byte header of rank 0's send."""
     ports = free_ports(2)
@@ -137,6 +143,8 @@ def test_send_header_layout_and_bad_headers():
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
         s.sendall(struct.pack("<III", 0x6E757672, 1, 0))  # hello: magic, rank 1, socket 0
+        hb = socket.create_connection(("127.0.0.1", ports[0]))
+        hb.sendall(struct.pack("<III", 0x6E757672, 1, 1))  # the pair's heartbeat socket
         s.sendall(b"notaheader" + bytes(502))
         bad = np.arange(12, dtype=np.int16)
         s.sendall(header("int16", (3, 4), bad.nbytes) + bad.tobytes())
@@ -148,6 +156,7 @@ def test_send_header_layout_and_bad_headers():
         out, _ = p.communicate(timeout=20)
         assert p.returncode == 0, out
         s.close()
+        hb.close()
     finally:
         if p.poll() is None:
             p.kill()

@@ -267,6 +267,17 @@ def scenario_lost(g, how):
         raise AssertionError("the collective succeeded without its peer")
 
 
+def scenario_busy(g):
+    """The last rank computes for 2.5 s (its heartbeat thread still answers) before joining an
+    all_sum: with NUVEC_DIST_TIMEOUT=1 the others wait for it instead of declaring it lost."""
+    rank, size = rank_size(g)
+    with nvc.Session() as s:
+        if rank == size - 1:
+            time.sleep(2.5)
+        got = s.read(s.own(lib.nv_dist_all_sum(s.array(np.ones(1000, np.float32)), g)))
+        assert (got == size).all()
+
+
 def scenario_header(g):
     """Rank 0 of a 2-rank job whose rank 1 is the test's raw socket peer (test_ring.py)."""
     with nvc.Session() as s:
