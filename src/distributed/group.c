@@ -180,8 +180,19 @@ bool nv_dist_is_available(const char *backend) {
   return false;
 }
 
+static nv_status init_locked(const char *backend, bool strict, nv_group *out);
+
+/* Concurrent calls are serialized: the first one's group is the one later calls return. */
 nv_status nv_dist_init(const char *backend, bool strict, nv_group *out) {
+  static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
   if (!out) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "init: the output is NULL");
+  pthread_mutex_lock(&init_lock);
+  nv_status st = init_locked(backend, strict, out);
+  pthread_mutex_unlock(&init_lock);
+  return st;
+}
+
+static nv_status init_locked(const char *backend, bool strict, nv_group *out) {
   const char *b = backend ? backend : "any";
   bool any = !strcmp(b, "any");
   if (!any && strcmp(b, "ring") && strcmp(b, "mpi") && strcmp(b, "nccl"))
