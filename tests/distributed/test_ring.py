@@ -179,6 +179,25 @@ def test_launcher_ends_the_job_when_a_rank_fails():
         assert f"[{r}] hello from {r}" in p.stdout, p.stdout
 
 
+def test_launcher_hostfile_over_ssh(tmp_path):
+    """--hostfile starts each rank through `ssh host command`: here a stand-in ssh on PATH that
+    runs the command locally, so the remote command line (cd, hostfile, environment) is what
+    runs."""
+    fake = tmp_path / "ssh"
+    fake.write_text("#!/bin/sh\nshift\nexec sh -c \"$1\"\n")
+    fake.chmod(0o755)
+    hosts = tmp_path / "hosts.json"
+    hosts.write_text(json.dumps([{"ssh": "hostA", "ips": ["127.0.0.1"]},
+                                 {"ssh": "hostB", "ips": ["127.0.0.1"]}]))
+    base = 20000 + (os.getpid() * 7) % 30000
+    e = env(PATH=f"{tmp_path}:{os.environ['PATH']}")
+    p = subprocess.run([sys.executable, LAUNCH, "--hostfile", str(hosts), "--sockets", "1",
+                        "--starting-port", str(base), WORKER, "split"], env=e,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("split ok") == 2, p.stdout
+
+
 def test_init_without_configuration_is_the_size_1_group():
     code = ("import sys; sys.path.insert(0, %r); import worker as w, ctypes as C\n"
             "g = w.G(5); assert w.lib.nv_dist_init(b'any', False, C.byref(g)) == 0; "
