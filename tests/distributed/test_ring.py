@@ -213,3 +213,32 @@ def test_init_without_configuration_is_the_size_1_group():
                        timeout=20)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "MPI not found" in p.stdout or "mpi" in p.stdout.lower(), p.stdout
+
+
+def test_charlm_data_parallel_matches_one_process(tmp_path):
+    """examples/charlm --distributed on 2 ranks reports the losses of one process at the same
+    global batch (each rank takes half the rows; gradients and loss averaged with all_sum)."""
+    lib = env()["NUVEC_LIB"]
+    charlm = os.path.join(os.path.dirname(os.path.dirname(lib)), "examples", "charlm")
+    if not os.access(charlm, os.X_OK):
+        pytest.skip("examples/charlm is not built")
+    data = os.path.join(ROOT, "examples", "charlm", "data", "shakespeare.txt")
+    args = ["--tiny", "--device", "cpu", "--steps", "4", "--batch", "4", "--eval-every", "0",
+            "--sample-chars", "0", "--data", data]
+
+    def losses(out):
+        return [line.split("loss ")[1].split()[0] for line in out.splitlines() if " loss " in line
+                and "step " in line]
+
+    one = subprocess.run([charlm, *args, "--out", str(tmp_path / "one")], capture_output=True,
+                         text=True, timeout=120)
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = subprocess.run([sys.executable, LAUNCH, "-n", "2", charlm, *args, "--distributed",
+                          "--out", str(tmp_path / "two")], env=env(), capture_output=True,
+                         text=True, timeout=120)
+    assert two.returncode == 0, two.stdout + two.stderr
+    want = losses(one.stdout)
+    assert len(want) == 4, one.stdout
+    for r in range(2):
+        got = losses("\n".join(l[4:] for l in two.stdout.splitlines() if l.startswith(f"[{r}] ")))
+        assert got == want, (r, got, want)
