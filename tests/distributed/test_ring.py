@@ -227,8 +227,8 @@ def test_charlm_data_parallel_matches_one_process(tmp_path):
             "--sample-chars", "0", "--data", data]
 
     def losses(out):
-        return [line.split("loss ")[1].split()[0] for line in out.splitlines() if " loss " in line
-                and "step " in line]
+        return [line.split("loss ")[1].split()[0] for line in out.splitlines()
+                if line.startswith("step ") and " loss " in line]
 
     one = subprocess.run([charlm, *args, "--out", str(tmp_path / "one")], capture_output=True,
                          text=True, timeout=120)
