@@ -21,5 +21,6 @@
 #include "nuvec/reduce.h"
 #include "nuvec/random.h"
 #include "nuvec/fft.h"
+#include "nuvec/distributed.h"
 
 #endif /* NUVEC_H */

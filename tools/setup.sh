@@ -8,6 +8,8 @@ set -f  # package specs such as mlx[cpu] are not file globs
 # for readable sanitizer reports) are for `make fuzz`; the library itself builds with gcc.
 DEB_PKGS="cmake make gcc g++ clang pkg-config libcriterion-dev libopenblas-dev liblapacke-dev \
 zlib1g-dev libminizip-dev libclang-rt-14-dev llvm-14"
+# --mpi adds OpenMPI (the distributed MPI backend loads libmpi at run time; its tests use mpirun).
+[ "${1:-}" = "--mpi" ] && DEB_PKGS="$DEB_PKGS libopenmpi-dev openmpi-bin"
 # Python packages as import-name=pip-spec (the spec defaults to the name): NumPy and pytest for
 # the tests, ml_dtypes/safetensors/gguf for reference files, MLX's CPU build as the peer (bench,
 # bit-exact random), matplotlib for the loss curve and bench charts.

@@ -20,7 +20,7 @@ typedef struct options {
   const char *data, *out, *device, *prompt;
   double time_budget, temperature;
   int eval_every, eval_windows, sample_chars, top_k;
-  bool resume, steps_given;
+  bool resume, steps_given, distributed;
 } options;
 
 static const char usage[] =
@@ -62,6 +62,9 @@ static const char usage[] =
     "  --eval-windows N    windows of context characters for those reports (default 128;\n"
     "                      the final report uses the whole validation split)\n"
     "  --seed N            initialization, batch order and sampling (default 1)\n"
+    "  --distributed       data parallelism over the job nuvec-launch started: every rank takes\n"
+    "                      its share of each batch, gradients are averaged with all_sum; rank\n"
+    "                      r > 0 writes its files under OUT/rank<r>\n"
     "  --device cpu|gpu    where to compute (default gpu where a CUDA device is usable, else cpu)\n"
     "sampling:\n"
     "  --prompt TEXT       the text to continue (default \"ROMEO.\\n\")\n"
@@ -123,6 +126,8 @@ static int parse(int argc, char **argv, options *o) {
       return 1;
     } else if (!strcmp(a, "--resume")) {
       o->resume = true;
+    } else if (!strcmp(a, "--distributed")) {
+      o->distributed = true;
     } else if (!strcmp(a, "--steps")) {
       ok = number(argc, argv, &i, 1, 1e9, &v) && v == floor(v);
       o->train.steps = (int64_t)v, o->steps_given = true;
@@ -452,6 +457,25 @@ int main(int argc, char **argv) {
   int r = parse(argc, argv, &o);
   if (r != 0) return r > 0 ? 0 : 2;
   if (!select_device(o.device)) return 2;
+  char rank_out[4096];
+  if (o.distributed) {
+    int rank = 0, ranks = 1;
+    if (nv_dist_init("any", true, &o.train.group) != NV_OK ||
+        nv_group_rank(o.train.group, &rank) != NV_OK ||
+        nv_group_size(o.train.group, &ranks) != NV_OK) {
+      fprintf(stderr, "charlm: --distributed: %s\n", nv_last_error());
+      return 2;
+    }
+    printf("charlm: rank %d of %d\n", rank, ranks);
+    if (rank > 0) { /* the ranks' logs, checkpoints and samples apart */
+      if (mkdir(o.out, 0777) != 0 && access(o.out, W_OK) != 0) {
+        fprintf(stderr, "charlm: cannot create the output folder %s\n", o.out);
+        return 1;
+      }
+      snprintf(rank_out, sizeof rank_out, "%s/rank%d", o.out, rank);
+      o.out = rank_out;
+    }
+  }
   if (mkdir(o.out, 0777) != 0 && access(o.out, W_OK) != 0) {
     fprintf(stderr, "charlm: cannot create the output folder %s\n", o.out);
     return 1;

@@ -121,6 +121,14 @@ nv_status charlm_trainer_init(charlm_trainer *t, const charlm_config *config,
             config->vocab != corpus->vocab_size ? "the vocabulary differs from the corpus'" : why);
     return NV_ERR_INVALID_ARGUMENT;
   }
+  int ranks = 1;
+  nv_status gs = nv_group_size(options->group, &ranks);
+  if (gs != NV_OK) return gs;
+  if (options->batch % ranks) {
+    fprintf(stderr, "charlm: the batch (%d) must divide by the number of ranks (%d)\n",
+            options->batch, ranks);
+    return NV_ERR_INVALID_ARGUMENT;
+  }
   t->config = *config;
   t->options = *options;
   t->corpus = corpus;
@@ -191,16 +199,23 @@ static nv_status step_batch(charlm_trainer *t, nv_array *tokens, nv_array *targe
   nv_status s = inputs && outs && grads ? NV_OK : NV_ERR_OUT_OF_MEMORY;
   if (s == NV_OK) s = loss_inputs(t, tokens, targets, inputs);
   if (s == NV_OK) s = nv_closure_apply(t->value_and_grad, inputs, outs);
+  int ranks = 1;
+  if (s == NV_OK) s = nv_group_size(t->options.group, &ranks);
   for (int i = 0; s == NV_OK && i < n; i++) {
     char name[64];
     charlm_param_name(&t->config, i, name, sizeof name);
-    s = nv_map_set(grads, name, nv_vec_get(outs, 1 + (size_t)i));
+    nv_array *g = nv_vec_get(outs, 1 + (size_t)i);
+    /* The mean of the ranks' gradients is the gradient of the global batch's mean loss. */
+    if (ranks > 1) g = nv_multiply_scalar(nv_dist_all_sum(g, t->options.group), 1.0 / ranks);
+    s = nv_map_set(grads, name, g);
   }
   if (s == NV_OK && t->options.clip > 0)
     s = nv_clip_grad_norm(grads, t->options.clip, &clipped, &norm);
   if (s == NV_OK) s = nv_optimizer_update(t->opt, t->params, clipped ? clipped : grads, next);
   if (s == NV_OK) {
     nv_array *value = nv_vec_get(outs, 0);
+    if (ranks > 1)
+      value = nv_multiply_scalar(nv_dist_all_sum(value, t->options.group), 1.0 / ranks);
     const nv_map *maps[2] = {*next, nv_optimizer_state(t->opt)};
     nv_array *scalars[2] = {value, norm ? norm : value};
     s = nv_eval(scalars, 2);
@@ -219,12 +234,19 @@ static nv_status step_batch(charlm_trainer *t, nv_array *tokens, nv_array *targe
 
 nv_status charlm_trainer_step(charlm_trainer *t, double *loss, double *grad_norm, double *lr) {
   const charlm_corpus *c = t->corpus;
-  int rows = t->options.batch, length = t->config.context;
+  int rows = t->options.batch, length = t->config.context, rank = 0, ranks = 1;
+  nv_status gs = nv_group_rank(t->options.group, &rank);
+  if (gs == NV_OK) gs = nv_group_size(t->options.group, &ranks);
+  if (gs != NV_OK) return gs;
   size_t *starts = malloc(sizeof *starts * (size_t)rows);
   if (!starts) return NV_ERR_OUT_OF_MEMORY;
   uint64_t span = c->n_train - (size_t)length; /* windows of length + 1 characters */
+  /* The global batch's rows, the same on every rank; this rank takes its share. */
   for (int r = 0; r < rows; r++)
     starts[r] = mix64(mix64(t->options.seed) ^ ((uint64_t)t->step * 1000003u + (uint64_t)r)) % span;
+  int share = rows / ranks;
+  memmove(starts, starts + (size_t)rank * (size_t)share, sizeof *starts * (size_t)share);
+  rows = share;
   nv_status s = nv_scope_begin();
   nv_array *tokens = NULL, *targets = NULL;
   nv_map *next = NULL;

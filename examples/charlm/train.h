@@ -33,6 +33,10 @@ typedef struct charlm_train_options {
   double weight_decay;  /* AdamW's decoupled weight decay */
   double clip;          /* the global gradient norm's bound (0: no clipping) */
   uint64_t seed;        /* initialization and batch order */
+  /* Data parallelism: each rank of the group takes its equal share of every batch's rows and
+   * the gradients (and the reported loss) are averaged over the group with all_sum, so the
+   * steps equal one process's at the same global batch. NV_GROUP_SINGLE: one process. */
+  nv_group group;
 } charlm_train_options;
 
 /* A model being trained. */

@@ -9,12 +9,13 @@ imports the pure-Python packages over it: ``nn`` (mlx.nn), ``optimizers`` (mlx.o
 import sys as _sys
 
 from ._core import *  # noqa: F401,F403
-from ._core import __version__, random  # noqa: F401
+from ._core import __version__, distributed, random  # noqa: F401
 
 _sys.modules[__name__ + ".random"] = random
 from ._core import fft  # noqa: E402,F401
 
 _sys.modules[__name__ + ".fft"] = fft
+_sys.modules[__name__ + ".distributed"] = distributed
 
 
 class _Backend:

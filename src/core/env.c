@@ -20,6 +20,14 @@
  *   NUVEC_CUDNN           0: GPU convolutions never use cuDNN (nuvec's own kernel); 1: they
  *                         require it ("cuDNN not found" where it is missing); default: cuDNN
  *                         where libcudnn.so.9 loads.
+ *   NUVEC_RANK, NUVEC_HOSTFILE  (or MLX's MLX_RANK, MLX_HOSTFILE) this process's rank and the
+ *                         ring's JSON hostfile (src/distributed/ring.c); default: none (no ring).
+ *   NUVEC_DIST_TIMEOUT    seconds before a silent distributed peer is lost; default 60.
+ *   NUVEC_DIST_CONNECT_TIMEOUT  seconds the ring's setup retries connections; default 30.
+ *   NUVEC_NCCL_DEVICE     the GPU of this rank's NCCL communicator; default LOCAL_RANK, else
+ *                         the rank, modulo the GPU count.
+ *   NUVEC_NCCL_LIBRARY    the path of libnccl; default libnccl.so.2 on the loader's path, then
+ *                         the CUDA toolkit's.
  *
  * Tests read NUVEC_TEST_SEED, NUVEC_TEST_FULL and NUVEC_TEST_THREAD_ITERS; the library does not.
  */

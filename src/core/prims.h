@@ -19,6 +19,7 @@
 #include "ops/prims_optim.h"
 #include "ops/prims_conv.h"
 #include "ops/prims_fft.h"
+#include "ops/prims_distributed.h"
 
 #define NV__PRIM_LIST(X)      \
   NV__PRIMS_CORE(X)           \
@@ -31,6 +32,7 @@
   NV__PRIMS_OPTIM(X)          \
   NV__PRIMS_CONV(X)           \
   NV__PRIMS_FFT(X)            \
+  NV__PRIMS_DISTRIBUTED(X)    \
   /* one family a line, each line ending in a backslash (this one ends the list) */
 
 enum {

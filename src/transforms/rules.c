@@ -18,6 +18,7 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_optim,
     nv__rules_register_conv,
     nv__rules_register_fft,
+    nv__rules_register_distributed,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

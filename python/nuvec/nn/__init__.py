@@ -14,3 +14,4 @@ from .transformer import (MultiHeadAttention, Transformer, TransformerDecoder,  
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .upsample import Upsample  # noqa: F401
 from .utils import checkpoint, value_and_grad  # noqa: F401
+from .distributed import average_gradients  # noqa: F401
