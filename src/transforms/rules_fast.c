@@ -42,10 +42,9 @@ static nv_status composed_call(void *payload, const nv_vec *inputs, nv_vec *outp
     y = c->prim == NV__PRIM_FAST_RMS_NORM ? nv__fast_rms_composed(in[0], w, c->norm.eps, c->dt)
                                           : nv__fast_layer_composed(in[0], w, b, c->norm.eps, c->dt);
   }
+  /* The closure's scope owns y (and releases it when the call returns); outputs keeps it. */
   nv_status s = nv_array_status(y);
-  if (s == NV_OK) s = nv_vec_push(outputs, y);
-  nv_release(y);
-  return s;
+  return s == NV_OK ? nv_vec_push(outputs, y) : s;
 }
 
 /* The closure of node n's fallback, or NULL (thread error set). */
