@@ -35,11 +35,15 @@ static nv_status record(nv__gpu_ctx *ctx, const void *func, const nv__gpu_arg *a
   return nv__gpu_dispatch(ctx, &l);
 }
 
-/* Inputs 0 .. n-1 into a[1 ..]; absent ones (up to a[3]) read input 0's view. */
-static nv_status inputs(nv__gpu_ctx *ctx, const nv__operand *in, int n, nv__gpu_arg *a) {
-  nv_status st = NV_OK;
-  for (int i = 0; i < n && st == NV_OK; i++) st = nv__gpu_input_contiguous(ctx, &in[i], &a[1 + i]);
-  for (int i = n; i < 3; i++) a[1 + i] = a[1];
+/* Input 0 into a[1], then the optional inputs that are present, in order, into the slots
+ * a[2], a[3] whose flags are set; an absent one reads input 0's view (never dereferenced). */
+static nv_status inputs(nv__gpu_ctx *ctx, const nv__operand *in, bool has2, bool has3,
+                        nv__gpu_arg *a) {
+  nv_status st = nv__gpu_input_contiguous(ctx, &in[0], &a[1]);
+  a[2] = a[3] = a[1];
+  int k = 1;
+  if (st == NV_OK && has2) st = nv__gpu_input_contiguous(ctx, &in[k++], &a[2]);
+  if (st == NV_OK && has3) st = nv__gpu_input_contiguous(ctx, &in[k++], &a[3]);
   return st;
 }
 
@@ -55,8 +59,7 @@ static nv_status k_norm(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   nv__gpu_arg a[4];
   nv_status st = nv__gpu_output(ctx, o, &a[0]);
   if (st != NV_OK || o->size == 0) return st;
-  int n = 1 + prm->has_weight + prm->has_bias;
-  if ((st = inputs(ctx, in, n, a)) != NV_OK) return st;
+  if ((st = inputs(ctx, in, prm->has_weight, prm->has_bias, a)) != NV_OK) return st;
   nv__gpu_norm_params p = {.d = o->shape[o->ndim - 1],
                            .eps = prm->eps,
                            .layer = node->prim == NV__PRIM_FAST_LAYER_NORM,
@@ -94,7 +97,8 @@ static nv_status k_rope(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   nv__gpu_arg a[4];
   nv_status st = nv__gpu_output(ctx, o, &a[0]);
   if (st != NV_OK || o->size == 0) return st;
-  if ((st = inputs(ctx, in, prm->has_freqs ? 3 : 2, a)) != NV_OK) return st;
+  /* x, the offsets (always present), freqs */
+  if ((st = inputs(ctx, in, true, prm->has_freqs, a)) != NV_OK) return st;
   int nd = o->ndim;
   nv__gpu_rope_params p = {.t = o->shape[nd - 2],
                            .d = o->shape[nd - 1],

@@ -92,16 +92,17 @@ def layout_of(nv, x, layout):
 
 
 NORM_CASES = [(op, dt, d, opt, lay) for op in ["rms", "layer"] for dt in FLOATS for d in LENGTHS
-              for opt in ["none", "weight", "both"]
-              for lay in ["contiguous", "misaligned", "transposed"]]
+              for opt in ["none", "weight", "bias", "both"]
+              for lay in ["contiguous", "misaligned", "transposed"]
+              if not (op == "rms" and opt == "bias")]
 
 
 @pytest.mark.parametrize("op,dtype,d,opt,layout", sample(NORM_CASES, 90, salt=601))
 def test_norm_rows(nv, rng, op, dtype, d, opt, layout):
     rows = 3 if d > 10000 else 13
     x = rand(rng, (rows, d), dtype)
-    w = rand(rng, (d,), dtype) if opt != "none" else None
-    b = rand(rng, (d,), dtype) if opt == "both" else None
+    w = rand(rng, (d,), dtype) if opt in ("weight", "both") else None
+    b = rand(rng, (d,), dtype) if opt in ("bias", "both") else None
 
     def make():
         xa = layout_of(nv, x, layout)
@@ -111,6 +112,16 @@ def test_norm_rows(nv, rng, op, dtype, d, opt, layout):
         return nv.own(lib.nv_fast_layer_norm(xa, wa, nv.array(b) if b is not None else None, 1e-5))
 
     got, want = gpu_and_cpu(nv, make)
+    close(got, want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_bias_only_rows(nv, rng, dtype):
+    """The bias is the kernel's fourth pointer whether or not a weight comes before it."""
+    x = rand(rng, (9, 96), dtype)
+    b = rand(rng, (96,), dtype)
+    got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_layer_norm(nv.array(x), None,
+                                                                      nv.array(b), 1e-5)))
     close(got, want)
 
 
