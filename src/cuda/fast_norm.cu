@@ -172,6 +172,13 @@ __global__ void __launch_bounds__(NV__GPU_ROPE_THREADS)
   const int32_t *offs = off0 + p.off[2];
   const C *freqs = freqs0 + p.off[3];
   const int64_t h = p.dims / 2, slots = h + (p.d - p.dims);
+  /* The inverse frequency of pair j (float64 math for base, rounded once to C, as the CPU
+   * computes it); a thread's first pair keeps its own across the rows it walks. */
+  auto inv_of = [&](int64_t j) -> C {
+    return p.has_freqs ? (C)1 / freqs[j]
+                       : (C)exp2(-(2.0 * (double)j / (double)p.dims) * p.log2_base);
+  };
+  const C inv0 = (int64_t)threadIdx.x < h ? inv_of(threadIdx.x) : (C)0;
   for (int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; row < p.rows;
        row += (int64_t)gridDim.x * blockDim.y) {
     const int64_t bi = row / p.mt, t = row % p.t;
@@ -184,8 +191,7 @@ __global__ void __launch_bounds__(NV__GPU_ROPE_THREADS)
         y[k] = x[k];
         continue;
       }
-      const C inv = p.has_freqs ? (C)1 / freqs[j]
-                                : (C)exp2(-(2.0 * (double)j / (double)p.dims) * p.log2_base);
+      const C inv = j == (int64_t)threadIdx.x ? inv0 : inv_of(j);
       C s, c;
       sin_cos(pos * inv, &s, &c);
       if (p.inverse) s = -s;
