@@ -269,3 +269,47 @@ def test_against_mlx():
             _, gm = mx.vjp(fm, [mx.array(xr).astype(mx.float32)], [mx.array(cot).astype(mx.float32)])
             np.testing.assert_allclose(np.array(gn[0]), np.array(gm[0]), rtol=1e-5, atol=1e-5)
     assert math.isfinite(float(np.array(a).sum()))
+
+
+# ---- the fused gradient's own transforms ----
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+def test_second_order_through_norm_vjp(name):
+    """The gradient of a gradient goes through norm_vjp's rules (its composed formula):
+    checked by central differences of the (already checked) first gradient."""
+    x, w, c = rnd(2, 5), rnd(5), rnd(2, 5)
+    wa, ca = nv.array(w, dtype=nv.float64), nv.array(c, dtype=nv.float64)
+    if name == "rms_norm":
+        f = lambda x: (nv.fast.rms_norm(x, wa, 1e-3) * ca).sum()  # noqa: E731
+    else:
+        f = lambda x: (nv.fast.layer_norm(x, wa, wa, 1e-3) * ca).sum()  # noqa: E731
+    g1 = nv.grad(f)
+    c2 = np.sin(np.arange(10.0)).reshape(2, 5)
+    h = lambda x: (g1(x) * nv.array(c2, dtype=nv.float64)).sum()  # noqa: E731
+    got = np.array(nv.grad(h)(nv.array(x, dtype=nv.float64)))
+    want = np.zeros_like(x)
+    for k in np.ndindex(*x.shape):
+        e = np.zeros_like(x)
+        e[k] = 1e-6
+        want[k] = (h(nv.array(x + e, dtype=nv.float64)).item() -
+                   h(nv.array(x - e, dtype=nv.float64)).item()) / 2e-6
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_of_grad():
+    xs, w = rnd(4, 3, 8), rnd(8)
+    wa = nv.array(w, dtype=nv.float64)
+    for fn in [lambda x: nv.fast.rms_norm(x, wa, 1e-4), lambda x: nv.fast.layer_norm(x, wa, None, 1e-4)]:
+        g = nv.grad(lambda x: (fn(x) * fn(x)).sum())
+        got = np.array(nv.vmap(g)(nv.array(xs, dtype=nv.float64)))
+        want = np.stack([np.array(g(nv.array(xs[i], dtype=nv.float64))) for i in range(4)])
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+        # and with the weight batched: the batched gradient goes through the formula
+        ws = rnd(4, 8)
+        gw = nv.grad(lambda x, w: (nv.fast.rms_norm(x, w, 1e-4) ** 2).sum())
+        got = np.array(nv.vmap(gw, in_axes=(0, 0))(nv.array(xs, dtype=nv.float64),
+                                                   nv.array(ws, dtype=nv.float64)))
+        want = np.stack([np.array(gw(nv.array(xs[i], dtype=nv.float64),
+                                     nv.array(ws[i], dtype=nv.float64))) for i in range(4)])
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -50,10 +50,42 @@
     row_scale_##SUF(y, x, n, mu, (C)1 / SQRT_##SUF(var + eps), w, b);                           \
   }
 
+/* norm_vjp's row (src/ops/fast_params.h): sums of x (layer), then of (x - mu)^2, gw and
+ * gw (x - mu) in one pass, then dx. gw = g * w, or g without a weight. */
+#define VJP_LOOPS(C, SUF)                                                                       \
+  NV_KERNEL_CLONES static void vjp_sums_##SUF(const C *restrict x, const C *restrict g,         \
+                                              const C *restrict w, int64_t n, C mu, C *out) {  \
+    C q = 0, a = 0, b = 0;                                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                           \
+      C t = x[i] - mu, gw = w ? g[i] * w[i] : g[i];                                             \
+      q += t * t;                                                                               \
+      a += gw;                                                                                  \
+      b += gw * t;                                                                              \
+    }                                                                                           \
+    out[0] = q, out[1] = a, out[2] = b;                                                         \
+  }                                                                                             \
+  NV_KERNEL_CLONES static void vjp_dx_##SUF(C *dx, const C *x, const C *g, const C *w,          \
+                                            int64_t n, C mu, C r, C c, C s) {                   \
+    for (int64_t i = 0; i < n; i++) {                                                           \
+      C gw = w ? g[i] * w[i] : g[i];                                                            \
+      dx[i] = r * (gw - c) - (x[i] - mu) * s;                                                   \
+    }                                                                                           \
+  }                                                                                             \
+  static void vjp_row_##SUF(C *dx, const C *x, const C *g, const C *w, int64_t n, int layer,    \
+                            C eps) {                                                            \
+    C mu = layer ? row_sum_##SUF(x, n, 0, 0) / (C)n : 0, sums[3];                               \
+    vjp_sums_##SUF(x, g, w, n, mu, sums);                                                       \
+    C r = (C)1 / SQRT_##SUF(sums[0] / (C)n + eps);                                              \
+    C c = layer ? sums[1] / (C)n : 0;                                                           \
+    vjp_dx_##SUF(dx, x, g, w, n, mu, r, c, r * r * r * (sums[2] / (C)n));                       \
+  }
+
 #define SQRT_f32 sqrtf
 #define SQRT_f64 sqrt
 ROW_LOOPS(float, f32)
 ROW_LOOPS(double, f64)
+VJP_LOOPS(float, f32)
+VJP_LOOPS(double, f64)
 
 /* Half rows to float32 and back. */
 NV_KERNEL_CLONES static void load_f16(float *restrict y, const uint16_t *restrict x, int64_t n) {
@@ -158,6 +190,70 @@ static nv_status k_norm(nv__node *node, const nv__operand *in, int donated) {
   nv__free(bo);
   if (oom || atomic_load(&j.oom))
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", nv__prims[node->prim].name);
+  return NV_OK;
+}
+
+/* ---- norm_vjp ---- */
+
+typedef struct vjp_job {
+  nv_dtype dt;
+  int layer;
+  int64_t d;
+  double eps;
+  const char *x, *g;
+  char *dx;
+  const void *w;   /* in the compute type, or NULL */
+  atomic_bool oom; /* a chunk could not get its scratch rows */
+} vjp_job;
+
+static void vjp_rows(void *ctx, int64_t r0, int64_t r1) {
+  vjp_job *j = ctx;
+  int64_t d = j->d;
+  size_t es = nv_dtype_size(j->dt);
+  if (j->dt == NV_DTYPE_FLOAT64) {
+    for (int64_t r = r0; r < r1; r++)
+      vjp_row_f64((double *)(j->dx + r * d * 8), (const double *)(j->x + r * d * 8),
+                  (const double *)(j->g + r * d * 8), j->w, d, j->layer, j->eps);
+  } else if (j->dt == NV_DTYPE_FLOAT32) {
+    for (int64_t r = r0; r < r1; r++)
+      vjp_row_f32((float *)(j->dx + r * d * 4), (const float *)(j->x + r * d * 4),
+                  (const float *)(j->g + r * d * 4), j->w, d, j->layer, (float)j->eps);
+  } else {
+    float *xr = nv__malloc(2 * (size_t)d * sizeof *xr), *gr = xr + d;
+    if (!xr) {
+      atomic_store(&j->oom, true);
+      return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+      load_half(j->dt, xr, j->x + (size_t)r * d * es, d);
+      load_half(j->dt, gr, j->g + (size_t)r * d * es, d);
+      vjp_row_f32(gr, xr, gr, j->w, d, j->layer, (float)j->eps);
+      store_half(j->dt, j->dx + (size_t)r * d * es, gr, d);
+    }
+    nv__free(xr);
+  }
+}
+
+static nv_status k_norm_vjp(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  const nv__fast_norm_params *p = node->params;
+  nv__output *o = &node->out[0];
+  if (nv__output_alloc(o) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (o->size == 0) return NV_OK;
+  vjp_job j = {.dt = o->dtype,
+               .layer = p->layer,
+               .d = o->shape[o->ndim - 1],
+               .eps = p->eps,
+               .x = nv__operand_ptr(&in[0]),
+               .g = nv__operand_ptr(&in[p->has_weight ? 2 : 1]),
+               .dx = nv__output_ptr(o)};
+  atomic_init(&j.oom, false);
+  float *wo = NULL;
+  if (p->has_weight) j.w = vector_in(&in[1], j.dt, j.d, &wo);
+  bool oom = p->has_weight && !j.w;
+  if (!oom) nv__parallel_for(o->size / j.d, NV__PAR_GRAIN / j.d + 1, vjp_rows, &j);
+  nv__free(wo);
+  if (oom || atomic_load(&j.oom)) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "norm_vjp: out of memory");
   return NV_OK;
 }
 
@@ -290,4 +386,5 @@ void nv__cpu_register_fast(nv__kernel_fn *k) {
   k[NV__PRIM_FAST_RMS_NORM] = k_norm;
   k[NV__PRIM_FAST_LAYER_NORM] = k_norm;
   k[NV__PRIM_FAST_ROPE] = k_rope;
+  k[NV__PRIM_FAST_NORM_VJP] = k_norm_vjp;
 }

@@ -86,6 +86,39 @@ static nv_status k_norm(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                 (uint32_t)rpb, &p, sizeof p);
 }
 
+static nv_status k_norm_vjp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                            int donated) {
+  (void)donated;
+  const nv__fast_norm_params *prm = node->params;
+  nv__output *o = &node->out[0];
+  nv_dtype dt = o->dtype;
+  const void *func = nv__gpu_kernel_norm_vjp((int)dt);
+  if (!func)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "norm_vjp: dtype %s is not supported",
+                         nv_dtype_name(dt));
+  nv__gpu_arg a[4];
+  nv_status st = nv__gpu_output(ctx, o, &a[0]);
+  if (st != NV_OK || o->size == 0) return st;
+  /* x, the weight when given, the cotangent (always present) */
+  if ((st = inputs(ctx, in, prm->has_weight, true, a)) != NV_OK) return st;
+  nv__gpu_norm_params p = {.d = o->shape[o->ndim - 1],
+                           .eps = prm->eps,
+                           .layer = prm->layer,
+                           .has_w = prm->has_weight};
+  p.rows = o->size / p.d;
+  /* Threads per row: about eight elements each, a power of two from a warp to 1024. */
+  int64_t tpr = pow2_at_least((p.d + 7) / 8);
+  if (tpr < 32) tpr = 32;
+  if (tpr > 1024) tpr = 1024;
+  int64_t rpb = tpr >= 256 ? 1 : 256 / tpr;
+  int64_t grid = (p.rows + rpb - 1) / rpb;
+  if (grid > INT32_MAX)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "norm_vjp: %lld rows are more than one launch covers",
+                         (long long)p.rows);
+  for (int i = 0; i < 4; i++) p.off[i] = a[i].offset;
+  return record(ctx, func, a, (uint32_t)grid, (uint32_t)tpr, (uint32_t)rpb, &p, sizeof p);
+}
+
 static nv_status k_rope(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   const nv__fast_rope_params *prm = node->params;
@@ -126,4 +159,5 @@ void nv__gpu_register_fast(nv__gpu_kernel_fn *k) {
   k[NV__PRIM_FAST_RMS_NORM] = k_norm;
   k[NV__PRIM_FAST_LAYER_NORM] = k_norm;
   k[NV__PRIM_FAST_ROPE] = k_rope;
+  k[NV__PRIM_FAST_NORM_VJP] = k_norm_vjp;
 }

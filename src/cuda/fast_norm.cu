@@ -162,6 +162,51 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+/* norm_vjp (src/ops/fast_params.h): element by element, a pass for the mean (layer), a pass for
+ * the three sums, a pass writing dx; the row's later passes read it from L1/L2. */
+template <int DT>
+__global__ void __launch_bounds__(1024)
+    k_norm_vjp(typename at<DT>::S *dx0, const typename at<DT>::S *x0,
+               const typename at<DT>::S *w0, const typename at<DT>::S *g0,
+               nv__gpu_norm_params p) {
+  typedef at<DT> A;
+  typedef typename A::S S;
+  typedef typename A::C C;
+  __shared__ C red[32];
+  const int64_t tpr = blockDim.x, d = p.d;
+  const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+  const bool active = row < p.rows;
+  const int64_t at_row = (active ? row : 0) * d;
+  const S *x = x0 + p.off[1] + at_row, *g = g0 + p.off[3] + at_row, *w = w0 + p.off[2];
+  S *dx = dx0 + p.off[0] + at_row;
+  const C inv_d = (C)1 / (C)d;
+  C mu = 0;
+  if (p.layer) {
+    C s = 0;
+    if (active)
+      for (int64_t i = threadIdx.x; i < d; i += tpr) s += A::ld(x[i]);
+    mu = row_sum(s, red) * inv_d;
+  }
+  C q = 0, a = 0, b = 0;
+  if (active)
+    for (int64_t i = threadIdx.x; i < d; i += tpr) {
+      const C t = A::ld(x[i]) - mu, gw = p.has_w ? A::ld(g[i]) * A::ld(w[i]) : A::ld(g[i]);
+      q += t * t;
+      a += gw;
+      b += gw * t;
+    }
+  q = row_sum(q, red);
+  a = row_sum(a, red);
+  b = row_sum(b, red);
+  const C r = inv_sqrt(q * inv_d + (C)p.eps);
+  const C c = p.layer ? a * inv_d : (C)0, s = r * r * r * (b * inv_d);
+  if (!active) return;
+  for (int64_t i = threadIdx.x; i < d; i += tpr) {
+    const C gw = p.has_w ? A::ld(g[i]) * A::ld(w[i]) : A::ld(g[i]);
+    dx[i] = A::st(r * (gw - c) - (A::ld(x[i]) - mu) * s);
+  }
+}
+
 template <int DT>
 __global__ void __launch_bounds__(NV__GPU_ROPE_THREADS)
     k_rope(typename at<DT>::S *y0, const typename at<DT>::S *x0, const int32_t *off0,
@@ -221,6 +266,16 @@ extern "C" const void *nv__gpu_kernel_norm(int dtype, int k) {
     case DT_BF16: return norm_for<DT_BF16>(k);
     case DT_F32: return norm_for<DT_F32>(k);
     case DT_F64: return norm_for<DT_F64>(k);
+    default: return NULL;
+  }
+}
+
+extern "C" const void *nv__gpu_kernel_norm_vjp(int dtype) {
+  switch (dtype) {
+    case DT_F16: return (const void *)&k_norm_vjp<DT_F16>;
+    case DT_BF16: return (const void *)&k_norm_vjp<DT_BF16>;
+    case DT_F32: return (const void *)&k_norm_vjp<DT_F32>;
+    case DT_F64: return (const void *)&k_norm_vjp<DT_F64>;
     default: return NULL;
   }
 }

@@ -6,6 +6,10 @@
  * block of (threads per row) x (rows per block) threads, threads per row a multiple of 32,
  * at most 1024 threads; grid.x = ceil(rows / rows per block).
  *
+ * norm_vjp ABI: four pointers, dx (written), x, w, g (read; all row-contiguous in the output
+ * dtype; an absent w may be any readable view), then nv__gpu_norm_params (has_b unused); the
+ * block and grid as the norms'.
+ *
  * rope ABI: four pointers, y (written), x (read, the output dtype), the int32 offsets and freqs
  * (read; in the compute dtype; an absent freqs may be any readable view), then
  * nv__gpu_rope_params. Any 2-D block of at most 256 threads; rows walked grid-stride along
@@ -42,6 +46,9 @@ typedef struct nv__gpu_rope_params {
 /* The norm kernel for an nv_dtype code (float16, bfloat16, float32, float64) keeping up to
  * `k` (1, 2, 4 or 8) 16-byte vectors per thread in registers, else NULL. */
 const void *nv__gpu_kernel_norm(int dtype, int k);
+
+/* The norm_vjp kernel for an nv_dtype code, else NULL. */
+const void *nv__gpu_kernel_norm_vjp(int dtype);
 
 /* The rope kernel for an nv_dtype code, else NULL. */
 const void *nv__gpu_kernel_rope(int dtype);

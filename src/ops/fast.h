@@ -16,6 +16,16 @@ nv_dtype nv__fast_compute_type(nv_dtype dt);
 nv_array *nv__fast_norm_node(int prim, const nv_array *x, const nv_array *w, const nv_array *b,
                              const nv__fast_norm_params *p, nv_dtype dt);
 
+/* A norm_vjp node (dx of output dtype dt) over x, the optional w and the cotangent g, each
+ * converted to dt and made row-contiguous. */
+nv_array *nv__fast_norm_vjp_node(const nv_array *x, const nv_array *w, const nv_array *g,
+                                 const nv__fast_norm_params *p, nv_dtype dt);
+
+/* norm_vjp's formula (src/ops/fast_params.h) in core ops, in the compute type, rounded to dt:
+ * what its own transforms go through. */
+nv_array *nv__fast_norm_vjp_composed(const nv_array *x, const nv_array *w, const nv_array *g,
+                                     const nv__fast_norm_params *p, nv_dtype dt);
+
 /* A rope node over x (kept in its dtype), the offsets (converted to int32) and freqs (when the
  * params say so; converted to the compute dtype), made row-contiguous. New reference. */
 nv_array *nv__fast_rope_node(const nv_array *x, const nv_array *offset, const nv_array *freqs,

@@ -329,3 +329,66 @@ nv_array *nv__fast_rope_composed(const nv_array *x, const nv_array *offset,
     for (int i = 0; i < np; i++) nv_release(parts[i]);
   return then(y, nv_astype(y, dt));
 }
+
+/* ---- norm_vjp: the x gradient of the norms ---- */
+
+nv_array *nv__fast_norm_vjp_node(const nv_array *x, const nv_array *w, const nv_array *g,
+                                 const nv__fast_norm_params *p, nv_dtype dt) {
+  nv__scope_suspend();
+  nv_array *in[3];
+  int n = 0;
+  in[n++] = prepared(x, dt);
+  if (p->has_weight) in[n++] = prepared(w, dt);
+  in[n++] = prepared(g, dt);
+  nv_array *f = nv__op_check("norm_vjp", (const nv_array *const *)in, n);
+  nv__node *node = NULL;
+  if (!f) {
+    const nv__output *o = nv__out(in[0]);
+    node = nv__op_node(NV__PRIM_FAST_NORM_VJP, in, n, dt, o->shape, o->ndim, sizeof *p);
+    if (node) *(nv__fast_norm_params *)node->params = *p;
+  }
+  for (int i = 0; i < n; i++) nv_release(in[i]);
+  nv__scope_resume();
+  return f ? f : nv__op_finish("norm_vjp", node);
+}
+
+/* mean(v) over the last axis, kept; consumes v. */
+static nv_array *row_mean(nv_array *v) {
+  int axis = nv__out(v)->ndim - 1;
+  return then(v, nv_mean(v, &axis, 1, true));
+}
+
+nv_array *nv__fast_norm_vjp_composed(const nv_array *x, const nv_array *w, const nv_array *g,
+                                     const nv__fast_norm_params *p, nv_dtype dt) {
+  nv_dtype ct = nv__fast_compute_type(dt);
+  nv_array *xc = nv_astype(x, ct), *gw = nv_astype(g, ct);
+  if (w) {
+    nv_array *wc = nv_astype(w, ct);
+    gw = then(gw, nv_multiply(gw, wc));
+    nv_release(wc);
+  }
+  nv_array *c = NULL;
+  if (p->layer) {
+    nv_array *mu = row_mean(nv_retain(xc));
+    xc = then(xc, nv_subtract(xc, mu));
+    nv_release(mu);
+    c = row_mean(nv_retain(gw));
+  }
+  nv_array *r = inv_root_mean(nv_square(xc), p->eps);
+  nv_array *s = row_mean(nv_multiply(gw, xc));
+  nv_array *r3 = nv_multiply(r, r);
+  r3 = then(r3, nv_multiply(r3, r));
+  s = then(s, nv_multiply(s, r3));
+  nv_release(r3);
+  if (c) gw = then(gw, nv_subtract(gw, c));
+  nv_release(c);
+  nv_array *a = nv_multiply(r, gw), *b = nv_multiply(xc, s);
+  nv_array *dx = nv_subtract(a, b);
+  nv_release(a);
+  nv_release(b);
+  nv_release(r);
+  nv_release(s);
+  nv_release(gw);
+  nv_release(xc);
+  return then(dx, nv_astype(dx, dt));
+}

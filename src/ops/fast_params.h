@@ -7,10 +7,16 @@
 
 /* rms_norm and layer_norm: eps, and which of the optional inputs the node has (weight is input
  * 1 when present; bias follows it). Every input has the output's dtype and is row-contiguous;
- * weight and bias have the length of x's last axis. */
+ * weight and bias have the length of x's last axis. norm_vjp takes the same parameters (no
+ * bias) and `layer` for layer_norm's gradient (else rms_norm's); its cotangent input g follows
+ * x and the weight, of x's shape:
+ *   dx = r (gw - c) - (x - mu) r^3 mean(gw (x - mu)),  gw = g * weight,
+ * with r = rsqrt(var + eps), and for layer_norm mu = mean(x), c = mean(gw), var the centered
+ * mean of squares; for rms_norm mu = c = 0 and var = mean(x^2). */
 typedef struct nv__fast_norm_params {
   double eps;
   bool has_weight, has_bias;
+  bool layer;
 } nv__fast_norm_params;
 
 /* rope: the rotated features [0, dims) of each row (dims even, at most the last axis; the rest

@@ -35,6 +35,9 @@ static nv_status composed_call(void *payload, const nv_vec *inputs, nv_vec *outp
   nv_array *y;
   if (c->prim == NV__PRIM_FAST_ROPE) {
     y = nv__fast_rope_composed(in[0], c->offset, c->rope.has_freqs ? in[1] : NULL, &c->rope);
+  } else if (c->prim == NV__PRIM_FAST_NORM_VJP) {
+    const nv_array *w = c->norm.has_weight ? in[1] : NULL;
+    y = nv__fast_norm_vjp_composed(in[0], w, in[c->norm.has_weight ? 2 : 1], &c->norm, c->dt);
   } else {
     int k = 1;
     const nv_array *w = c->norm.has_weight ? in[k++] : NULL;
@@ -101,15 +104,47 @@ static nv_status fallback_jvp(const nv__node *n, nv_array *const *in, nv_array *
 
 /* ---- rms_norm, layer_norm ---- */
 
+/* g summed over every axis but the last (x's rows), in float32 or float64, converted to dt. */
+static nv_array *sum_rows(nv_array *g, nv_dtype dt) {
+  int nd = meta(g)->ndim, axes[NV__MAX_DIMS];
+  for (int i = 0; i < nd - 1; i++) axes[i] = i;
+  nv_array *s = nd > 1 ? nv_sum(g, axes, nd - 1, false) : nv_retain(g);
+  nv_release(g);
+  nv_array *r = nv_astype(s, dt);
+  nv_release(s);
+  return r;
+}
+
+/* The fused gradients: dx from norm_vjp (one pass per row); the weight's as the sum over rows
+ * of g times the normalized x (the fused norm without weight, in the compute type), the bias's
+ * as the sum of g. */
 VJP(vjp_norm) {
-  nv_array *g[3] = {NULL, NULL, NULL};
-  nv_status s = fallback_vjp(n, in, in, n->ninputs, cot, g);
-  for (int i = 0; i < n->ninputs; i++) {
-    if (s == NV_OK && want[i])
-      grad[i] = g[i];
-    else
-      nv_release(g[i]);
+  const nv__fast_norm_params *p = n->params;
+  nv_dtype dt = n->out[0].dtype, ct = nv__fast_compute_type(dt);
+  int k = 1, wi = p->has_weight ? k++ : -1, bi = p->has_bias ? k++ : -1;
+  const nv_array *w = wi >= 0 ? in[wi] : NULL;
+  nv_array *g = nv_astype(cot[0], dt);
+  nv_status s = nv_array_status(g);
+  if (s == NV_OK && want[0]) {
+    nv__fast_norm_params q = {.eps = p->eps, .has_weight = w != NULL,
+                              .layer = n->prim == NV__PRIM_FAST_LAYER_NORM};
+    grad[0] = nv__fast_norm_vjp_node(in[0], w, g, &q, dt);
+    s = nv_array_status(grad[0]);
   }
+  if (s == NV_OK && wi >= 0 && want[wi]) {
+    nv__fast_norm_params q = {.eps = p->eps};
+    nv_array *xhat = nv__fast_norm_node(n->prim, in[0], NULL, NULL, &q, ct);
+    nv_array *gc = nv_astype(g, ct);
+    grad[wi] = sum_rows(nv_multiply(gc, xhat), dt);
+    nv_release(xhat);
+    nv_release(gc);
+    s = nv_array_status(grad[wi]);
+  }
+  if (s == NV_OK && bi >= 0 && want[bi]) {
+    grad[bi] = sum_rows(nv_astype(g, ct), dt);
+    s = nv_array_status(grad[bi]);
+  }
+  nv_release(g);
   return s;
 }
 
@@ -137,6 +172,38 @@ VMAP(vmap_norm) {
     nv_release(w);
     nv_release(b);
   }
+  *oax = 0;
+  return nv_array_status(*out);
+}
+
+/* ---- norm_vjp (for the gradients of gradients, and batched gradients) ---- */
+
+VJP(vjp_norm_vjp) {
+  nv_array *g[3] = {NULL, NULL, NULL};
+  nv_status s = fallback_vjp(n, in, in, n->ninputs, cot, g);
+  for (int i = 0; i < n->ninputs; i++) {
+    if (s == NV_OK && want[i])
+      grad[i] = g[i];
+    else
+      nv_release(g[i]);
+  }
+  return s;
+}
+
+JVP(jvp_norm_vjp) { return fallback_jvp(n, in, in, n->ninputs, tan, ot); }
+
+/* The formula on the inputs batched in front, the unbatched ones broadcasting against them. */
+VMAP(vmap_norm_vjp) {
+  const nv__fast_norm_params *p = n->params;
+  int rank = -1;
+  for (int i = 0; i < n->ninputs && rank < 0; i++)
+    if (axes[i] >= 0 && i != (p->has_weight ? 1 : -1)) rank = meta(in[i])->ndim - 1;
+  if (rank < 0) rank = meta(in[0])->ndim; /* only the weight is batched */
+  nv_array *b[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < n->ninputs; i++) b[i] = nv__tf_front(in[i], axes[i], rank);
+  *out = nv__fast_norm_vjp_composed(b[0], p->has_weight ? b[1] : NULL, b[p->has_weight ? 2 : 1],
+                                    p, n->out[0].dtype);
+  for (int i = 0; i < n->ninputs; i++) nv_release(b[i]);
   *oax = 0;
   return nv_array_status(*out);
 }
@@ -199,4 +266,5 @@ void nv__rules_register_fast(nv__prim_rule *r) {
   r[NV__PRIM_FAST_RMS_NORM] = (nv__prim_rule){vjp_norm, jvp_norm, vmap_norm};
   r[NV__PRIM_FAST_LAYER_NORM] = (nv__prim_rule){vjp_norm, jvp_norm, vmap_norm};
   r[NV__PRIM_FAST_ROPE] = (nv__prim_rule){vjp_rope, jvp_rope, vmap_rope};
+  r[NV__PRIM_FAST_NORM_VJP] = (nv__prim_rule){vjp_norm_vjp, jvp_norm_vjp, vmap_norm_vjp};
 }

@@ -31,6 +31,14 @@ sig("nv_fast_rms_norm", P, P, P, C.c_double)
 sig("nv_fast_layer_norm", P, P, P, P, C.c_double)
 sig("nv_fast_rope", P, P, C.c_int, C.c_bool, C.c_double, C.c_double, P, P)
 sig("nv_reshape", P, P, IP, C.c_int)
+CLOSURE_FN = C.CFUNCTYPE(C.c_int, P, P, P)
+sig("nv_closure_new", P, CLOSURE_FN, P, P)
+sig("nv_closure_release", None, P)
+sig("nv_vjp", C.c_int, P, P, P, P, P)
+sig("nv_vec_new", P)
+sig("nv_vec_free", None, P)
+sig("nv_vec_push", C.c_int, P, P)
+sig("nv_vec_get", P, P, C.c_size_t)
 
 pytestmark = needs_gpu
 
@@ -147,6 +155,48 @@ def test_norm_edges_and_empty(nv):
             e = np.zeros(shape, np.float32)
             got, want = gpu_and_cpu(nv, lambda: nv.own(fn(nv.array(e))))
             assert got.shape == want.shape == shape
+
+
+def vjp_of(nv, fn, primals, cot, k):
+    """Gradient k of fn(*primals) for the cotangent `cot` (arrays of this session)."""
+
+    @CLOSURE_FN
+    def body(payload, inputs, outputs):
+        xs = [lib.nv_vec_get(inputs, i) for i in range(len(primals))]
+        return lib.nv_vec_push(outputs, fn(*xs))
+
+    f = lib.nv_closure_new(body, None, None)
+    prim, cots, outs, vjps = (lib.nv_vec_new() for _ in range(4))
+    try:
+        for a in primals:
+            lib.nv_vec_push(prim, a)
+        lib.nv_vec_push(cots, cot)
+        assert lib.nv_vjp(f, prim, cots, outs, vjps) == 0, lib.nv_last_error().decode()
+        return nv.own(lib.nv_retain(lib.nv_vec_get(vjps, k)))
+    finally:
+        for v in (prim, cots, outs, vjps):
+            lib.nv_vec_free(v)
+        lib.nv_closure_release(f)
+
+
+VJP_CASES = [(op, dt, d, k) for op in ["rms", "layer"] for dt in FLOATS
+             for d in [1, 7, 128, 4097, 20000] for k in range(3) if not (op == "rms" and k == 2)]
+
+
+@pytest.mark.parametrize("op,dtype,d,k", sample(VJP_CASES, 24, salt=603))
+def test_norm_vjp_rows(nv, rng, op, dtype, d, k):
+    """dx through the fused norm_vjp kernel, dw and db through the fused norm and sums."""
+    x, w, b = rand(rng, (5, d), dtype), rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+    cot = rand(rng, (5, d), dtype)
+    if op == "rms":
+        fn, prims = (lambda x, w: lib.nv_fast_rms_norm(x, w, 1e-5)), (x, w)
+    else:
+        fn, prims = (lambda x, w, b: lib.nv_fast_layer_norm(x, w, b, 1e-5)), (x, w, b)
+    got, want = gpu_and_cpu(nv, lambda: vjp_of(nv, fn, [nv.array(a) for a in prims],
+                                               nv.array(cot), k))
+    # dw and db sum over the rows: compare relative to the largest magnitude too.
+    scale = float(np.abs(ref64(want)).max()) if want.size else 1.0
+    close(got, want, tol=TOL[dtype] * (1 if k == 0 else 1 + scale))
 
 
 ROPE_CASES = [(dt, hd, trad, opt) for dt in FLOATS for hd in [64, 80, 96, 128, 256, 10]
