@@ -3,9 +3,11 @@
  *
  * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
  * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
- * fallback of core ops, MLX's formula, that the transforms use: vjp and jvp differentiate the
- * fallback (rope's gradient with respect to x is the fused rope with the opposite angles),
- * vmap batches the fused op where only x is batched and the fallback otherwise. The builders
+ * fallback of core ops, MLX's formula, that the transforms use: jvp differentiates the
+ * fallback; the vjp is fused (the norms' x gradient is one pass per row, the weight's and
+ * bias's are row sums; rope's x gradient is the fused rope with the opposite angles, its freqs
+ * gradient the fallback's); vmap batches the fused op where only x is batched and the fallback
+ * otherwise. The builders
  * are lazy like the rest (nuvec/ops.h): inputs are borrowed, the result is a new array, and bad
  * arguments give an array that carries NV_ERR_INVALID_ARGUMENT with MLX's message, naming the
  * op (never NULL). Any input layout is accepted (strided inputs are copied row-contiguous

@@ -1,9 +1,12 @@
-/* Transform rules of the fast family (rms_norm, layer_norm, rope): MLX's Custom pattern, where
- * the fused primitive's transforms go through its composed fallback (src/ops/fast_norm.c).
- * vjp and jvp differentiate the fallback on the node's inputs (which the builder converted to
- * the output dtype, so gradients reach the caller's arrays through those conversions). rope is
- * linear in x: its vjp with respect to x is the fused rope turning by the opposite angles, its
- * jvp the fused rope of the tangent; only a gradient for freqs goes through the fallback. vmap
+/* Transform rules of the fast family (rms_norm, layer_norm, rope, norm_vjp): MLX's Custom
+ * pattern, where the fused primitive's transforms go through its composed fallback
+ * (src/ops/fast_norm.c), on the node's inputs (which the builder converted to the output dtype,
+ * so gradients reach the caller's arrays through those conversions). jvp differentiates the
+ * fallback. The norms' vjp is fused, as MLX's: dx from norm_vjp (one pass per row), the
+ * weight's gradient from the fused norm without weight and a sum over rows, the bias's a sum;
+ * norm_vjp's own transforms (gradients of gradients) go through its formula in core ops. rope
+ * is linear in x: its vjp with respect to x is the fused rope turning by the opposite angles,
+ * its jvp the fused rope of the tangent; only a gradient for freqs goes through the fallback. vmap
  * runs the fused op with the batch axis moved where the op leaves it alone (the front for the
  * norms, behind the batch axis for rope) when only x is batched; batched weights and biases go
  * through the fallback, which broadcasts them; rope over batched offsets or freqs is not
