@@ -133,7 +133,10 @@ static nv_status k_rope(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   /* x, the offsets (always present), freqs */
   if ((st = inputs(ctx, in, true, prm->has_freqs, a)) != NV_OK) return st;
   int nd = o->ndim;
-  nv__gpu_rope_params p = {.t = o->shape[nd - 2],
+  int64_t heads = 1;
+  for (int i = 1; i < nd - 2; i++) heads *= o->shape[i];
+  nv__gpu_rope_params p = {.m = heads,
+                           .t = o->shape[nd - 2],
                            .d = o->shape[nd - 1],
                            .noff = in[1].meta->size,
                            .scale = prm->scale,
@@ -142,16 +145,24 @@ static nv_status k_rope(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                            .traditional = prm->traditional,
                            .inverse = prm->inverse,
                            .has_freqs = prm->has_freqs};
-  p.rows = o->size / p.d;
-  p.mt = p.rows / o->shape[0];
   for (int i = 0; i < 4; i++) p.off[i] = a[i].offset;
-  /* A thread per pair or copied feature; rows fill the rest of a 256-thread block. */
+  /* A thread per pair or copied feature; work items fill the rest of a 256-thread block. The
+   * heads sharing a position split into as few chunks as still give about 2^18 threads (each
+   * chunk's angles are computed once). */
   int64_t slots = prm->dims / 2 + (p.d - prm->dims);
   int64_t bx = pow2_at_least(slots);
   if (bx < 32) bx = 32;
   if (bx > NV__GPU_ROPE_THREADS) bx = NV__GPU_ROPE_THREADS;
   int64_t by = NV__GPU_ROPE_THREADS / bx;
-  uint32_t grid = nv__gpu_blocks(p.rows, (uint32_t)by, (int64_t)1 << 20);
+  int64_t positions = (int64_t)o->shape[0] * p.t;
+  int64_t want = ((int64_t)1 << 18) / bx;
+  int64_t chunks = (want + positions - 1) / positions;
+  if (chunks > heads) chunks = heads;
+  if (chunks < 1) chunks = 1;
+  p.hpt = (heads + chunks - 1) / chunks;
+  p.nchunks = (heads + p.hpt - 1) / p.hpt;
+  p.items = positions * p.nchunks;
+  uint32_t grid = nv__gpu_blocks(p.items, (uint32_t)by, (int64_t)1 << 20);
   return record(ctx, func, a, grid, (uint32_t)bx, (uint32_t)by, &p, sizeof p);
 }
 

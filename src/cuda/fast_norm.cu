@@ -207,6 +207,15 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+/* One pair of one row: (x1, x2) turned by the angle whose cosine and sine are c, s. */
+template <class A>
+__device__ __forceinline__ void turn(typename A::S &y1, typename A::S &y2, typename A::S x1,
+                                     typename A::S x2, typename A::C c, typename A::C s) {
+  const typename A::C a = A::ld(x1), b = A::ld(x2);
+  y1 = A::st(a * c - b * s);
+  y2 = A::st(a * s + b * c);
+}
+
 template <int DT>
 __global__ void __launch_bounds__(NV__GPU_ROPE_THREADS)
     k_rope(typename at<DT>::S *y0, const typename at<DT>::S *x0, const int32_t *off0,
@@ -214,36 +223,53 @@ __global__ void __launch_bounds__(NV__GPU_ROPE_THREADS)
   typedef at<DT> A;
   typedef typename A::S S;
   typedef typename A::C C;
+  const S *__restrict__ xb = x0 + p.off[1];
+  S *__restrict__ yb = y0 + p.off[0];
   const int32_t *offs = off0 + p.off[2];
   const C *freqs = freqs0 + p.off[3];
-  const int64_t h = p.dims / 2, slots = h + (p.d - p.dims);
+  const int64_t h = p.dims / 2, slots = h + (p.d - p.dims), head = p.t * p.d;
   /* The inverse frequency of pair j (float64 math for base, rounded once to C, as the CPU
-   * computes it); a thread's first pair keeps its own across the rows it walks. */
+   * computes it); a thread's first pair keeps its own across the items it walks. */
   auto inv_of = [&](int64_t j) -> C {
     return p.has_freqs ? (C)1 / freqs[j]
                        : (C)exp2(-(2.0 * (double)j / (double)p.dims) * p.log2_base);
   };
   const C inv0 = (int64_t)threadIdx.x < h ? inv_of(threadIdx.x) : (C)0;
-  for (int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; row < p.rows;
-       row += (int64_t)gridDim.x * blockDim.y) {
-    const int64_t bi = row / p.mt, t = row % p.t;
+  for (int64_t q = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; q < p.items;
+       q += (int64_t)gridDim.x * blockDim.y) {
+    const int64_t chunk = q % p.nchunks, at_pos = q / p.nchunks;
+    const int64_t bi = at_pos / p.t, t = at_pos % p.t;
+    const int64_t m0 = chunk * p.hpt, m1 = m0 + p.hpt < p.m ? m0 + p.hpt : p.m;
     const C pos = (C)((int64_t)offs[p.noff == 1 ? 0 : bi] + t) * (C)p.scale;
-    const S *x = x0 + p.off[1] + row * p.d;
-    S *y = y0 + p.off[0] + row * p.d;
+    /* Element 0 of head m0's row at this position; head m's is `head` elements per head on. */
+    const int64_t base = ((bi * p.m + m0) * p.t + t) * p.d;
+    const int64_t nh = m1 - m0;
     for (int64_t j = threadIdx.x; j < slots; j += blockDim.x) {
       if (j >= h) {
-        const int64_t k = p.dims + (j - h);
-        y[k] = x[k];
+        const int64_t k = base + p.dims + (j - h);
+        for (int64_t m = 0; m < nh; m++) yb[k + m * head] = xb[k + m * head];
         continue;
       }
-      const C inv = j == (int64_t)threadIdx.x ? inv0 : inv_of(j);
       C s, c;
-      sin_cos(pos * inv, &s, &c);
+      sin_cos(pos * (j == (int64_t)threadIdx.x ? inv0 : inv_of(j)), &s, &c);
       if (p.inverse) s = -s;
-      const int64_t i1 = p.traditional ? 2 * j : j, i2 = p.traditional ? 2 * j + 1 : j + h;
-      const C a = A::ld(x[i1]), b = A::ld(x[i2]);
-      y[i1] = A::st(a * c - b * s);
-      y[i2] = A::st(a * s + b * c);
+      const int64_t i1 = base + (p.traditional ? 2 * j : j);
+      const int64_t i2 = base + (p.traditional ? 2 * j + 1 : j + h);
+      int64_t m = 0;
+      /* Four heads at a time: their loads are in flight together. */
+      for (; m + 4 <= nh; m += 4) {
+        S a[4], b[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          a[u] = xb[i1 + (m + u) * head];
+          b[u] = xb[i2 + (m + u) * head];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+          turn<A>(yb[i1 + (m + u) * head], yb[i2 + (m + u) * head], a[u], b[u], c, s);
+      }
+      for (; m < nh; m++) turn<A>(yb[i1 + m * head], yb[i2 + m * head], xb[i1 + m * head],
+                                  xb[i2 + m * head], c, s);
     }
   }
 }

@@ -12,8 +12,8 @@
  *
  * rope ABI: four pointers, y (written), x (read, the output dtype), the int32 offsets and freqs
  * (read; in the compute dtype; an absent freqs may be any readable view), then
- * nv__gpu_rope_params. Any 2-D block of at most 256 threads; rows walked grid-stride along
- * grid.x * blockDim.y. Pointer k's element 0 is off[k] elements further. */
+ * nv__gpu_rope_params. Any 2-D block of at most 256 threads: threadIdx.x walks a row's pairs
+ * (and copied features), work items are walked grid-stride along grid.x * blockDim.y. Pointer k's element 0 is off[k] elements further. */
 #ifndef NUVEC_CUDA_FAST_NORM_KERNELS_H
 #define NUVEC_CUDA_FAST_NORM_KERNELS_H
 
@@ -33,11 +33,14 @@ typedef struct nv__gpu_norm_params {
 
 #define NV__GPU_ROPE_THREADS 256
 
+/* x is (B, M, T, D) with M the product of the middle axes (heads). A work item is one position
+ * (b, t) and a chunk of `hpt` heads (nchunks chunks cover M): its threads compute each pair's
+ * angle once and rotate that pair in every head of the chunk. */
 typedef struct nv__gpu_rope_params {
-  int64_t rows;   /* all rows: B * M * T */
-  int64_t mt;     /* rows per batch: M * T */
-  int64_t t, d;   /* positions, row length */
-  int64_t noff;   /* offsets: 1 or B */
+  int64_t items;       /* B * T * nchunks */
+  int64_t m, hpt, nchunks;
+  int64_t t, d;        /* positions, row length */
+  int64_t noff;        /* offsets: 1 or B */
   int64_t off[4];
   double scale, log2_base;
   int32_t dims, traditional, inverse, has_freqs;

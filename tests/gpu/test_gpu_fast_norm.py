@@ -223,6 +223,19 @@ def test_rope_rows(nv, rng, dtype, hd, trad, opt):
                           "float64": 1e-12}[dtype])
 
 
+@pytest.mark.parametrize("shape", [(2, 6, 5, 64), (8, 32, 1, 128), (2, 2, 3, 5, 8), (1, 9, 33, 96),
+                                   (3, 4097, 64)])
+@pytest.mark.parametrize("trad", [False, True])
+def test_rope_heads(nv, rng, shape, trad):
+    """Heads sharing a position: chunks of them (all of them, one each for decode) rotate by
+    one angle computation, four heads at a time and the rest one by one."""
+    x = rand(rng, shape, "bfloat16")
+    off = np.arange(1, shape[0] + 1, dtype=np.int32) * 5
+    got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_rope(
+        nv.array(x), shape[-1] - 2, trad, 10000.0, 1.0, nv.array(off), None)))
+    close(got, want)
+
+
 def test_rope_long_sequence_and_many_rows(nv, rng):
     x = rand(rng, (1, 4097, 128), "bfloat16")
     got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_rope(
