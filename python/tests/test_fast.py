@@ -313,3 +313,19 @@ def test_vmap_of_grad():
         want = np.stack([np.array(gw(nv.array(xs[i], dtype=nv.float64),
                                      nv.array(ws[i], dtype=nv.float64))) for i in range(4)])
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_rope_jvp_with_freqs_tangent_goes_through_the_fallback():
+    x, fr = rnd(2, 3, 4, 8), RNG.random(4) * 3 + 1
+    tx, tf = rnd(2, 3, 4, 8), rnd(4)
+    off = nv.array([1, 3])
+    f = lambda x, fr: nv.fast.rope(x, 8, traditional=True, base=None, scale=0.5,  # noqa: E731
+                                   offset=off, freqs=fr)
+    out, jv = nv.jvp(f, [nv.array(x, dtype=nv.float64), nv.array(fr, dtype=nv.float64)],
+                     [nv.array(tx, dtype=nv.float64), nv.array(tf, dtype=nv.float64)])
+    h = 1e-6
+    want = (rope_ref(x + h * tx, 8, True, None, 0.5, [1, 3], fr + h * tf) -
+            rope_ref(x - h * tx, 8, True, None, 0.5, [1, 3], fr - h * tf)) / (2 * h)
+    np.testing.assert_allclose(np.array(jv[0]), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.array(out[0]), rope_ref(x, 8, True, None, 0.5, [1, 3], fr),
+                               atol=1e-12)
