@@ -22,5 +22,6 @@
 #include "nuvec/random.h"
 #include "nuvec/fft.h"
 #include "nuvec/distributed.h"
+#include "nuvec/fast.h"
 
 #endif /* NUVEC_H */

@@ -85,6 +85,18 @@ static void run_softmax(void *p) {
   nv_release(y);
 }
 
+/* The fast family: rms_norm (a, weight b), layer_norm (a, weight b, bias c), rope of a
+ * (b, h, l, d) with base 10000 and offset c. */
+enum { FAST_RMS, FAST_LAYER, FAST_ROPE };
+static void run_fast(void *p) {
+  args *x = p;
+  nv_array *y = x->n == FAST_RMS     ? nv_fast_rms_norm(x->a, x->b, 1e-5)
+                : x->n == FAST_LAYER ? nv_fast_layer_norm(x->a, x->b, x->c, 1e-5)
+                                     : nv_fast_rope(x->a, 128, false, 10000.0, 1.0, x->c, NULL);
+  check(nv_eval1(y), "fast");
+  nv_release(y);
+}
+
 static void run_sum(void *p) {
   args *x = p;
   nv_array *y = nv_sum(x->a, &x->axis, 1, false);
@@ -250,6 +262,22 @@ int main(int argc, char **argv) {
     diag("inputs");
     bench_case("softmax_bf16_32768x4096", run_softmax, &x, 3, 20);
     nv_release(x.a);
+  }
+  if (WANT("fast_")) {
+    int shape[2] = {32768, 4096}, ws[1] = {4096}, rs[4] = {8, 32, 4096, 128};
+    args x = {rand_on_gpu(shape, 2, NV_DTYPE_BFLOAT16), rand_on_gpu(ws, 1, NV_DTYPE_BFLOAT16),
+              rand_on_gpu(ws, 1, NV_DTYPE_BFLOAT16), 0, FAST_RMS};
+    diag("inputs");
+    bench_case("fast_rms_norm_bf16_32768x4096", run_fast, &x, 3, 20);
+    x.n = FAST_LAYER;
+    bench_case("fast_layer_norm_bf16_32768x4096", run_fast, &x, 3, 20);
+    nv_release(x.a), nv_release(x.b), nv_release(x.c);
+    x.a = rand_on_gpu(rs, 4, NV_DTYPE_BFLOAT16);
+    x.b = NULL;
+    x.c = nv_array_scalar(7, NV_DTYPE_INT32);
+    x.n = FAST_ROPE;
+    bench_case("fast_rope_bf16_8x32x4096x128", run_fast, &x, 3, 20);
+    nv_release(x.a), nv_release(x.c);
   }
   if (WANT("sum_axis")) {
     int shape[3] = {64, 1024, 1024};

@@ -57,6 +57,29 @@ def main():
         x = r(32768, 4096, dt=torch.bfloat16)
         report("softmax_bf16_32768x4096", timed(lambda: torch.softmax(x, -1), 3, 20))
         del x
+    if want("fast_"):
+        # torch's fused norms; its rope is the composition the models write (no fused kernel).
+        x, w, b = r(32768, 4096, dt=torch.bfloat16), r(4096, dt=torch.bfloat16), r(4096, dt=torch.bfloat16)
+        f = lambda: torch.nn.functional.rms_norm(x, (4096,), w, 1e-5)
+        report("fast_rms_norm_bf16_32768x4096", timed(f, 3, 20))
+        report("fast_rms_norm_bf16_32768x4096:graph", graphed(f, 3, 20))
+        f = lambda: torch.nn.functional.layer_norm(x, (4096,), w, b, 1e-5)
+        report("fast_layer_norm_bf16_32768x4096", timed(f, 3, 20))
+        report("fast_layer_norm_bf16_32768x4096:graph", graphed(f, 3, 20))
+        del x, w, b
+        q = r(8, 32, 4096, 128, dt=torch.bfloat16)
+        inv = 10000.0 ** (-torch.arange(0, 64, device=dev, dtype=torch.float32) / 64)
+        th = (torch.arange(4096, device=dev, dtype=torch.float32) + 7)[:, None] * inv
+        cos, sin = th.cos().to(torch.bfloat16), th.sin().to(torch.bfloat16)
+
+        def rope():
+            q1, q2 = q[..., :64], q[..., 64:]
+            return torch.cat([q1 * cos - q2 * sin, q1 * sin + q2 * cos], -1)
+
+        report("fast_rope_bf16_8x32x4096x128", timed(rope, 3, 20))
+        cr = torch.compile(rope)
+        report("fast_rope_bf16_8x32x4096x128:compile", timed(cr, 3, 20))
+        del q
     if want("sum_axis"):
         x = r(64, 1024, 1024)
         for a in range(3):

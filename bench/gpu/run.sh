@@ -36,6 +36,9 @@ nv, th = load("/tmp/bench_nuvec.txt"), load("/tmp/bench_torch.txt")
 work = {  # bytes moved or flops, for rates
     "fma_2^28_f32": ("TB/s", 4 * 4 * 2**28),
     "softmax_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
+    "fast_rms_norm_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
+    "fast_layer_norm_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
+    "fast_rope_bf16_8x32x4096x128": ("TB/s", 2 * 2 * 8 * 32 * 4096 * 128),
     "sum_axis0_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20), "sum_axis1_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "sum_axis2_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "matmul_bf16_8192": ("TFLOP/s", 2 * 8192**3), "matmul_f32_4096": ("TFLOP/s", 2 * 4096**3),

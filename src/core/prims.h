@@ -20,6 +20,7 @@
 #include "ops/prims_conv.h"
 #include "ops/prims_fft.h"
 #include "ops/prims_distributed.h"
+#include "ops/prims_fast.h"
 
 #define NV__PRIM_LIST(X)      \
   NV__PRIMS_CORE(X)           \
@@ -33,6 +34,7 @@
   NV__PRIMS_CONV(X)           \
   NV__PRIMS_FFT(X)            \
   NV__PRIMS_DISTRIBUTED(X)    \
+  NV__PRIMS_FAST(X)           \
   /* one family a line, each line ending in a backslash (this one ends the list) */
 
 enum {

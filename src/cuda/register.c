@@ -20,6 +20,7 @@ void nv__gpu_register_scan(nv__gpu_kernel_fn *k);
 void nv__gpu_register_conv(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fft(nv__gpu_kernel_fn *k);
 void nv__gpu_register_distributed(nv__gpu_kernel_fn *k);
+void nv__gpu_register_fast(nv__gpu_kernel_fn *k);
 
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
@@ -37,6 +38,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_conv,
     nv__gpu_register_fft,
     nv__gpu_register_distributed,
+    nv__gpu_register_fast,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

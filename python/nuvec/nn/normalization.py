@@ -29,12 +29,10 @@ class LayerNorm(Module):
         return f"{self.dims}, eps={self.eps}, affine={'weight' in self}"
 
     def __call__(self, x):
-        y = _normalize(x, -1, self.eps)
-        if "weight" in self:
-            y = y * self["weight"]
-        if "bias" in self:
-            y = y + self["bias"]
-        return y
+        # mx.fast.layer_norm, as mlx.nn's: one fused pass per row.
+        weight = self["weight"] if "weight" in self else None
+        bias = self["bias"] if "bias" in self else None
+        return mx.fast.layer_norm(x, weight, bias, self.eps)
 
 
 class RMSNorm(Module):
@@ -49,9 +47,7 @@ class RMSNorm(Module):
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
     def __call__(self, x):
-        ms = mx.mean(mx.square(x.astype(mx.float32) if x.dtype in (mx.float16, mx.bfloat16)
-                               else x), axis=-1, keepdims=True)
-        return (x * mx.rsqrt(ms + self.eps).astype(x.dtype)) * self["weight"]
+        return mx.fast.rms_norm(x, self["weight"], self.eps)
 
 
 class GroupNorm(Module):

@@ -1,0 +1,53 @@
+/* nuvec — fused fast ops with MLX's mx.fast names and semantics (MLX 0.32): rms_norm,
+ * layer_norm and rope.
+ *
+ * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
+ * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
+ * fallback of core ops, MLX's formula, that the transforms use: jvp differentiates the
+ * fallback; the vjp is fused (the norms' x gradient is one pass per row, the weight's and
+ * bias's are row sums; rope's x gradient is the fused rope with the opposite angles, its freqs
+ * gradient the fallback's); vmap batches the fused op where only x is batched and the fallback
+ * otherwise. The builders
+ * are lazy like the rest (nuvec/ops.h): inputs are borrowed, the result is a new array, and bad
+ * arguments give an array that carries NV_ERR_INVALID_ARGUMENT with MLX's message, naming the
+ * op (never NULL). Any input layout is accepted (strided inputs are copied row-contiguous
+ * first). */
+#ifndef NUVEC_FAST_H
+#define NUVEC_FAST_H
+
+#include "nuvec/array.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Root-mean-square normalization over the last axis: x * rsqrt(mean(x^2) + eps) * weight.
+ * `weight` (may be NULL: no scaling) must be 1-D with the length of x's last axis. The result
+ * has x's shape and the promoted dtype of x and weight, which must be a real floating type
+ * (float16, bfloat16, float32, float64); x must have at least one dimension. Empty rows give
+ * an empty result. */
+NV_API nv_array *nv_fast_rms_norm(const nv_array *x, const nv_array *weight, double eps);
+
+/* Layer normalization over the last axis: (x - mean) * rsqrt(var + eps) * weight + bias, the
+ * variance biased (divided by the row length). `weight` and `bias` (each may be NULL) must be
+ * 1-D with the length of x's last axis. Dtype and shape rules as nv_fast_rms_norm, the dtype
+ * promoted over x, weight and bias. */
+NV_API nv_array *nv_fast_layer_norm(const nv_array *x, const nv_array *weight,
+                                    const nv_array *bias, double eps);
+
+/* Rotary position encoding of x of shape (B, ..., T, D): the first `dims` features of each row
+ * rotate in pairs, (i, i + dims/2), or (2i, 2i+1) when `traditional`; features past dims are
+ * unchanged. Row t (axis -2) of batch b (axis 0) has position (offset + t) * scale, and pair i
+ * turns by position * base^(-2i/dims), or by position / freqs[i] when `freqs` is given.
+ * Exactly one of `base` and `freqs` is given: `base` is NAN for none. `offset` is an integer
+ * array (not bool) with one element or a vector of B (one per batch). `freqs` is 1-D of
+ * dims/2 elements of any real dtype. x must be of a real floating dtype with at least 3
+ * dimensions, and dims even, positive and at most D. The result has x's shape and dtype. */
+NV_API nv_array *nv_fast_rope(const nv_array *x, int dims, bool traditional, double base,
+                              double scale, const nv_array *offset, const nv_array *freqs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NUVEC_FAST_H */

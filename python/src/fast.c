@@ -1,0 +1,84 @@
+/* nuvec's CPython extension: the submodule nuvec.fast, mlx.core.fast over include/nuvec/fast.h
+ * (rms_norm, layer_norm, rope), with MLX's signatures, keyword names and defaults. weight and
+ * bias take None; rope's base takes None (freqs then given) and its offset an int or an
+ * integer array (a scalar, or one offset per batch). */
+#include <math.h>
+
+#include "optable.h"
+
+/* An optional array argument at i: NULL for None (the C library's "absent"). 0, or -1. */
+static int optional_at(call *c, int i, nv_array **out) {
+  *out = NULL;
+  if (!given(c, i)) return 0;
+  *out = arr(c, i);
+  return *out ? 0 : -1;
+}
+
+static PyObject *sig_rms_norm(call *c) {
+  nv_array *x = arr(c, 0), *w;
+  double eps;
+  if (!x || optional_at(c, 1, &w) < 0 || double_at(c, 2, 0, &eps) < 0) return NULL;
+  return nvpy_wrap(nv_fast_rms_norm(x, w, eps));
+}
+
+static PyObject *sig_layer_norm(call *c) {
+  nv_array *x = arr(c, 0), *w, *b;
+  double eps;
+  if (!x || optional_at(c, 1, &w) < 0 || optional_at(c, 2, &b) < 0 ||
+      double_at(c, 3, 0, &eps) < 0)
+    return NULL;
+  return nvpy_wrap(nv_fast_layer_norm(x, w, b, eps));
+}
+
+/* rope(a, dims, *, traditional, base, scale, offset, freqs=None). */
+static PyObject *sig_rope(call *c) {
+  nv_array *x = arr(c, 0), *freqs, *offset;
+  int dims;
+  bool traditional;
+  double base = NAN, scale;
+  if (!x || int_at(c, 1, 0, &dims) < 0 || bool_at(c, 2, false, &traditional) < 0 ||
+      double_at(c, 3, NAN, &base) < 0 || double_at(c, 4, 1, &scale) < 0 ||
+      optional_at(c, 6, &freqs) < 0)
+    return NULL;
+  PyObject *o = c->argv[5];
+  if (o && !NVPY_IS_ARRAY(o) && !PyBool_Check(o) && (PyLong_Check(o) || PyIndex_Check(o))) {
+    int v;
+    if (int_at(c, 5, 0, &v) < 0) return NULL;
+    offset = hold(c, nv_array_scalar(v, NV_DTYPE_INT32));
+  } else {
+    offset = arr(c, 5);
+  }
+  if (!offset) return NULL;
+  return nvpy_wrap(nv_fast_rope(x, dims, traditional, base, scale, offset, freqs));
+}
+
+#define DOC(s) "mlx.core.fast." s
+
+static const nvpy_op fast_ops[] = {
+    {"rms_norm", sig_rms_norm, NULL, KW("x", "weight", "eps"), 3, {0}, 0,
+     DOC("rms_norm: x * rsqrt(mean(x^2, -1) + eps) * weight, one fused pass per row.")},
+    {"layer_norm", sig_layer_norm, NULL, KW("x", "weight", "bias", "eps"), 4, {0}, 0,
+     DOC("layer_norm: (x - mean) * rsqrt(var + eps) * weight + bias over the last axis.")},
+    {"rope", sig_rope, NULL,
+     KW("a", "dims", "traditional", "base", "scale", "offset", "freqs"), 6, {0}, 0,
+     DOC("rope: rotary positional encoding of the first dims features of each row.")},
+};
+
+static struct PyModuleDef fast_def = {
+    PyModuleDef_HEAD_INIT, "nuvec.fast",
+    "Fused fast ops with MLX's mx.fast API: rms_norm, layer_norm, rope.", -1,
+    NULL, NULL, NULL, NULL, NULL};
+
+int nvpy_init_fast(PyObject *m) {
+  PyObject *r = PyModule_Create(&fast_def);
+  if (!r) return -1;
+  if (nvpy_add_ops(r, fast_ops, sizeof fast_ops / sizeof fast_ops[0], "fast.") < 0) {
+    Py_DECREF(r);
+    return -1;
+  }
+  if (PyModule_AddObject(m, "fast", r) < 0) {
+    Py_DECREF(r);
+    return -1;
+  }
+  return 0;
+}
