@@ -215,7 +215,7 @@ nv_array *nv_fast_scaled_dot_product_attention(const nv_array *q, const nv_array
     const nv__output *os = nv__out(sinks);
     if (os->ndim != 1 || os->shape[0] != Hq)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
-                          "received invalid shape for sinks %s (expected (%d), one per query "
+                          "received invalid shape for sinks %s (expected (%d,), one per query "
                           "head)",
                           SHAPE(os, a), Hq);
     if (os->dtype == NV_DTYPE_COMPLEX64 || nv_promote_types(os->dtype, out) != out)
