@@ -83,7 +83,8 @@ nv_array *nv__sdpa_compose(const nv_array *q, const nv_array *k, const nv_array 
     swap(&mx, nv_stop_gradient(mx));
     nv_array *e = nv_subtract(s, mx);
     swap(&e, nv_exp(e));
-    nv_array *den = nv_sum(e, &last, 1, true);
+    int elast = nv__out(e)->ndim - 1; /* batched sinks may have added leading axes */
+    nv_array *den = nv_sum(e, &elast, 1, true);
     nv_array *es = nv_subtract(sk, mx);
     swap(&es, nv_exp(es));
     swap(&den, nv_add(den, es));
