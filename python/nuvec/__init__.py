@@ -10,8 +10,10 @@ import sys as _sys
 
 from ._core import *  # noqa: F401,F403
 from ._core import __version__, random  # noqa: F401
+from ._core import fast  # noqa: F401
 
 _sys.modules[__name__ + ".random"] = random
+_sys.modules[__name__ + ".fast"] = fast
 
 
 class _Backend:

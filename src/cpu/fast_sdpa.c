@@ -6,7 +6,9 @@
  * accumulated by a second sgemm. Memory stays O(rows × block), never Lq × Lk. Causal blocks
  * past a query block's last position are skipped (they hold masked scores only, whose
  * exponentials are exactly 0) unless a row of the block sits before every key (Lq > Lk: such
- * rows see no key and average all of v, as the composition does). */
+ * rows see no key and average all of v, as the composition does). With fewer tasks than the
+ * pool can take (decode), the keys are split across tasks too and a second pass combines the
+ * splits' partial sums. */
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
@@ -31,6 +33,9 @@ typedef struct sdpa_job {
   int B, Hq, Hkv, G, Lq, Lk, D, Dv;
   int qrows;   /* queries per head in one task */
   int nqb;     /* query blocks per head */
+  int nsplit;  /* key splits per (batch, key/value head, query block) */
+  int split_len;
+  float *part; /* nsplit > 1: per output row and split, Dv sums, the maximum, the sum */
   atomic_int failed;
 } sdpa_job;
 
@@ -127,6 +132,8 @@ NV_KERNEL_CLONES static void softmax_block(const sdpa_job *jb, int b, int hkv, i
 }
 
 static void sdpa_task(sdpa_job *jb, int64_t t, float *work) {
+  int split = (int)(t % jb->nsplit);
+  t /= jb->nsplit;
   int qb = (int)(t % jb->nqb), hkv = (int)(t / jb->nqb % jb->Hkv), b = (int)(t / jb->nqb / jb->Hkv);
   int G = jb->G, D = jb->D, Dv = jb->Dv, Lq = jb->Lq, Lk = jb->Lk;
   int q0 = qb * jb->qrows, nq = Lq - q0 < jb->qrows ? Lq - q0 : jb->qrows, rows = G * nq;
@@ -139,7 +146,7 @@ static void sdpa_task(sdpa_job *jb, int64_t t, float *work) {
     gather_row(jb->q, b, hq, i, D, p->scale, Q + (int64_t)r * D);
     m[r] = -INFINITY;
     l[r] = 0.0f;
-    if (p->sinks) { /* the sink is one more logit with a zero value row */
+    if (p->sinks && jb->nsplit == 1) { /* the sink is one more logit with a zero value row */
       const nv__operand *sk = jb->sinks;
       float s = ((const float *)sk->buf->ptr)[sk->offset + hq * sk->meta->strides[0]];
       m[r] = s;
@@ -150,8 +157,10 @@ static void sdpa_task(sdpa_job *jb, int64_t t, float *work) {
   int kend = Lk;
   int64_t first = (int64_t)q0 + Lk - Lq, last = first + nq - 1;
   if (p->causal && first >= 0 && last + 1 < kend) kend = (int)(last + 1);
-  for (int j0 = 0; j0 < kend; j0 += KEYS) {
-    int n = kend - j0 < KEYS ? kend - j0 : KEYS, ldk, ldv;
+  int64_t ks = (int64_t)split * jb->split_len, ke = ks + jb->split_len;
+  if (ke > kend) ke = kend;
+  for (int j0 = (int)ks; j0 < ke; j0 += KEYS) {
+    int n = ke - j0 < KEYS ? (int)(ke - j0) : KEYS, ldk, ldv;
     const float *K = kv_block(jb->k, b, hkv, j0, n, D, Kt, &ldk);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, D, 1.0f, Q, D, K, ldk, 0.0f, S,
                 n);
@@ -164,9 +173,43 @@ static void sdpa_task(sdpa_job *jb, int64_t t, float *work) {
   void *dst = (char *)out->buf->ptr + out->offset * (int64_t)nv_dtype_size(out->dtype);
   for (int r = 0; r < rows; r++) {
     int g = r / nq, i = q0 + r % nq, hq = hkv * G + g;
-    int64_t o = (((int64_t)b * jb->Hq + hq) * Lq + i) * Dv;
+    int64_t orow = ((int64_t)b * jb->Hq + hq) * Lq + i;
+    if (jb->nsplit > 1) {
+      float *pt = jb->part + (orow * jb->nsplit + split) * (Dv + 2);
+      memcpy(pt, O + (int64_t)r * Dv, (size_t)Dv * sizeof *pt);
+      pt[Dv] = m[r];
+      pt[Dv + 1] = l[r];
+      continue;
+    }
     float inv = 1.0f / l[r];
-    for (int d = 0; d < Dv; d++) store(dst, out->dtype, o + d, O[(int64_t)r * Dv + d] * inv);
+    for (int d = 0; d < Dv; d++) store(dst, out->dtype, orow * Dv + d, O[(int64_t)r * Dv + d] * inv);
+  }
+}
+
+/* The splits of output rows [b, e) reduced: each weighted by exp(its maximum - the largest),
+ * the sink one more term of the denominator. */
+static void combine_range(void *ctx, int64_t b, int64_t e) {
+  sdpa_job *jb = ctx;
+  int Dv = jb->Dv, ns = jb->nsplit;
+  nv__output *out = jb->out;
+  void *dst = (char *)out->buf->ptr + out->offset * (int64_t)nv_dtype_size(out->dtype);
+  for (int64_t row = b; row < e; row++) {
+    const float *pt = jb->part + row * ns * (Dv + 2);
+    float M = -INFINITY, sink = -INFINITY;
+    if (jb->p->sinks) {
+      const nv__operand *sk = jb->sinks;
+      int hq = (int)(row / jb->Lq % jb->Hq);
+      M = sink = ((const float *)sk->buf->ptr)[sk->offset + hq * sk->meta->strides[0]];
+    }
+    for (int s = 0; s < ns; s++) M = fmaxf(M, pt[s * (Dv + 2) + Dv]);
+    float mu = M == -INFINITY ? 0.0f : M;
+    float L = jb->p->sinks ? expf(sink - mu) : 0.0f;
+    for (int s = 0; s < ns; s++) L += pt[s * (Dv + 2) + Dv + 1] * expf(pt[s * (Dv + 2) + Dv] - mu);
+    for (int d = 0; d < Dv; d++) {
+      float acc = 0.0f;
+      for (int s = 0; s < ns; s++) acc += pt[s * (Dv + 2) + d] * expf(pt[s * (Dv + 2) + Dv] - mu);
+      store(dst, out->dtype, row * Dv + d, acc / L);
+    }
   }
 }
 
@@ -210,11 +253,30 @@ static nv_status nv__k_sdpa(nv__node *node, const nv__operand *in, int donated) 
   jb.qrows = ROWS / jb.G > 0 ? ROWS / jb.G : 1;
   if (jb.qrows > jb.Lq) jb.qrows = jb.Lq;
   jb.nqb = (jb.Lq + jb.qrows - 1) / jb.qrows;
+  /* Too few tasks for the pool (decode): the keys split into more tasks (whole blocks of at
+   * least 2 x KEYS keys each), whose partials a second pass reduces. */
+  int64_t tasks = (int64_t)jb.B * jb.Hkv * jb.nqb, want = 4 * (int64_t)nv__pool_threads();
+  int64_t kblocks = (jb.Lk + KEYS - 1) / KEYS, nsplit = 1;
+  if (tasks < want) {
+    nsplit = (want + tasks - 1) / tasks;
+    if (nsplit > (kblocks + 1) / 2) nsplit = (kblocks + 1) / 2;
+    if (nsplit < 1) nsplit = 1;
+  }
+  int64_t per = (kblocks + nsplit - 1) / nsplit;
+  jb.split_len = (int)(per * KEYS);
+  jb.nsplit = (int)((jb.Lk + jb.split_len - 1) / jb.split_len);
+  int64_t rows_out = (int64_t)out->size / jb.Dv;
+  if (jb.nsplit > 1 &&
+      !(jb.part = malloc((size_t)rows_out * jb.nsplit * (jb.Dv + 2) * sizeof *jb.part)))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "scaled_dot_product_attention: out of memory");
   atomic_init(&jb.failed, 0);
-  nv__parallel_for((int64_t)jb.B * jb.Hkv * jb.nqb, 1, sdpa_range, &jb);
+  nv__parallel_for(tasks * jb.nsplit, 1, sdpa_range, &jb);
+  if (jb.nsplit > 1 && !atomic_load(&jb.failed))
+    nv__parallel_for(rows_out, 64, combine_range, &jb);
+  free(jb.part);
   if (atomic_load(&jb.failed))
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "scaled_dot_product_attention: out of memory");
   return NV_OK;
 }
 
-void nv__cpu_register_fast(nv__kernel_fn *k) { k[NV__PRIM_SDPA] = nv__k_sdpa; }
+void nv__cpu_register_fast_sdpa(nv__kernel_fn *k) { k[NV__PRIM_FAST_SDPA] = nv__k_sdpa; }

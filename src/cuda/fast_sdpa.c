@@ -53,10 +53,11 @@ static nv_status launch(nv__gpu_ctx *ctx, const void *func, int64_t blocks, uint
   return nv__gpu_dispatch(ctx, &l);
 }
 
-/* The SIMT kernel's tiles: up to 16 rows and 32 keys (64 for at most 4 rows: decode), halved
- * until they fit `limit` bytes of shared memory; false if even 1 row and 8 keys do not. */
-static bool simt_tiles(int nflat, int D, int Dv, uint32_t limit, int *rows, int *keys) {
-  int r = nflat < 16 ? nflat : 16, k = r <= 4 ? 64 : 32;
+/* The SIMT kernel's tiles from `r` rows (at most 16) and 32 keys (64 for at most 4 rows:
+ * decode), halved until they fit `limit` bytes of shared memory; false if even 1 row and 8
+ * keys do not. */
+static bool simt_tiles(int r, int D, int Dv, uint32_t limit, int *rows, int *keys) {
+  int k = r <= 4 ? 64 : 32;
   while (nv__gpu_sdpa_simt_smem(r, k, D, Dv) > limit && k > 8) k /= 2;
   while (nv__gpu_sdpa_simt_smem(r, k, D, Dv) > limit && r > 1) r /= 2;
   *rows = r;
@@ -85,7 +86,8 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   if (!mma && out->size > 0 && p.Lk > 0) {
     /* the SIMT tiles within the opt-in limit (asked before anything is recorded) */
     uint32_t limit = 48 * 1024;
-    uint32_t need = nv__gpu_sdpa_simt_smem(nflat < 16 ? (int)nflat : 16, 32, p.D, p.Dv);
+    int r0 = nflat < 16 ? (int)nflat : 16;
+    uint32_t need = nv__gpu_sdpa_simt_smem(r0, r0 <= 4 ? 64 : 32, p.D, p.Dv);
     if (need > limit) {
       int e = nv__gpu_sdpa_prepare(simt, nv__gpu_device_index(ctx), &limit);
       if (e != 0)
@@ -94,7 +96,7 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                              "failed (CUDA error %d)",
                              e);
     }
-    if (!simt_tiles(nflat < 16 ? (int)nflat : 16, p.D, p.Dv, limit, &rows, &keys))
+    if (!simt_tiles(r0, p.D, p.Dv, limit, &rows, &keys))
       return NV__GPU_DECLINED;
   }
   nv__gpu_arg a[NV__GPU_SDPA_VIEWS];
@@ -178,4 +180,4 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                 acc, &p);
 }
 
-void nv__gpu_register_fast(nv__gpu_kernel_fn *k) { k[NV__PRIM_SDPA] = k_sdpa; }
+void nv__gpu_register_fast_sdpa(nv__gpu_kernel_fn *k) { k[NV__PRIM_FAST_SDPA] = k_sdpa; }

@@ -241,7 +241,7 @@ nv_array *nv_fast_scaled_dot_product_attention(const nv_array *q, const nv_array
     }
     if (sinks) in[n++] = nv__cast_unscoped(sinks, NV_DTYPE_FLOAT32);
     int shape[4] = {B, Hq, Lq, ov->shape[3]};
-    nv__node *node = nv__op_node(NV__PRIM_SDPA, in, n, out, shape, 4, sizeof prm);
+    nv__node *node = nv__op_node(NV__PRIM_FAST_SDPA, in, n, out, shape, 4, sizeof prm);
     if (node) *(nv__sdpa_params *)node->params = prm;
     r = nv__op_finish(OP, node);
     for (int i = 0; i < n; i++) nv_release(in[i]);

@@ -50,7 +50,7 @@ void nv__rules_register_linalg(nv__prim_rule *r);
 void nv__rules_register_reduce(nv__prim_rule *r);
 void nv__rules_register_random(nv__prim_rule *r);
 void nv__rules_register_optim(nv__prim_rule *r);
-void nv__rules_register_fast(nv__prim_rule *r);
+void nv__rules_register_fast_sdpa(nv__prim_rule *r);
 
 /* ---- Helpers for rules (src/transforms/rules.c) ---- */
 

@@ -142,6 +142,6 @@ VMAP(vmap_sdpa) {
   return s;
 }
 
-void nv__rules_register_fast(nv__prim_rule *r) {
-  r[NV__PRIM_SDPA] = (nv__prim_rule){vjp_sdpa, jvp_sdpa, vmap_sdpa};
+void nv__rules_register_fast_sdpa(nv__prim_rule *r) {
+  r[NV__PRIM_FAST_SDPA] = (nv__prim_rule){vjp_sdpa, jvp_sdpa, vmap_sdpa};
 }
