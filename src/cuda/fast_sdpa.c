@@ -3,10 +3,13 @@
  * the sinks where they are (strided), then one of fast_sdpa.cu's kernels:
  *   - float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256} and more than MMA_MIN_LQ queries:
  *     the tensor-core kernel (one block per 64 queries of a head);
+ *   - at most NV__GPU_SDPA_DECODE_ROWS query rows per key/value head (G x Lq: decode) and
+ *     D, Dv <= 256: the decode kernel, which streams k and v from global memory, its blocks
+ *     over (batch, key/value head, split of the keys);
  *   - otherwise the SIMT kernel, whose blocks take the query rows of a key/value head's group
- *     and a split of the keys: when the (batch, key/value head, row block) blocks are too few
- *     to fill the GPU (decode), the keys are split into more blocks whose partials a combine
- *     kernel reduces.
+ *     and a split of the keys.
+ * Where the blocks are too few to fill the GPU, the keys are split into more blocks whose
+ * partials a combine kernel reduces.
  * A head size whose SIMT tiles do not fit the device's shared memory even at one row and eight
  * keys declines to the CPU. Lk = 0 writes zeros. */
 #include "cuda/fast_sdpa_kernels.h"
@@ -15,7 +18,9 @@
 
 enum {
   MMA_MIN_LQ = 16,      /* fewer queries per head: the SIMT kernel (decode, short chunks) */
-  TARGET_BLOCKS = 528,  /* blocks that keep an H200's 132 SMs busy (4 each) */
+  TARGET_BLOCKS = 528,  /* SIMT blocks that keep an H200's 132 SMs busy (4 each) */
+  DECODE_BLOCKS = 2112, /* decode blocks: 16 per SM of 4 warps each */
+  DECODE_MIN_KEYS = 128, /* keys per decode split at least (32 per warp) */
   MAX_SPLITS = 128,
 };
 
@@ -83,7 +88,10 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   const int64_t nflat = (int64_t)p.Lq * p.G;
   int rows = 0, keys = 0;
   const void *mma = p.D == p.Dv && p.Lq > MMA_MIN_LQ ? nv__gpu_sdpa_mma((int)dt, p.D) : NULL;
-  if (!mma && out->size > 0 && p.Lk > 0) {
+  const void *decode = !mma && nflat <= NV__GPU_SDPA_DECODE_ROWS
+                           ? nv__gpu_sdpa_decode((int)dt, p.D > p.Dv ? p.D : p.Dv)
+                           : NULL;
+  if (!mma && !decode && out->size > 0 && p.Lk > 0) {
     /* the SIMT tiles within the opt-in limit (asked before anything is recorded) */
     uint32_t limit = 48 * 1024;
     int r0 = nflat < 16 ? (int)nflat : 16;
@@ -133,16 +141,26 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                   &p);
   }
 
-  p.rows = rows;
-  p.keys = keys;
-  p.tpd = 1;
-  while (p.tpd < 32 && 2 * p.tpd <= p.D && (int64_t)rows * keys * p.tpd < NV__GPU_SDPA_THREADS)
-    p.tpd *= 2;
-  p.ntiles = (int32_t)((nflat + rows - 1) / rows);
-  int64_t base = (int64_t)p.B * p.Hkv * p.ntiles;
-  int64_t nsplit = 1, kblocks = (p.Lk + keys - 1) / keys;
-  if (base < TARGET_BLOCKS) {
-    nsplit = (TARGET_BLOCKS + base - 1) / base;
+  int64_t base, target, nsplit = 1, kblocks;
+  if (decode) {
+    p.rows = (int32_t)nflat;
+    base = (int64_t)p.B * p.Hkv;
+    target = DECODE_BLOCKS;
+    keys = DECODE_MIN_KEYS;
+  } else {
+    p.rows = rows;
+    p.keys = keys;
+    p.tpd = 1;
+    while (p.tpd < 32 && 2 * p.tpd <= p.D &&
+           (int64_t)rows * keys * p.tpd < NV__GPU_SDPA_THREADS)
+      p.tpd *= 2;
+    p.ntiles = (int32_t)((nflat + rows - 1) / rows);
+    base = (int64_t)p.B * p.Hkv * p.ntiles;
+    target = TARGET_BLOCKS;
+  }
+  kblocks = (p.Lk + keys - 1) / keys;
+  if (base < target) {
+    nsplit = (target + base - 1) / base;
     if (nsplit > kblocks) nsplit = kblocks;
     if (nsplit > MAX_SPLITS) nsplit = MAX_SPLITS;
   }
@@ -150,7 +168,8 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   int64_t per = (kblocks + nsplit - 1) / nsplit;
   p.split_len = (int32_t)(per * keys);
   p.nsplit = (int32_t)((p.Lk + p.split_len - 1) / p.split_len);
-  uint32_t smem = nv__gpu_sdpa_simt_smem(rows, keys, p.D, p.Dv);
+  const void *pass = decode ? decode : simt;
+  uint32_t smem = decode ? 0 : nv__gpu_sdpa_simt_smem(rows, keys, p.D, p.Dv);
   if (p.nsplit > 1) {
     hrx_view scratch;
     size_t bytes = (size_t)out->size / (size_t)p.Dv * (size_t)p.nsplit *
@@ -163,13 +182,13 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
     p.off[i] = a[i].offset;
     views[i] = a[i].view;
   }
-  if (p.nsplit == 1) return launch(ctx, simt, base, smem, views, acc, &p);
+  if (p.nsplit == 1) return launch(ctx, pass, base, smem, views, acc, &p);
   /* the partial pass writes the partials (and not the output) */
   acc[NV__GPU_SDPA_OUT] = HRX_ACCESS_READ;
   acc[NV__GPU_SDPA_PART] = HRX_ACCESS_WRITE;
   views[NV__GPU_SDPA_OUT] = views[NV__GPU_SDPA_Q];
   p.off[NV__GPU_SDPA_OUT] = p.off[NV__GPU_SDPA_Q];
-  st = launch(ctx, simt, base * p.nsplit, smem, views, acc, &p);
+  st = launch(ctx, pass, base * p.nsplit, smem, views, acc, &p);
   if (st != NV_OK) return st;
   acc[NV__GPU_SDPA_OUT] = HRX_ACCESS_WRITE;
   acc[NV__GPU_SDPA_PART] = HRX_ACCESS_READ;

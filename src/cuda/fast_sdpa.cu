@@ -6,6 +6,9 @@
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
  *     two rows' values; maxima reduced over the 4 threads of a row). Causal blocks past the
  *     tile's last query are skipped. GQA: head h reads key/value head h / G.
+ *   - sdpa_decode: at most 4 query rows per key/value head (decode) and D, Dv <= 256: k and v
+ *     streamed from global memory by warps (one key per warp at a time, scores by shuffles),
+ *     blocks over splits of the keys.
  *   - sdpa_simt: any float dtype and head size. A block takes `rows` query rows of one
  *     key/value head (the G query heads of the group, so they share each key block) and one
  *     split of the keys; key/value blocks go through shared memory as float32. With several
@@ -247,6 +250,125 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   }
 }
 
+/* ---- The decode kernel ---- */
+
+/* At most NV__GPU_SDPA_DECODE_ROWS query rows (the G heads of a group times Lq) of one
+ * key/value head over one split of the keys, streamed from global memory without shared
+ * tiles: each warp takes every 4th key of the split; lane l holds q and output elements
+ * l, l + 32, ... (C of them: D, Dv <= 32 C), a key's scores are warp sums (shuffles), and
+ * the softmax state is per row in registers (the same in every lane). The next key's k and v
+ * rows are loaded before the current one is used. The block's 4 warps then merge their states
+ * through shared memory into the output (one split) or the split's partial. */
+template <int DT, int C>
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+    sdpa_decode(void *out, const void *q, const void *k, const void *v, const void *mask,
+                const void *sinks, void *part, P p) {
+  typedef typename io<DT>::S S;
+  constexpr int MR = NV__GPU_SDPA_DECODE_ROWS, NW = NV__GPU_SDPA_THREADS / 32;
+  __shared__ float red_m[NW][MR], red_l[NW][MR], red_o[NW][MR][C * 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int D = p.D, Dv = p.Dv, G = p.G, R = p.rows;
+  int64_t bid = blockIdx.x;
+  const int split = (int)(bid % p.nsplit);
+  bid /= p.nsplit;
+  const int hkv = (int)(bid % p.Hkv), b = (int)(bid / p.Hkv);
+  const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
+  const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
+  const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
+  const bool final_pass = p.nsplit == 1;
+  float qv[MR][C], o[MR][C], m[MR], l[MR];
+#pragma unroll
+  for (int r = 0; r < MR; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    const int i = r / G, hq = hkv * G + r % G;
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      const int d = lane + 32 * c;
+      o[r][c] = 0.0f;
+      qv[r][c] = r < R && d < D
+                     ? io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale
+                     : 0.0f;
+    }
+  }
+  const int kend = key_end(p, 0, p.Lq - 1);
+  const int64_t ks64 = (int64_t)split * p.split_len;
+  const int ks = (int)(ks64 < kend ? ks64 : kend);
+  const int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
+  float kn[C], vn[C];
+  int j = ks + warp;
+#pragma unroll
+  for (int c = 0; c < C; c++) {
+    const int d = lane + 32 * c;
+    kn[c] = j < ke && d < D ? io<DT>::ld(kb[(int64_t)j * D + d]) : 0.0f;
+    vn[c] = j < ke && d < Dv ? io<DT>::ld(vb[(int64_t)j * Dv + d]) : 0.0f;
+  }
+  for (; j < ke; j += NW) {
+    float kv[C], vv[C];
+    const int jn = j + NW;
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      const int d = lane + 32 * c;
+      kv[c] = kn[c];
+      vv[c] = vn[c];
+      kn[c] = jn < ke && d < D ? io<DT>::ld(kb[(int64_t)jn * D + d]) : 0.0f;
+      vn[c] = jn < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jn * Dv + d]) : 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < MR; r++) {
+      if (r >= R) break; /* R is the same for the whole block */
+      float s = 0.0f;
+#pragma unroll
+      for (int c = 0; c < C; c++) s = fmaf(qv[r][c], kv[c], s);
+#pragma unroll
+      for (int w = 16; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
+      s = masked(p, mask, b, hkv * G + r % G, r / G, j, s);
+      const float mnew = fmaxf(m[r], s), mu = ref_of(mnew);
+      const float corr = expf(m[r] - mu), e = expf(s - mu);
+      l[r] = l[r] * corr + e;
+      m[r] = mnew;
+#pragma unroll
+      for (int c = 0; c < C; c++) o[r][c] = fmaf(e, vv[c], o[r][c] * corr);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; r++) {
+    if (lane == 0) {
+      red_m[warp][r] = m[r];
+      red_l[warp][r] = l[r];
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) red_o[warp][r][lane + 32 * c] = o[r][c];
+  }
+  __syncthreads();
+  for (int e = tid; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
+    const int r = e / Dv, d = e - r * Dv, i = r / G, hq = hkv * G + r % G;
+    float M = -INFINITY, sink = -INFINITY;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, red_m[w][r]);
+    const float mw = M; /* the warps' maximum: the partial's reference */
+    if (final_pass && p.sinks) M = fmaxf(M, sink = sink_of(p, sinks, hq));
+    const float mu = ref_of(M);
+    float L = final_pass && p.sinks ? expf(sink - mu) : 0.0f, acc = 0.0f;
+    for (int w = 0; w < NW; w++) {
+      const float f = expf(red_m[w][r] - mu);
+      L += red_l[w][r] * f;
+      acc += red_o[w][r][d] * f;
+    }
+    const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
+    if (final_pass) {
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = io<DT>::st(acc / L);
+    } else {
+      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
+                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
+      pt[d] = acc;
+      if (d == 0) {
+        pt[Dv] = mw;
+        pt[Dv + 1] = L;
+      }
+    }
+  }
+}
+
 /* ---- The tensor-core kernel ---- */
 
 __device__ __forceinline__ uint32_t smem_addr(const void *ptr) {
@@ -466,6 +588,23 @@ const void *nv__gpu_sdpa_simt(int dtype) {
     case DT_F32: return (const void *)sdpa_simt<DT_F32>;
     default: return NULL;
   }
+}
+
+#define NV_SDPA_DECODE_CASES(DT)                           \
+  switch (c) {                                             \
+    case 1: return (const void *)sdpa_decode<DT, 1>;       \
+    case 2: return (const void *)sdpa_decode<DT, 2>;       \
+    case 4: return (const void *)sdpa_decode<DT, 4>;       \
+    case 8: return (const void *)sdpa_decode<DT, 8>;       \
+    default: return NULL;                                  \
+  }
+
+const void *nv__gpu_sdpa_decode(int dtype, int d) {
+  int c = d <= 32 ? 1 : d <= 64 ? 2 : d <= 128 ? 4 : d <= 256 ? 8 : 0;
+  if (dtype == DT_F16) NV_SDPA_DECODE_CASES(DT_F16)
+  if (dtype == DT_BF16) NV_SDPA_DECODE_CASES(DT_BF16)
+  if (dtype == DT_F32) NV_SDPA_DECODE_CASES(DT_F32)
+  return NULL;
 }
 
 const void *nv__gpu_sdpa_combine(int dtype) {

@@ -21,6 +21,7 @@ extern "C" {
 #define NV__GPU_SDPA_THREADS 128 /* every kernel: 4 warps */
 #define NV__GPU_SDPA_MMA_ROWS 64 /* query rows per block of the tensor-core kernel */
 #define NV__GPU_SDPA_MMA_KEYS 64 /* keys per step of the tensor-core kernel */
+#define NV__GPU_SDPA_DECODE_ROWS 4 /* most query rows (G x Lq) of the decode kernel */
 
 enum { NV__GPU_SDPA_OUT = 0, NV__GPU_SDPA_Q, NV__GPU_SDPA_K, NV__GPU_SDPA_V, NV__GPU_SDPA_MASK,
        NV__GPU_SDPA_SINKS, NV__GPU_SDPA_PART };
@@ -38,7 +39,7 @@ typedef struct nv__gpu_sdpa_params {
   /* The SIMT kernel: query rows (query, head of the group) per block, keys per step, threads
    * per dot product (a power of two <= 32), row blocks per (batch, key/value head), and the
    * key splits (split_len keys each; nsplit > 1: the kernel writes partials that the combine
-   * kernel reduces). */
+   * kernel reduces). The decode kernel: rows = G x Lq, and the splits. */
   int32_t rows, keys, tpd, ntiles, nsplit, split_len;
 } nv__gpu_sdpa_params;
 
@@ -52,6 +53,9 @@ typedef struct nv__gpu_sdpa_params {
 const void *nv__gpu_sdpa_simt(int dtype);
 const void *nv__gpu_sdpa_combine(int dtype);
 const void *nv__gpu_sdpa_mma(int dtype, int d);
+/* The decode kernel (float16, bfloat16, float32) for head sizes up to `d` <= 256 (D and Dv),
+ * at most NV__GPU_SDPA_DECODE_ROWS rows; 16 KiB of static shared memory at most. */
+const void *nv__gpu_sdpa_decode(int dtype, int d);
 uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv);
 uint32_t nv__gpu_sdpa_mma_smem(int d);
 
