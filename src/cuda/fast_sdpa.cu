@@ -417,8 +417,22 @@ template <int DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi) 
   return r;
 }
 
+/* Asynchronous 16-byte copies into shared memory (cp.async, sm_80+): `bytes` (16 or 0: a zero
+ * fill, nothing read) from `src`; the thread's copies since its last commit form a group, and
+ * wait<N> returns once at most N of its groups are still in flight. */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 /* Rows [row0, row0 + n) of a row-contiguous [*, D] matrix into a shared tile of 64 rows with
- * row stride D + 8 (rows >= n zeroed): 16-byte vectors when the rows are 16-byte aligned. */
+ * row stride D + 8 (rows >= n zeroed), then a commit: asynchronous 16-byte copies when the
+ * rows are 16-byte aligned (visible after cp_wait and a barrier), else plain loads and stores
+ * (visible after the barrier; their group is empty). */
 template <int D>
 __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, int64_t row0,
                                           int n, bool vec) {
@@ -426,15 +440,17 @@ __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, i
   for (int c = threadIdx.x; c < NV__GPU_SDPA_MMA_ROWS * C; c += NV__GPU_SDPA_THREADS) {
     int r = c / C, cc = c - r * C;
     uint16_t *dst = tile + r * LDS + cc * 8;
-    if (r >= n) {
+    if (vec) {
+      const uint16_t *s = r < n ? src + (row0 + r) * D + cc * 8 : src;
+      cp_async16(smem_addr(dst), s, r < n ? 16 : 0);
+    } else if (r >= n) {
       *(uint4 *)dst = make_uint4(0, 0, 0, 0);
-    } else if (vec) {
-      *(uint4 *)dst = __ldg((const uint4 *)(src + (row0 + r) * D + cc * 8));
     } else {
       const uint16_t *s = src + (row0 + r) * D + cc * 8;
       for (int x = 0; x < 8; x++) dst[x] = s[x];
     }
   }
+  cp_commit();
 }
 
 template <int DT, int D>
@@ -482,11 +498,13 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const uint32_t vaddr = smem_addr(Vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
                                    (lane >> 4) * 8);
 
+  /* Flash attention 2's overlap: v of a step loads while its scores compute, k of the next step
+   * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1. */
+  load_tile<D>(Ks, kb, 0, kend < BC ? kend : BC, vec);
   for (int j0 = 0; j0 < kend; j0 += BC) {
     const int nk = kend - j0 < BC ? kend - j0 : BC;
-    __syncthreads(); /* the previous step's reads of Ks and Vs are done (and Qs is written) */
-    load_tile<D>(Ks, kb, j0, nk, vec);
     load_tile<D>(Vs, vb, j0, nk, vec);
+    cp_wait<1>(); /* q and k_j have landed (v_j may still be in flight) */
     __syncthreads();
     float s[BC / 8][4];
 #pragma unroll
@@ -503,6 +521,9 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
         mma16816<DT>(s[2 * np + 1], a, b2, b3);
       }
     }
+    __syncthreads(); /* every warp is done with k_j */
+    const bool more = j0 + BC < kend;
+    if (more) load_tile<D>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
     /* scale, mask, and the rows' new maxima */
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -542,6 +563,9 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
         s[i][e] = x;
         l[e >> 1] += x;
       }
+    if (more) cp_wait<1>(); /* v_j has landed (k_j+1 may still be in flight) */
+    else cp_wait<0>();
+    __syncthreads();
     /* o += p·v: the score accumulators of key tiles 2kk and 2kk+1 are the A operand */
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) {
@@ -556,6 +580,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
         mma16816<DT>(o[2 * dp + 1], a, b2, b3);
       }
     }
+    __syncthreads(); /* every warp is done with v_j before v_j+1 overwrites it */
   }
 #pragma unroll
   for (int h = 0; h < 2; h++) {
