@@ -162,6 +162,8 @@ static void sdpa_task(sdpa_job *jb, int64_t t, float *work) {
   for (int j0 = (int)ks; j0 < ke; j0 += KEYS) {
     int n = ke - j0 < KEYS ? (int)(ke - j0) : KEYS, ldk, ldv;
     const float *K = kv_block(jb->k, b, hkv, j0, n, D, Kt, &ldk);
+    /* zeroed first: BLAS may read C even with beta = 0 (and skips it when D = 0) */
+    memset(S, 0, (size_t)rows * n * sizeof *S);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, D, 1.0f, Q, D, K, ldk, 0.0f, S,
                 n);
     softmax_block(jb, b, hkv, q0, nq, j0, n, S, m, l, O);

@@ -181,3 +181,8 @@ def test_sdpa_edges(nv, rng):
     got, want = gpu_and_cpu(nv, lambda: attend(nv, q, empty, empty, 0.1, None, None, None,
                                               "contiguous"))
     assert got.shape == (1, 2, 20, 64) and (ref64(got) == 0).all()
+    for lq in (1, 20):  # head size 0 (uniform weights) on the decode and SIMT kernels
+        z = np.zeros((1, 2, lq, 0), np.float32)
+        got, want = gpu_and_cpu(nv, lambda: attend(nv, z, np.zeros((1, 2, 30, 0), np.float32),
+                                                  c(v), 0.1, None, None, None, "contiguous"))
+        close(got, want, "float32", 5.0)

@@ -183,6 +183,11 @@ def test_empty(nv, rng):
     got = run(nv, q[:, :, :0], rand(rng, (1, 2, 5, 8), "float32"),
               rand(rng, (1, 2, 5, 8), "float32"), 0.5, "causal")
     assert got.shape == (1, 2, 0, 8)
+    # head size 0: every score is 0, the weights uniform
+    v = rand(rng, (1, 2, 5, 4), "float32")
+    got = run(nv, q[..., :0], np.zeros((1, 2, 5, 0), np.float32), v, 0.5)
+    np.testing.assert_allclose(got, np.broadcast_to(v.mean(2, keepdims=True), got.shape),
+                               rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("dq,dk,dv,want", [
