@@ -254,10 +254,10 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
 
 /* At most NV__GPU_SDPA_DECODE_ROWS query rows (the G heads of a group times Lq) of one
  * key/value head over one split of the keys, streamed from global memory without shared
- * tiles: each warp takes every 4th key of the split; lane l holds q and output elements
- * l, l + 32, ... (C of them: D, Dv <= 32 C), a key's scores are warp sums (shuffles), and
- * the softmax state is per row in registers (the same in every lane). The next key's k and v
- * rows are loaded before the current one is used. The block's 4 warps then merge their states
+ * tiles: each warp takes every 4th key of the split, two at a time; lane l holds q and output
+ * elements l, l + 32, ... (C of them: D, Dv <= 32 C), a key's scores are warp sums
+ * (shuffles), and the softmax state is per row in registers (the same in every lane). The
+ * next two keys' k and v rows are loaded before the current ones are used. The block's 4 warps then merge their states
  * through shared memory into the output (one split) or the split's partial. */
 template <int DT, int C>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
@@ -295,40 +295,68 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const int64_t ks64 = (int64_t)split * p.split_len;
   const int ks = (int)(ks64 < kend ? ks64 : kend);
   const int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
-  float kn[C], vn[C];
+  /* Two keys per step (j and j + NW), the next two loading meanwhile: 4 rows of k and v in
+   * flight per warp. A key past the split reads nothing and scores -inf (weight 0). */
+  constexpr int U = 2;
+  float kn[U][C], vn[U][C];
   int j = ks + warp;
 #pragma unroll
-  for (int c = 0; c < C; c++) {
-    const int d = lane + 32 * c;
-    kn[c] = j < ke && d < D ? io<DT>::ld(kb[(int64_t)j * D + d]) : 0.0f;
-    vn[c] = j < ke && d < Dv ? io<DT>::ld(vb[(int64_t)j * Dv + d]) : 0.0f;
-  }
-  for (; j < ke; j += NW) {
-    float kv[C], vv[C];
-    const int jn = j + NW;
+  for (int u = 0; u < U; u++)
 #pragma unroll
     for (int c = 0; c < C; c++) {
-      const int d = lane + 32 * c;
-      kv[c] = kn[c];
-      vv[c] = vn[c];
-      kn[c] = jn < ke && d < D ? io<DT>::ld(kb[(int64_t)jn * D + d]) : 0.0f;
-      vn[c] = jn < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jn * Dv + d]) : 0.0f;
+      const int d = lane + 32 * c, jj = j + u * NW;
+      kn[u][c] = jj < ke && d < D ? io<DT>::ld(kb[(int64_t)jj * D + d]) : 0.0f;
+      vn[u][c] = jj < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jj * Dv + d]) : 0.0f;
     }
+  for (; j < ke; j += U * NW) {
+    float kv[U][C], vv[U][C];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int c = 0; c < C; c++) {
+        const int d = lane + 32 * c, jn = j + (U + u) * NW;
+        kv[u][c] = kn[u][c];
+        vv[u][c] = vn[u][c];
+        kn[u][c] = jn < ke && d < D ? io<DT>::ld(kb[(int64_t)jn * D + d]) : 0.0f;
+        vn[u][c] = jn < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jn * Dv + d]) : 0.0f;
+      }
 #pragma unroll
     for (int r = 0; r < MR; r++) {
       if (r >= R) break; /* R is the same for the whole block */
-      float s = 0.0f;
+      float sc[U];
 #pragma unroll
-      for (int c = 0; c < C; c++) s = fmaf(qv[r][c], kv[c], s);
+      for (int u = 0; u < U; u++) {
+        sc[u] = 0.0f;
 #pragma unroll
-      for (int w = 16; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
-      s = masked(p, mask, b, hkv * G + r % G, r / G, j, s);
-      const float mnew = fmaxf(m[r], s), mu = ref_of(mnew);
-      const float corr = expf(m[r] - mu), e = expf(s - mu);
-      l[r] = l[r] * corr + e;
+        for (int c = 0; c < C; c++) sc[u] = fmaf(qv[r][c], kv[u][c], sc[u]);
+      }
+#pragma unroll
+      for (int w = 16; w > 0; w >>= 1)
+#pragma unroll
+        for (int u = 0; u < U; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], w);
+      float mnew = m[r];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int jj = j + u * NW;
+        sc[u] = jj < ke ? masked(p, mask, b, hkv * G + r % G, r / G, jj, sc[u]) : -INFINITY;
+        mnew = fmaxf(mnew, sc[u]);
+      }
+      const float mu = ref_of(mnew), corr = expf(m[r] - mu);
+      float e[U], esum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        e[u] = expf(sc[u] - mu);
+        esum += e[u];
+      }
+      l[r] = l[r] * corr + esum;
       m[r] = mnew;
 #pragma unroll
-      for (int c = 0; c < C; c++) o[r][c] = fmaf(e, vv[c], o[r][c] * corr);
+      for (int c = 0; c < C; c++) {
+        float acc = o[r][c] * corr;
+#pragma unroll
+        for (int u = 0; u < U; u++) acc = fmaf(e[u], vv[u][c], acc);
+        o[r][c] = acc;
+      }
     }
   }
 #pragma unroll
