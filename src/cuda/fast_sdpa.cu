@@ -4,10 +4,11 @@
  *     takes 64 query rows of one head (16 per warp) and walks the keys 64 at a time: q·kᵀ and
  *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
- *     two rows' values; maxima reduced over the 4 threads of a row). Causal blocks past the
- *     tile's last query are skipped. GQA: head h reads key/value head h / G.
+ *     two rows' values; maxima reduced over the 4 threads of a row); k and v tiles arrive by
+ *     cp.async, each overlapping the other's product. Causal blocks past the tile's last query
+ *     are skipped. GQA: head h reads key/value head h / G.
  *   - sdpa_decode: at most 4 query rows per key/value head (decode) and D, Dv <= 256: k and v
- *     streamed from global memory by warps (one key per warp at a time, scores by shuffles),
+ *     streamed from global memory by warps (two keys per warp step, scores by shuffles),
  *     blocks over splits of the keys.
  *   - sdpa_simt: any float dtype and head size. A block takes `rows` query rows of one
  *     key/value head (the G query heads of the group, so they share each key block) and one
