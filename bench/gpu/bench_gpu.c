@@ -120,6 +120,15 @@ static void run_conv2d(void *p) {
   nv_release(y);
 }
 
+/* Attention: q = a, k = b, v = c; n != 0: causal. */
+static void run_sdpa(void *p) {
+  args *x = p;
+  nv_array *y = nv_fast_scaled_dot_product_attention(x->a, x->b, x->c, 0.08838834764831845f,
+                                                     x->n ? "causal" : NULL, NULL, NULL);
+  check(nv_eval1(y), "scaled_dot_product_attention");
+  nv_release(y);
+}
+
 /* 1000 dependent tiny ops: y = y * s + t on a 16-element array, evaluated at the end. */
 static void run_tiny(void *p) {
   args *x = p;
@@ -312,6 +321,22 @@ int main(int argc, char **argv) {
     diag("inputs");
     bench_case("conv2d_bf16_32x56x56x64", run_conv2d, &x, 5, 20);
     nv_release(x.a), nv_release(x.b);
+  }
+  if (WANT("sdpa_")) {
+    /* bf16, b8 h32 d128: causal prefill over 4096 tokens, and one decode step over a 4096-key
+     * cache (the issue's rows). */
+    int qs[4] = {8, 32, 4096, 128}, q1[4] = {8, 32, 1, 128};
+    args x = {rand_on_gpu(qs, 4, NV_DTYPE_BFLOAT16), rand_on_gpu(qs, 4, NV_DTYPE_BFLOAT16),
+              rand_on_gpu(qs, 4, NV_DTYPE_BFLOAT16), 0, 1};
+    diag("inputs");
+    if (WANT("sdpa_causal_prefill_b8h32L4096d128_bf16"))
+      bench_case("sdpa_causal_prefill_b8h32L4096d128_bf16", run_sdpa, &x, 3, 10);
+    nv_release(x.a);
+    x.a = rand_on_gpu(q1, 4, NV_DTYPE_BFLOAT16);
+    x.n = 0;
+    if (WANT("sdpa_decode_b8h32L4096d128_bf16"))
+      bench_case("sdpa_decode_b8h32L4096d128_bf16", run_sdpa, &x, 5, 30);
+    nv_release(x.a), nv_release(x.b), nv_release(x.c);
   }
   if (WANT("tiny_1000")) {
     int shape[1] = {16};

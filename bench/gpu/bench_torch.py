@@ -102,6 +102,18 @@ def main():
         a, b = r(4096, 4096), r(4096, 4096)
         report("matmul_f32_4096", timed(lambda: a @ b, 3, 10))
         del a, b
+    if want("sdpa_"):
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        q, k, v = (r(8, 32, 4096, 128, dt=torch.bfloat16) for _ in range(3))
+        if want("sdpa_causal_prefill_b8h32L4096d128_bf16"):
+            report("sdpa_causal_prefill_b8h32L4096d128_bf16",
+                   timed(lambda: sdpa(q, k, v, is_causal=True), 3, 10))
+        q1 = r(8, 32, 1, 128, dt=torch.bfloat16)
+        if want("sdpa_decode_b8h32L4096d128_bf16"):
+            f = lambda: sdpa(q1, k, v)
+            report("sdpa_decode_b8h32L4096d128_bf16", timed(f, 5, 30))
+            report("sdpa_decode_b8h32L4096d128_bf16:graph", graphed(f, 5, 30))
+        del q, k, v, q1
     if want("tiny_1000"):
         y0, s, t = r(16), r(16), r(16)
 

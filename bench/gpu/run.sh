@@ -48,6 +48,8 @@ work = {  # bytes moved or flops, for rates
     "ops_add_transposed": ("TB/s", 12 * 64 * 2**20), "ops_concatenate_axis1": ("TB/s", 16 * 64 * 2**20),
     "ops_take_2^24_of_2^26": ("TB/s", 12 * 2**24),
     "conv2d_bf16_32x56x56x64": ("TFLOP/s", 2 * 32 * 56 * 56 * 64 * 9 * 64),
+    "sdpa_causal_prefill_b8h32L4096d128_bf16": ("TFLOP/s", 2 * 8 * 32 * 4096**2 * 128),
+    "sdpa_decode_b8h32L4096d128_bf16": ("TB/s", 2 * 2 * 8 * 32 * 4096 * 128),
 }
 for a in range(3): work[f"ops_argmax_axis{a}"] = ("TB/s", 4 * 64 * 2**20)
 print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")

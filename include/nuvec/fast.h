@@ -1,5 +1,5 @@
 /* nuvec — fused fast ops with MLX's mx.fast names and semantics (MLX 0.32): rms_norm,
- * layer_norm and rope.
+ * layer_norm, rope and scaled_dot_product_attention.
  *
  * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
  * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
@@ -45,6 +45,26 @@ NV_API nv_array *nv_fast_layer_norm(const nv_array *x, const nv_array *weight,
  * dimensions, and dims even, positive and at most D. The result has x's shape and dtype. */
 NV_API nv_array *nv_fast_rope(const nv_array *x, int dims, bool traditional, double base,
                               double scale, const nv_array *offset, const nv_array *freqs);
+
+/* Scaled dot-product attention, MLX's mx.fast.scaled_dot_product_attention:
+ * softmax(scale · q·kᵀ + mask) · v per batch and head, computed in float32 (float64 in
+ * float64) and returned in the promoted dtype of q, k and v. q is [B, Hq, Lq, D], k is
+ * [B, Hkv, Lk, D] and v [B, Hkv, Lk, Dv] with Hkv dividing Hq (grouped-query attention: query
+ * head h reads key/value head h / (Hq / Hkv)). `mask_mode` is NULL or "" (no mask unless
+ * `mask` is given), "causal" (query i sits at position Lk - Lq + i and sees the keys at
+ * positions <= its own: with Lq < Lk the queries are the last Lq positions) or "array" (`mask`
+ * required). `mask` broadcasts to [B, Hq, Lq, Lk] (rank <= 4): a bool mask keeps the scores
+ * where it is true, any other dtype (which must promote to the result dtype) is added to the
+ * scores. A masked score counts as float32's lowest value, not -inf, so a row with every key
+ * masked averages v (as MLX). `sinks` (NULL or [Hq], promoting to the result dtype) adds one
+ * logit per head to each softmax's denominator. Lk = 0 gives zeros. Errors (invalid argument,
+ * naming the shapes): ranks other than 4, mismatched batch, head or length dimensions, Hq not a
+ * multiple of Hkv, non-float inputs, a bad mask mode or shape, sinks of the wrong shape. */
+NV_API nv_array *nv_fast_scaled_dot_product_attention(const nv_array *q, const nv_array *k,
+                                                      const nv_array *v, float scale,
+                                                      const char *mask_mode,
+                                                      const nv_array *mask,
+                                                      const nv_array *sinks);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /* nuvec's CPython extension: the submodule nuvec.fast, mlx.core.fast over include/nuvec/fast.h
- * (rms_norm, layer_norm, rope), with MLX's signatures, keyword names and defaults. weight and
- * bias take None; rope's base takes None (freqs then given) and its offset an int or an
- * integer array (a scalar, or one offset per batch). */
+ * (rms_norm, layer_norm, rope, scaled_dot_product_attention), with MLX's signatures, keyword
+ * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
+ * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
+ * None, a str ("causal") or an array. */
 #include <math.h>
 
 #include "optable.h"
@@ -52,6 +53,23 @@ static PyObject *sig_rope(call *c) {
   return nvpy_wrap(nv_fast_rope(x, dims, traditional, base, scale, offset, freqs));
 }
 
+/* scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None): mask is None, a
+ * str ("causal") or an array. */
+static PyObject *sig_sdpa(call *c) {
+  nv_array *q = arr(c, 0), *k = q ? arr(c, 1) : NULL, *v = k ? arr(c, 2) : NULL, *mask = NULL,
+           *sinks;
+  double scale;
+  if (!v || double_at(c, 3, 1, &scale) < 0 || optional_at(c, 5, &sinks) < 0) return NULL;
+  const char *mode = NULL;
+  if (given(c, 4) && PyUnicode_Check(c->argv[4])) {
+    if (!(mode = str_at(c, 4, NULL))) return NULL;
+  } else if (given(c, 4)) {
+    if (!(mask = arr(c, 4))) return NULL;
+    mode = "array";
+  }
+  return nvpy_wrap(nv_fast_scaled_dot_product_attention(q, k, v, (float)scale, mode, mask, sinks));
+}
+
 #define DOC(s) "mlx.core.fast." s
 
 static const nvpy_op fast_ops[] = {
@@ -62,11 +80,17 @@ static const nvpy_op fast_ops[] = {
     {"rope", sig_rope, NULL,
      KW("a", "dims", "traditional", "base", "scale", "offset", "freqs"), 6, {0}, 0,
      DOC("rope: rotary positional encoding of the first dims features of each row.")},
+    {"scaled_dot_product_attention", sig_sdpa, NULL, KW("q", "k", "v", "scale", "mask", "sinks"),
+     4, {0}, 0,
+     DOC("scaled_dot_product_attention: softmax(scale * q @ k.T + mask) @ v, fused (flash-style "
+         "online softmax), with grouped-query heads, 'causal' or array masks and sinks.")},
 };
 
 static struct PyModuleDef fast_def = {
     PyModuleDef_HEAD_INIT, "nuvec.fast",
-    "Fused fast ops with MLX's mx.fast API: rms_norm, layer_norm, rope.", -1,
+    "Fused fast ops with MLX's mx.fast API: rms_norm, layer_norm, rope, "
+    "scaled_dot_product_attention.",
+    -1,
     NULL, NULL, NULL, NULL, NULL};
 
 int nvpy_init_fast(PyObject *m) {

@@ -20,6 +20,7 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_fft,
     nv__rules_register_distributed,
     nv__rules_register_fast,
+    nv__rules_register_fast_sdpa,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

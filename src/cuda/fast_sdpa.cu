@@ -1,0 +1,735 @@
+/* scaled_dot_product_attention on the GPU (the CPU kernel's definition, src/cpu/fast_sdpa.c):
+ * an online softmax over blocks of keys in float32, never an Lq x Lk matrix in memory.
+ *   - sdpa_mma: float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256}, for prefill. A block
+ *     takes 64 query rows of one head (16 per warp) and walks the keys 64 at a time: q·kᵀ and
+ *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
+ *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
+ *     two rows' values; maxima reduced over the 4 threads of a row); k and v tiles arrive by
+ *     cp.async, each overlapping the other's product. Causal blocks past the tile's last query
+ *     are skipped. GQA: head h reads key/value head h / G.
+ *   - sdpa_decode: at most 4 query rows per key/value head (decode) and D, Dv <= 256: k and v
+ *     streamed from global memory by warps (two keys per warp step, scores by shuffles),
+ *     blocks over splits of the keys.
+ *   - sdpa_simt: any float dtype and head size. A block takes `rows` query rows of one
+ *     key/value head (the G query heads of the group, so they share each key block) and one
+ *     split of the keys; key/value blocks go through shared memory as float32. With several
+ *     splits (decode: few rows, long keys) it writes per-split partials (unnormalized output,
+ *     maximum, sum) that sdpa_combine reduces, one warp per output row.
+ * Masked scores count as float32's lowest value (a fully masked row averages v, as the CPU);
+ * keys past the end are excluded (-inf, whose exponential is 0; a running maximum of -inf
+ * uses 0 as its reference, so no NaN arises from -inf - -inf). Sinks start the running state
+ * as one more logit with a zero value row. */
+#include <cuda_runtime.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "cuda/convert.cuh"
+#include "cuda/fast_sdpa_kernels.h"
+
+using namespace nvg;
+
+namespace {
+
+typedef nv__gpu_sdpa_params P;
+
+template <int DT> struct io;
+template <> struct io<DT_F16> {
+  typedef uint16_t S;
+  static __device__ __forceinline__ float ld(S x) { return f16_to_f32(x); }
+  static __device__ __forceinline__ S st(float x) { return f32_to_f16(x); }
+};
+template <> struct io<DT_BF16> {
+  typedef uint16_t S;
+  static __device__ __forceinline__ float ld(S x) { return bf16_to_f32(x); }
+  static __device__ __forceinline__ S st(float x) { return f32_to_bf16(x); }
+};
+template <> struct io<DT_F32> {
+  typedef float S;
+  static __device__ __forceinline__ float ld(S x) { return x; }
+  static __device__ __forceinline__ S st(float x) { return x; }
+};
+
+/* One mask element (bool, float16, bfloat16 or float32). */
+__device__ __forceinline__ float mask_at(const void *m, int dt, int64_t i) {
+  switch (dt) {
+    case DT_BOOL: return ((const uint8_t *)m)[i] ? 1.0f : 0.0f;
+    case DT_F16: return f16_to_f32(((const uint16_t *)m)[i]);
+    case DT_BF16: return bf16_to_f32(((const uint16_t *)m)[i]);
+    default: return ((const float *)m)[i];
+  }
+}
+
+/* A score after the mask: causal or bool-masked scores become float32's lowest value,
+ * additive masks add. `row` is the query position, `col` the key position. */
+__device__ __forceinline__ float masked(const P &p, const void *mask, int b, int hq, int row,
+                                        int col, float s) {
+  if (p.causal) return col > row + (p.Lk - p.Lq) ? -FLT_MAX : s;
+  if (p.mask == 0) return s;
+  int64_t i = p.off[NV__GPU_SDPA_MASK] + b * p.mst[0] + hq * p.mst[1] + row * p.mst[2] +
+              col * p.mst[3];
+  float m = mask_at(mask, p.mask_dtype, i);
+  if (p.mask == 2) return m != 0.0f ? s : -FLT_MAX;
+  return s + m;
+}
+
+__device__ __forceinline__ float sink_of(const P &p, const void *sinks, int hq) {
+  return ((const float *)sinks)[p.off[NV__GPU_SDPA_SINKS] + hq * p.sst];
+}
+
+/* The reference a running maximum subtracts: itself, or 0 while it is -inf. */
+__device__ __forceinline__ float ref_of(float m) { return m == -INFINITY ? 0.0f : m; }
+
+/* The last key (exclusive) a block of query positions [first, last] reads: causal blocks stop
+ * after the last query's position unless a query sits before every key (it then sees none and
+ * averages all of them). */
+__device__ __forceinline__ int key_end(const P &p, int first, int last) {
+  int shift = p.Lk - p.Lq;
+  if (p.causal && first + shift >= 0 && last + shift + 1 < p.Lk) return last + shift + 1;
+  return p.Lk;
+}
+
+/* ---- The SIMT kernel ---- */
+
+template <int DT>
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+    sdpa_simt(void *out, const void *q, const void *k, const void *v, const void *mask,
+              const void *sinks, void *part, P p) {
+  typedef typename io<DT>::S S;
+  extern __shared__ float smem[];
+  const int R = p.rows, KB = p.keys, D = p.D, Dv = p.Dv, G = p.G;
+  float *Qs = smem, *Ks = Qs + R * D, *Vs = Ks + KB * (D + 1), *Ps = Vs + KB * Dv;
+  float *Os = Ps + R * KB, *Ms = Os + R * Dv, *Ls = Ms + R, *Cs = Ls + R;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+  int64_t bid = blockIdx.x;
+  const int split = (int)(bid % p.nsplit);
+  bid /= p.nsplit;
+  const int tile = (int)(bid % p.ntiles);
+  bid /= p.ntiles;
+  const int hkv = (int)(bid % p.Hkv), b = (int)(bid / p.Hkv);
+  const int64_t flat0 = (int64_t)tile * R, nflat = (int64_t)p.Lq * G;
+  const int nr = (int)(nflat - flat0 < R ? nflat - flat0 : R);
+  const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
+  const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
+  const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
+  const bool final_pass = p.nsplit == 1;
+
+  for (int e = tid; e < nr * D; e += nt) {
+    int r = e / D, d = e - r * D;
+    int64_t f = flat0 + r;
+    int i = (int)(f / G), hq = hkv * G + (int)(f % G);
+    Qs[e] = io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale;
+  }
+  for (int r = tid; r < nr; r += nt) {
+    float m0 = -INFINITY, l0 = 0.0f;
+    if (p.sinks && final_pass) {
+      m0 = sink_of(p, sinks, hkv * G + (int)((flat0 + r) % G));
+      l0 = m0 == -INFINITY ? 0.0f : 1.0f;
+    }
+    Ms[r] = m0;
+    Ls[r] = l0;
+  }
+  for (int e = tid; e < nr * Dv; e += nt) Os[e] = 0.0f;
+  const int first = (int)(flat0 / G), last = (int)((flat0 + nr - 1) / G);
+  const int kend = key_end(p, first, last);
+  const int64_t ks64 = (int64_t)split * p.split_len;
+  const int ks = (int)(ks64 < kend ? ks64 : kend);
+  const int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
+  const int tpd = p.tpd, per = nt / tpd;
+  __syncthreads();
+  for (int j0 = ks; j0 < ke; j0 += KB) {
+    const int n = ke - j0 < KB ? ke - j0 : KB;
+    for (int e = tid; e < n * D; e += nt) {
+      int j = e / D, d = e - j * D;
+      Ks[j * (D + 1) + d] = io<DT>::ld(kb[(int64_t)(j0 + j) * D + d]);
+    }
+    for (int e = tid; e < n * Dv; e += nt) Vs[e] = io<DT>::ld(vb[(int64_t)j0 * Dv + e]);
+    __syncthreads();
+    /* scores: `tpd` threads per (row, key), each over every tpd-th element of the dot */
+    const int items = nr * n, part_id = tid % tpd;
+    for (int base = 0; base < items; base += per) {
+      int e = base + tid / tpd;
+      float acc = 0.0f;
+      int r = 0, j = 0;
+      if (e < items) {
+        r = e / n;
+        j = e - r * n;
+        const float *qr = Qs + r * D, *kr = Ks + j * (D + 1);
+        for (int d = part_id; d < D; d += tpd) acc = fmaf(qr[d], kr[d], acc);
+      }
+      for (int w = tpd >> 1; w > 0; w >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, w, tpd);
+      if (e < items && part_id == 0) {
+        int64_t f = flat0 + r;
+        Ps[r * KB + j] = masked(p, mask, b, hkv * G + (int)(f % G), (int)(f / G), j0 + j, acc);
+      }
+    }
+    __syncthreads();
+    /* the online softmax: one warp per row */
+    for (int r = warp; r < nr; r += nt >> 5) {
+      float *s = Ps + r * KB, mx = -INFINITY;
+      for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s[j]);
+      for (int w = 16; w > 0; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
+      float mold = Ms[r], mnew = fmaxf(mold, mx), mu = ref_of(mnew), sum = 0.0f;
+      for (int j = lane; j < n; j += 32) {
+        float e = expf(s[j] - mu);
+        s[j] = e;
+        sum += e;
+      }
+      for (int w = 16; w > 0; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+      if (lane == 0) {
+        float corr = expf(mold - mu);
+        Ls[r] = Ls[r] * corr + sum;
+        Ms[r] = mnew;
+        Cs[r] = corr;
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < nr * Dv; e += nt) {
+      int r = e / Dv, d = e - r * Dv;
+      const float *pr = Ps + r * KB;
+      float acc = Os[e] * Cs[r];
+      for (int j = 0; j < n; j++) acc = fmaf(pr[j], Vs[j * Dv + d], acc);
+      Os[e] = acc;
+    }
+    __syncthreads();
+  }
+  for (int e = tid; e < nr * Dv; e += nt) {
+    int r = e / Dv, d = e - r * Dv;
+    int64_t f = flat0 + r;
+    int i = (int)(f / G), hq = hkv * G + (int)(f % G);
+    int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
+    if (final_pass) {
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = io<DT>::st(Os[e] / Ls[r]);
+    } else {
+      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
+                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
+      pt[d] = Os[e];
+      if (d == 0) {
+        pt[Dv] = Ms[r];
+        pt[Dv + 1] = Ls[r];
+      }
+    }
+  }
+}
+
+/* The splits of each output row (one warp per row) weighted by exp(m_s - M), with the sink as
+ * one more term of the denominator. */
+template <int DT>
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+    sdpa_combine(void *out, const void *q, const void *k, const void *v, const void *mask,
+                 const void *sinks, void *part, P p) {
+  (void)q;
+  (void)k;
+  (void)v;
+  (void)mask;
+  typedef typename io<DT>::S S;
+  const int lane = threadIdx.x & 31, Dv = p.Dv, ns = p.nsplit;
+  const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int64_t nrows = (int64_t)p.B * p.Hq * p.Lq;
+  if (row >= nrows) return;
+  const float *pt = (const float *)part + p.off[NV__GPU_SDPA_PART] +
+                    row * ns * NV__GPU_SDPA_PART_FLOATS(Dv);
+  const int hq = (int)(row / p.Lq % p.Hq);
+  float M = -INFINITY, sink = -INFINITY;
+  if (p.sinks) M = sink = sink_of(p, sinks, hq);
+  for (int s = 0; s < ns; s++) M = fmaxf(M, pt[s * NV__GPU_SDPA_PART_FLOATS(Dv) + Dv]);
+  const float mu = ref_of(M);
+  float L = p.sinks ? expf(sink - mu) : 0.0f;
+  for (int s = 0; s < ns; s++) {
+    const float *ps = pt + s * NV__GPU_SDPA_PART_FLOATS(Dv);
+    L += ps[Dv + 1] * expf(ps[Dv] - mu);
+  }
+  for (int d = lane; d < Dv; d += 32) {
+    float acc = 0.0f;
+    for (int s = 0; s < ns; s++) {
+      const float *ps = pt + s * NV__GPU_SDPA_PART_FLOATS(Dv);
+      acc = fmaf(ps[d], expf(ps[Dv] - mu), acc);
+    }
+    ((S *)out)[p.off[NV__GPU_SDPA_OUT] + row * Dv + d] = io<DT>::st(acc / L);
+  }
+}
+
+/* ---- The decode kernel ---- */
+
+/* At most NV__GPU_SDPA_DECODE_ROWS query rows (the G heads of a group times Lq) of one
+ * key/value head over one split of the keys, streamed from global memory without shared
+ * tiles: each warp takes every 4th key of the split, two at a time; lane l holds q and output
+ * elements l, l + 32, ... (C of them: D, Dv <= 32 C), a key's scores are warp sums
+ * (shuffles), and the softmax state is per row in registers (the same in every lane). The
+ * next two keys' k and v rows are loaded before the current ones are used. The block's 4 warps then merge their states
+ * through shared memory into the output (one split) or the split's partial. */
+template <int DT, int C>
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+    sdpa_decode(void *out, const void *q, const void *k, const void *v, const void *mask,
+                const void *sinks, void *part, P p) {
+  typedef typename io<DT>::S S;
+  constexpr int MR = NV__GPU_SDPA_DECODE_ROWS, NW = NV__GPU_SDPA_THREADS / 32;
+  __shared__ float red_m[NW][MR], red_l[NW][MR], red_o[NW][MR][C * 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int D = p.D, Dv = p.Dv, G = p.G, R = p.rows;
+  int64_t bid = blockIdx.x;
+  const int split = (int)(bid % p.nsplit);
+  bid /= p.nsplit;
+  const int hkv = (int)(bid % p.Hkv), b = (int)(bid / p.Hkv);
+  const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
+  const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
+  const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
+  const bool final_pass = p.nsplit == 1;
+  float qv[MR][C], o[MR][C], m[MR], l[MR];
+#pragma unroll
+  for (int r = 0; r < MR; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    const int i = r / G, hq = hkv * G + r % G;
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      const int d = lane + 32 * c;
+      o[r][c] = 0.0f;
+      qv[r][c] = r < R && d < D
+                     ? io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale
+                     : 0.0f;
+    }
+  }
+  const int kend = key_end(p, 0, p.Lq - 1);
+  const int64_t ks64 = (int64_t)split * p.split_len;
+  const int ks = (int)(ks64 < kend ? ks64 : kend);
+  const int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
+  /* Two keys per step (j and j + NW), the next two loading meanwhile: 4 rows of k and v in
+   * flight per warp. A key past the split reads nothing and scores -inf (weight 0). */
+  constexpr int U = 2;
+  float kn[U][C], vn[U][C];
+  int j = ks + warp;
+#pragma unroll
+  for (int u = 0; u < U; u++)
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      const int d = lane + 32 * c, jj = j + u * NW;
+      kn[u][c] = jj < ke && d < D ? io<DT>::ld(kb[(int64_t)jj * D + d]) : 0.0f;
+      vn[u][c] = jj < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jj * Dv + d]) : 0.0f;
+    }
+  for (; j < ke; j += U * NW) {
+    float kv[U][C], vv[U][C];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int c = 0; c < C; c++) {
+        const int d = lane + 32 * c, jn = j + (U + u) * NW;
+        kv[u][c] = kn[u][c];
+        vv[u][c] = vn[u][c];
+        kn[u][c] = jn < ke && d < D ? io<DT>::ld(kb[(int64_t)jn * D + d]) : 0.0f;
+        vn[u][c] = jn < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jn * Dv + d]) : 0.0f;
+      }
+#pragma unroll
+    for (int r = 0; r < MR; r++) {
+      if (r >= R) break; /* R is the same for the whole block */
+      float sc[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        sc[u] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < C; c++) sc[u] = fmaf(qv[r][c], kv[u][c], sc[u]);
+      }
+#pragma unroll
+      for (int w = 16; w > 0; w >>= 1)
+#pragma unroll
+        for (int u = 0; u < U; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], w);
+      float mnew = m[r];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int jj = j + u * NW;
+        sc[u] = jj < ke ? masked(p, mask, b, hkv * G + r % G, r / G, jj, sc[u]) : -INFINITY;
+        mnew = fmaxf(mnew, sc[u]);
+      }
+      const float mu = ref_of(mnew), corr = expf(m[r] - mu);
+      float e[U], esum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        e[u] = expf(sc[u] - mu);
+        esum += e[u];
+      }
+      l[r] = l[r] * corr + esum;
+      m[r] = mnew;
+#pragma unroll
+      for (int c = 0; c < C; c++) {
+        float acc = o[r][c] * corr;
+#pragma unroll
+        for (int u = 0; u < U; u++) acc = fmaf(e[u], vv[u][c], acc);
+        o[r][c] = acc;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; r++) {
+    if (lane == 0) {
+      red_m[warp][r] = m[r];
+      red_l[warp][r] = l[r];
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) red_o[warp][r][lane + 32 * c] = o[r][c];
+  }
+  __syncthreads();
+  for (int e = tid; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
+    const int r = e / Dv, d = e - r * Dv, i = r / G, hq = hkv * G + r % G;
+    float M = -INFINITY, sink = -INFINITY;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, red_m[w][r]);
+    const float mw = M; /* the warps' maximum: the partial's reference */
+    if (final_pass && p.sinks) M = fmaxf(M, sink = sink_of(p, sinks, hq));
+    const float mu = ref_of(M);
+    float L = final_pass && p.sinks ? expf(sink - mu) : 0.0f, acc = 0.0f;
+    for (int w = 0; w < NW; w++) {
+      const float f = expf(red_m[w][r] - mu);
+      L += red_l[w][r] * f;
+      acc += red_o[w][r][d] * f;
+    }
+    const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
+    if (final_pass) {
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = io<DT>::st(acc / L);
+    } else {
+      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
+                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
+      pt[d] = acc;
+      if (d == 0) {
+        pt[Dv] = mw;
+        pt[Dv + 1] = L;
+      }
+    }
+  }
+}
+
+/* ---- The tensor-core kernel ---- */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *ptr) {
+  return (uint32_t)__cvta_generic_to_shared(ptr);
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                        uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1,
+                                          uint32_t &r2, uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+/* c += a·b for one m16n8k16 tile (float32 accumulators). */
+template <int DT>
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+  if (DT == DT_F16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two float32 values as one register of two 16-bit values (lo in the low half), rounded to
+ * nearest even by the hardware's paired conversion. */
+template <int DT> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if (DT == DT_F16)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/* Asynchronous 16-byte copies into shared memory (cp.async, sm_80+): `bytes` (16 or 0: a zero
+ * fill, nothing read) from `src`; the thread's copies since its last commit form a group, and
+ * wait<N> returns once at most N of its groups are still in flight. */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Rows [row0, row0 + n) of a row-contiguous [*, D] matrix into a shared tile of 64 rows with
+ * row stride D + 8 (rows >= n zeroed), then a commit: asynchronous 16-byte copies when the
+ * rows are 16-byte aligned (visible after cp_wait and a barrier), else plain loads and stores
+ * (visible after the barrier; their group is empty). */
+template <int D>
+__device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, int64_t row0,
+                                          int n, bool vec) {
+  constexpr int C = D / 8, LDS = D + 8;
+  for (int c = threadIdx.x; c < NV__GPU_SDPA_MMA_ROWS * C; c += NV__GPU_SDPA_THREADS) {
+    int r = c / C, cc = c - r * C;
+    uint16_t *dst = tile + r * LDS + cc * 8;
+    if (vec) {
+      const uint16_t *s = r < n ? src + (row0 + r) * D + cc * 8 : src;
+      cp_async16(smem_addr(dst), s, r < n ? 16 : 0);
+    } else if (r >= n) {
+      *(uint4 *)dst = make_uint4(0, 0, 0, 0);
+    } else {
+      const uint16_t *s = src + (row0 + r) * D + cc * 8;
+      for (int x = 0; x < 8; x++) dst[x] = s[x];
+    }
+  }
+  cp_commit();
+}
+
+template <int DT, int D>
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+    sdpa_mma(void *out, const void *q, const void *k, const void *v, const void *mask,
+             const void *sinks, void *part, P p) {
+  (void)part;
+  constexpr int BR = NV__GPU_SDPA_MMA_ROWS, BC = NV__GPU_SDPA_MMA_KEYS, LDS = D + 8;
+  constexpr int NT = D / 8; /* 8-wide tiles of the output row */
+  extern __shared__ __align__(16) uint16_t tiles[];
+  uint16_t *Qs = tiles, *Ks = Qs + BR * LDS, *Vs = Ks + BC * LDS;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int ntq = (p.Lq + BR - 1) / BR;
+  int64_t bid = blockIdx.x;
+  /* the longest causal tiles (the last queries) first */
+  const int qt = ntq - 1 - (int)(bid % ntq);
+  bid /= ntq;
+  const int hq = (int)(bid % p.Hq), b = (int)(bid / p.Hq), hkv = hq / p.G;
+  const int q0 = qt * BR, nq = p.Lq - q0 < BR ? p.Lq - q0 : BR;
+  const uint16_t *qb = (const uint16_t *)q + p.off[NV__GPU_SDPA_Q] +
+                       ((int64_t)b * p.Hq + hq) * p.Lq * D;
+  const uint16_t *kb = (const uint16_t *)k + p.off[NV__GPU_SDPA_K] +
+                       ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
+  const uint16_t *vb = (const uint16_t *)v + p.off[NV__GPU_SDPA_V] +
+                       ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
+  const bool vec = (((uintptr_t)qb | (uintptr_t)kb | (uintptr_t)vb) & 15) == 0;
+  load_tile<D>(Qs, qb, q0, nq, vec);
+
+  const int ra = q0 + warp * 16 + g, rb = ra + 8; /* this thread's two query rows */
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  if (p.sinks) {
+    float s = sink_of(p, sinks, hq);
+    m[0] = m[1] = s;
+    /* the row sum is split over the row's 4 threads and added up at the end: one holds it */
+    l[0] = l[1] = (t == 0 && s != -INFINITY) ? 1.0f : 0.0f;
+  }
+  float o[NT][4];
+#pragma unroll
+  for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  const int kend = key_end(p, q0, q0 + nq - 1);
+  const uint32_t qaddr = smem_addr(Qs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
+                                   (lane >> 4) * 8);
+  const uint32_t kaddr = smem_addr(Ks + ((lane & 7) + (lane >> 4) * 8) * LDS +
+                                   ((lane >> 3) & 1) * 8);
+  const uint32_t vaddr = smem_addr(Vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
+                                   (lane >> 4) * 8);
+
+  /* Flash attention 2's overlap: v of a step loads while its scores compute, k of the next step
+   * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1. */
+  load_tile<D>(Ks, kb, 0, kend < BC ? kend : BC, vec);
+  for (int j0 = 0; j0 < kend; j0 += BC) {
+    const int nk = kend - j0 < BC ? kend - j0 : BC;
+    load_tile<D>(Vs, vb, j0, nk, vec);
+    cp_wait<1>(); /* q and k_j have landed (v_j may still be in flight) */
+    __syncthreads();
+    float s[BC / 8][4];
+#pragma unroll
+    for (int i = 0; i < BC / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      uint32_t a[4];
+      ldsm_x4(qaddr + kk * 32, a[0], a[1], a[2], a[3]);
+#pragma unroll
+      for (int np = 0; np < BC / 16; np++) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4(kaddr + (np * 16 * LDS + kk * 16) * 2, b0, b1, b2, b3);
+        mma16816<DT>(s[2 * np], a, b0, b1);
+        mma16816<DT>(s[2 * np + 1], a, b2, b3);
+      }
+    }
+    __syncthreads(); /* every warp is done with k_j */
+    const bool more = j0 + BC < kend;
+    if (more) load_tile<D>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
+    /* scale, mask, and the rows' new maxima */
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < BC / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int row = e < 2 ? ra : rb, col = j0 + i * 8 + 2 * t + (e & 1);
+        float x = s[i][e] * p.scale;
+        if (col >= j0 + nk) x = -INFINITY;
+        else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
+        s[i][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float corr[2], mu[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      float mnew = fmaxf(m[h], mx[h]);
+      mu[h] = ref_of(mnew);
+      corr[h] = expf(m[h] - mu[h]);
+      m[h] = mnew;
+      l[h] *= corr[h];
+    }
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+#pragma unroll
+    for (int i = 0; i < BC / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = expf(s[i][e] - mu[e >> 1]);
+        s[i][e] = x;
+        l[e >> 1] += x;
+      }
+    if (more) cp_wait<1>(); /* v_j has landed (k_j+1 may still be in flight) */
+    else cp_wait<0>();
+    __syncthreads();
+    /* o += p·v: the score accumulators of key tiles 2kk and 2kk+1 are the A operand */
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {
+      uint32_t a[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
+                       pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                       pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; dp++) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4_t(vaddr + (kk * 16 * LDS + dp * 16) * 2, b0, b1, b2, b3);
+        mma16816<DT>(o[2 * dp], a, b0, b1);
+        mma16816<DT>(o[2 * dp + 1], a, b2, b3);
+      }
+    }
+    __syncthreads(); /* every warp is done with v_j before v_j+1 overwrites it */
+  }
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  uint16_t *ob = (uint16_t *)out + p.off[NV__GPU_SDPA_OUT] + ((int64_t)b * p.Hq + hq) * p.Lq * D;
+#pragma unroll
+  for (int i = 0; i < NT; i++) {
+    int col = i * 8 + 2 * t;
+    if (ra < p.Lq) *(uint32_t *)(ob + (int64_t)ra * D + col) = pack2<DT>(o[i][0] / l[0], o[i][1] / l[0]);
+    if (rb < p.Lq) *(uint32_t *)(ob + (int64_t)rb * D + col) = pack2<DT>(o[i][2] / l[1], o[i][3] / l[1]);
+  }
+}
+
+/* Functions whose shared-memory limit was raised, per device (bit d: device d). */
+constexpr int NFUNC = 16;
+std::atomic<const void *> prepared_func[NFUNC];
+std::atomic<uint64_t> prepared_dev[NFUNC];
+std::atomic<uint32_t> optin_limit[64];
+
+}  // namespace
+
+extern "C" {
+
+const void *nv__gpu_sdpa_simt(int dtype) {
+  switch (dtype) {
+    case DT_F16: return (const void *)sdpa_simt<DT_F16>;
+    case DT_BF16: return (const void *)sdpa_simt<DT_BF16>;
+    case DT_F32: return (const void *)sdpa_simt<DT_F32>;
+    default: return NULL;
+  }
+}
+
+#define NV_SDPA_DECODE_CASES(DT)                           \
+  switch (c) {                                             \
+    case 1: return (const void *)sdpa_decode<DT, 1>;       \
+    case 2: return (const void *)sdpa_decode<DT, 2>;       \
+    case 4: return (const void *)sdpa_decode<DT, 4>;       \
+    case 8: return (const void *)sdpa_decode<DT, 8>;       \
+    default: return NULL;                                  \
+  }
+
+const void *nv__gpu_sdpa_decode(int dtype, int d) {
+  int c = d <= 32 ? 1 : d <= 64 ? 2 : d <= 128 ? 4 : d <= 256 ? 8 : 0;
+  if (dtype == DT_F16) NV_SDPA_DECODE_CASES(DT_F16)
+  if (dtype == DT_BF16) NV_SDPA_DECODE_CASES(DT_BF16)
+  if (dtype == DT_F32) NV_SDPA_DECODE_CASES(DT_F32)
+  return NULL;
+}
+
+const void *nv__gpu_sdpa_combine(int dtype) {
+  switch (dtype) {
+    case DT_F16: return (const void *)sdpa_combine<DT_F16>;
+    case DT_BF16: return (const void *)sdpa_combine<DT_BF16>;
+    case DT_F32: return (const void *)sdpa_combine<DT_F32>;
+    default: return NULL;
+  }
+}
+
+#define NV_SDPA_MMA_CASES(DT)                              \
+  switch (d) {                                             \
+    case 64: return (const void *)sdpa_mma<DT, 64>;        \
+    case 80: return (const void *)sdpa_mma<DT, 80>;        \
+    case 96: return (const void *)sdpa_mma<DT, 96>;        \
+    case 128: return (const void *)sdpa_mma<DT, 128>;      \
+    case 256: return (const void *)sdpa_mma<DT, 256>;      \
+    default: return NULL;                                  \
+  }
+
+const void *nv__gpu_sdpa_mma(int dtype, int d) {
+  if (dtype == DT_F16) NV_SDPA_MMA_CASES(DT_F16)
+  if (dtype == DT_BF16) NV_SDPA_MMA_CASES(DT_BF16)
+  return NULL;
+}
+
+uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv) {
+  uint64_t floats = (uint64_t)rows * d + (uint64_t)keys * (d + 1) + (uint64_t)keys * dv +
+                    (uint64_t)rows * keys + (uint64_t)rows * dv + 3ull * rows;
+  return floats * 4 > UINT32_MAX ? UINT32_MAX : (uint32_t)(floats * 4);
+}
+
+uint32_t nv__gpu_sdpa_mma_smem(int d) {
+  return (uint32_t)(NV__GPU_SDPA_MMA_ROWS + 2 * NV__GPU_SDPA_MMA_KEYS) * (uint32_t)(d + 8) * 2u;
+}
+
+int nv__gpu_sdpa_prepare(const void *func, int device, uint32_t *limit) {
+  if (device < 0 || device >= 64) return (int)cudaErrorInvalidDevice;
+  uint32_t lim = optin_limit[device].load(std::memory_order_acquire);
+  cudaError_t e = cudaSuccess;
+  if (!lim) {
+    int v = 0;
+    e = cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e != cudaSuccess) return (int)e;
+    lim = (uint32_t)v;
+    optin_limit[device].store(lim, std::memory_order_release);
+  }
+  *limit = lim;
+  int slot = -1;
+  for (int i = 0; i < NFUNC && slot < 0; i++) {
+    const void *cur = prepared_func[i].load(std::memory_order_acquire);
+    if (cur == func) slot = i;
+    else if (!cur && prepared_func[i].compare_exchange_strong(cur, func)) slot = i;
+    else if (cur == func) slot = i; /* another thread claimed it for this function */
+  }
+  uint64_t bit = 1ull << device;
+  if (slot >= 0 && (prepared_dev[slot].load(std::memory_order_acquire) & bit)) return 0;
+  /* The limit is a property of the function on the device: raise it with that device
+   * current, then give the thread its device back. */
+  int old = 0;
+  e = cudaGetDevice(&old);
+  if (e == cudaSuccess && old != device) e = cudaSetDevice(device);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lim);
+  if (old != device) {
+    cudaError_t e2 = cudaSetDevice(old);
+    if (e == cudaSuccess) e = e2;
+  }
+  if (e == cudaSuccess && slot >= 0) prepared_dev[slot].fetch_or(bit, std::memory_order_acq_rel);
+  return (int)e;
+}
+
+}  /* extern "C" */

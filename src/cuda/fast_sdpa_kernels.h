@@ -1,0 +1,71 @@
+/* The CUDA kernels of scaled_dot_product_attention (fast_sdpa.cu) as the host code
+ * (fast_sdpa.c) sees them. Valid C11 and C++, nothing of nuvec's internals.
+ *
+ * Every kernel takes seven pointers, each a view's start, then one nv__gpu_sdpa_params by
+ * value: out (written: the output [B, Hq, Lq, Dv] row-contiguous, or for split_kv's partial
+ * pass the partials), q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] (read,
+ * row-contiguous), mask (read, strided over [B, Hq, Lq, Lk]), sinks (read, float32 [Hq],
+ * strided), part (the split partials: written by the partial pass, read by the combine pass).
+ * Views a kernel does not use may be any readable view. Pointer k's element 0 is `off[k]`
+ * elements further. */
+#ifndef NUVEC_CUDA_FAST_SDPA_KERNELS_H
+#define NUVEC_CUDA_FAST_SDPA_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NV__GPU_SDPA_VIEWS 7
+#define NV__GPU_SDPA_THREADS 128 /* every kernel: 4 warps */
+#define NV__GPU_SDPA_MMA_ROWS 64 /* query rows per block of the tensor-core kernel */
+#define NV__GPU_SDPA_MMA_KEYS 64 /* keys per step of the tensor-core kernel */
+#define NV__GPU_SDPA_DECODE_ROWS 4 /* most query rows (G x Lq) of the decode kernel */
+
+enum { NV__GPU_SDPA_OUT = 0, NV__GPU_SDPA_Q, NV__GPU_SDPA_K, NV__GPU_SDPA_V, NV__GPU_SDPA_MASK,
+       NV__GPU_SDPA_SINKS, NV__GPU_SDPA_PART };
+
+typedef struct nv__gpu_sdpa_params {
+  int64_t off[NV__GPU_SDPA_VIEWS];
+  int64_t mst[4]; /* mask strides (elements) over [B, Hq, Lq, Lk] */
+  int64_t sst;    /* sinks stride */
+  int32_t B, Hq, Hkv, G, Lq, Lk, D, Dv;
+  int32_t causal;     /* query i sees the keys at positions <= i + Lk - Lq */
+  int32_t mask;       /* 0 none, 1 additive, 2 bool (NV__SDPA_MASK_*) */
+  int32_t mask_dtype; /* nv_dtype code of the mask: bool, float16, bfloat16 or float32 */
+  int32_t sinks;
+  float scale;
+  /* The SIMT kernel: query rows (query, head of the group) per block, keys per step, threads
+   * per dot product (a power of two <= 32), row blocks per (batch, key/value head), and the
+   * key splits (split_len keys each; nsplit > 1: the kernel writes partials that the combine
+   * kernel reduces). The decode kernel: rows = G x Lq, and the splits. */
+  int32_t rows, keys, tpd, ntiles, nsplit, split_len;
+} nv__gpu_sdpa_params;
+
+/* The partial of one output row in one split: Dv unnormalized output values, the running
+ * maximum, the running sum. */
+#define NV__GPU_SDPA_PART_FLOATS(dv) ((int64_t)(dv) + 2)
+
+/* Kernels for an nv_dtype code (float16, bfloat16, float32), else NULL. The SIMT kernel's
+ * dynamic shared memory is nv__gpu_sdpa_simt_smem bytes; the tensor-core kernel exists for
+ * float16/bfloat16 and D = Dv in {64, 80, 96, 128, 256} (nv__gpu_sdpa_mma_smem bytes). */
+const void *nv__gpu_sdpa_simt(int dtype);
+const void *nv__gpu_sdpa_combine(int dtype);
+const void *nv__gpu_sdpa_mma(int dtype, int d);
+/* The decode kernel (float16, bfloat16, float32) for head sizes up to `d` <= 256 (D and Dv),
+ * at most NV__GPU_SDPA_DECODE_ROWS rows; 16 KiB of static shared memory at most. */
+const void *nv__gpu_sdpa_decode(int dtype, int d);
+uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv);
+uint32_t nv__gpu_sdpa_mma_smem(int d);
+
+/* Lets `func` use the device's opt-in shared memory per block on CUDA device `device` (once
+ * per function and device); *limit receives that size in bytes. Returns a cudaError_t code
+ * (0 on success). */
+int nv__gpu_sdpa_prepare(const void *func, int device, uint32_t *limit);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
