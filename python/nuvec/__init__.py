@@ -9,9 +9,10 @@ imports the pure-Python packages over it: ``nn`` (mlx.nn), ``optimizers`` (mlx.o
 import sys as _sys
 
 from ._core import *  # noqa: F401,F403
-from ._core import __version__, random  # noqa: F401
+from ._core import __version__, linalg, random  # noqa: F401
 
 _sys.modules[__name__ + ".random"] = random
+_sys.modules[__name__ + ".linalg"] = linalg
 
 
 class _Backend:
