@@ -104,6 +104,15 @@ def main():
         m = r(16384, 4096)
         report("ops_sort_rows_16384x4096", timed(lambda: torch.sort(m, 1), 2, 10))
         report("ops_topk8_rows_16384x4096", timed(lambda: torch.topk(m, 8, 1), 3, 20))
+    if want("linalg_"):
+        a = r(4096, 4096, dt=torch.float64)
+        spd = a @ a.T + 4096 * torch.eye(4096, device=dev, dtype=torch.float64)
+        report("linalg_cholesky_f64_4096", timed(lambda: torch.linalg.cholesky(spd), 2, 10))
+        report("linalg_inv_f64_4096", timed(lambda: torch.linalg.inv(spd), 2, 10))
+        del a, spd
+        m = r(2048, 2048)
+        report("linalg_svd_f32_2048", timed(lambda: torch.linalg.svd(m), 1, 3))
+        del m
     if want("mlp_train"):
         layers = [torch.nn.Linear(4096, 4096, device=dev) for _ in range(4)]
         model = torch.nn.Sequential(*[m for l in layers for m in (l, torch.nn.GELU())])

@@ -690,11 +690,10 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
     nv_status st = nv__gpu_output(ctx, &node->out[i], &outs[i]);
     if (st != NV_OK) return st;
   }
-  /* Nothing to compute: empty outputs, or (lu_factor of an empty matrix, eigh, eig) nothing
-   * but the permutation, which the capture still writes. */
-  bool empty = key.batch == 0 || (key.m * key.n == 0 && node->prim != NV__PRIM_LU_FACTOR &&
-                                  node->prim != NV__PRIM_SVD) ||
-               (node->prim == NV__PRIM_SOLVE_TRIANGULAR && key.r == 0);
+  /* Nothing to write (every output empty): nothing to record. lu_factor of an empty matrix
+   * still writes its permutation, and svd of one its identities. */
+  bool empty = true;
+  for (int i = 0; i < nout; i++) empty = empty && node->out[i].size == 0;
   if (empty) return NV_OK;
   if (key.m > INT_MAX || key.n > INT_MAX || key.batch > INT_MAX || key.r > INT_MAX)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: matrices and batches past 2^31 are not supported on the GPU", op);

@@ -455,6 +455,13 @@ nv_array *nv_linalg_pinv(const nv_array *a) {
   if (f) return f;
   const nv__output *o = nv__out(a);
   int m = o->shape[o->ndim - 2], n = o->shape[o->ndim - 1], k = m < n ? m : n;
+  if (k == 0) {
+    int shape[NV__MAX_DIMS];
+    memcpy(shape, o->shape, sizeof(int) * (size_t)o->ndim);
+    shape[o->ndim - 2] = n;
+    shape[o->ndim - 1] = m;
+    return nv_zeros(shape, o->ndim, o->dtype);
+  }
   tmp_list t;
   begin(&t);
   nv_array *usv[3];
