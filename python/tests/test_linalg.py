@@ -97,20 +97,21 @@ def fd_check(f, x, eps=1e-6, tol=1e-5, sym=False):
     """nv.grad of f (a scalar function of one float64 array) against central differences, along
     a few random directions (symmetric ones when `sym`: the function reads one triangle)."""
     r = np.random.default_rng(7)
-    g = np_(nv.grad(lambda a: f(a))(nv.array(x)))
+    arr = lambda v: nv.array(v, dtype=nv.float64)
+    g = np_(nv.grad(lambda a: f(a))(arr(x)))
     for _ in range(3):
         d = r.standard_normal(x.shape)
         if sym:
             d = d + np.swapaxes(d, -1, -2)
-        hi = np_(f(nv.array(x + eps * d))).item()
-        lo = np_(f(nv.array(x - eps * d))).item()
+        hi = np_(f(arr(x + eps * d))).item()
+        lo = np_(f(arr(x - eps * d))).item()
         fd = (hi - lo) / (2 * eps)
         an = float(np.sum(g * d))
         assert abs(fd - an) <= tol * max(1.0, abs(fd)), (fd, an)
 
 
 def sumw(x, w):
-    return nv.sum(x * nv.array(w))
+    return nv.sum(x * nv.array(w, dtype=nv.float64))
 
 
 def test_grad_inv_solve_det():
@@ -158,21 +159,22 @@ def test_grad_qr_eigh_svd_norm():
 
 def test_jvp_and_vmap():
     r = rng()
+    f64 = lambda v: nv.array(v, dtype=nv.float64)
     a = r.standard_normal((2, 3, 3)) + 3 * np.eye(3)
     t = r.standard_normal((3, 3))
-    (out,), (tan,) = nv.jvp(lambda x: [nv.linalg.inv(x)], [nv.array(a[0])], [nv.array(t)])
+    (out,), (tan,) = nv.jvp(lambda x: [nv.linalg.inv(x)], [f64(a[0])], [f64(t)])
     eps = 1e-6
     fd = (np.linalg.inv(a[0] + eps * t) - np.linalg.inv(a[0] - eps * t)) / (2 * eps)
     np.testing.assert_allclose(np_(tan), fd, rtol=1e-5, atol=1e-7)
     s = np.stack([spd(r, 3) for _ in range(2)])
-    got = nv.vmap(nv.linalg.cholesky)(nv.array(s))
+    got = nv.vmap(nv.linalg.cholesky)(f64(s))
     np.testing.assert_allclose(np_(got), np.linalg.cholesky(s), rtol=1e-10)
-    got = nv.vmap(nv.linalg.inv, in_axes=1)(nv.array(np.swapaxes(a, 0, 1)))
+    got = nv.vmap(nv.linalg.inv, in_axes=1)(f64(np.swapaxes(a, 0, 1)))
     np.testing.assert_allclose(np_(got), np.linalg.inv(a), rtol=1e-9)
     b = r.standard_normal((3, 2))
-    got = nv.vmap(lambda x: nv.linalg.solve_triangular(x, nv.array(b)))(nv.array(a))
+    got = nv.vmap(lambda x: nv.linalg.solve_triangular(x, f64(b)))(f64(a))
     np.testing.assert_allclose(np_(got), np.linalg.solve(np.tril(a), b), rtol=1e-9)
-    w = nv.vmap(lambda x: nv.linalg.svd(x, compute_uv=False))(nv.array(a))
+    w = nv.vmap(lambda x: nv.linalg.svd(x, compute_uv=False))(f64(a))
     np.testing.assert_allclose(np_(w), np.linalg.svd(a, compute_uv=False), rtol=1e-9)
 
 

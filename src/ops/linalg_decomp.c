@@ -177,8 +177,15 @@ static nv_array *corner(const nv_array *x, int rows, int cols) {
   return nv_slice(x, start, stop, NULL, o->ndim);
 }
 
-/* The identity (n, n) of `dt`, broadcast to nothing (the batch broadcasts in the ops). */
-static nv_array *eye(int n, nv_dtype dt) { return nv_eye(n, n, 0, dt); }
+/* The (m, k) identity of `dt` (ones on the diagonal), empty when m or k is 0 (nv_eye needs
+ * positive sizes); the batch broadcasts in the ops that use it. */
+static nv_array *eye_mk(int m, int k, nv_dtype dt) {
+  if (m > 0 && k > 0) return nv_eye(m, k, 0, dt);
+  int shape[2] = {m, k};
+  return nv_zeros(shape, 2, dt);
+}
+
+static nv_array *eye(int n, nv_dtype dt) { return eye_mk(n, n, dt); }
 
 /* L (unit lower, (..., M, K)) and U ((..., K, N)) from the compact LU (..., M, N). */
 static void split_lu(tmp_list *t, const nv_array *lu, nv_array **l, nv_array **u) {
@@ -186,7 +193,7 @@ static void split_lu(tmp_list *t, const nv_array *lu, nv_array **l, nv_array **u
   int m = o->shape[o->ndim - 2], n = o->shape[o->ndim - 1], k = m < n ? m : n;
   nv_array *lpart = T(t, corner(lu, m, k));
   nv_array *strict = T(t, nv_tril(lpart, -1));
-  nv_array *id = T(t, nv_eye(m, k, 0, o->dtype));
+  nv_array *id = T(t, eye_mk(m, k, o->dtype));
   *l = nv_add(strict, id);
   *u = nv_triu(T(t, corner(lu, k, n)), 0);
 }

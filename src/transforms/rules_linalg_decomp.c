@@ -29,6 +29,13 @@ static nv_array *mT(const nv_array *x) { return nv_swapaxes(x, -1, -2); }
 
 static nv_array *mm(const nv_array *a, const nv_array *b) { return nv_matmul(a, b); }
 
+/* The n × n identity of `dt` (empty for n = 0, which nv_eye refuses). */
+static nv_array *eye_n(int n, nv_dtype dt) {
+  if (n > 0) return nv_eye(n, n, 0, dt);
+  int shape[2] = {0, 0};
+  return nv_zeros(shape, 2, dt);
+}
+
 /* Releases `n` temporaries. */
 static void drop(nv_array **xs, int n) {
   for (int i = 0; i < n; i++) nv_release(xs[i]);
@@ -182,7 +189,7 @@ JVP(jvp_solve_triangular) {
 static void lu_parts(const nv_array *lu, nv_array **l, nv_array **u) {
   const nv__output *o = meta(lu);
   int k = o->shape[o->ndim - 1];
-  nv_array *s = nv_tril(lu, -1), *id = nv_eye(k, k, 0, o->dtype);
+  nv_array *s = nv_tril(lu, -1), *id = eye_n(k, o->dtype);
   *l = nv_add(s, id);
   *u = nv_triu(lu, 0);
   nv_release(s);
@@ -280,7 +287,7 @@ static nv_array *eig_gaps(const nv_array *w) {
   nv_array *d = nv_subtract(row, col); /* (i, j): w_j - w_i */
   const nv__output *o = meta(w);
   int k = o->shape[o->ndim - 1];
-  nv_array *id = nv_eye(k, k, 0, NV_DTYPE_BOOL), *zero = nv_zeros_like(d);
+  nv_array *id = eye_n(k, NV_DTYPE_BOOL), *zero = nv_zeros_like(d);
   nv_array *one = nv_ones_like(d), *safe = nv_where(id, one, d), *inv = nv_reciprocal(safe);
   nv_array *r = nv_where(id, zero, inv);
   nv_array *t[8] = {row, col, d, id, zero, one, safe, inv};
@@ -296,9 +303,8 @@ VJP(vjp_eigh) {
   nv_array *inner = NULL;
   if (cot[0]) {
     int a2 = -2;
-    nv_array *e = nv_expand_dims(cot[0], &a2, 1), *id = nv_eye(meta(v)->shape[meta(v)->ndim - 1],
-                                                               meta(v)->shape[meta(v)->ndim - 1],
-                                                               0, meta(v)->dtype);
+    nv_array *e = nv_expand_dims(cot[0], &a2, 1);
+    nv_array *id = eye_n(meta(v)->shape[meta(v)->ndim - 1], meta(v)->dtype);
     inner = nv_multiply(e, id); /* diag(w̄) */
     nv_release(e);
     nv_release(id);
