@@ -1,9 +1,13 @@
 /* The decompositions on the GPU: cuSOLVER (potrf, getrf, geqrf + orgqr, syevd / heevd,
- * gesvdj, Xgeev) and cuBLAS (trsm), each node one captured operation (nv__gpu_captured) that
- * enqueues, on hrx's capture stream, the layout kernels of linalg_solver.cu around the
- * library calls. Nothing waits on the host: the solvers' info outputs stay on the device,
- * where a kernel turns a nonzero one (or a NaN found in the input) into the NaN results of
- * ops/linalg_decomp_params.h, as the CPU kernels do.
+ * gesvdj, Xgeev) and cuBLAS (trsm), with the layout kernels of linalg_solver.cu around the
+ * library calls. cholesky, lu_factor, solve_triangular and qr (device-only routines) are one
+ * captured operation each (nv__gpu_captured: part of the evaluation's CUDA graph). svd, eigh
+ * and eig are one hrx scoped callback each (hrx_graph_scoped: a region of their own, run on an
+ * hrx worker on this file's own stream and waited for there), because cuSOLVER's Jacobi SVD and
+ * its eigensolvers (Xgeev has a host workspace) may wait on the host inside the call, which a
+ * stream capture forbids. Either way nothing reads results on the host: the solvers' info
+ * outputs stay on the device, where a kernel turns a nonzero one (or a NaN found in the input)
+ * into the NaN results of ops/linalg_decomp_params.h, as the CPU kernels do.
  *
  * Layouts. Inputs are read row-contiguous (nv__gpu_input_contiguous). A row-major matrix is
  * the column-major matrix of its transpose, which cuSOLVER and cuBLAS see: cholesky, eigh and
@@ -13,13 +17,14 @@
  *
  * Batches. potrf and trsm use the batched routines (pointer arrays written by a kernel in the
  * capture) when there is more than one matrix; the other factorizations loop over the batch
- * with one call per matrix (each a node of the captured graph).
+ * with one call per matrix.
  *
- * Library state: one cuSOLVER and one cuBLAS handle per device, made on first use under a lock
- * (and given a warm-up so that their lazy allocations happen outside any capture). A capture
- * holds the device's run lock while it sets the handles' stream and enqueues its calls, so
- * two threads preparing graphs never share a handle at once. Workspaces are sized when the
- * node is recorded (the *_bufferSize queries) and come from the node's scratch memory. */
+ * Library state: one cuSOLVER and one cuBLAS handle and one stream per device, made on first
+ * use under a lock (and given a warm-up so that their lazy allocations happen outside any
+ * capture). A capture or scoped callback holds the device's run lock while it sets the
+ * handles' stream and enqueues its calls, so two threads never share a handle at once.
+ * Workspaces are sized when the node is recorded (the *_bufferSize queries) and come from the
+ * node's scratch memory. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -27,7 +32,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "cuda/gpu.h"
+#include "cuda/cuda_internal.h"
 #include "cuda/linalg_solver.h"
 #include "ops/linalg_decomp_params.h"
 
@@ -38,9 +43,11 @@
 
 typedef struct ls_device {
   bool ready;
+  int index;
   cusolverDnHandle_t sol;
   cublasHandle_t blas;
-  pthread_mutex_t run; /* held while a capture uses the handles */
+  cudaStream_t stream; /* the scoped callbacks' own stream */
+  pthread_mutex_t run; /* held while a capture or a scoped callback uses the handles */
 } ls_device;
 
 static pthread_mutex_t ls_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -134,8 +141,14 @@ static nv_status ls_device_get(nv__gpu_ctx *ctx, const char *op, ls_device **out
       } else if ((st = warm_up(d, op)) != NV_OK) {
         cublasDestroy(d->blas);
         cusolverDnDestroy(d->sol);
+      } else if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) !=
+                 cudaSuccess) {
+        cublasDestroy(d->blas);
+        cusolverDnDestroy(d->sol);
+        st = cuda_error(op, "cudaStreamCreate", e);
       } else {
         pthread_mutex_init(&d->run, NULL);
+        d->index = device;
         d->ready = true;
       }
       if (prev >= 0 && prev != device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
@@ -516,6 +529,8 @@ static hrx_status run_eig(const cap *c) {
   return HRX_OK;
 }
 
+/* The captured operation (cholesky, lu_factor, solve_triangular, qr: cuSOLVER's and cuBLAS's
+ * pure-device routines), enqueued on hrx's capture stream. */
 static hrx_status ls_run(const hrx_callback_view *views, size_t count, void *stream, void *user) {
   const ls_plan *p = user;
   if ((int)count != p->key.nviews) return HRX_E_INVALID;
@@ -533,14 +548,62 @@ static hrx_status ls_run(const hrx_callback_view *views, size_t count, void *str
     case NV__PRIM_CHOLESKY: r = run_cholesky(&c); break;
     case NV__PRIM_LU_FACTOR: r = run_lu(&c); break;
     case NV__PRIM_SOLVE_TRIANGULAR: r = run_trsm(&c); break;
-    case NV__PRIM_QR: r = run_qr(&c); break;
-    case NV__PRIM_EIGH: r = run_eigh(&c); break;
-    case NV__PRIM_SVD: r = run_svd(&c); break;
-    default: r = run_eig(&c); break;
+    default: r = run_qr(&c); break;
     }
   }
   pthread_mutex_unlock(&p->dev->run);
   return r;
+}
+
+/* The scoped callback (svd, eigh, eig: cuSOLVER's iterative and hybrid eigensolvers may wait
+ * on the host inside the call, which a stream capture forbids): the same work on the device's
+ * own stream, waited for before returning, as hrx's scoped callbacks require. */
+static hrx_status ls_scoped(const hrx_callback_view *views, size_t count, void *user) {
+  const ls_plan *p = user;
+  if ((int)count != p->key.nviews) return HRX_E_INVALID;
+  cap c = {views, p, views[count - 1].address, p->dev->stream};
+  pthread_mutex_lock(&p->dev->run);
+  hrx_status r;
+  cudaError_t e = cudaSetDevice(p->dev->index);
+  cusolverStatus_t ss = e == cudaSuccess ? cusolverDnSetStream(p->dev->sol, c.s)
+                                         : CUSOLVER_STATUS_NOT_INITIALIZED;
+  if (e != cudaSuccess) {
+    r = capture_failed(p->op, "cudaSetDevice", (int)e);
+  } else if (ss != CUSOLVER_STATUS_SUCCESS) {
+    r = capture_failed(p->op, "cusolverDnSetStream", (int)ss);
+  } else {
+    switch (p->key.prim) {
+    case NV__PRIM_EIGH: r = run_eigh(&c); break;
+    case NV__PRIM_SVD: r = run_svd(&c); break;
+    default: r = run_eig(&c); break;
+    }
+    /* Waited for even after a failed enqueue: nothing of this call may still run. */
+    e = cudaStreamSynchronize(c.s);
+    if (r == HRX_OK && e != cudaSuccess) r = capture_failed(p->op, "cudaStreamSynchronize", (int)e);
+  }
+  pthread_mutex_unlock(&p->dev->run);
+  return r;
+}
+
+/* Records the scoped callback over the bindings (the plan passes to hrx), as nv__gpu_captured
+ * records a captured operation: its function, its plan's key and its buffers enter the
+ * recording's structure hash. */
+static nv_status record_scoped(nv__gpu_ctx *ctx, const hrx_binding *bind, size_t n, ls_plan *p) {
+  nv_status st = nv__gpu_ctx_graph(ctx);
+  hrx_status hs = HRX_OK;
+  if (st == NV_OK) hs = hrx_graph_scoped(ctx->g, bind, n, ls_scoped, p, plan_free, NULL);
+  if (st != NV_OK || hs != HRX_OK) {
+    plan_free(p);
+    return st != NV_OK ? st : nv__gpu_hrx_error(hs, "recording a cuSOLVER call");
+  }
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *kb = (const unsigned char *)&p->key;
+  for (size_t i = 0; i < sizeof p->key; i++) h = (h ^ kb[i]) * 1099511628211ull;
+  nv__gpu_hash(ctx, (uint64_t)(uintptr_t)ls_scoped);
+  nv__gpu_hash(ctx, h);
+  for (size_t i = 0; i < n; i++) nv__gpu_hash_buffer(ctx, bind[i].view.buffer);
+  ctx->nops++;
+  return NV_OK;
 }
 
 /* ---- Recording ---- */
@@ -738,6 +801,8 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   }
   bind[nb++] = (hrx_binding){scratch, HRX_ACCESS_READ_WRITE};
   p->key.nviews = nb;
+  if (node->prim == NV__PRIM_SVD || node->prim == NV__PRIM_EIGH || node->prim == NV__PRIM_EIG)
+    return record_scoped(ctx, bind, (size_t)nb, p);
   ls_key kcopy = p->key;
   return nv__gpu_captured(ctx, bind, (size_t)nb, ls_run, p, plan_free, &kcopy, sizeof kcopy);
 }
