@@ -16,8 +16,8 @@
  * lu_factor, qr and eig transpose into a column-major copy first.
  *
  * Batches. potrf and trsm use the batched routines (pointer arrays written by a kernel in the
- * capture) when there is more than one matrix; the other factorizations loop over the batch
- * with one call per matrix.
+ * capture) for several matrices of order up to LS_BATCHED_MAX; otherwise, and for the other
+ * factorizations, one call per matrix.
  *
  * Library state: one cuSOLVER and one cuBLAS handle and one stream per device, made on first
  * use under a lock (and given a warm-up so that their lazy allocations happen outside any
@@ -38,6 +38,9 @@
 
 #define LS_MAX_DEVICES 64
 #define LS_BLAS_WORKSPACE ((size_t)4 << 20)
+/* The batched potrf / trsm routines (pointer arrays) serve batches of matrices up to this
+ * order; larger ones are factored one call each, where the single-matrix routines are fast. */
+#define LS_BATCHED_MAX 256
 
 /* ---- Per-device handles ---- */
 
@@ -250,7 +253,7 @@ static hrx_status run_cholesky(const cap *c) {
   int n = (int)k->n;
   CK_CUDA(cudaMemcpyAsync(out, input(c, 0), bytes, cudaMemcpyDeviceToDevice, c->s), "cudaMemcpyAsync");
   CK_CUDA(cudaMemsetAsync(flags, 0, sizeof(int) * (size_t)k->batch, c->s), "cudaMemsetAsync");
-  if (k->batch > 1) {
+  if (k->batch > 1 && k->n <= LS_BATCHED_MAX) {
     void **ptrs = (void **)at(c, k->ptr0);
     CK_CUDA(nv__ls_pointers(c->s, out, (int64_t)(es * (size_t)(n * (int64_t)n)), k->batch, ptrs),
             "pointer kernel");
@@ -260,14 +263,18 @@ static hrx_status run_cholesky(const cap *c) {
     else
       CK_SOL(cusolverDnSpotrfBatched(h, fill, n, (float **)ptrs, n, info, (int)k->batch),
              "cusolverDnSpotrfBatched");
-  } else if (k->kind == NV__LS_F64) {
-    CK_SOL(cusolverDnDpotrf(h, fill, n, (double *)out, n, (double *)at(c, k->ws), (int)k->lwork,
-                            info),
-           "cusolverDnDpotrf");
   } else {
-    CK_SOL(cusolverDnSpotrf(h, fill, n, (float *)out, n, (float *)at(c, k->ws), (int)k->lwork,
-                            info),
-           "cusolverDnSpotrf");
+    for (int64_t b = 0; b < k->batch; b++) {
+      char *ob = out + b * (int64_t)n * n * (int64_t)es;
+      if (k->kind == NV__LS_F64)
+        CK_SOL(cusolverDnDpotrf(h, fill, n, (double *)ob, n, (double *)at(c, k->ws), (int)k->lwork,
+                                info + b),
+               "cusolverDnDpotrf");
+      else
+        CK_SOL(cusolverDnSpotrf(h, fill, n, (float *)ob, n, (float *)at(c, k->ws), (int)k->lwork,
+                                info + b),
+               "cusolverDnSpotrf");
+    }
   }
   CK_CUDA(nv__ls_info_flags(c->s, info, k->batch, flags), "info kernel");
   CK_CUDA(nv__ls_triangle(c->s, k->kind, out, k->batch, k->n, k->upper, flags), "triangle kernel");
@@ -316,15 +323,19 @@ static hrx_status run_trsm(const cap *c) {
   const double one = 1.0;
   const float onef = 1.0f;
   CK_BLAS(cublasSetWorkspace(h, at(c, k->ws), LS_BLAS_WORKSPACE), "cublasSetWorkspace");
-  if (k->batch == 1) {
-    if (k->kind == NV__LS_F64)
-      CK_BLAS(cublasDtrsm(h, CUBLAS_SIDE_RIGHT, fill, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, r, n, &one,
-                          (const double *)a, n, (double *)x, r),
-              "cublasDtrsm");
-    else
-      CK_BLAS(cublasStrsm(h, CUBLAS_SIDE_RIGHT, fill, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, r, n,
-                          &onef, (const float *)a, n, (float *)x, r),
-              "cublasStrsm");
+  if (k->batch == 1 || k->n > LS_BATCHED_MAX) {
+    for (int64_t b = 0; b < k->batch; b++) {
+      const char *ab = a + b * (int64_t)n * n * (int64_t)es;
+      char *xb = x + b * (int64_t)n * r * (int64_t)es;
+      if (k->kind == NV__LS_F64)
+        CK_BLAS(cublasDtrsm(h, CUBLAS_SIDE_RIGHT, fill, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, r, n,
+                            &one, (const double *)ab, n, (double *)xb, r),
+                "cublasDtrsm");
+      else
+        CK_BLAS(cublasStrsm(h, CUBLAS_SIDE_RIGHT, fill, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, r, n,
+                            &onef, (const float *)ab, n, (float *)xb, r),
+                "cublasStrsm");
+    }
     return HRX_OK;
   }
   void **pa = (void **)at(c, k->ptr0), **px = (void **)at(c, k->ptr1);
