@@ -23,8 +23,8 @@
  * use under a lock (and given a warm-up so that their lazy allocations happen outside any
  * capture). A capture or scoped callback holds the device's run lock while it sets the
  * handles' stream and enqueues its calls, so two threads never share a handle at once.
- * Workspaces are sized when the node is recorded (the *_bufferSize queries) and come from the
- * node's scratch memory. */
+ * cuSOLVER's workspaces are sized when the node is recorded (the *_bufferSize queries) and come
+ * from the node's scratch memory; cuBLAS's is one per device, declared as a binding. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -50,6 +50,7 @@ typedef struct ls_device {
   cusolverDnHandle_t sol;
   cublasHandle_t blas;
   cudaStream_t stream; /* the scoped callbacks' own stream */
+  hrx_buffer *blas_ws; /* cuBLAS's workspace (under ls_lock: replaced when poisoned) */
   pthread_mutex_t run; /* held while a capture or a scoped callback uses the handles */
 } ls_device;
 
@@ -119,7 +120,10 @@ done:
   return st;
 }
 
-static nv_status ls_device_get(nv__gpu_ctx *ctx, const char *op, ls_device **out) {
+/* The device's handles in *out and, when `blas_ws` is not NULL, a new reference to its current
+ * cuBLAS workspace (held until hrx has taken its own). */
+static nv_status ls_device_get(nv__gpu_ctx *ctx, const char *op, ls_device **out,
+                               hrx_buffer **blas_ws) {
   int device = nv__gpu_device_index(ctx);
   if (device < 0 || device >= LS_MAX_DEVICES)
     return nv__set_error(NV_ERR_BACKEND, "%s: GPU %d is past the %d cuSOLVER supports here", op,
@@ -157,6 +161,24 @@ static nv_status ls_device_get(nv__gpu_ctx *ctx, const char *op, ls_device **out
       if (prev >= 0 && prev != device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
     }
   }
+  /* cuBLAS's workspace, shared by the device's trsm calls: an hrx buffer every one declares as
+   * a read-write binding, so that hrx orders them as any writers of one buffer. One poisoned by
+   * a failed region is replaced (its contents never matter). */
+  if (st == NV_OK && blas_ws && d->blas_ws && hrx_buffer_check(d->blas_ws) != HRX_OK) {
+    hrx_buffer_release(d->blas_ws);
+    d->blas_ws = NULL;
+  }
+  if (st == NV_OK && blas_ws && !d->blas_ws) {
+    hrx_status hs = hrx_buffer_create(nv__gpu_runtime(ctx), HRX_MEMORY_DEVICE, LS_BLAS_WORKSPACE,
+                                      &d->blas_ws);
+    if (hs != HRX_OK) {
+      d->blas_ws = NULL;
+      st = nv__set_error(hs == HRX_E_OUT_OF_MEMORY ? NV_ERR_OUT_OF_MEMORY : NV_ERR_BACKEND,
+                         "%s: creating the cuBLAS workspace: %s (%s)", op, hrx_last_error(),
+                         hrx_status_name(hs));
+    }
+  }
+  if (st == NV_OK && blas_ws) *blas_ws = hrx_buffer_retain(d->blas_ws);
   pthread_mutex_unlock(&ls_lock);
   if (st == NV_OK) *out = d;
   return st;
@@ -311,7 +333,7 @@ static hrx_status run_lu(const cap *c) {
   return HRX_OK;
 }
 
-/* solve_triangular: views a, x (holding b), scratch. */
+/* solve_triangular: views a, x (holding b), cuBLAS's workspace, scratch. */
 static hrx_status run_trsm(const cap *c) {
   const ls_key *k = &c->p->key;
   size_t es = kind_size(k->kind);
@@ -322,7 +344,7 @@ static hrx_status run_trsm(const cap *c) {
   char *x = c->v[1].address;
   const double one = 1.0;
   const float onef = 1.0f;
-  CK_BLAS(cublasSetWorkspace(h, at(c, k->ws), LS_BLAS_WORKSPACE), "cublasSetWorkspace");
+  CK_BLAS(cublasSetWorkspace(h, c->v[2].address, c->v[2].length), "cublasSetWorkspace");
   if (k->batch == 1 || k->n > LS_BATCHED_MAX) {
     for (int64_t b = 0; b < k->batch; b++) {
       const char *ab = a + b * (int64_t)n * n * (int64_t)es;
@@ -711,7 +733,6 @@ static void layout(ls_key *k, size_t *total) {
     k->rows = carve(total, sizeof(uint32_t) * (size_t)k->m * b);
     break;
   case NV__PRIM_SOLVE_TRIANGULAR:
-    k->ws = carve(total, LS_BLAS_WORKSPACE);
     k->ptr0 = carve(total, sizeof(void *) * b);
     k->ptr1 = carve(total, sizeof(void *) * b);
     break;
@@ -780,16 +801,18 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   ls_plan *p = nv__calloc(1, sizeof *p);
   if (!p) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   p->op = op;
-  nv_status st = ls_device_get(ctx, op, &p->dev);
+  hrx_buffer *blas_ws = NULL;
+  bool trsm = node->prim == NV__PRIM_SOLVE_TRIANGULAR;
+  nv_status st = ls_device_get(ctx, op, &p->dev, trsm ? &blas_ws : NULL);
   p->key = key;
-  if (st == NV_OK && node->prim != NV__PRIM_SOLVE_TRIANGULAR) st = size_workspace(p);
+  if (st == NV_OK && !trsm) st = size_workspace(p);
   size_t total = 0;
   hrx_view scratch;
   if (st == NV_OK) {
     layout(&p->key, &total);
     st = nv__gpu_scratch(ctx, total, &scratch);
   }
-  if (st == NV_OK && node->prim == NV__PRIM_SOLVE_TRIANGULAR) {
+  if (st == NV_OK && trsm) {
     /* x starts as b: a device copy of b's bytes into the output, solved in place. */
     size_t bytes = (size_t)node->out[0].size * kind_size(p->key.kind);
     hrx_view src = hrx_view_make(ins[1].view.buffer,
@@ -800,13 +823,15 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   }
   if (st != NV_OK) {
     plan_free(p);
+    hrx_buffer_release(blas_ws);
     return st;
   }
   hrx_binding bind[6];
   int nb = 0;
   bind[nb++] = (hrx_binding){ins[0].view, HRX_ACCESS_READ};
-  if (node->prim == NV__PRIM_SOLVE_TRIANGULAR) {
+  if (trsm) {
     bind[nb++] = (hrx_binding){outs[0].view, HRX_ACCESS_READ_WRITE};
+    bind[nb++] = (hrx_binding){hrx_view_whole(blas_ws), HRX_ACCESS_READ_WRITE};
   } else {
     for (int i = 0; i < nout; i++) bind[nb++] = (hrx_binding){outs[i].view, HRX_ACCESS_WRITE};
   }
@@ -815,7 +840,9 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   if (node->prim == NV__PRIM_SVD || node->prim == NV__PRIM_EIGH || node->prim == NV__PRIM_EIG)
     return record_scoped(ctx, bind, (size_t)nb, p);
   ls_key kcopy = p->key;
-  return nv__gpu_captured(ctx, bind, (size_t)nb, ls_run, p, plan_free, &kcopy, sizeof kcopy);
+  st = nv__gpu_captured(ctx, bind, (size_t)nb, ls_run, p, plan_free, &kcopy, sizeof kcopy);
+  hrx_buffer_release(blas_ws); /* hrx holds its own reference once recorded */
+  return st;
 }
 
 void nv__gpu_register_linalg_decomp(nv__gpu_kernel_fn *k) {
