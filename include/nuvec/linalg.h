@@ -88,7 +88,14 @@ NV_API nv_array *nv_kron(const nv_array *a, const nv_array *b);
  * matrices (a 0 dimension) give empty results. Factorizations run on LAPACK on the CPU and on
  * cuSOLVER / cuBLAS on the GPU; results agree to rounding, not bit for bit. Functions with
  * several results write them to out[] (new references, registered as builders' results; on
- * bad arguments every one is a failed array) and return nv_array_status(out[0]). */
+ * bad arguments every one is a failed array) and return nv_array_status(out[0]).
+ *
+ * Transforms. vmap batches every function (one batched kernel). vjp and jvp go through
+ * cholesky, inv, solve, solve_triangular, tri_inv, cholesky_inv, lu/lu_factor (square), det,
+ * slogdet, qr (vjp; M >= N), eigh/eigvalsh, svd's singular values and the norms over them,
+ * svd's U and Vh and pinv of square matrices (vjp): functions that read one triangle
+ * (cholesky, eigh) get a gradient in that triangle. Complex inputs, eig/eigvals and U, Vh of
+ * non-square matrices fail with NV_ERR_UNSUPPORTED naming the op. */
 
 /* The norm of `a`, MLX's linalg.norm with ord None: over all axes when `axes` is NULL (the
  * 2-norm of the flattened array, any ndim), else over the 1 or 2 axes listed (the vector
@@ -170,7 +177,8 @@ NV_API nv_status nv_linalg_svd(const nv_array *a, bool compute_uv, nv_array **ou
 
 /* The eigenvalues (out[0], ascending, real) and eigenvectors (out[1], the columns, unit norm)
  * of a real symmetric or complex Hermitian matrix, reading its lower triangle (uplo "L") or
- * upper ("U"; any other string reads the upper, as MLX). float32, float64 and complex64. */
+ * upper ("U"; any other string reads the upper, as MLX; NULL is "L"). float32, float64 and
+ * complex64. */
 NV_API nv_status nv_linalg_eigh(const nv_array *a, const char *uplo, nv_array **out);
 
 /* The eigenvalues of nv_linalg_eigh only. */

@@ -155,6 +155,13 @@ def test_grad_qr_eigh_svd_norm():
     fd_check(lambda x: nv.linalg.norm(x, "nuc"), a)
     fd_check(lambda x: nv.linalg.norm(x, 2), a)
     fd_check(lambda x: nv.linalg.norm(x), a)
+    # U and Vh of a square matrix, through sign-invariant functions (and pinv over them).
+    sq = r.standard_normal((4, 4))
+    wu, wvh = r.standard_normal((4, 4)), r.standard_normal((4, 4))
+    fd_check(lambda x: sumw(nv.linalg.svd(x)[0] ** 2, wu) + sumw(nv.linalg.svd(x)[2] ** 2, wvh), sq)
+    fd_check(lambda x: sumw(nv.linalg.pinv(x), wu), sq)
+    with pytest.raises(Exception, match="square"):
+        nv.grad(lambda x: nv.sum(nv.linalg.svd(x)[0]))(nv.array(a, dtype=nv.float64))
 
 
 def test_jvp_and_vmap():

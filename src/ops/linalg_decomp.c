@@ -413,8 +413,9 @@ static nv_status eigh_impl(const char *op, const nv_array *a, const char *uplo, 
   out_spec os[2];
   spec(&os[0], o, real_of(o->dtype), n, -1);
   spec(&os[1], o, o->dtype, n, n);
-  /* MLX reads the lower triangle for "L" and the upper for anything else. */
-  nv__decomp_params p = {.upper = !(uplo && !strcmp(uplo, "L")), .vectors = vectors};
+  /* MLX reads the lower triangle for "L" and the upper for anything else; NULL is MLX's
+   * default, "L". */
+  nv__decomp_params p = {.upper = uplo && strcmp(uplo, "L") != 0, .vectors = vectors};
   nv_array *in = (nv_array *)a;
   return prim_node(op, NV__PRIM_EIGH, &in, 1, &p, os, nout, out);
 }

@@ -15,8 +15,10 @@
  * - qr (M >= N): ā = (Q̄ + Q copyltu(M)) R⁻ᵀ with M = R R̄ᵀ - Q̄ᵀ Q.
  * - eigh: S̄ = V (diag(w̄) + F ∘ (Vᵀ V̄)) Vᵀ with F_ij = 1 / (w_j - w_i) off the diagonal
  *   (repeated eigenvalues give inf, as PyTorch); dw = diag(Vᵀ dS V), dV = V (F ∘ (Vᵀ dS V)).
- * - svd: the singular values only (ā = U_K diag(s̄) Vh_K, ds = diag(U_Kᵀ da Vh_Kᵀ)); nonzero
- *   cotangents of U or Vh (full matrices, not unique) fail with NV_ERR_UNSUPPORTED.
+ * - svd: ā = U (diag(s̄) + (F ∘ (Uᵀ Ū - Ūᵀ U)) S + S (F ∘ (Vᵀ V̄ - V̄ᵀ V))) Vᵀ with
+ *   F_ij = 1 / (s_j² - s_i²) off the diagonal; the U and V terms need square matrices (the
+ *   full matrices' extra columns are not unique: NV_ERR_UNSUPPORTED otherwise). The jvp gives
+ *   the singular values only, ds = diag(U_Kᵀ da Vh_Kᵀ).
  * - Complex inputs and eig have no derivative rules (NV_ERR_UNSUPPORTED naming the op).
  * - vmap: the batch axis goes in front and the batched primitive runs once. */
 #include "nuvec.h"
@@ -372,22 +374,77 @@ static void svd_vectors(const nv__node *n, nv_array *const *in, nv_array *const 
   nv_release(r[2]);
 }
 
+/* F_ij = 1 / (s_j² - s_i²) off the diagonal, 0 on it. */
+static nv_array *sv_gaps(const nv_array *s) {
+  nv_array *sq = nv_square(s), *f = eig_gaps(sq);
+  nv_release(sq);
+  return f;
+}
+
+/* x (k × k) minus its transpose. */
+static nv_array *skew(const nv_array *x) {
+  nv_array *t = mT(x), *r = nv_subtract(x, t);
+  nv_release(t);
+  return r;
+}
+
 VJP(vjp_svd) {
   const nv__decomp_params *p = n->params;
   nv_status st = no_complex("svd", in[0]);
   if (st != NV_OK || !want[0]) return st;
-  if (p->vectors && (cot[0] || cot[2]))
+  const nv__output *o = meta(in[0]);
+  bool square = o->shape[o->ndim - 1] == o->shape[o->ndim - 2];
+  bool uv = p->vectors && (cot[0] || cot[2]);
+  if (uv && !square)
     return nv__set_error(NV_ERR_UNSUPPORTED,
-                         "svd: derivatives through U and Vh (full matrices) are not supported; "
-                         "differentiate the singular values (compute_uv=False)");
+                         "svd: derivatives through U and Vh are defined for square matrices only "
+                         "(the full matrices' extra columns are not unique); differentiate the "
+                         "singular values (compute_uv=False)");
   nv_array *sb = cot[p->vectors ? 1 : 0];
-  if (!sb) return NV_OK;
+  if (!sb && !uv) return NV_OK;
   nv_array *uk, *vk;
   svd_vectors(n, in, out, &uk, &vk);
+  /* inner = diag(s̄) + (F ∘ (Uᵀ Ū - Ūᵀ U)) S + S (F ∘ (Vᵀ V̄ - V̄ᵀ V)), then ā = U inner Vh;
+   * with Vh = Vᵀ, Vᵀ V̄ - V̄ᵀ V = Vh V̄hᵀ - V̄h Vhᵀ. */
+  nv_array *inner = NULL;
   int a2 = -2;
-  nv_array *row = nv_expand_dims(sb, &a2, 1), *us = nv_multiply(uk, row);
-  grad[0] = mm(us, vk);
-  nv_array *t[4] = {uk, vk, row, us};
+  if (sb) {
+    nv_array *row = nv_expand_dims(sb, &a2, 1);
+    nv_array *id = eye_n(o->shape[o->ndim - 1], meta(sb)->dtype);
+    inner = nv_multiply(row, id);
+    nv_release(row);
+    nv_release(id);
+  }
+  if (uv) {
+    nv_array *s = p->vectors ? out[1] : NULL;
+    nv_array *f = sv_gaps(s), *srow = nv_expand_dims(s, &a2, 1);
+    int a1 = -1;
+    nv_array *scol = nv_expand_dims(s, &a1, 1);
+    if (cot[0]) {
+      nv_array *ut = mT(uk), *m = mm(ut, cot[0]), *j = skew(m), *fj = nv_multiply(f, j);
+      nv_array *term = nv_multiply(fj, srow); /* (F ∘ J) S */
+      nv_array *sum = inner ? nv_add(inner, term) : nv_retain(term);
+      nv_release(inner);
+      inner = sum;
+      nv_array *t[5] = {ut, m, j, fj, term};
+      drop(t, 5);
+    }
+    if (cot[2]) {
+      nv_array *vbt = mT(cot[2]), *m = mm(vk, vbt), *j = skew(m), *fj = nv_multiply(f, j);
+      nv_array *term = nv_multiply(scol, fj); /* S (F ∘ K) */
+      nv_array *sum = inner ? nv_add(inner, term) : nv_retain(term);
+      nv_release(inner);
+      inner = sum;
+      nv_array *t[5] = {vbt, m, j, fj, term};
+      drop(t, 5);
+    }
+    nv_release(f);
+    nv_release(srow);
+    nv_release(scol);
+  }
+  nv_array *g1 = mm(uk, inner);
+  grad[0] = mm(g1, vk);
+  nv_array *t[4] = {uk, vk, inner, g1};
   drop(t, 4);
   return NV_OK;
 }
