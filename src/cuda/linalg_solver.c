@@ -16,8 +16,9 @@
  * lu_factor, qr and eig transpose into a column-major copy first.
  *
  * Batches. potrf and trsm use the batched routines (pointer arrays written by a kernel in the
- * capture) for several matrices of order up to LS_BATCHED_MAX; otherwise, and for the other
- * factorizations, one call per matrix.
+ * capture) for several matrices of order up to LS_BATCHED_MAX, and lu_factor (square), eigh
+ * and svd the small-matrix batched ones (getrfBatched, syevjBatched, gesvdjBatched) up to
+ * LS_SMALL_MAX; otherwise one call per matrix (qr and eig always).
  *
  * Library state: one cuSOLVER and one cuBLAS handle and one stream per device, made on first
  * use under a lock (and given a warm-up so that their lazy allocations happen outside any
@@ -41,6 +42,10 @@
 /* The batched potrf / trsm routines (pointer arrays) serve batches of matrices up to this
  * order; larger ones are factored one call each, where the single-matrix routines are fast. */
 #define LS_BATCHED_MAX 256
+/* Batches of matrices up to this order (both sizes for svd) go to the small-matrix batched
+ * routines: cuBLAS getrfBatched (square LU), cuSOLVER syevjBatched / heevjBatched and
+ * gesvdjBatched (one launch for the whole batch; the Jacobi ones take at most 32). */
+#define LS_SMALL_MAX 32
 
 /* ---- Per-device handles ---- */
 
@@ -194,7 +199,7 @@ typedef struct ls_key {
   int64_t in_off[2];             /* element offsets of the inputs in their views */
   int64_t work, ws, info, flags; /* byte offsets in the scratch */
   int64_t ptr0, ptr1, tau, aux, rows;
-  int32_t nviews, pad_;
+  int32_t nviews, small; /* small: the batched small-matrix routine serves the node */
 } ls_key;
 
 typedef struct ls_plan {
@@ -202,6 +207,7 @@ typedef struct ls_plan {
   ls_device *dev;
   const char *op;
   gesvdjInfo_t svj;       /* svd */
+  syevjInfo_t evj;        /* eigh on the small-matrix path */
   cusolverDnParams_t xp;  /* eig */
   void *host_ws;          /* eig: Xgeev's host workspace */
   size_t host_ws_size;
@@ -211,6 +217,7 @@ static void plan_free(void *user) {
   ls_plan *p = user;
   if (!p) return;
   if (p->svj) cusolverDnDestroyGesvdjInfo(p->svj);
+  if (p->evj) cusolverDnDestroySyevjInfo(p->evj);
   if (p->xp) cusolverDnDestroyParams(p->xp);
   nv__free(p->host_ws);
   nv__free(p);
@@ -313,7 +320,19 @@ static hrx_status run_lu(const cap *c) {
   int *ipiv = (int *)at(c, k->aux), *info = (int *)at(c, k->info);
   CK_CUDA(nv__ls_transpose(c->s, k->kind, input(c, 0), work, k->batch, k->m, k->n, 0, 0, NULL),
           "transpose kernel");
-  for (int64_t b = 0; mn > 0 && b < k->batch; b++) {
+  if (k->small) {
+    void **ptrs = (void **)at(c, k->ptr0);
+    CK_CUDA(nv__ls_pointers(c->s, work, mn * (int64_t)es, k->batch, ptrs), "pointer kernel");
+    if (k->kind == NV__LS_F64)
+      CK_BLAS(cublasDgetrfBatched(c->p->dev->blas, n, (double *const *)ptrs, n, ipiv, info,
+                                  (int)k->batch),
+              "cublasDgetrfBatched");
+    else
+      CK_BLAS(cublasSgetrfBatched(c->p->dev->blas, n, (float *const *)ptrs, n, ipiv, info,
+                                  (int)k->batch),
+              "cublasSgetrfBatched");
+  }
+  for (int64_t b = 0; !k->small && mn > 0 && b < k->batch; b++) {
     char *wb = work + b * mn * (int64_t)es;
     if (k->kind == NV__LS_F64)
       CK_SOL(cusolverDnDgetrf(c->p->dev->sol, m, n, (double *)wb, m, (double *)at(c, k->ws),
@@ -437,7 +456,27 @@ static hrx_status run_eigh(const cap *c) {
           "cudaMemcpyAsync");
   CK_CUDA(cudaMemsetAsync(flags, 0, sizeof(int) * (size_t)k->batch, c->s), "cudaMemsetAsync");
   CK_CUDA(nv__ls_nan_flags(c->s, k->kind, work, k->batch, nn, flags), "NaN kernel");
-  for (int64_t b = 0; b < k->batch; b++) {
+  if (k->small) {
+    syevjInfo_t pj = c->p->evj;
+    int nb = (int)k->batch;
+    switch (k->kind) {
+    case NV__LS_F64:
+      CK_SOL(cusolverDnDsyevjBatched(h, jobz, fill, n, (double *)work, n, (double *)w,
+                                     (double *)ws, lw, info, pj, nb),
+             "cusolverDnDsyevjBatched");
+      break;
+    case NV__LS_C64:
+      CK_SOL(cusolverDnCheevjBatched(h, jobz, fill, n, (cuComplex *)work, n, (float *)w,
+                                     (cuComplex *)ws, lw, info, pj, nb),
+             "cusolverDnCheevjBatched");
+      break;
+    default:
+      CK_SOL(cusolverDnSsyevjBatched(h, jobz, fill, n, (float *)work, n, (float *)w,
+                                     (float *)ws, lw, info, pj, nb),
+             "cusolverDnSsyevjBatched");
+    }
+  }
+  for (int64_t b = 0; !k->small && b < k->batch; b++) {
     char *wb = work + b * nn * (int64_t)es, *vb = w + b * k->n * (int64_t)rs;
     switch (k->kind) {
     case NV__LS_F64:
@@ -496,7 +535,30 @@ static hrx_status run_svd(const cap *c) {
           "cudaMemcpyAsync");
   CK_CUDA(cudaMemsetAsync(flags, 0, sizeof(int) * (size_t)k->batch, c->s), "cudaMemsetAsync");
   CK_CUDA(nv__ls_nan_flags(c->s, k->kind, work, k->batch, mn, flags), "NaN kernel");
-  for (int64_t b = 0; b < k->batch; b++) {
+  if (k->small) {
+    /* Without vectors U and V are not referenced: the work matrices stand in for them. */
+    char *ub = k->vectors ? vh : work, *vb = k->vectors ? vb_all : work;
+    int nb = (int)k->batch;
+    gesvdjInfo_t pj = c->p->svj;
+    switch (k->kind) {
+    case NV__LS_F64:
+      CK_SOL(cusolverDnDgesvdjBatched(h, jobz, n, m, (double *)work, n, (double *)s, (double *)ub,
+                                      n, (double *)vb, m, (double *)ws, lw, info, pj, nb),
+             "cusolverDnDgesvdjBatched");
+      break;
+    case NV__LS_C64:
+      CK_SOL(cusolverDnCgesvdjBatched(h, jobz, n, m, (cuComplex *)work, n, (float *)s,
+                                      (cuComplex *)ub, n, (cuComplex *)vb, m, (cuComplex *)ws, lw,
+                                      info, pj, nb),
+             "cusolverDnCgesvdjBatched");
+      break;
+    default:
+      CK_SOL(cusolverDnSgesvdjBatched(h, jobz, n, m, (float *)work, n, (float *)s, (float *)ub, n,
+                                      (float *)vb, m, (float *)ws, lw, info, pj, nb),
+             "cusolverDnSgesvdjBatched");
+    }
+  }
+  for (int64_t b = 0; !k->small && b < k->batch; b++) {
     char *wb = work + b * mn * (int64_t)es, *sb = s + b * kk * (int64_t)rs;
     /* Without vectors U and V are not referenced: the work matrix stands in for them. */
     char *ub = k->vectors ? vh + b * nn * (int64_t)es : wb;
@@ -669,6 +731,16 @@ static nv_status size_workspace(ls_plan *p) {
   case NV__PRIM_EIGH: {
     cusolverEigMode_t jobz = k->vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
     cublasFillMode_t fill = k->upper ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+    if (k->small) {
+      int nb = (int)k->batch;
+      s = cusolverDnCreateSyevjInfo(&p->evj);
+      if (s == CUSOLVER_STATUS_SUCCESS)
+        s = f64 ? cusolverDnDsyevjBatched_bufferSize(h, jobz, fill, n, NULL, n, NULL, &lw, p->evj, nb)
+            : k->kind == NV__LS_C64
+                ? cusolverDnCheevjBatched_bufferSize(h, jobz, fill, n, NULL, n, NULL, &lw, p->evj, nb)
+                : cusolverDnSsyevjBatched_bufferSize(h, jobz, fill, n, NULL, n, NULL, &lw, p->evj, nb);
+      break;
+    }
     s = f64 ? cusolverDnDsyevd_bufferSize(h, jobz, fill, n, NULL, n, NULL, &lw)
         : k->kind == NV__LS_C64 ? cusolverDnCheevd_bufferSize(h, jobz, fill, n, NULL, n, NULL, &lw)
                                 : cusolverDnSsyevd_bufferSize(h, jobz, fill, n, NULL, n, NULL, &lw);
@@ -679,6 +751,17 @@ static nv_status size_workspace(ls_plan *p) {
     s = cusolverDnCreateGesvdjInfo(&p->svj);
     if (s != CUSOLVER_STATUS_SUCCESS) break;
     cusolverEigMode_t jobz = k->vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+    if (k->small) {
+      int nb = (int)k->batch;
+      s = f64 ? cusolverDnDgesvdjBatched_bufferSize(h, jobz, n, m, NULL, n, NULL, NULL, n, NULL, m,
+                                                    &lw, p->svj, nb)
+          : k->kind == NV__LS_C64
+              ? cusolverDnCgesvdjBatched_bufferSize(h, jobz, n, m, NULL, n, NULL, NULL, n, NULL, m,
+                                                    &lw, p->svj, nb)
+              : cusolverDnSgesvdjBatched_bufferSize(h, jobz, n, m, NULL, n, NULL, NULL, n, NULL, m,
+                                                    &lw, p->svj, nb);
+      break;
+    }
     s = f64 ? cusolverDnDgesvdj_bufferSize(h, jobz, 0, n, m, NULL, n, NULL, NULL, n, NULL, m, &lw,
                                            p->svj)
         : k->kind == NV__LS_C64
@@ -727,6 +810,7 @@ static void layout(ls_key *k, size_t *total) {
     k->ptr0 = carve(total, sizeof(void *) * b);
     break;
   case NV__PRIM_LU_FACTOR:
+    k->ptr0 = carve(total, sizeof(void *) * b);
     k->work = carve(total, mn * b * es);
     k->ws = carve(total, (size_t)k->lwork * es);
     k->aux = carve(total, sizeof(int) * (size_t)k->k * b);
@@ -798,6 +882,11 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
     if (st != NV_OK) return st;
     key.in_off[i] = ins[i].offset;
   }
+  /* The small-matrix batched routines: several matrices of order <= LS_SMALL_MAX (lu_factor:
+   * square ones; svd: both sizes, and not empty). */
+  bool few = key.batch > 1 && key.m <= LS_SMALL_MAX && key.n <= LS_SMALL_MAX;
+  key.small = few && ((node->prim == NV__PRIM_LU_FACTOR && key.m == key.n) ||
+                      node->prim == NV__PRIM_EIGH || (node->prim == NV__PRIM_SVD && key.k > 0));
   ls_plan *p = nv__calloc(1, sizeof *p);
   if (!p) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   p->op = op;
