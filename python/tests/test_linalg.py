@@ -183,6 +183,23 @@ def test_jvp_and_vmap():
     np.testing.assert_allclose(np_(got), np.linalg.solve(np.tril(a), b), rtol=1e-9)
     w = nv.vmap(lambda x: nv.linalg.svd(x, compute_uv=False))(f64(a))
     np.testing.assert_allclose(np_(w), np.linalg.svd(a, compute_uv=False), rtol=1e-9)
+    # Multi-output primitives under vmap: every output batched, batch axis not first.
+    lu, piv = nv.vmap(nv.linalg.lu_factor, in_axes=2, out_axes=0)(f64(np.moveaxis(a, 0, 2)))
+    for i in range(2):
+        l1, p1 = nv.linalg.lu_factor(f64(a[i]))
+        np.testing.assert_allclose(np_(lu)[i], np_(l1), rtol=1e-12)
+        np.testing.assert_array_equal(np_(piv)[i], np_(p1))
+    q, rr = nv.vmap(nv.linalg.qr)(f64(a))
+    np.testing.assert_allclose(np.matmul(np_(q), np_(rr)), a, rtol=1e-9, atol=1e-12)
+    ws = nv.vmap(nv.linalg.eigvalsh)(f64(s))
+    np.testing.assert_allclose(np_(ws), np.linalg.eigvalsh(s), rtol=1e-9)
+    # jvp of cholesky and eigvalsh against central differences along a symmetric direction.
+    d = r.standard_normal((3, 3))
+    d = d + d.T
+    for fn, ref in [(nv.linalg.cholesky, np.linalg.cholesky), (nv.linalg.eigvalsh, np.linalg.eigvalsh)]:
+        (_,), (tn,) = nv.jvp(lambda x: [fn(x)], [f64(s[0])], [f64(d)])
+        fd = (ref(s[0] + eps * d) - ref(s[0] - eps * d)) / (2 * eps)
+        np.testing.assert_allclose(np_(tn), fd, rtol=1e-5, atol=1e-7)
 
 
 # ---- against MLX itself ----
