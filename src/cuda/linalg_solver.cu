@@ -113,6 +113,37 @@ __global__ void pointers_k(char *base, int64_t stride, int64_t batch, void **out
     out[b] = base + b * stride;
 }
 
+/* The pivots of matrix b: piv = ipiv - 1 (in parallel), then the sequential swaps by one
+ * thread in shared memory (rows, then the pivots themselves: 2 m words), then perm, the
+ * inverse of the swapped rows, in parallel. One block per matrix. */
+__global__ void pivots_smem_k(const int *ipiv, int64_t batch, int64_t m, int64_t k,
+                              uint32_t *piv, uint32_t *perm) {
+  extern __shared__ uint32_t sh[];
+  uint32_t *rw = sh, *sp = sh + m;
+  for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) rw[i] = (uint32_t)i;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
+      int64_t s = (int64_t)ipiv[b * k + i] - 1;
+      /* cuSOLVER's pivots are in [1, m]; anything else (never expected) is left in place. */
+      if (s < i || s >= m) s = i;
+      sp[i] = (uint32_t)s;
+      piv[b * k + i] = (uint32_t)s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int64_t i = 0; i < k; i++) {
+        uint32_t s = sp[i], t = rw[i];
+        rw[i] = rw[s];
+        rw[s] = t;
+      }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) perm[b * m + rw[i]] = (uint32_t)i;
+    __syncthreads();
+  }
+}
+
+/* As pivots_smem_k for matrices too tall for shared memory: one thread per matrix, the rows in
+ * the `rows` scratch (m words per matrix). */
 __global__ void pivots_k(const int *ipiv, int64_t batch, int64_t m, int64_t k, uint32_t *piv,
                          uint32_t *perm, uint32_t *rows) {
   for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < batch;
@@ -121,8 +152,7 @@ __global__ void pivots_k(const int *ipiv, int64_t batch, int64_t m, int64_t k, u
     for (int64_t i = 0; i < m; i++) rw[i] = (uint32_t)i;
     for (int64_t i = 0; i < k; i++) {
       int64_t s = (int64_t)ipiv[b * k + i] - 1;
-      /* cuSOLVER's pivots are in [1, m]; anything else (never expected) is left in place. */
-      if (s < 0 || s >= m) s = i;
+      if (s < i || s >= m) s = i;
       piv[b * k + i] = (uint32_t)s;
       uint32_t t = rw[i];
       rw[i] = rw[s];
@@ -285,13 +315,25 @@ extern "C" int nv__ls_pointers(void *stream, void *base, int64_t stride_bytes, i
   return launched();
 }
 
+/* Matrices of up to this many rows keep their rows and pivots in shared memory (2 m words
+ * within the default 48 KiB of dynamic shared memory). */
+constexpr int64_t PIVOT_SMEM_ROWS = 6144;
+
 extern "C" int nv__ls_pivots(void *stream, const int *ipiv, int64_t batch, int64_t m, int64_t k,
                              uint32_t *piv, uint32_t *perm, uint32_t *rows) {
   if (batch == 0 || m == 0) return 0;
-  /* One thread per matrix: small blocks so that a small batch still spreads over the SMs. */
-  unsigned grid = (unsigned)((batch + 63) / 64);
-  pivots_k<<<grid > 65535u * 8 ? 65535u * 8 : grid, 64, 0, (cudaStream_t)stream>>>(
-      ipiv, batch, m, k, piv, perm, rows);
+  cudaStream_t s = (cudaStream_t)stream;
+  if (m <= PIVOT_SMEM_ROWS) {
+    unsigned grid = (unsigned)(batch > 65535 * 8 ? 65535 * 8 : batch);
+    unsigned threads = m <= 32 ? 32 : THREADS;
+    pivots_smem_k<<<grid, threads, (size_t)(2 * m) * sizeof(uint32_t), s>>>(ipiv, batch, m, k, piv,
+                                                                           perm);
+  } else {
+    /* One thread per matrix: small blocks so that a small batch still spreads over the SMs. */
+    unsigned grid = (unsigned)((batch + 63) / 64);
+    pivots_k<<<grid > 65535u * 8 ? 65535u * 8 : grid, 64, 0, s>>>(ipiv, batch, m, k, piv, perm,
+                                                                  rows);
+  }
   return launched();
 }
 

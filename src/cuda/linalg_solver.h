@@ -45,7 +45,8 @@ int nv__ls_eye(void *stream, int kind, void *dst, int64_t batch, int64_t n);
 int nv__ls_pointers(void *stream, void *base, int64_t stride_bytes, int64_t batch, void **out);
 
 /* From LAPACK's 1-based pivots ipiv (k per matrix): piv = ipiv - 1 (uint32, k per matrix) and
- * perm (uint32, m per matrix) with a = L[perm] U; `rows` is m ints per matrix of scratch. */
+ * perm (uint32, m per matrix) with a = L[perm] U; `rows` (m words per matrix of scratch) holds
+ * the swapped rows of matrices too tall to keep them in shared memory. */
 int nv__ls_pivots(void *stream, const int *ipiv, int64_t batch, int64_t m, int64_t k,
                   uint32_t *piv, uint32_t *perm, uint32_t *rows);
 
