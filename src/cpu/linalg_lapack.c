@@ -227,21 +227,27 @@ static nv_status k_lu_factor(nv__node *node, const nv__operand *in, int donated)
 
 /* ---- solve_triangular ---- */
 
-static void trsm_range(void *ctx, int64_t b0, int64_t b1) {
+/* Task t solves columns [r·q/parts, r·(q+1)/parts) of batch t / parts (q = t % parts): the
+ * columns of the right-hand sides are independent, so one large solve (inv's n columns) spreads
+ * over the pool as a batch does. */
+static void trsm_range(void *ctx, int64_t t0, int64_t t1) {
   job *j = ctx;
   const nv__decomp_params *p = j->node->params;
-  int n = j->n, r = j->r;
+  int n = j->n, r = j->r, parts = j->m;
   char *x = nv__output_ptr(&j->node->out[0]);
   CBLAS_UPLO uplo = p->upper ? CblasUpper : CblasLower;
-  for (int64_t b = b0; b < b1; b++) {
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t b = t / parts, q = t % parts;
+    int c0 = (int)(r * q / parts), c1 = (int)(r * (q + 1) / parts);
+    if (c1 == c0) continue;
     const void *a = elem(j->a, b * n * (int64_t)n, j->es);
-    void *xb = elem(x, b * n * (int64_t)r, j->es);
+    void *xb = elem(x, b * n * (int64_t)r + c0, j->es);
     if (j->dt == NV_DTYPE_FLOAT64)
-      cblas_dtrsm(CblasRowMajor, CblasLeft, uplo, CblasNoTrans, CblasNonUnit, n, r, 1.0, a, n, xb,
-                  r);
+      cblas_dtrsm(CblasRowMajor, CblasLeft, uplo, CblasNoTrans, CblasNonUnit, n, c1 - c0, 1.0, a,
+                  n, xb, r);
     else
-      cblas_strsm(CblasRowMajor, CblasLeft, uplo, CblasNoTrans, CblasNonUnit, n, r, 1.0f, a, n,
-                  xb, r);
+      cblas_strsm(CblasRowMajor, CblasLeft, uplo, CblasNoTrans, CblasNonUnit, n, c1 - c0, 1.0f, a,
+                  n, xb, r);
   }
 }
 
@@ -252,7 +258,7 @@ static nv_status k_solve_triangular(nv__node *node, const nv__operand *in, int d
   if (st != NV_OK || o->size == 0) return st;
   job j = {.node = node, .dt = o->dtype};
   j.es = nv_dtype_size(j.dt);
-  j.n = j.m = o->shape[o->ndim - 2];
+  j.n = o->shape[o->ndim - 2];
   j.r = o->shape[o->ndim - 1];
   char *a = pack_input(&in[0], "solve_triangular");
   if (!a) return NV_ERR_OUT_OF_MEMORY;
@@ -261,10 +267,18 @@ static nv_status k_solve_triangular(nv__node *node, const nv__operand *in, int d
   nv__linalg_view bv;
   nv__linalg_view_of(&bv, &in[1]);
   nv__linalg_pack(&bv, bv.st, o->dtype, nv__output_ptr(o));
-  j.m = j.r; /* the flops of one solve: n² r */
-  st = run_batches(&j, batches(o, 2), trsm_range, "solve_triangular");
+  /* Fewer matrices than threads: each solve is cut into column slices of at least 32. */
+  int64_t nb = batches(o, 2), threads = nv__pool_threads(), parts = 1;
+  if (nb < threads && j.r >= 64) {
+    parts = (threads + nb - 1) / nb;
+    if (parts > j.r / 32) parts = j.r / 32;
+  }
+  j.m = (int)parts; /* trsm_range's slices per matrix */
+  double flops = (double)j.n * j.n * ((double)j.r / (double)parts) + 1;
+  int64_t grain = flops >= 262144 ? 1 : (int64_t)(262144 / flops);
+  nv__parallel_for(nb * parts, grain, trsm_range, &j);
   nv__free(a);
-  return st;
+  return NV_OK;
 }
 
 /* ---- qr ---- */

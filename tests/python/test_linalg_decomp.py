@@ -460,3 +460,17 @@ def test_errors(nv):
     for k in range(2):
         nv.own(outs[k])
     assert "qr" in nv.status(outs[0])[1] and nv.status(outs[1])[0] != 0
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_wide_right_hand_sides(nv, rng, upper):
+    """Solves with many right-hand sides (cut into column slices across the pool) and the
+    inverse of a larger matrix."""
+    a = rand(rng, (96, 96), "float64") + 20 * np.eye(96)
+    b = rand(rng, (96, 333), "float64")
+    t = np.triu(a) if upper else np.tril(a)
+    got = nv.read(nv.own(lib.nv_linalg_solve_triangular(nv.array(a), nv.view(b, "strided"), upper)))
+    close(got, np.linalg.solve(t, b), "float64", 100)
+    close(nv.read(nv.own(lib.nv_linalg_inv(nv.array(a)))), np.linalg.inv(a), "float64", 100)
+    a2 = np.stack([a, a.T])
+    close(nv.read(nv.own(lib.nv_linalg_inv(nv.array(a2)))), np.linalg.inv(a2), "float64", 100)
