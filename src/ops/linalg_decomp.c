@@ -680,12 +680,24 @@ static nv_array *norm_axes(const char *op, const nv__output *o, const int *axes,
   return NULL;
 }
 
-/* |x| in the norm's dtype: float32 for integers and bool, real for complex64. */
+static bool half_dtype(nv_dtype dt) { return dt == NV_DTYPE_FLOAT16 || dt == NV_DTYPE_BFLOAT16; }
+
+/* |x| in the dtype the norm computes in: float32 for integers, bool, float16 and bfloat16
+ * (whose results are rounded back once: see half_back), real for complex64. */
 static nv_array *norm_abs(tmp_list *t, const nv_array *x) {
   nv_dtype dt = nv__out(x)->dtype;
   nv_array *m = T(t, nv_abs(x));
-  if (!nv_issubdtype(dt, NV_CATEGORY_INEXACT)) m = T(t, nv_astype(m, NV_DTYPE_FLOAT32));
+  if (!nv_issubdtype(dt, NV_CATEGORY_INEXACT) || half_dtype(dt))
+    m = T(t, nv_astype(m, NV_DTYPE_FLOAT32));
   return m;
+}
+
+/* The norm `r` of `a` (a new reference, taken over) in its result dtype: float16 and bfloat16
+ * inputs get their own dtype back, rounded once from the float32 computation. */
+static nv_array *half_back(tmp_list *t, nv_array *r, const nv_array *a) {
+  nv_dtype dt = nv__out(a)->dtype;
+  if (!half_dtype(dt)) return r;
+  return nv_astype(T(t, r), dt);
 }
 
 /* sqrt(sum |x|²) over the axes. */
@@ -703,7 +715,7 @@ nv_array *nv_linalg_norm(const nv_array *a, const int *axes, int naxes, bool kee
   if ((f = norm_axes("norm", nv__out(a), axes, naxes, ax, &nax, false))) return f;
   tmp_list t;
   begin(&t);
-  return end1(&t, two_norm(&t, a, ax, nax, keepdims));
+  return end1(&t, half_back(&t, two_norm(&t, a, ax, nax, keepdims), a));
 }
 
 /* The singular values of `x` with the matrix axes r, c moved last, reduced by max (ord 2),
@@ -789,7 +801,7 @@ static nv_array *norm_with(const nv_array *a, double ord, const char *name, cons
   begin(&t);
   nv_array *r = nax == 1 ? vector_norm(&t, a, ax[0], ord, keepdims)
                          : matrix_norm(&t, op, a, ax[0], ax[1], ord, name, keepdims);
-  return end1(&t, r);
+  return end1(&t, half_back(&t, r, a));
 }
 
 nv_array *nv_linalg_norm_ord(const nv_array *a, double ord, const int *axes, int naxes,

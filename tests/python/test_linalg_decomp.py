@@ -474,3 +474,13 @@ def test_wide_right_hand_sides(nv, rng, upper):
     close(nv.read(nv.own(lib.nv_linalg_inv(nv.array(a)))), np.linalg.inv(a), "float64", 100)
     a2 = np.stack([a, a.T])
     close(nv.read(nv.own(lib.nv_linalg_inv(nv.array(a2)))), np.linalg.inv(a2), "float64", 100)
+
+
+def test_half_norms_compute_in_float32(nv):
+    """float16/bfloat16 norms are computed in float32 and rounded once: squares past float16's
+    range do not overflow."""
+    x = np.array([300.0, 400.0], np.float16)
+    got = nv.read(nv.own(lib.nv_linalg_norm(nv.array(x), None, 0, False)))
+    assert got.dtype == np.float16 and got == np.float16(500.0)
+    got = nv.read(nv.own(lib.nv_linalg_norm_ord(nv.array(x), 3.0, None, 0, False)))
+    np.testing.assert_allclose(got.astype(np.float64), (300.0**3 + 400.0**3) ** (1 / 3), rtol=1e-3)
