@@ -30,7 +30,7 @@ typedef struct job {
   const char *a, *b; /* packed row-major inputs (b: solve_triangular's right-hand sides) */
   nv_dtype dt;       /* the input's dtype */
   size_t es;         /* its element size */
-  int m, n, r;       /* a is (m, n); b is (n, r) */
+  int m, n, r;       /* a is (m, n); b is (n, r); cholesky, lu_factor: r = 1 for blocked */
   atomic_int oom;
 } job;
 
@@ -118,6 +118,150 @@ static nv_status alloc_outputs(nv__node *node, int nout) {
 
 static void *elem(const void *base, int64_t i, size_t es) { return (char *)base + i * (int64_t)es; }
 
+/* ---- Blocked factorizations of one large matrix across the pool ----
+ *
+ * OpenBLAS runs single-threaded inside the pool (see linalg.c), so a lone large matrix would
+ * factor on one core. For it, potrf and getrf are blocked right-looking (LAPACK's own scheme):
+ * LAPACK factors each panel of NB columns, and the trailing triangular solves and products,
+ * which hold almost all of the work, are cut into column (or row) slices across the pool. */
+
+#define NV__LS_NB 128
+/* Matrices from this order up factor blocked when they are alone in their node. */
+#define NV__LS_BLOCKED_MIN 384
+
+/* One slice-parallel BLAS step over [0, count) (columns or rows), in slices of >= 32. */
+typedef struct slice_job {
+  void (*fn)(const struct slice_job *s, int c0, int c1);
+  bool f64;
+  int m, n, k, ld;
+  char *a, *b, *c; /* operands (element pointers), meaning per step */
+} slice_job;
+
+static void slice_range(void *ctx, int64_t lo, int64_t hi) {
+  const slice_job *s = ctx;
+  s->fn(s, (int)lo, (int)hi);
+}
+
+static void for_slices(slice_job *s, int count) {
+  if (count > 0) nv__parallel_for(count, 32, slice_range, s);
+}
+
+#define LS_EL(s, p, i) ((s)->f64 ? (void *)((double *)(p) + (i)) : (void *)((float *)(p) + (i)))
+
+/* Cholesky step: rows [r0, r1) of A21 (m × k at a, column-major, ld) times L11⁻ᵀ (k × k at b). */
+static void chol_trsm_rows(const slice_job *s, int r0, int r1) {
+  if (s->f64)
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, r1 - r0, s->k,
+                1.0, (double *)s->b, s->ld, (double *)s->a + r0, s->ld);
+  else
+    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, r1 - r0, s->k,
+                1.0f, (float *)s->b, s->ld, (float *)s->a + r0, s->ld);
+}
+
+/* Cholesky step: columns [c0, c1) of the lower trapezoid of A22 (m × m at c) -= A21 A21ᵀ (A21:
+ * m × k at a): rows c0.. of those columns. */
+static void chol_update_cols(const slice_job *s, int c0, int c1) {
+  int64_t ld = s->ld;
+  if (s->f64) {
+    double *a = (double *)s->a, *c = (double *)s->c;
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, s->m - c0, c1 - c0, s->k, -1.0, a + c0,
+                s->ld, a + c0, s->ld, 1.0, c + c0 + c0 * ld, s->ld);
+  } else {
+    float *a = (float *)s->a, *c = (float *)s->c;
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasTrans, s->m - c0, c1 - c0, s->k, -1.0f, a + c0,
+                s->ld, a + c0, s->ld, 1.0f, c + c0 + c0 * ld, s->ld);
+  }
+}
+
+/* The lower Cholesky factor of the column-major n × n matrix w in place (its lower triangle
+ * read); LAPACK's info (0, or the order of the first non-positive minor). */
+static lapack_int potrf_blocked(bool f64, int n, void *w) {
+  int64_t ld = n;
+  for (int j = 0; j < n; j += NV__LS_NB) {
+    int jb = n - j < NV__LS_NB ? n - j : NV__LS_NB, r = n - j - jb;
+    void *d = LS_EL(&(slice_job){.f64 = f64}, w, j + j * ld);
+    lapack_int info = f64 ? LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', jb, d, n)
+                          : LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', jb, d, n);
+    if (info != 0) return info + j;
+    if (r == 0) break;
+    slice_job s = {.f64 = f64, .m = r, .k = jb, .ld = n};
+    s.a = LS_EL(&s, w, (j + jb) + j * ld);
+    s.b = d;
+    s.c = LS_EL(&s, w, (j + jb) + (j + jb) * ld);
+    s.fn = chol_trsm_rows;
+    for_slices(&s, r);
+    s.fn = chol_update_cols;
+    for_slices(&s, r);
+  }
+  return 0;
+}
+
+/* LU step: row swaps of the panel (pivots k1..k2, 1-based) on columns [c0, c1) of w. */
+static void lu_swap_cols(const slice_job *s, int c0, int c1) {
+  const lapack_int *ipiv = (const lapack_int *)s->b;
+  if (s->f64)
+    LAPACKE_dlaswp_work(LAPACK_COL_MAJOR, c1 - c0, (double *)s->a + (int64_t)c0 * s->ld, s->ld,
+                        s->m, s->n, ipiv, 1);
+  else
+    LAPACKE_slaswp_work(LAPACK_COL_MAJOR, c1 - c0, (float *)s->a + (int64_t)c0 * s->ld, s->ld,
+                        s->m, s->n, ipiv, 1);
+}
+
+/* LU step: columns [c0, c1) of A12 (k rows at a) = L11⁻¹ A12 (L11 unit lower at b), then
+ * A22's columns (m rows at c) -= A21 (m × k at c - k... passed as `n` offset) · A12's. */
+static void lu_update_cols(const slice_job *s, int c0, int c1) {
+  int64_t ld = s->ld, off = (int64_t)c0 * ld;
+  if (s->f64) {
+    double *a12 = (double *)s->a + off, *l11 = (double *)s->b, *a22 = (double *)s->c + off;
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, s->k, c1 - c0, 1.0,
+                l11, s->ld, a12, s->ld);
+    if (s->m > 0)
+      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, s->m, c1 - c0, s->k, -1.0,
+                  l11 + s->k, s->ld, a12, s->ld, 1.0, a22, s->ld);
+  } else {
+    float *a12 = (float *)s->a + off, *l11 = (float *)s->b, *a22 = (float *)s->c + off;
+    cblas_strsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, s->k, c1 - c0, 1.0f,
+                l11, s->ld, a12, s->ld);
+    if (s->m > 0)
+      cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, s->m, c1 - c0, s->k, -1.0f,
+                  l11 + s->k, s->ld, a12, s->ld, 1.0f, a22, s->ld);
+  }
+}
+
+/* getrf of the column-major m × n matrix w in place with LAPACK's 1-based pivots (k of them). */
+static void getrf_blocked(bool f64, int m, int n, void *w, lapack_int *ipiv) {
+  int64_t ld = m;
+  int k = m < n ? m : n;
+  for (int j = 0; j < k; j += NV__LS_NB) {
+    int jb = k - j < NV__LS_NB ? k - j : NV__LS_NB;
+    slice_job s = {.f64 = f64, .ld = m};
+    void *d = LS_EL(&s, w, j + j * ld);
+    /* The panel: rows j.., columns j..j+jb (an exact zero pivot still factors: no error). */
+    if (f64) LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, m - j, jb, d, m, ipiv + j);
+    else LAPACKE_sgetrf_work(LAPACK_COL_MAJOR, m - j, jb, d, m, ipiv + j);
+    for (int i = j; i < j + jb; i++) ipiv[i] += j;
+    /* The panel's swaps on the columns to its left and right. */
+    s.fn = lu_swap_cols;
+    s.a = w;
+    s.b = (char *)ipiv;
+    s.m = j + 1;
+    s.n = j + jb;
+    for_slices(&s, j);
+    int right = n - j - jb;
+    if (right == 0) continue;
+    s.a = LS_EL(&s, w, (int64_t)(j + jb) * ld);
+    for_slices(&s, right);
+    /* U12 and the trailing update, column slice by column slice. */
+    s.fn = lu_update_cols;
+    s.k = jb;
+    s.m = m - j - jb;
+    s.a = LS_EL(&s, w, j + (int64_t)(j + jb) * ld);
+    s.b = d;
+    s.c = LS_EL(&s, w, (j + jb) + (int64_t)(j + jb) * ld);
+    for_slices(&s, right);
+  }
+}
+
 /* ---- cholesky ---- */
 
 static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
@@ -134,6 +278,21 @@ static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
   char uplo = p->upper ? 'U' : 'L';
   for (int64_t b = b0; b < b1; b++) {
     void *o = elem(out, b * nn, j->es);
+    if (j->r) {
+      /* Blocked, always on a lower triangle: for upper the row-major copy, read column-major,
+       * is aᵀ, whose lower triangle is a's upper one, and its factor L read row-major is U. */
+      if (p->upper) memcpy(w, elem(j->a, b * nn, j->es), (size_t)nn * j->es);
+      else transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
+      if (potrf_blocked(j->dt == NV_DTYPE_FLOAT64, n, w) != 0) {
+        fill_nan(o, j->dt, nn);
+        continue;
+      }
+      for (int64_t k = 0; k < n; k++)
+        for (int64_t i = 0; i < k; i++) memset(elem(w, i + k * n, j->es), 0, j->es);
+      if (p->upper) memcpy(o, w, (size_t)nn * j->es);
+      else transpose(w, n, n, o, j->es);
+      continue;
+    }
     transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
     lapack_int info = j->dt == NV_DTYPE_FLOAT64
                           ? LAPACKE_dpotrf(LAPACK_COL_MAJOR, uplo, n, w, n)
@@ -159,10 +318,12 @@ static nv_status k_cholesky(nv__node *node, const nv__operand *in, int donated) 
   job j = {.node = node, .dt = in[0].meta->dtype, .n = node->out[0].shape[node->out[0].ndim - 1]};
   j.es = nv_dtype_size(j.dt);
   j.m = j.n;
+  int64_t nb = batches(&node->out[0], 2);
+  j.r = nb == 1 && j.n >= NV__LS_BLOCKED_MIN; /* the blocked, pool-parallel potrf */
   char *a = pack_input(&in[0], "cholesky");
   if (!a) return NV_ERR_OUT_OF_MEMORY;
   j.a = a;
-  st = run_batches(&j, batches(&node->out[0], 2), cholesky_range, "cholesky");
+  st = run_batches(&j, nb, cholesky_range, "cholesky");
   nv__free(a);
   return st;
 }
@@ -186,7 +347,8 @@ static void lu_range(void *ctx, int64_t b0, int64_t b1) {
     if (mn > 0) {
       transpose(elem(j->a, b * mn, j->es), m, n, w, j->es);
       /* info > 0 (an exact zero pivot) still gives the factorization: no error, as MLX. */
-      if (j->dt == NV_DTYPE_FLOAT64) LAPACKE_dgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
+      if (j->r) getrf_blocked(j->dt == NV_DTYPE_FLOAT64, m, n, w, ipiv);
+      else if (j->dt == NV_DTYPE_FLOAT64) LAPACKE_dgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
       else LAPACKE_sgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
       transpose(w, n, m, elem(lu, b * mn, j->es), j->es);
     }
@@ -217,6 +379,8 @@ static nv_status k_lu_factor(nv__node *node, const nv__operand *in, int donated)
   j.es = nv_dtype_size(j.dt);
   j.m = o->shape[o->ndim - 2];
   j.n = o->shape[o->ndim - 1];
+  /* A lone large matrix: the blocked, pool-parallel getrf. */
+  j.r = nb == 1 && (j.m < j.n ? j.m : j.n) >= NV__LS_BLOCKED_MIN;
   char *a = pack_input(&in[0], "lu_factor");
   if (!a) return NV_ERR_OUT_OF_MEMORY;
   j.a = a;

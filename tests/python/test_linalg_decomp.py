@@ -484,3 +484,35 @@ def test_half_norms_compute_in_float32(nv):
     assert got.dtype == np.float16 and got == np.float16(500.0)
     got = nv.read(nv.own(lib.nv_linalg_norm_ord(nv.array(x), 3.0, None, 0, False)))
     np.testing.assert_allclose(got.astype(np.float64), (300.0**3 + 400.0**3) ** (1 / 3), rtol=1e-3)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_large_single_matrices_blocked(nv, rng, dt):
+    """A lone matrix of order >= 384 factors blocked across the pool (cholesky, lu_factor):
+    the same factors as LAPACK's, square, tall and wide, both triangles."""
+    n = 400
+    s = spd(rng, (n, n), dt)
+    l = nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(s), False)))
+    close(l, np.linalg.cholesky(s.astype(np.float64)), dt, 100)
+    assert np.all(np.triu(l, 1) == 0)
+    u = nv.read(nv.own(lib.nv_linalg_cholesky(nv.view(s, "transposed"), True)))
+    close(u, mT(np.linalg.cholesky(s.astype(np.float64))), dt, 100)
+    assert np.all(np.tril(u, -1) == 0)
+    bad = s.copy()
+    bad[300, 300] = -1e6
+    assert np.isnan(nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(bad), False)))).all()
+    for shape in [(n, n), (500, n), (n, 520)]:
+        a = rand(rng, shape, dt)
+        p, lo, up = (nv.read(h) for h in multi(nv, lib.nv_linalg_lu, 3, nv.array(a)))
+        lp = np.take_along_axis(lo, p[..., None].astype(np.int64), -2)
+        close(lp @ up, a, dt, 1e3)
+        assert np.abs(lo).max() <= 1 + 1e-6  # partial pivoting: multipliers at most 1
+        lu, piv = (nv.read(h) for h in multi(nv, lib.nv_linalg_lu_factor, 2, nv.array(a)))
+        m, k = shape[0], min(shape)
+        close(np.tril(lu[:, :k], -1) + np.eye(m, k), lo, dt)
+    a = rand(rng, (n, n), dt) + 10 * np.eye(n, dtype=dt)
+    close(nv.read(nv.own(lib.nv_linalg_inv(nv.array(a)))), np.linalg.inv(a.astype(np.float64)), dt, 1e3)
+    sign, logdet = (nv.read(h) for h in multi(nv, lib.nv_linalg_slogdet, 2, nv.array(a)))
+    rs, rl = np.linalg.slogdet(a.astype(np.float64))
+    assert sign == rs
+    np.testing.assert_allclose(logdet, rl, rtol=1e-4 if dt == "float32" else 1e-10)
