@@ -100,8 +100,9 @@ NV_API nv_array *nv_kron(const nv_array *a, const nv_array *b);
 /* The norm of `a`, MLX's linalg.norm with ord None: over all axes when `axes` is NULL (the
  * 2-norm of the flattened array, any ndim), else over the 1 or 2 axes listed (the vector
  * 2-norm, or the Frobenius norm). Integer inputs give float32; complex inputs the norm of the
- * magnitudes (float32); float16/bfloat16/float64 keep their dtype. `keepdims` keeps the reduced
- * axes as size 1. Fails for more than 2 axes, an axis out of range or repeated. */
+ * magnitudes (float32); float16/bfloat16 keep their dtype (computed in float32, rounded once),
+ * float32/float64 theirs. `keepdims` keeps the reduced axes as size 1. Fails for more than 2
+ * axes, an axis out of range or repeated. */
 NV_API nv_array *nv_linalg_norm(const nv_array *a, const int *axes, int naxes, bool keepdims);
 
 /* The norm of order `ord` (MLX's numeric ord). Axes NULL: `a` must be 1-D (vector norm) or 2-D
