@@ -516,3 +516,25 @@ def test_large_single_matrices_blocked(nv, rng, dt):
     rs, rl = np.linalg.slogdet(a.astype(np.float64))
     assert sign == rs
     np.testing.assert_allclose(logdet, rl, rtol=1e-4 if dt == "float32" else 1e-10)
+
+
+def test_null_arguments_and_sticky_errors(nv):
+    """NULL inputs and output lists fail naming the op; an input's error passes to every result
+    of a multi-output builder."""
+    outs = (C.c_void_p * 3)()
+    for name, fn, n in [("qr", lib.nv_linalg_qr, 2), ("lu", lib.nv_linalg_lu, 3),
+                        ("lu_factor", lib.nv_linalg_lu_factor, 2), ("eig", lib.nv_linalg_eig, 2),
+                        ("slogdet", lib.nv_linalg_slogdet, 2)]:
+        assert fn(None, outs) != 0
+        for k in range(n):
+            nv.own(outs[k])
+        st, msg = nv.status(outs[0])
+        assert st != 0 and name in msg and "NULL" in msg
+        assert all(nv.status(outs[k])[0] != 0 for k in range(n))
+        assert fn(nv.array(np.eye(2, dtype=np.float32)), None) != 0
+        assert name in lib.nv_last_error().decode()
+    bad = nv.own(lib.nv_linalg_inv(nv.array(np.ones((2, 3), np.float32))))
+    msg = nv.status(bad)[1]
+    for k, h in enumerate(multi(nv, lib.nv_linalg_svd, 3, bad, True)):
+        assert nv.status(h)[1] == msg, k
+    assert nv.status(nv.own(lib.nv_linalg_solve(bad, bad)))[1] == msg
