@@ -66,6 +66,20 @@ typedef struct args {
   int n;
 } args;
 
+enum { LINALG_CHOLESKY, LINALG_INV, LINALG_SVD };
+
+/* One decomposition of x->a, evaluated (svd: all three results). */
+static void run_linalg(void *p) {
+  args *x = p;
+  nv_array *out[3] = {NULL, NULL, NULL};
+  int n = 1;
+  if (x->n == LINALG_CHOLESKY) out[0] = nv_linalg_cholesky(x->a, false);
+  else if (x->n == LINALG_INV) out[0] = nv_linalg_inv(x->a);
+  else n = (nv_linalg_svd(x->a, true, out), 3);
+  check(nv_eval(out, (size_t)n), "linalg");
+  for (int i = 0; i < n; i++) nv_release(out[i]);
+}
+
 /* In a scope, so that the product is an intermediate the sum may write over (as x*y+z in MLX
  * or PyTorch, whose product is a temporary). */
 static void run_fma(void *p) {
@@ -395,6 +409,24 @@ int main(int argc, char **argv) {
     int shape[2] = {64, 65536};
     args x = {rand_on_gpu(shape, 2, NV_DTYPE_FLOAT32), NULL, NULL, 0, 0};
     bench_case("fft_rfft_64x65536_f32", run_rfft, &x, 5, 50);
+    nv_release(x.a);
+  }
+  if (WANT("linalg_")) {
+    /* The issue's decompositions: cholesky and inv of a 4096 float64 matrix (symmetric positive
+     * definite: a aᵀ + n I), the full SVD of a 2048 float32 one. */
+    int s4[2] = {4096, 4096}, s2[2] = {2048, 2048};
+    nv_array *a = rand_on_gpu(s4, 2, NV_DTYPE_FLOAT64);
+    nv_array *at = nv_swapaxes(a, 0, 1), *aat = nv_matmul(a, at);
+    nv_array *id = nv_eye(4096, 4096, 0, NV_DTYPE_FLOAT64), *nid = nv_multiply_scalar(id, 4096);
+    args x = {nv_add(aat, nid), NULL, NULL, 0, LINALG_CHOLESKY};
+    check(nv_eval1(x.a), "spd input");
+    bench_case("linalg_cholesky_f64_4096", run_linalg, &x, 2, 10);
+    x.n = LINALG_INV;
+    bench_case("linalg_inv_f64_4096", run_linalg, &x, 2, 10);
+    nv_release(x.a), nv_release(a), nv_release(at), nv_release(aat), nv_release(id), nv_release(nid);
+    x.a = rand_on_gpu(s2, 2, NV_DTYPE_FLOAT32);
+    x.n = LINALG_SVD;
+    bench_case("linalg_svd_f32_2048", run_linalg, &x, 1, 3);
     nv_release(x.a);
   }
   if (WANT("mlp_train")) {

@@ -152,6 +152,15 @@ def main():
         x = r(64, 65536)
         report("fft_rfft_64x65536_f32", timed(lambda: torch.fft.rfft(x), 5, 50))
         del x
+    if want("linalg_"):
+        a = r(4096, 4096, dt=torch.float64)
+        spd = a @ a.T + 4096 * torch.eye(4096, device=dev, dtype=torch.float64)
+        report("linalg_cholesky_f64_4096", timed(lambda: torch.linalg.cholesky(spd), 2, 10))
+        report("linalg_inv_f64_4096", timed(lambda: torch.linalg.inv(spd), 2, 10))
+        del a, spd
+        m = r(2048, 2048)
+        report("linalg_svd_f32_2048", timed(lambda: torch.linalg.svd(m), 1, 3))
+        del m
     if want("mlp_train"):
         layers = [torch.nn.Linear(4096, 4096, device=dev) for _ in range(4)]
         model = torch.nn.Sequential(*[m for l in layers for m in (l, torch.nn.GELU())])

@@ -50,6 +50,7 @@ work = {  # bytes moved or flops, for rates
     "conv2d_bf16_32x56x56x64": ("TFLOP/s", 2 * 32 * 56 * 56 * 64 * 9 * 64),
     "sdpa_causal_prefill_b8h32L4096d128_bf16": ("TFLOP/s", 2 * 8 * 32 * 4096**2 * 128),
     "sdpa_decode_b8h32L4096d128_bf16": ("TB/s", 2 * 2 * 8 * 32 * 4096 * 128),
+    "linalg_cholesky_f64_4096": ("TFLOP/s", 4096**3 / 3), "linalg_inv_f64_4096": ("TFLOP/s", 2 * 4096**3),
 }
 for a in range(3): work[f"ops_argmax_axis{a}"] = ("TB/s", 4 * 64 * 2**20)
 print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")

@@ -2,7 +2,7 @@
 
 Code written for ``import mlx.core as mx`` runs with ``import nuvec as mx`` wherever nuvec has
 the feature. Everything is implemented in the C extension ``nuvec._core``; this file only
-re-exports it, registers its submodules (``random``, ``fast``, ``fft``, ``distributed``) so that
+re-exports it, registers its submodules (``random``, ``fast``, ``fft``, ``linalg``, ``distributed``) so that
 ``import nuvec.random`` and the others work, and
 imports the pure-Python packages over it: ``nn`` (mlx.nn), ``optimizers`` (mlx.optimizers) and
 ``utils`` (mlx.utils).
@@ -10,10 +10,10 @@ imports the pure-Python packages over it: ``nn`` (mlx.nn), ``optimizers`` (mlx.o
 import sys as _sys
 
 from ._core import *  # noqa: F401,F403
-from ._core import __version__, distributed, fast, fft, random  # noqa: F401
+from ._core import __version__, distributed, fast, fft, linalg, random  # noqa: F401
 
 # The C extension's submodules, importable by name (import nuvec.random, nuvec.fft, ...).
-for _name in ("random", "fast", "fft", "distributed"):
+for _name in ("random", "fast", "fft", "linalg", "distributed"):
     _sys.modules[__name__ + "." + _name] = getattr(_sys.modules[__name__], _name)
 del _name
 

@@ -22,7 +22,7 @@ NOT_YET = {
     "cuda", "dequantize", "device_info", "disable_compile", "distributed",
     "enable_compile", "export_function", "export_to_dot", "exporter", "fast",
     "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
-    "get_printoptions", "import_function", "linalg", "matrix_norm",
+    "get_printoptions", "import_function", "matrix_norm",
     "metal", "new_thread_local_stream", "new_thread_unsafe_stream", "printoptions", "qqmm",
     "quantize", "quantized_matmul", "segmented_mm", "set_printoptions",
     "set_wired_limit", "unique",

@@ -39,6 +39,7 @@ static void register_core(nv__kernel_fn *k) {
 
 void nv__cpu_register_elementwise(nv__kernel_fn *k);
 void nv__cpu_register_linalg(nv__kernel_fn *k);
+void nv__cpu_register_linalg_decomp(nv__kernel_fn *k);
 void nv__cpu_register_transforms(nv__kernel_fn *k);
 void nv__cpu_register_reduce(nv__kernel_fn *k);
 void nv__cpu_register_random(nv__kernel_fn *k);
@@ -56,6 +57,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_elementwise,
     nv__cpu_register_index,
     nv__cpu_register_linalg,
+    nv__cpu_register_linalg_decomp,
     nv__cpu_register_transforms,
     nv__cpu_register_reduce,
     nv__cpu_register_random,

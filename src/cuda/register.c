@@ -15,6 +15,7 @@ void nv__gpu_register_scatter(nv__gpu_kernel_fn *k);
 void nv__gpu_register_sort(nv__gpu_kernel_fn *k);
 void nv__gpu_register_random(nv__gpu_kernel_fn *k);
 void nv__gpu_register_transforms(nv__gpu_kernel_fn *k);
+void nv__gpu_register_linalg_decomp(nv__gpu_kernel_fn *k);
 void nv__gpu_register_gather(nv__gpu_kernel_fn *k);
 void nv__gpu_register_scan(nv__gpu_kernel_fn *k);
 void nv__gpu_register_conv(nv__gpu_kernel_fn *k);
@@ -34,6 +35,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_sort,
     nv__gpu_register_random,
     nv__gpu_register_transforms,
+    nv__gpu_register_linalg_decomp,
     nv__gpu_register_gather,
     nv__gpu_register_scan,
     nv__gpu_register_conv,

@@ -13,6 +13,7 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_elementwise,
     nv__rules_register_index,
     nv__rules_register_linalg,
+    nv__rules_register_linalg_decomp,
     nv__rules_register_reduce,
     nv__rules_register_random,
     nv__rules_register_optim,

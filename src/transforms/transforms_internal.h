@@ -47,6 +47,7 @@ void nv__rules_register_custom(nv__prim_rule *r);
 void nv__rules_register_elementwise(nv__prim_rule *r);
 void nv__rules_register_index(nv__prim_rule *r);
 void nv__rules_register_linalg(nv__prim_rule *r);
+void nv__rules_register_linalg_decomp(nv__prim_rule *r);
 void nv__rules_register_reduce(nv__prim_rule *r);
 void nv__rules_register_random(nv__prim_rule *r);
 void nv__rules_register_optim(nv__prim_rule *r);

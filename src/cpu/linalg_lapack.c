@@ -1,0 +1,759 @@
+/* The decompositions on the CPU through LAPACKE (column-major, no NaN pre-check of its own:
+ * the kernels test for NaN where LAPACK's iterations need it) and CBLAS's trsm.
+ *
+ * Each kernel packs its input row-major (any layout in), then works matrix by matrix over the
+ * batch, pool-parallel (OpenBLAS runs single-threaded inside the pool: see linalg.c). A matrix
+ * goes to LAPACK as its column-major copy and its results come back transposed into the
+ * row-contiguous outputs. The rules for singular, indefinite, NaN and non-converging inputs
+ * are in ops/linalg_decomp_params.h. */
+#include <complex.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include "cpu/linalg_kernels.h"
+#include "cpu/pool.h"
+#include "ops/linalg_decomp_params.h"
+
+static pthread_once_t nancheck_once = PTHREAD_ONCE_INIT;
+static void nancheck_off(void) { LAPACKE_set_nancheck(0); }
+
+/* ---- Shared helpers ---- */
+
+/* One kernel's work: the packed inputs, the matrix sizes, and a flag for a failed allocation
+ * in any task. */
+typedef struct job {
+  nv__node *node;
+  const char *a, *b; /* packed row-major inputs (b: solve_triangular's right-hand sides) */
+  nv_dtype dt;       /* the input's dtype */
+  size_t es;         /* its element size */
+  int m, n, r;       /* a is (m, n); b is (n, r); cholesky, lu_factor: r = 1 for blocked */
+  atomic_int oom;
+} job;
+
+/* dst (cols × rows, row-major) = the transpose of src (rows × cols, row-major), elements of
+ * `es` bytes (4 or 8). Row-major → column-major of the same matrix, and back. */
+static void transpose(const void *src, int rows, int cols, void *dst, size_t es) {
+  if (es == 4) {
+    const uint32_t *s = src;
+    uint32_t *d = dst;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) d[j * rows + i] = s[i * cols + j];
+  } else {
+    const uint64_t *s = src;
+    uint64_t *d = dst;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) d[j * rows + i] = s[i * cols + j];
+  }
+}
+
+/* Fills `n` elements of dtype `dt` (float32, float64 or complex64) with NaN. */
+static void fill_nan(void *p, nv_dtype dt, int64_t n) {
+  if (dt == NV_DTYPE_FLOAT64) {
+    for (int64_t i = 0; i < n; i++) ((double *)p)[i] = NAN;
+  } else {
+    int64_t k = dt == NV_DTYPE_COMPLEX64 ? 2 * n : n;
+    for (int64_t i = 0; i < k; i++) ((float *)p)[i] = NAN;
+  }
+}
+
+/* Whether the `n` elements at p (float32, float64 or complex64) hold a NaN. */
+static bool has_nan(const void *p, nv_dtype dt, int64_t n) {
+  bool bad = false;
+  if (dt == NV_DTYPE_FLOAT64) {
+    for (int64_t i = 0; i < n; i++) bad |= isnan(((const double *)p)[i]);
+  } else {
+    int64_t k = dt == NV_DTYPE_COMPLEX64 ? 2 * n : n;
+    for (int64_t i = 0; i < k; i++) bad |= isnan(((const float *)p)[i]);
+  }
+  return bad;
+}
+
+/* The identity (n × n) of dtype `dt` at p. */
+static void fill_eye(void *p, nv_dtype dt, int n) {
+  size_t es = nv_dtype_size(dt);
+  memset(p, 0, (size_t)n * (size_t)n * es);
+  for (int64_t i = 0; i < n; i++) {
+    char *e = (char *)p + (i * n + i) * (int64_t)es;
+    if (dt == NV_DTYPE_FLOAT64) *(double *)e = 1;
+    else *(float *)e = 1; /* complex64: the real part */
+  }
+}
+
+/* Input 0 packed row-major into new memory (freed by the caller); NULL when out of memory. */
+static char *pack_input(const nv__operand *in, const char *op) {
+  nv__linalg_view v;
+  nv__linalg_view_of(&v, in);
+  return nv__linalg_pack_new(&v, v.dtype, op);
+}
+
+/* The number of matrices of output `o` with `tail` matrix axes. */
+static int64_t batches(const nv__output *o, int tail) {
+  int64_t b = 1;
+  for (int i = 0; i < o->ndim - tail; i++) b *= o->shape[i];
+  return b;
+}
+
+/* Runs `fn` over the batch with a grain that gives each task ~ 2^18 flops at least. */
+static nv_status run_batches(job *j, int64_t nb, nv__range_fn fn, const char *op) {
+  double flops = (double)j->m * j->n * (j->m < j->n ? j->m : j->n) + 1;
+  int64_t grain = flops >= 262144 ? 1 : (int64_t)(262144 / flops);
+  nv__parallel_for(nb, grain, fn, j);
+  if (atomic_load(&j->oom))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory for LAPACK's workspace", op);
+  return NV_OK;
+}
+
+/* Allocates the outputs of `node` (all of them). */
+static nv_status alloc_outputs(nv__node *node, int nout) {
+  for (int i = 0; i < nout; i++) {
+    nv_status st = nv__output_alloc(&node->out[i]);
+    if (st != NV_OK) return st;
+  }
+  return NV_OK;
+}
+
+static void *elem(const void *base, int64_t i, size_t es) { return (char *)base + i * (int64_t)es; }
+
+/* ---- Blocked factorizations of one large matrix across the pool ----
+ *
+ * OpenBLAS runs single-threaded inside the pool (see linalg.c), so a lone large matrix would
+ * factor on one core. For it, potrf and getrf are blocked right-looking (LAPACK's own scheme):
+ * LAPACK factors each panel of NB columns, and the trailing triangular solves and products,
+ * which hold almost all of the work, are cut into column (or row) slices across the pool. */
+
+#define NV__LS_NB 128
+/* Matrices from this order up factor blocked when they are alone in their node. */
+#define NV__LS_BLOCKED_MIN 384
+
+/* One slice-parallel BLAS step over [0, count) (columns or rows), in slices of >= 32. */
+typedef struct slice_job {
+  void (*fn)(const struct slice_job *s, int c0, int c1);
+  bool f64;
+  int m, n, k, ld;
+  char *a, *b, *c; /* operands (element pointers), meaning per step */
+} slice_job;
+
+static void slice_range(void *ctx, int64_t lo, int64_t hi) {
+  const slice_job *s = ctx;
+  s->fn(s, (int)lo, (int)hi);
+}
+
+static void for_slices(slice_job *s, int count) {
+  if (count > 0) nv__parallel_for(count, 32, slice_range, s);
+}
+
+#define LS_EL(s, p, i) ((s)->f64 ? (void *)((double *)(p) + (i)) : (void *)((float *)(p) + (i)))
+
+/* Cholesky step: rows [r0, r1) of A21 (m × k at a, column-major, ld) times L11⁻ᵀ (k × k at b). */
+static void chol_trsm_rows(const slice_job *s, int r0, int r1) {
+  if (s->f64)
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, r1 - r0, s->k,
+                1.0, (double *)s->b, s->ld, (double *)s->a + r0, s->ld);
+  else
+    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, r1 - r0, s->k,
+                1.0f, (float *)s->b, s->ld, (float *)s->a + r0, s->ld);
+}
+
+/* Cholesky step: columns [c0, c1) of the lower trapezoid of A22 (m × m at c) -= A21 A21ᵀ (A21:
+ * m × k at a): rows c0.. of those columns. */
+static void chol_update_cols(const slice_job *s, int c0, int c1) {
+  int64_t ld = s->ld;
+  if (s->f64) {
+    double *a = (double *)s->a, *c = (double *)s->c;
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, s->m - c0, c1 - c0, s->k, -1.0, a + c0,
+                s->ld, a + c0, s->ld, 1.0, c + c0 + c0 * ld, s->ld);
+  } else {
+    float *a = (float *)s->a, *c = (float *)s->c;
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasTrans, s->m - c0, c1 - c0, s->k, -1.0f, a + c0,
+                s->ld, a + c0, s->ld, 1.0f, c + c0 + c0 * ld, s->ld);
+  }
+}
+
+/* The lower Cholesky factor of the column-major n × n matrix w in place (its lower triangle
+ * read); LAPACK's info (0, or the order of the first non-positive minor). */
+static lapack_int potrf_blocked(bool f64, int n, void *w) {
+  int64_t ld = n;
+  for (int j = 0; j < n; j += NV__LS_NB) {
+    int jb = n - j < NV__LS_NB ? n - j : NV__LS_NB, r = n - j - jb;
+    void *d = LS_EL(&(slice_job){.f64 = f64}, w, j + j * ld);
+    lapack_int info = f64 ? LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', jb, d, n)
+                          : LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', jb, d, n);
+    if (info != 0) return info + j;
+    if (r == 0) break;
+    slice_job s = {.f64 = f64, .m = r, .k = jb, .ld = n};
+    s.a = LS_EL(&s, w, (j + jb) + j * ld);
+    s.b = d;
+    s.c = LS_EL(&s, w, (j + jb) + (j + jb) * ld);
+    s.fn = chol_trsm_rows;
+    for_slices(&s, r);
+    s.fn = chol_update_cols;
+    for_slices(&s, r);
+  }
+  return 0;
+}
+
+/* LU step: row swaps of the panel (pivots k1..k2, 1-based) on columns [c0, c1) of w. */
+static void lu_swap_cols(const slice_job *s, int c0, int c1) {
+  const lapack_int *ipiv = (const lapack_int *)s->b;
+  if (s->f64)
+    LAPACKE_dlaswp_work(LAPACK_COL_MAJOR, c1 - c0, (double *)s->a + (int64_t)c0 * s->ld, s->ld,
+                        s->m, s->n, ipiv, 1);
+  else
+    LAPACKE_slaswp_work(LAPACK_COL_MAJOR, c1 - c0, (float *)s->a + (int64_t)c0 * s->ld, s->ld,
+                        s->m, s->n, ipiv, 1);
+}
+
+/* LU step: columns [c0, c1) of A12 (k rows at a) = L11⁻¹ A12 (L11 unit lower at b), then
+ * A22's columns (m rows at c) -= A21 (m × k at c - k... passed as `n` offset) · A12's. */
+static void lu_update_cols(const slice_job *s, int c0, int c1) {
+  int64_t ld = s->ld, off = (int64_t)c0 * ld;
+  if (s->f64) {
+    double *a12 = (double *)s->a + off, *l11 = (double *)s->b, *a22 = (double *)s->c + off;
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, s->k, c1 - c0, 1.0,
+                l11, s->ld, a12, s->ld);
+    if (s->m > 0)
+      cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, s->m, c1 - c0, s->k, -1.0,
+                  l11 + s->k, s->ld, a12, s->ld, 1.0, a22, s->ld);
+  } else {
+    float *a12 = (float *)s->a + off, *l11 = (float *)s->b, *a22 = (float *)s->c + off;
+    cblas_strsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, s->k, c1 - c0, 1.0f,
+                l11, s->ld, a12, s->ld);
+    if (s->m > 0)
+      cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, s->m, c1 - c0, s->k, -1.0f,
+                  l11 + s->k, s->ld, a12, s->ld, 1.0f, a22, s->ld);
+  }
+}
+
+/* getrf of the column-major m × n matrix w in place with LAPACK's 1-based pivots (k of them). */
+static void getrf_blocked(bool f64, int m, int n, void *w, lapack_int *ipiv) {
+  int64_t ld = m;
+  int k = m < n ? m : n;
+  for (int j = 0; j < k; j += NV__LS_NB) {
+    int jb = k - j < NV__LS_NB ? k - j : NV__LS_NB;
+    slice_job s = {.f64 = f64, .ld = m};
+    void *d = LS_EL(&s, w, j + j * ld);
+    /* The panel: rows j.., columns j..j+jb (an exact zero pivot still factors: no error). */
+    if (f64) LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, m - j, jb, d, m, ipiv + j);
+    else LAPACKE_sgetrf_work(LAPACK_COL_MAJOR, m - j, jb, d, m, ipiv + j);
+    for (int i = j; i < j + jb; i++) ipiv[i] += j;
+    /* The panel's swaps on the columns to its left and right. */
+    s.fn = lu_swap_cols;
+    s.a = w;
+    s.b = (char *)ipiv;
+    s.m = j + 1;
+    s.n = j + jb;
+    for_slices(&s, j);
+    int right = n - j - jb;
+    if (right == 0) continue;
+    s.a = LS_EL(&s, w, (int64_t)(j + jb) * ld);
+    for_slices(&s, right);
+    /* U12 and the trailing update, column slice by column slice. */
+    s.fn = lu_update_cols;
+    s.k = jb;
+    s.m = m - j - jb;
+    s.a = LS_EL(&s, w, j + (int64_t)(j + jb) * ld);
+    s.b = d;
+    s.c = LS_EL(&s, w, (j + jb) + (int64_t)(j + jb) * ld);
+    for_slices(&s, right);
+  }
+}
+
+/* ---- cholesky ---- */
+
+static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
+  job *j = ctx;
+  const nv__decomp_params *p = j->node->params;
+  int n = j->n;
+  int64_t nn = (int64_t)n * n;
+  char *out = nv__output_ptr(&j->node->out[0]);
+  void *w = nv__malloc((size_t)nn * j->es);
+  if (!w) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  char uplo = p->upper ? 'U' : 'L';
+  for (int64_t b = b0; b < b1; b++) {
+    void *o = elem(out, b * nn, j->es);
+    if (j->r) {
+      /* Blocked, always on a lower triangle: for upper the row-major copy, read column-major,
+       * is aᵀ, whose lower triangle is a's upper one, and its factor L read row-major is U. */
+      if (p->upper) memcpy(w, elem(j->a, b * nn, j->es), (size_t)nn * j->es);
+      else transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
+      if (potrf_blocked(j->dt == NV_DTYPE_FLOAT64, n, w) != 0) {
+        fill_nan(o, j->dt, nn);
+        continue;
+      }
+      for (int64_t k = 0; k < n; k++)
+        for (int64_t i = 0; i < k; i++) memset(elem(w, i + k * n, j->es), 0, j->es);
+      if (p->upper) memcpy(o, w, (size_t)nn * j->es);
+      else transpose(w, n, n, o, j->es);
+      continue;
+    }
+    transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
+    lapack_int info = j->dt == NV_DTYPE_FLOAT64
+                          ? LAPACKE_dpotrf(LAPACK_COL_MAJOR, uplo, n, w, n)
+                          : LAPACKE_spotrf(LAPACK_COL_MAJOR, uplo, n, w, n);
+    if (info != 0) {
+      fill_nan(o, j->dt, nn);
+      continue;
+    }
+    /* Zero the triangle LAPACK left as the input was (column-major (i, k) at i + k n). */
+    for (int64_t k = 0; k < n; k++)
+      for (int64_t i = 0; i < n; i++)
+        if (p->upper ? i > k : i < k) memset(elem(w, i + k * n, j->es), 0, j->es);
+    transpose(w, n, n, o, j->es);
+  }
+  nv__free(w);
+}
+
+static nv_status k_cholesky(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv_status st = alloc_outputs(node, 1);
+  if (st != NV_OK || node->out[0].size == 0) return st;
+  pthread_once(&nancheck_once, nancheck_off);
+  job j = {.node = node, .dt = in[0].meta->dtype, .n = node->out[0].shape[node->out[0].ndim - 1]};
+  j.es = nv_dtype_size(j.dt);
+  j.m = j.n;
+  int64_t nb = batches(&node->out[0], 2);
+  j.r = nb == 1 && j.n >= NV__LS_BLOCKED_MIN; /* the blocked, pool-parallel potrf */
+  char *a = pack_input(&in[0], "cholesky");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  st = run_batches(&j, nb, cholesky_range, "cholesky");
+  nv__free(a);
+  return st;
+}
+
+/* ---- lu_factor: LU, pivots, perm ---- */
+
+static void lu_range(void *ctx, int64_t b0, int64_t b1) {
+  job *j = ctx;
+  int m = j->m, n = j->n, k = m < n ? m : n;
+  int64_t mn = (int64_t)m * n;
+  char *lu = nv__output_ptr(&j->node->out[0]);
+  uint32_t *piv = nv__output_ptr(&j->node->out[1]), *perm = nv__output_ptr(&j->node->out[2]);
+  void *w = nv__malloc((size_t)(mn > 0 ? mn : 1) * j->es);
+  lapack_int *ipiv = nv__malloc(sizeof(lapack_int) * (size_t)(k > 0 ? k : 1));
+  uint32_t *rows = nv__malloc(sizeof(uint32_t) * (size_t)(m > 0 ? m : 1));
+  if (!w || !ipiv || !rows) {
+    atomic_store(&j->oom, 1);
+    goto done;
+  }
+  for (int64_t b = b0; b < b1; b++) {
+    if (mn > 0) {
+      transpose(elem(j->a, b * mn, j->es), m, n, w, j->es);
+      /* info > 0 (an exact zero pivot) still gives the factorization: no error, as MLX. */
+      if (j->r) getrf_blocked(j->dt == NV_DTYPE_FLOAT64, m, n, w, ipiv);
+      else if (j->dt == NV_DTYPE_FLOAT64) LAPACKE_dgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
+      else LAPACKE_sgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
+      transpose(w, n, m, elem(lu, b * mn, j->es), j->es);
+    }
+    /* rows[i]: the input row at row i of L U after the swaps; perm is its inverse. */
+    for (int i = 0; i < m; i++) rows[i] = (uint32_t)i;
+    for (int i = 0; i < k; i++) {
+      uint32_t s = (uint32_t)(ipiv[i] - 1), t = rows[i];
+      piv[b * k + i] = s;
+      rows[i] = rows[s];
+      rows[s] = t;
+    }
+    for (int i = 0; i < m; i++) perm[b * m + rows[i]] = (uint32_t)i;
+  }
+done:
+  nv__free(w);
+  nv__free(ipiv);
+  nv__free(rows);
+}
+
+static nv_status k_lu_factor(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv_status st = alloc_outputs(node, 3);
+  const nv__output *o = &node->out[0];
+  int64_t nb = batches(o, 2);
+  if (st != NV_OK || nb == 0) return st;
+  pthread_once(&nancheck_once, nancheck_off);
+  job j = {.node = node, .dt = in[0].meta->dtype};
+  j.es = nv_dtype_size(j.dt);
+  j.m = o->shape[o->ndim - 2];
+  j.n = o->shape[o->ndim - 1];
+  /* A lone large matrix: the blocked, pool-parallel getrf. */
+  j.r = nb == 1 && (j.m < j.n ? j.m : j.n) >= NV__LS_BLOCKED_MIN;
+  char *a = pack_input(&in[0], "lu_factor");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  st = run_batches(&j, nb, lu_range, "lu_factor");
+  nv__free(a);
+  return st;
+}
+
+/* ---- solve_triangular ---- */
+
+/* Task t solves columns [r·q/parts, r·(q+1)/parts) of batch t / parts (q = t % parts): the
+ * columns of the right-hand sides are independent, so one large solve (inv's n columns) spreads
+ * over the pool as a batch does. */
+static void trsm_range(void *ctx, int64_t t0, int64_t t1) {
+  job *j = ctx;
+  const nv__decomp_params *p = j->node->params;
+  int n = j->n, r = j->r, parts = j->m;
+  char *x = nv__output_ptr(&j->node->out[0]);
+  CBLAS_UPLO uplo = p->upper ? CblasUpper : CblasLower;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t b = t / parts, q = t % parts;
+    int c0 = (int)(r * q / parts), c1 = (int)(r * (q + 1) / parts);
+    if (c1 == c0) continue;
+    const void *a = elem(j->a, b * n * (int64_t)n, j->es);
+    void *xb = elem(x, b * n * (int64_t)r + c0, j->es);
+    if (j->dt == NV_DTYPE_FLOAT64)
+      cblas_dtrsm(CblasRowMajor, CblasLeft, uplo, CblasNoTrans, CblasNonUnit, n, c1 - c0, 1.0, a,
+                  n, xb, r);
+    else
+      cblas_strsm(CblasRowMajor, CblasLeft, uplo, CblasNoTrans, CblasNonUnit, n, c1 - c0, 1.0f, a,
+                  n, xb, r);
+  }
+}
+
+static nv_status k_solve_triangular(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv__output *o = &node->out[0];
+  nv_status st = alloc_outputs(node, 1);
+  if (st != NV_OK || o->size == 0) return st;
+  job j = {.node = node, .dt = o->dtype};
+  j.es = nv_dtype_size(j.dt);
+  j.n = o->shape[o->ndim - 2];
+  j.r = o->shape[o->ndim - 1];
+  char *a = pack_input(&in[0], "solve_triangular");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  /* The right-hand sides packed straight into the output, solved in place. */
+  nv__linalg_view bv;
+  nv__linalg_view_of(&bv, &in[1]);
+  nv__linalg_pack(&bv, bv.st, o->dtype, nv__output_ptr(o));
+  /* Fewer matrices than threads: each solve is cut into column slices of at least 32. */
+  int64_t nb = batches(o, 2), threads = nv__pool_threads(), parts = 1;
+  if (nb < threads && j.r >= 64) {
+    parts = (threads + nb - 1) / nb;
+    if (parts > j.r / 32) parts = j.r / 32;
+  }
+  j.m = (int)parts; /* trsm_range's slices per matrix */
+  double flops = (double)j.n * j.n * ((double)j.r / (double)parts) + 1;
+  int64_t grain = flops >= 262144 ? 1 : (int64_t)(262144 / flops);
+  nv__parallel_for(nb * parts, grain, trsm_range, &j);
+  nv__free(a);
+  return NV_OK;
+}
+
+/* ---- qr ---- */
+
+static void qr_range(void *ctx, int64_t b0, int64_t b1) {
+  job *j = ctx;
+  int m = j->m, n = j->n, k = m < n ? m : n;
+  int64_t mn = (int64_t)m * n;
+  char *q = nv__output_ptr(&j->node->out[0]), *r = nv__output_ptr(&j->node->out[1]);
+  void *w = nv__malloc((size_t)mn * j->es), *tau = nv__malloc((size_t)k * j->es);
+  if (!w || !tau) {
+    atomic_store(&j->oom, 1);
+    goto done;
+  }
+  for (int64_t b = b0; b < b1; b++) {
+    transpose(elem(j->a, b * mn, j->es), m, n, w, j->es);
+    if (j->dt == NV_DTYPE_FLOAT64) LAPACKE_dgeqrf(LAPACK_COL_MAJOR, m, n, w, m, tau);
+    else LAPACKE_sgeqrf(LAPACK_COL_MAJOR, m, n, w, m, tau);
+    char *rb = elem(r, b * k * (int64_t)n, j->es);
+    for (int64_t i = 0; i < k; i++)
+      for (int64_t c = 0; c < n; c++) {
+        void *d = elem(rb, i * n + c, j->es);
+        if (c >= i) memcpy(d, elem(w, i + c * m, j->es), j->es);
+        else memset(d, 0, j->es);
+      }
+    if (j->dt == NV_DTYPE_FLOAT64) LAPACKE_dorgqr(LAPACK_COL_MAJOR, m, k, k, w, m, tau);
+    else LAPACKE_sorgqr(LAPACK_COL_MAJOR, m, k, k, w, m, tau);
+    /* Q's k columns are the first k columns of w (column-major m × k). */
+    transpose(w, k, m, elem(q, b * m * (int64_t)k, j->es), j->es);
+  }
+done:
+  nv__free(w);
+  nv__free(tau);
+}
+
+static nv_status k_qr(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  nv_status st = alloc_outputs(node, 2);
+  const nv__output *oq = &node->out[0], *orr = &node->out[1];
+  if (st != NV_OK || oq->size == 0 || orr->size == 0) return st;
+  pthread_once(&nancheck_once, nancheck_off);
+  job j = {.node = node, .dt = in[0].meta->dtype};
+  j.es = nv_dtype_size(j.dt);
+  j.m = oq->shape[oq->ndim - 2];
+  j.n = orr->shape[orr->ndim - 1];
+  char *a = pack_input(&in[0], "qr");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  st = run_batches(&j, batches(oq, 2), qr_range, "qr");
+  nv__free(a);
+  return st;
+}
+
+/* ---- svd ---- */
+
+static lapack_int gesdd(nv_dtype dt, char jobz, int m, int n, void *a, void *s, void *u,
+                        void *vt) {
+  int ldu = m > 0 ? m : 1, ldvt = n > 0 ? n : 1;
+  switch (dt) {
+  case NV_DTYPE_FLOAT64:
+    return LAPACKE_dgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, m, s, u, ldu, vt, ldvt);
+  case NV_DTYPE_COMPLEX64:
+    return LAPACKE_cgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, m, s, u, ldu, vt, ldvt);
+  default:
+    return LAPACKE_sgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, m, s, u, ldu, vt, ldvt);
+  }
+}
+
+static void svd_range(void *ctx, int64_t b0, int64_t b1) {
+  job *j = ctx;
+  const nv__decomp_params *p = j->node->params;
+  int m = j->m, n = j->n, k = m < n ? m : n;
+  int64_t mn = (int64_t)m * n, mm = (int64_t)m * m, nn = (int64_t)n * n;
+  nv_dtype rdt = j->dt == NV_DTYPE_COMPLEX64 ? NV_DTYPE_FLOAT32 : j->dt;
+  size_t rs = nv_dtype_size(rdt);
+  char *u = p->vectors ? nv__output_ptr(&j->node->out[0]) : NULL;
+  char *s = nv__output_ptr(&j->node->out[p->vectors ? 1 : 0]);
+  char *vh = p->vectors ? nv__output_ptr(&j->node->out[2]) : NULL;
+  void *w = nv__malloc((size_t)(mn > 0 ? mn : 1) * j->es);
+  void *wu = p->vectors ? nv__malloc((size_t)(mm > 0 ? mm : 1) * j->es) : NULL;
+  void *wv = p->vectors ? nv__malloc((size_t)(nn > 0 ? nn : 1) * j->es) : NULL;
+  if (!w || (p->vectors && (!wu || !wv))) {
+    atomic_store(&j->oom, 1);
+    goto done;
+  }
+  for (int64_t b = b0; b < b1; b++) {
+    void *sb = elem(s, b * k, rs);
+    void *ub = p->vectors ? elem(u, b * mm, j->es) : NULL;
+    void *vb = p->vectors ? elem(vh, b * nn, j->es) : NULL;
+    if (k == 0) {
+      /* An empty matrix: U and Vh are identities (as MLX), S is empty. */
+      if (p->vectors) {
+        fill_eye(ub, j->dt, m);
+        fill_eye(vb, j->dt, n);
+      }
+      continue;
+    }
+    const void *ab = elem(j->a, b * mn, j->es);
+    lapack_int info = -1;
+    if (!has_nan(ab, j->dt, mn)) {
+      transpose(ab, m, n, w, j->es);
+      info = gesdd(j->dt, p->vectors ? 'A' : 'N', m, n, w, sb, wu, wv);
+    }
+    if (info != 0) {
+      fill_nan(sb, rdt, k);
+      if (p->vectors) {
+        fill_nan(ub, j->dt, mm);
+        fill_nan(vb, j->dt, nn);
+      }
+      continue;
+    }
+    if (p->vectors) {
+      transpose(wu, m, m, ub, j->es);
+      transpose(wv, n, n, vb, j->es);
+    }
+  }
+done:
+  nv__free(w);
+  nv__free(wu);
+  nv__free(wv);
+}
+
+static nv_status k_svd(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  const nv__decomp_params *p = node->params;
+  nv_status st = alloc_outputs(node, p->vectors ? 3 : 1);
+  const nv__output *oa = in[0].meta;
+  int64_t nb = batches(oa, 2);
+  if (st != NV_OK || nb == 0) return st;
+  pthread_once(&nancheck_once, nancheck_off);
+  job j = {.node = node, .dt = oa->dtype};
+  j.es = nv_dtype_size(j.dt);
+  j.m = oa->shape[oa->ndim - 2];
+  j.n = oa->shape[oa->ndim - 1];
+  char *a = pack_input(&in[0], "svd");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  st = run_batches(&j, nb, svd_range, "svd");
+  nv__free(a);
+  return st;
+}
+
+/* ---- eigh ---- */
+
+static void eigh_range(void *ctx, int64_t b0, int64_t b1) {
+  job *j = ctx;
+  const nv__decomp_params *p = j->node->params;
+  int n = j->n;
+  int64_t nn = (int64_t)n * n;
+  nv_dtype rdt = j->dt == NV_DTYPE_COMPLEX64 ? NV_DTYPE_FLOAT32 : j->dt;
+  size_t rs = nv_dtype_size(rdt);
+  char *wout = nv__output_ptr(&j->node->out[0]);
+  char *vout = p->vectors ? nv__output_ptr(&j->node->out[1]) : NULL;
+  void *w = nv__malloc((size_t)nn * j->es);
+  if (!w) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  char jobz = p->vectors ? 'V' : 'N', uplo = p->upper ? 'U' : 'L';
+  for (int64_t b = b0; b < b1; b++) {
+    const void *ab = elem(j->a, b * nn, j->es);
+    void *wb = elem(wout, b * n, rs);
+    lapack_int info = -1;
+    if (!has_nan(ab, j->dt, nn)) {
+      transpose(ab, n, n, w, j->es);
+      info = j->dt == NV_DTYPE_FLOAT64   ? LAPACKE_dsyevd(LAPACK_COL_MAJOR, jobz, uplo, n, w, n, wb)
+             : j->dt == NV_DTYPE_FLOAT32 ? LAPACKE_ssyevd(LAPACK_COL_MAJOR, jobz, uplo, n, w, n, wb)
+                                         : LAPACKE_cheevd(LAPACK_COL_MAJOR, jobz, uplo, n, w, n, wb);
+    }
+    if (info != 0) {
+      fill_nan(wb, rdt, n);
+      if (p->vectors) fill_nan(elem(vout, b * nn, j->es), j->dt, nn);
+      continue;
+    }
+    if (p->vectors) transpose(w, n, n, elem(vout, b * nn, j->es), j->es);
+  }
+  nv__free(w);
+}
+
+static nv_status k_eigh(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  const nv__decomp_params *p = node->params;
+  nv_status st = alloc_outputs(node, p->vectors ? 2 : 1);
+  if (st != NV_OK || node->out[0].size == 0) return st;
+  pthread_once(&nancheck_once, nancheck_off);
+  job j = {.node = node, .dt = in[0].meta->dtype};
+  j.es = nv_dtype_size(j.dt);
+  j.m = j.n = node->out[0].shape[node->out[0].ndim - 1];
+  char *a = pack_input(&in[0], "eigh");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  st = run_batches(&j, batches(&node->out[0], 1), eigh_range, "eigh");
+  nv__free(a);
+  return st;
+}
+
+/* ---- eig ---- */
+
+/* The eigenvalues and (when vr) right eigenvectors of the column-major n × n matrix `w` of
+ * dtype dt, as complex double: wv[n], vv[n*n] column-major. Returns LAPACK's info. */
+static lapack_int geev(nv_dtype dt, int n, void *w, double complex *wv, double complex *vv,
+                       void *scratch) {
+  char jobvr = vv ? 'V' : 'N';
+  int ldvr = n;
+  if (dt == NV_DTYPE_COMPLEX64) {
+    float complex *ww = scratch, *vr = ww + n;
+    lapack_int info =
+        LAPACKE_cgeev(LAPACK_COL_MAJOR, 'N', jobvr, n, w, n, ww, NULL, 1, vv ? vr : NULL, ldvr);
+    for (int64_t i = 0; info == 0 && i < n; i++) wv[i] = ww[i];
+    for (int64_t i = 0; info == 0 && vv && i < (int64_t)n * n; i++) vv[i] = vr[i];
+    return info;
+  }
+  /* Real: LAPACK's (wr, wi) and its packing of a conjugate pair's vectors into two columns. */
+  double *wr = scratch, *wi = wr + n, *vr = wi + n;
+  lapack_int info;
+  if (dt == NV_DTYPE_FLOAT64) {
+    info = LAPACKE_dgeev(LAPACK_COL_MAJOR, 'N', jobvr, n, w, n, wr, wi, NULL, 1, vv ? vr : NULL,
+                         ldvr);
+  } else {
+    /* float32 results behind the doubles, converted forward into them. */
+    float *fwr = (float *)(vr + (int64_t)n * n), *fwi = fwr + n, *fvr = fwi + n;
+    info = LAPACKE_sgeev(LAPACK_COL_MAJOR, 'N', jobvr, n, w, n, fwr, fwi, NULL, 1,
+                         vv ? fvr : NULL, ldvr);
+    for (int64_t i = 0; i < n; i++) {
+      wr[i] = fwr[i];
+      wi[i] = fwi[i];
+    }
+    for (int64_t i = 0; vv && i < (int64_t)n * n; i++) vr[i] = fvr[i];
+  }
+  if (info != 0) return info;
+  for (int64_t c = 0; c < n; c++) {
+    wv[c] = wr[c] + I * wi[c];
+    if (!vv) continue;
+    if (wi[c] == 0) {
+      for (int64_t i = 0; i < n; i++) vv[i + c * n] = vr[i + c * n];
+    } else if (wi[c] > 0 && c + 1 < n) {
+      for (int64_t i = 0; i < n; i++) {
+        double re = vr[i + c * n], im = vr[i + (c + 1) * n];
+        vv[i + c * n] = re + I * im;
+        vv[i + (c + 1) * n] = re - I * im;
+      }
+      wv[c + 1] = wr[c + 1] + I * wi[c + 1];
+      c++;
+    }
+  }
+  return 0;
+}
+
+static void eig_range(void *ctx, int64_t b0, int64_t b1) {
+  job *j = ctx;
+  const nv__decomp_params *p = j->node->params;
+  int n = j->n;
+  int64_t nn = (int64_t)n * n;
+  float complex *wout = nv__output_ptr(&j->node->out[0]);
+  float complex *vout = p->vectors ? nv__output_ptr(&j->node->out[1]) : NULL;
+  void *w = nv__malloc((size_t)nn * j->es);
+  double complex *wv = nv__malloc(sizeof(double complex) * (size_t)n);
+  double complex *vv = p->vectors ? nv__malloc(sizeof(double complex) * (size_t)nn) : NULL;
+  /* geev's scratch: complex, n + n² complex floats; real, 2n + n² doubles, and for float32
+   * 2n + n² floats behind them. */
+  void *scratch = nv__malloc(sizeof(double) * (size_t)(2 * n + nn) * 2);
+  if (!w || !wv || (p->vectors && !vv) || !scratch) {
+    atomic_store(&j->oom, 1);
+    goto done;
+  }
+  for (int64_t b = b0; b < b1; b++) {
+    const void *ab = elem(j->a, b * nn, j->es);
+    lapack_int info = -1;
+    if (!has_nan(ab, j->dt, nn)) {
+      transpose(ab, n, n, w, j->es);
+      info = geev(j->dt, n, w, wv, vv, scratch);
+    }
+    if (info != 0) {
+      fill_nan(wout + b * n, NV_DTYPE_COMPLEX64, n);
+      if (p->vectors) fill_nan(vout + b * nn, NV_DTYPE_COMPLEX64, nn);
+      continue;
+    }
+    for (int64_t i = 0; i < n; i++) wout[b * n + i] = (float complex)wv[i];
+    for (int64_t r = 0; p->vectors && r < n; r++)
+      for (int64_t c = 0; c < n; c++) vout[b * nn + r * n + c] = (float complex)vv[r + c * n];
+  }
+done:
+  nv__free(w);
+  nv__free(wv);
+  nv__free(vv);
+  nv__free(scratch);
+}
+
+static nv_status k_eig(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  const nv__decomp_params *p = node->params;
+  nv_status st = alloc_outputs(node, p->vectors ? 2 : 1);
+  if (st != NV_OK || node->out[0].size == 0) return st;
+  pthread_once(&nancheck_once, nancheck_off);
+  job j = {.node = node, .dt = in[0].meta->dtype};
+  j.es = nv_dtype_size(j.dt);
+  j.m = j.n = node->out[0].shape[node->out[0].ndim - 1];
+  char *a = pack_input(&in[0], "eig");
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j.a = a;
+  st = run_batches(&j, batches(&node->out[0], 1), eig_range, "eig");
+  nv__free(a);
+  return st;
+}
+
+void nv__cpu_register_linalg_decomp(nv__kernel_fn *k) {
+  k[NV__PRIM_CHOLESKY] = k_cholesky;
+  k[NV__PRIM_LU_FACTOR] = k_lu_factor;
+  k[NV__PRIM_SOLVE_TRIANGULAR] = k_solve_triangular;
+  k[NV__PRIM_QR] = k_qr;
+  k[NV__PRIM_SVD] = k_svd;
+  k[NV__PRIM_EIGH] = k_eigh;
+  k[NV__PRIM_EIG] = k_eig;
+}
