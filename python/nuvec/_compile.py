@@ -76,38 +76,36 @@ def _rebuild(tree, it):
     return tree
 
 
-def _state_leaves(tree, out):
-    """The arrays of a state tree, in order."""
-    if _is_array(tree):
-        out.append(tree)
-    elif isinstance(tree, (list, tuple)):
-        for x in tree:
-            _state_leaves(x, out)
-    elif isinstance(tree, dict):
-        for x in tree.values():
-            _state_leaves(x, out)
-    return out
-
-
-def _state_replace(tree, it):
-    """Replaces the arrays of a state tree in place (lists and dicts) by the next items of `it`."""
+def _state_slots(tree, out):
+    """The places (container, key) of the arrays of a state tree, in order. Arrays in tuples
+    cannot be replaced: they are refused."""
     if isinstance(tree, list):
-        for i, x in enumerate(tree):
-            if _is_array(x):
-                tree[i] = next(it)
-            else:
-                _state_replace(x, it)
+        items = enumerate(tree)
     elif isinstance(tree, dict):
-        for k, x in tree.items():
-            if _is_array(x):
-                tree[k] = next(it)
-            else:
-                _state_replace(x, it)
+        items = tree.items()
     elif isinstance(tree, tuple):
         for x in tree:
             if _is_array(x):
                 raise ValueError("[compile] captured state in a tuple cannot be updated; use a list")
-            _state_replace(x, it)
+            _state_slots(x, out)
+        return out
+    else:
+        return out
+    for k, x in list(items):
+        if _is_array(x):
+            out.append((tree, k))
+        else:
+            _state_slots(x, out)
+    return out
+
+
+def _state_leaves(tree):
+    return [c[k] for c, k in _state_slots(tree, [])] if tree is not None else []
+
+
+def _state_set(slots, values):
+    for (c, k), v in zip(slots, values):
+        c[k] = v
 
 
 class _Entry:
@@ -143,7 +141,7 @@ class _Compiled:
         arrays = []
         key = (_structure(args, arrays), _structure(kwargs, arrays))
         n_args = len(arrays)
-        state_in = _state_leaves(self._inputs, []) if self._inputs is not None else []
+        state_in = _state_leaves(self._inputs)
         key = key + (len(state_in),)
         entry = self._cache.get(key)
         flat = arrays + state_in
@@ -158,7 +156,7 @@ class _Compiled:
             raise
         user, state = res[: entry.n_user], res[entry.n_user :]
         if self._outputs is not None:
-            _state_replace(self._outputs, iter(state))
+            _state_set(_state_slots(self._outputs, []), state)
         return _rebuild(entry.out_tree, iter(user))
 
     def _make(self, args, kwargs, flat, n_args, n_state):
@@ -171,18 +169,18 @@ class _Compiled:
             it = iter(tracers[:n_args])
             a = _rebuild(args, it)
             k = _rebuild(kwargs, it)
-            saved = None
-            if inputs is not None:
-                saved = _state_leaves(inputs, [])
-                _state_replace(inputs, iter(tracers[n_args : n_args + n_state]))
+            # The state's arrays are replaced by the tracers while fun runs, and put back after
+            # (places fun added stay: they are outputs, written after the call).
+            slots = _state_slots(inputs, []) if inputs is not None else []
+            saved = [c[k] for c, k in slots]
+            _state_set(slots, tracers[n_args : n_args + n_state])
             try:
                 out = fun(*a, **k)
                 leaves = []
                 tree = _template(out, leaves)
-                state = _state_leaves(outputs, []) if outputs is not None else []
+                state = _state_leaves(outputs)
             finally:
-                if saved is not None:
-                    _state_replace(inputs, iter(saved))
+                _state_set(slots, saved)
             entry.out_tree = tree
             entry.n_user = len(leaves)
             return leaves + state

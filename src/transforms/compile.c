@@ -285,7 +285,9 @@ static const rout *ref_meta(const recipe *r, ref x, rout *tmp, const nv__output 
 static bool const_eq(nv__node *a, int ia, nv__node *b, int ib) {
   const nv__output *x = &a->out[ia], *y = &b->out[ib];
   if (x->dtype != y->dtype || x->ndim != 0 || y->ndim != 0 || x->flags != y->flags) return false;
-  if (a->prim == NV__PRIM_CONSTANT && b->prim == NV__PRIM_CONSTANT)
+  /* Arrays made from data are CONSTANT nodes without parameters: compared by their data. */
+  if (a->prim == NV__PRIM_CONSTANT && b->prim == NV__PRIM_CONSTANT && a->params_size &&
+      b->params_size)
     return a->params_size == b->params_size && !memcmp(a->params, b->params, a->params_size);
   if (atomic_load_explicit(&a->state, memory_order_acquire) != NV__DONE ||
       atomic_load_explicit(&b->state, memory_order_acquire) != NV__DONE || !x->buf || !y->buf ||

@@ -1,0 +1,244 @@
+"""nuvec.compile as mlx.core.compile: compiled equals uncompiled over element-wise ops and
+dtypes, broadcasting and strided inputs, pytrees and keyword arguments, constants (retraced
+when they change), captured state (inputs= / outputs=), shapeless, a changing output
+structure, grad/vmap of compile and compile of grad, disable/enable_compile, exceptions, and
+MLX's own results where mlx.core imports."""
+import functools
+
+import numpy as np
+import pytest
+
+import nuvec as nv
+from conftest import assert_close
+from conftest import rand as np_rand
+
+
+def rand(rng, shape, dtype):
+    """Seeded random values as a nuvec array (NumPy arguments would be constants)."""
+    return nv.array(np_rand(rng, shape, dtype))
+
+UNARY = ["abs", "exp", "log1p", "sin", "tanh", "sigmoid", "negative", "square", "sqrt", "erf"]
+
+
+def chain(x, y):
+    """A chain of element-wise ops, casts and broadcasts, with repeated subexpressions."""
+    a = nv.exp(-nv.abs(x)) * y + 0.5
+    b = nv.tanh(a) * nv.tanh(a) + nv.sigmoid(x) * 2.0
+    return nv.where(b > 1.0, b, a).astype(nv.float32) - y
+
+
+def gelu(x):
+    return 0.5 * x * (1 + nv.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+@pytest.mark.parametrize("op", UNARY)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_unary_chains_equal_uncompiled(rng, op, dtype):
+    def f(x):
+        return getattr(nv, op)(nv.abs(x) + 0.25) * 2 + 1
+
+    x = rand(rng, (3, 5), dtype)
+    c = nv.compile(f)
+    for _ in range(2):
+        assert np.array_equal(np.array(c(x)), np.array(f(x)), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int64", "bool_"])
+def test_integer_and_bool_graphs(rng, dtype):
+    def f(x, y):
+        return (x + y) * y - (x > y).astype(x.dtype) if dtype != "bool_" else nv.logical_xor(x, y) | x
+
+    x, y = rand(rng, (4, 6), dtype), rand(rng, (6,), dtype)
+    c = nv.compile(f)
+    assert np.array_equal(np.array(c(x, y)), np.array(f(x, y)))
+    assert np.array_equal(np.array(c(y, x)), np.array(f(y, x)))
+
+
+def test_broadcasting_strided_and_scalars(rng):
+    x = rand(rng, (6, 4), "float32")
+    y = rand(rng, (4,), "float32")
+    y6 = rand(rng, (8,), "float32")[::-1][1:7]
+    c = nv.compile(chain)
+    for a, b in [(x, y), (x.T[::2], y6), (x[::-1, ::2], nv.array(0.5)), (x[1], y)]:
+        assert_close(np.array(c(a, b)), np.array(chain(a, b)), "float32")
+    assert_close(np.array(c(x, y)), np.array(chain(x, y)), "float32")
+
+
+def test_inf_nan_constants():
+    def f(x):
+        return nv.maximum(x, -np.inf) + nv.where(nv.isnan(x), np.inf, 0.0) * 0 + x * np.nan
+
+    x = nv.array([1.0, np.nan, -np.inf, np.inf])
+    assert np.array_equal(np.array(nv.compile(f)(x)), np.array(f(x)), equal_nan=True)
+
+
+def test_cache_and_retrace_counts(rng):
+    f = nv.compile(lambda x, y: x * y + 1)
+    x, y = rand(rng, (3, 4), "float32"), rand(rng, (3, 4), "float32")
+    for _ in range(3):
+        f(x, y)
+    assert f._stats["traces"] == 1
+    f(rand(rng, (2, 2), "float32"), rand(rng, (2, 2), "float32"))
+    f(x.astype(nv.float16), y)
+    assert f._stats["traces"] == 3
+
+
+def test_shapeless(rng):
+    f = nv.compile(gelu, shapeless=True)
+    for shape in [(3, 4), (7, 2), (1, 9)]:
+        x = rand(rng, shape, "float32")
+        assert_close(np.array(f(x)), np.array(gelu(x)), "float32")
+    assert f._stats["traces"] == 1
+    g = nv.compile(lambda x: x.reshape(-1) * 2, shapeless=True)
+    assert g(nv.ones((2, 3))).shape == (6,)
+    assert g(nv.ones((4, 3))).shape == (12,)
+
+
+def test_pytrees_kwargs_and_constants(rng):
+    calls = []
+
+    def f(d, scale=1.0, *, bias):
+        calls.append(1)
+        return {"y": d["x"] * scale + bias, "n": [d["x"].sum(), d["z"]]}
+
+    c = nv.compile(f)
+    d = {"x": rand(rng, (5,), "float32"), "z": rand(rng, (2,), "float32")}
+    b = nv.array(0.25)
+    for scale in [1.0, 3.0, 3.0, 1.0]:
+        r, e = c(d, scale, bias=b), f(d, scale, bias=b)
+        assert set(r) == {"y", "n"} and isinstance(r["n"], list)
+        assert_close(np.array(r["y"]), np.array(e["y"]), "float32")
+        assert_close(np.array(r["n"][0]), np.array(e["n"][0]), "float32")
+        assert np.array_equal(np.array(r["n"][1]), np.array(d["z"]))
+    assert len(calls) == 2 + 4  # one trace per constant, then four uncompiled calls
+
+
+def test_changing_output_structure():
+    c = nv.compile(lambda x, n: tuple(x * i for i in range(n)))
+    assert len(c(nv.ones(2), 2)) == 2
+    assert len(c(nv.ones(2), 3)) == 3
+    assert [v.tolist() for v in c(nv.ones(2), 2)] == [[0, 0], [1, 1]]
+
+
+def test_captured_state():
+    state = {"count": nv.array(0.0), "hist": [nv.array([0.0, 0.0])]}
+
+    @functools.partial(nv.compile, inputs=state, outputs=state)
+    def step(x):
+        state["count"] = state["count"] + 1
+        state["hist"][0] = state["hist"][0] * 0.5 + x
+        return state["count"] * 10
+
+    for i in range(1, 4):
+        assert step(nv.array([1.0, 2.0])).item() == 10 * i
+    assert state["count"].item() == 3
+    assert_close(np.array(state["hist"][0]), np.array([1.75, 3.5]), "float32")
+    assert step._stats["traces"] == 1
+
+
+def test_model_and_optimizer_state(rng):
+    nn, optim = nv.nn, nv.optimizers
+    model = nn.Linear(4, 2)
+    opt = optim.SGD(learning_rate=0.1)
+    x, y = rand(rng, (8, 4), "float32"), rand(rng, (8, 2), "float32")
+
+    def loss(m, x, y):
+        return ((m(x) - y) ** 2).mean()
+
+    ref = nn.Linear(4, 2)
+    ref.update(model.parameters())
+    ref_opt = optim.SGD(learning_rate=0.1)
+    state = [model.state, opt.state]
+
+    @functools.partial(nv.compile, inputs=state, outputs=state)
+    def step(x, y):
+        l, g = nn.value_and_grad(model, loss)(model, x, y)
+        opt.update(model, g)
+        return l
+
+    for _ in range(3):
+        l = step(x, y)
+        lr, gr = nn.value_and_grad(ref, loss)(ref, x, y)
+        ref_opt.update(ref, gr)
+        assert_close(np.array(l), np.array(lr), "float32")
+    assert_close(np.array(model.weight), np.array(ref.weight), "float32")
+
+
+def test_grad_vmap_of_compile_and_compile_of_grad(rng):
+    f = lambda x: (nv.sin(x) * x).sum()  # noqa: E731
+    x = rand(rng, (3, 4), "float32")
+    e = np.array(nv.grad(f)(x))
+    assert_close(np.array(nv.grad(nv.compile(f))(x)), e, "float32")
+    assert_close(np.array(nv.compile(nv.grad(f))(x)), e, "float32")
+    v = nv.vmap(nv.compile(f))(x)
+    assert_close(np.array(v), np.array(nv.vmap(f)(x)), "float32")
+
+
+def test_stop_gradient_inside():
+    f = nv.compile(lambda x: (nv.stop_gradient(x) * x).sum())
+    x = nv.array([1.0, -2.0])
+    assert nv.grad(f)(x).tolist() == [1.0, -2.0]
+    assert f(x).item() == 5.0
+
+
+def test_disable_and_enable():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x + 1
+
+    c = nv.compile(f)
+    try:
+        nv.disable_compile()
+        c(nv.ones(2))
+        c(nv.ones(2))
+        assert len(calls) == 2
+    finally:
+        nv.enable_compile()
+    c(nv.ones(2))
+    c(nv.ones(2))
+    assert len(calls) == 3
+
+
+def test_exception_and_eval_inside():
+    def bad(x):
+        raise KeyError("inside")
+
+    c = nv.compile(bad)
+    with pytest.raises(KeyError):
+        c(nv.ones(2))
+    with pytest.raises(KeyError):  # a failed trace is traced again
+        c(nv.ones(2))
+    with pytest.raises(Exception, match="compile"):
+        nv.compile(lambda x: x + x.item())(nv.ones(()))
+
+
+def test_method_decorator():
+    class M:
+        k = 3.0
+
+        @nv.compile
+        def f(self, x):
+            return x * self.k
+
+    assert M().f(nv.array([1.0, 2.0])).tolist() == [3.0, 6.0]
+
+
+def test_against_mlx(rng):
+    mx = pytest.importorskip("mlx.core")
+    xs = rand(rng, (5, 6), "float32")
+    ys = rand(rng, (6,), "float32")
+    r = nv.compile(chain)(xs, ys)
+
+    def mchain(x, y):
+        a = mx.exp(-mx.abs(x)) * y + 0.5
+        b = mx.tanh(a) * mx.tanh(a) + mx.sigmoid(x) * 2.0
+        return mx.where(b > 1.0, b, a).astype(mx.float32) - y
+
+    m = mx.compile(mchain)(mx.array(np.array(xs)), mx.array(np.array(ys)))
+    assert_close(np.array(r), np.array(m), "float32")
+    mg = mx.compile(lambda x: (x * x).sum(), shapeless=True)
+    ng = nv.compile(lambda x: (x * x).sum(), shapeless=True)
+    for shape in [(2,), (3,)]:
+        assert np.array(ng(nv.ones(shape))).item() == np.array(mg(mx.ones(shape))).item()
