@@ -143,9 +143,12 @@ NV_API nv_closure *nv_checkpoint(const nv_closure *f);
 /* ---- Compilation ---- */
 
 /* What nv_compile does, process-wide (MLX's CompileMode): DISABLED calls the functions as they
- * are; NO_SIMPLIFY traces and replays without simplifying; NO_FUSE and ENABLED also simplify
- * the traced graph (equal scalar constants merged, no-op copies dropped, equivalent nodes shared,
- * unused nodes dropped; stop_gradient dropped where no transform is tracing the call). */
+ * are; NO_SIMPLIFY traces and replays without simplifying; NO_FUSE also simplifies the traced
+ * graph (equal scalar constants merged, no-op copies dropped, equivalent nodes shared, unused
+ * nodes dropped; stop_gradient dropped where no transform is tracing the call); ENABLED also
+ * fuses chains of element-wise operations on CPU streams into kernels generated at run time
+ * (C compiled by NUVEC_CC or cc, cached in $XDG_CACHE_HOME/nuvec; without a compiler they
+ * stay unfused, with one warning). Calls under a transform (grad, vmap, ...) replay unfused. */
 typedef enum nv_compile_mode {
   NV_COMPILE_MODE_DISABLED = 0,
   NV_COMPILE_MODE_NO_SIMPLIFY = 1,
@@ -194,6 +197,7 @@ typedef struct nv_compile_stats {
   size_t entries;      /* signatures cached */
   size_t traced_nodes; /* nodes of the last trace, before simplification */
   size_t nodes;        /* nodes of the last trace as replayed, after simplification */
+  size_t fused;        /* generated kernels of the last trace (fused element-wise chains) */
 } nv_compile_stats;
 
 /* Fills `*stats` for a closure nv_compile returned. Fails with NV_ERR_INVALID_ARGUMENT for

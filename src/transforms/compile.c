@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "core/ptrmap.h"
-#include "transforms/transforms_internal.h"
+#include "transforms/compile_internal.h"
 
 /* ---- The mode (process-wide) ---- */
 
@@ -32,44 +32,7 @@ nv_compile_mode nv_get_compile_mode(void) { return mode_now(); }
 void nv_disable_compile(void) { nv_set_compile_mode(NV_COMPILE_MODE_DISABLED); }
 void nv_enable_compile(void) { nv_set_compile_mode(NV_COMPILE_MODE_ENABLED); }
 
-/* ---- Recipes ---- */
-
-enum { R_SRC, R_NODE, R_CONST };
-
-/* Where a value comes from: source i (an input of the call, then the captured state), output
- * `idx` of recipe node i, or output `idx` of constant i. */
-typedef struct ref {
-  int kind, i, idx;
-} ref;
-
-typedef struct rout {
-  nv_dtype dtype;
-  int ndim;
-  uint8_t weak;
-  int shape[NV__MAX_DIMS];
-  int64_t strides[NV__MAX_DIMS];
-} rout;
-
-typedef struct rnode {
-  int prim, nin, nout;
-  nv_stream stream;
-  size_t params_size;
-  void *params;
-  ref *in;
-  rout *out;
-} rnode;
-
-typedef struct recipe {
-  rnode *nodes;
-  size_t n, traced;
-  nv__input *consts; /* held node references */
-  size_t nconst;
-  ref *outs;
-  size_t nout;
-  bool poly; /* every node element-wise: replayable on other shapes of the same rank */
-} recipe;
-
-static void recipe_free(recipe *r) {
+void nv__recipe_free(recipe *r) {
   for (size_t k = 0; k < r->n; k++) {
     nv__free(r->nodes[k].params);
     nv__free(r->nodes[k].in);
@@ -126,6 +89,10 @@ typedef struct entry {
   bool poly;
   size_t nuser; /* outputs of f; the rest are the captured state's */
   recipe r;
+  /* r with its element-wise chains fused (nfused > 0), replayed where no transform traces the
+   * call: transforms replay r, whose nodes have rules. */
+  recipe rf;
+  size_t nfused;
 } entry;
 
 typedef struct compiled {
@@ -134,14 +101,15 @@ typedef struct compiled {
   nv_vec *state_in, *state_out;
   pthread_mutex_t lock;
   entry *entries; /* immutable once listed; freed with the function */
-  atomic_size_t calls, traces, nentries, traced_nodes, nodes;
+  atomic_size_t calls, traces, nentries, traced_nodes, nodes, fused;
 } compiled;
 
 static void compiled_free(void *p) {
   compiled *c = p;
   for (entry *e = c->entries, *next; e; e = next) {
     next = e->next;
-    recipe_free(&e->r);
+    nv__recipe_free(&e->r);
+    if (e->nfused) nv__recipe_free(&e->rf);
     nv__free(e->key.w);
     nv__free(e);
   }
@@ -173,13 +141,12 @@ static bool shape_polymorphic(int prim) {
   return nv__prims[prim].elementwise || prim == NV__PRIM_ASTYPE;
 }
 
-static nv_status rout_of(rout *r, const nv__output *o) {
+void nv__rout_of(rout *r, const nv__output *o) {
   r->dtype = o->dtype;
   r->ndim = o->ndim;
   r->weak = o->flags & NV__FLAG_WEAK;
   memcpy(r->shape, o->shape, (size_t)o->ndim * sizeof(int));
   memcpy(r->strides, o->strides, (size_t)o->ndim * sizeof(int64_t));
-  return NV_OK;
 }
 
 /* The recipe of the tape between the stand-ins (t->nodes[0 .. nsrc)) and `outs`. Sets
@@ -246,7 +213,7 @@ static nv_status recipe_build(recipe *r, const nv__tape *t, nv_array *const *out
       break;
     }
     if (rn->params) memcpy(rn->params, n->params, n->params_size);
-    for (int o = 0; o < rn->nout; o++) rout_of(&rn->out[o], &n->out[o]);
+    for (int o = 0; o < rn->nout; o++) nv__rout_of(&rn->out[o], &n->out[o]);
     for (int i = 0; s == NV_OK && i < rn->nin; i++) REF_OF(ins[i].node, ins[i].idx, &rn->in[i]);
     if (!shape_polymorphic(n->prim) || rn->nout != 1) r->poly = false;
     pos[k] = (long)r->n++;
@@ -257,7 +224,7 @@ static nv_status recipe_build(recipe *r, const nv__tape *t, nv_array *const *out
   r->traced = r->n;
   nv__ptrmap_free(&cmap);
   nv__free(pos);
-  if (s != NV_OK) recipe_free(r);
+  if (s != NV_OK) nv__recipe_free(r);
   return s;
 }
 
@@ -275,7 +242,7 @@ static bool rout_eq(const rout *a, const rout *b) {
 static const rout *ref_meta(const recipe *r, ref x, rout *tmp, const nv__output *const *src) {
   if (x.kind == R_NODE) return &r->nodes[x.i].out[x.idx];
   const nv__output *o = x.kind == R_SRC ? src[x.i] : &r->consts[x.i].node->out[r->consts[x.i].idx];
-  rout_of(tmp, o);
+  nv__rout_of(tmp, o);
   return tmp;
 }
 
@@ -585,10 +552,17 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
         if (!meta) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
         for (size_t i = 0; s == NV_OK && i < nsrc; i++) meta[i] = nv__out(src[i]);
         if (s == NV_OK) s = simplify(&e->r, meta);
+        /* Fusion needs the trace's exact layouts: not for a shapeless element-wise replay. */
+        if (s == NV_OK && mode == NV_COMPILE_MODE_ENABLED && !(c->shapeless && e->r.poly)) {
+          s = nv__recipe_copy(&e->rf, &e->r);
+          if (s == NV_OK) s = nv__fuse_recipe(&e->rf, meta, &e->nfused);
+          if (s == NV_OK && !e->nfused) nv__recipe_free(&e->rf);
+        }
         nv__free(meta);
       }
       atomic_store(&c->traced_nodes, e->r.traced);
       atomic_store(&c->nodes, e->r.n);
+      atomic_store(&c->fused, e->nfused);
     }
     if (s == NV_OK) {
       e->poly = c->shapeless && e->r.poly;
@@ -611,8 +585,12 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   size_t nout = s == NV_OK ? e->r.nout : 0;
   nv_array **res = s == NV_OK ? nv__calloc(nout + 1, sizeof *res) : NULL;
   if (s == NV_OK && !res) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  /* The fused recipe where no source is a tracer of a transform running on this thread. */
+  bool traced = false;
+  for (size_t i = 0; i < nsrc; i++) traced |= nv__node_traced_here(src[i]->node);
   if (s == NV_OK)
-    s = replay(&e->r, e->poly, mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
+    s = replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r, e->poly,
+               mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
   nv__scope_resume();
   for (size_t i = 0; s == NV_OK && i < e->nuser; i++) s = nv_vec_push(outputs, res[i]);
   for (size_t j = 0; s == NV_OK && c->state_out && e->nuser + j < nout; j++) {
@@ -622,7 +600,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   if (res) nv__tf_release_all(res, nout);
   nv__free(res);
   if (own && e) {
-    recipe_free(&e->r);
+    nv__recipe_free(&e->r);
+    if (e->nfused) nv__recipe_free(&e->rf);
     nv__free(e->key.w);
     nv__free(e);
   }
@@ -667,5 +646,6 @@ nv_status nv_compile_get_stats(const nv_closure *compiled_fn, nv_compile_stats *
   stats->entries = atomic_load(&c->nentries);
   stats->traced_nodes = atomic_load(&c->traced_nodes);
   stats->nodes = atomic_load(&c->nodes);
+  stats->fused = atomic_load(&c->fused);
   return NV_OK;
 }

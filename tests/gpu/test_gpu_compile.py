@@ -23,7 +23,7 @@ BODY = C.CFUNCTYPE(I, P, P, P)
 
 
 class Stats(C.Structure):
-    _fields_ = [(n, C.c_size_t) for n in ("calls", "traces", "entries", "traced_nodes", "nodes")]
+    _fields_ = [(n, C.c_size_t) for n in ("calls", "traces", "entries", "traced_nodes", "nodes", "fused")]
 
 
 sig("nv_closure_new", P, BODY, P, P)
