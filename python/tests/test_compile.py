@@ -340,3 +340,26 @@ def test_disk_cache_shared_by_processes(tmp_path):
     p = run(dict(env, NUVEC_CC="/nonexistent/cc"))
     assert p.returncode == 0 and p.stdout.strip() == "0", p.stderr
     assert p.stderr.count("no working C compiler") == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_chain_ending_in_a_row_reduction(rng, dtype):
+    x, w = rand(rng, (7, 45), dtype), rand(rng, (45,), dtype)
+    funs = [lambda x: (x * w + 0.5).exp().sum(-1),
+            lambda x: (x * w - 1).max(axis=-1, keepdims=True),
+            lambda x: (x * x + w).mean(axis=1),
+            lambda x: (x * w).sum()]
+    for f in funs:
+        c = nv.compile(f)
+        r, e = c(x), f(x)
+        assert r.shape == e.shape and r.dtype == e.dtype
+        assert_close(np.array(r), np.array(e), dtype)
+        assert c._stats["fused"] == 1
+    # NaN propagates through max; a reduction over the first axis is not fused.
+    xn = nv.array(np.array([[1, np.nan, 2], [3, 4, 5]], dtype=np.float32))
+    c = nv.compile(lambda x: (x * 2).max(-1))
+    r = np.array(c(xn))
+    assert np.isnan(r[0]) and r[1] == 10 and c._stats["fused"] == 1
+    c = nv.compile(lambda x: nv.exp(x).sum(axis=0))
+    assert_close(np.array(c(x)), np.array(nv.exp(x).sum(axis=0)), dtype)
+    assert c._stats["fused"] == 0

@@ -17,6 +17,11 @@
  *                         kernel); default off.
  *   NUVEC_ENABLE_TF32     1 (or MLX's MLX_ENABLE_TF32=1): float32 matrix products on the GPU
  *                         use TF32 tensor cores; default off (full float32).
+ *   NUVEC_DISABLE_COMPILE set (not 0): compiled functions start disabled (nv_disable_compile);
+ *                         default enabled (src/transforms/compile.c).
+ *   NUVEC_CC              the C compiler of compile's generated kernels (a command, may hold
+ *                         arguments); default cc. XDG_CACHE_HOME (default ~/.cache) holds
+ *                         their cache, nuvec/ (src/transforms/fuse.c).
  *
  * Tests read NUVEC_TEST_SEED, NUVEC_TEST_FULL and NUVEC_TEST_THREAD_ITERS; the library does not.
  */

@@ -8,7 +8,10 @@
  * compiler the chains stay unfused, with one warning.
  *
  * A chain is a root node and the nodes it reads whose every consumer is in the chain (so no
- * intermediate escapes), all of the root's shape. Each input of the chain is read as a whole
+ * intermediate escapes), all of the root's shape; or, beyond MLX, such a chain ending in a
+ * float sum, max or mean over the last axis (or all axes), computed row by row in the same
+ * kernel (sums accumulated in double, so they may differ from the hand kernels' in the last
+ * bits). Each input of the chain is read as a whole
  * row-contiguous array of the root's shape, a row-contiguous array of its last dimensions
  * (broadcast over the leading ones), or one element (a scalar broadcast): chains with other
  * inputs stay unfused. Generated code computes what the hand kernels compute (libm's
@@ -180,6 +183,34 @@ static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   return true;
 }
 
+/* Whether node k may end a chain as a reduction: a float32/float64 sum, max or mean over the
+ * last axis (or over every axis) of a node, on a CPU stream. Its chain is over the reduced
+ * input's shape; the kernel computes one output element (a row) per index. */
+static bool reduce_root(const recipe *r, size_t k) {
+  const rnode *n = &r->nodes[k];
+  if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX && n->prim != NV__PRIM_MEAN) ||
+      n->nin != 1 || n->nout != 1 || n->in[0].kind != R_NODE ||
+      n->stream.device.type != NV_DEVICE_CPU)
+    return false;
+  const rout *in = &r->nodes[n->in[0].i].out[n->in[0].idx];
+  nv_dtype d = n->out[0].dtype;
+  if ((d != NV_DTYPE_FLOAT32 && d != NV_DTYPE_FLOAT64) || in->dtype != d || in->ndim == 0)
+    return false;
+  const nv__reduce_params *p = n->params;
+  if (p->naxes == 1 && p->axes[0] == in->ndim - 1) return true;
+  if (p->naxes != in->ndim) return false;
+  for (int i = 0; i < p->naxes; i++)
+    if (p->axes[i] != i) return false;
+  return true;
+}
+
+/* The shape a chain rooted at k computes element by element: k's output, or for a reduction
+ * its input. */
+static const rout *chain_shape(const recipe *r, size_t k) {
+  const rnode *n = &r->nodes[k];
+  return op_of(n->prim) ? &n->out[0] : &r->nodes[n->in[0].i].out[n->in[0].idx];
+}
+
 static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
   rout m;
   if (x.kind == R_NODE) return r->nodes[x.i].out[x.idx];
@@ -265,17 +296,55 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
       sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty, i);
   }
   size_t root = members[nm - 1];
-  const char *oty = ctype(r->nodes[root].out[0].dtype);
+  const rnode *rn = &r->nodes[root];
+  const char *oty = ctype(rn->out[0].dtype);
+  bool reduce = !op_of(rn->prim);
+  size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
   sb_add(&b, "  %s *restrict o = (%s *)out;\n", oty, oty);
-  sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
+  if (reduce) {
+    /* One row per index: its elements folded in order, float32 sums accumulated in double. */
+    const rout *in = chain_shape(r, root);
+    int64_t cols = 1;
+    if (((const nv__reduce_params *)rn->params)->naxes == 1) cols = in->shape[in->ndim - 1];
+    else
+      for (int d = 0; d < in->ndim; d++) cols *= in->shape[d];
+    bool max = rn->prim == NV__PRIM_MAX;
+    sb_add(&b, "  for (int64_t row = lo; row < hi; row++) {\n");
+    sb_add(&b, "    double acc = %s;\n", max ? "-INFINITY" : "0.0");
+    sb_add(&b, "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
+           (long long)cols, (long long)cols);
+  } else {
+    sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
+  }
   for (int i = 0; i < nins; i++) {
     const char *ty = ctype(ins[i].dtype);
     if (ins[i].kind == IN_SCALAR) sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
     else if (ins[i].kind == IN_FULL) sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
     else sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i, (long long)ins[i].inner);
   }
-  for (size_t m = 0; m < nm; m++) emit_node(&b, r, members[m], ins, nins, src);
-  sb_add(&b, "    o[e] = t%zu;\n  }\n}\n", root);
+  for (size_t m = 0; m < elementwise; m++) emit_node(&b, r, members[m], ins, nins, src);
+  if (reduce) {
+    sb_add(&b, "    ");
+    ref last = rn->in[0];
+    if (rn->prim == NV__PRIM_MAX) {
+      sb_add(&b, "acc = NV_FMAXN(acc, (double)");
+      operand(&b, last, ins, nins);
+      sb_add(&b, ");\n");
+    } else {
+      sb_add(&b, "acc += ");
+      operand(&b, last, ins, nins);
+      sb_add(&b, ";\n");
+    }
+    const rout *in = chain_shape(r, root);
+    int64_t cols = 1;
+    if (((const nv__reduce_params *)rn->params)->naxes == 1) cols = in->shape[in->ndim - 1];
+    else
+      for (int d = 0; d < in->ndim; d++) cols *= in->shape[d];
+    if (rn->prim == NV__PRIM_MEAN) sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty, (long long)cols);
+    else sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
+  } else {
+    sb_add(&b, "    o[e] = t%zu;\n  }\n}\n", root);
+  }
   if (b.oom) {
     nv__free(b.p);
     return NULL;
@@ -485,7 +554,7 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
                             const nv__output *const *src, bool *done) {
   *done = false;
   size_t root = members[nm - 1];
-  const rout *rm = &r->nodes[root].out[0];
+  const rout *rm = chain_shape(r, root);
   chain_in ins[64];
   int nins = 0;
   bool *in_chain = nv__calloc(r->n + 1, sizeof *in_chain);
@@ -558,12 +627,13 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
   /* Consumers of each node (CSR) and whether an output of the recipe is one of its values. */
   size_t *ncons = nv__calloc(n + 1, sizeof *ncons), *at = nv__calloc(n + 2, sizeof *at);
   bool *escape = nv__calloc(n + 1, sizeof *escape), *cand = nv__calloc(n + 1, sizeof *cand);
+  bool *rootable = nv__calloc(n + 1, sizeof *rootable);
   int *grp = nv__malloc((n + 1) * sizeof *grp);
   size_t *members = nv__malloc((n + 1) * sizeof *members);
   size_t total = 0;
   for (size_t k = 0; k < n; k++) total += (size_t)r->nodes[k].nin;
   size_t *cons = nv__malloc((total + 1) * sizeof *cons);
-  nv_status s = ncons && at && escape && cand && grp && members && cons
+  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons
                     ? NV_OK
                     : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t k = 0; s == NV_OK && k < n; k++)
@@ -581,16 +651,18 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
     if (r->outs[i].kind == R_NODE) escape[r->outs[i].i] = true;
   for (size_t k = 0; s == NV_OK && k < n; k++) {
     cand[k] = fusable(r, k, src);
+    rootable[k] = cand[k] || reduce_root(r, k);
     grp[k] = -1;
   }
   /* Roots from the end: each takes the candidates below it whose consumers are all its. */
   for (size_t k = n; s == NV_OK && k-- > 0;) {
-    if (!cand[k] || grp[k] >= 0) continue;
+    if (!rootable[k] || grp[k] >= 0) continue;
     grp[k] = (int)k;
     size_t nm = 0;
+    const rout *shape = chain_shape(r, k);
     for (size_t m = k; m-- > 0;) {
       if (!cand[m] || grp[m] >= 0 || escape[m] || !ncons[m] ||
-          !same_shape(&r->nodes[m].out[0], &r->nodes[k].out[0]))
+          !same_shape(&r->nodes[m].out[0], shape))
         continue;
       bool all = true;
       for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++) all = grp[cons[c]] == (int)k;
@@ -598,7 +670,12 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
     }
     for (size_t m = 0; m <= k; m++)
       if (grp[m] == (int)k) members[nm++] = m;
-    if (nm < 2) continue;
+    /* A reduction needs its input in the chain: reducing an input alone gains nothing. */
+    bool input_in = cand[k] || grp[r->nodes[k].in[0].i] == (int)k;
+    if (nm < 2 || !input_in) {
+      for (size_t m = 0; m < nm; m++) grp[members[m]] = -2;
+      continue;
+    }
     bool done = false;
     s = fuse_chain(r, members, nm, src, &done);
     if (s == NV_OK && done) (*nfused)++;
@@ -610,6 +687,7 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
   nv__free(at);
   nv__free(escape);
   nv__free(cand);
+  nv__free(rootable);
   nv__free(grp);
   nv__free(members);
   nv__free(cons);

@@ -435,6 +435,44 @@ Test(compile, stop_gradient_kept_under_grad) {
   nv_closure_release(f);
 }
 
+/* ---- Fusion ---- */
+
+/* x * y + z, then exp(...) summed over the last axis. */
+static nv_status f_fma_rows(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  nv_array *t = nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)), nv_vec_get(in, 2));
+  int ax = -1;
+  nv_status s = nv_vec_push(out, t);
+  if (s == NV_OK) s = nv_vec_push(out, nv_sum(nv_exp(t), &ax, 1, false));
+  return s;
+}
+
+Test(compile, fused_kernels_equal_unfused) {
+  unsigned st = test_seed();
+  nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);
+  nv_closure *c = nv_compile(f, NULL);
+  int sh[2] = {9, 70}, row[1] = {70};
+  nv_array *x = randn(&st, sh, 2), *y = randn(&st, row, 1), *z = randn(&st, sh, 2);
+  nv_vec *in = nv_vec_new(), *got = nv_vec_new(), *want = nv_vec_new();
+  nv_vec_push(in, x);
+  nv_vec_push(in, y);
+  nv_vec_push(in, z);
+  cr_assert_eq(nv_closure_apply(c, in, got), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv_closure_apply(f, in, want), NV_OK, "%s", nv_last_error());
+  /* The escaping x*y+z is its own kernel (bit-exact); exp-sum is a second one. */
+  assert_same(nv_vec_get(got, 0), nv_vec_get(want, 0), 0);
+  assert_same(nv_vec_get(got, 1), nv_vec_get(want, 1), 1e-5f);
+  cr_assert_eq(stats(c).fused, 2);
+  nv_vec_free(in);
+  nv_vec_free(got);
+  nv_vec_free(want);
+  nv_release(x);
+  nv_release(y);
+  nv_release(z);
+  nv_closure_release(c);
+  nv_closure_release(f);
+}
+
 /* ---- Threads ---- */
 
 typedef struct thread_arg {
