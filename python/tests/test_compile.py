@@ -363,3 +363,28 @@ def test_fused_chain_ending_in_a_row_reduction(rng, dtype):
     c = nv.compile(lambda x: nv.exp(x).sum(axis=0))
     assert_close(np.array(c(x)), np.array(nv.exp(x).sum(axis=0)), dtype)
     assert c._stats["fused"] == 0
+
+
+def test_compile_inside_grad_capturing_a_tracer(rng):
+    x = rand(rng, (6,), "float32")
+
+    def outer(p):
+        inner = nv.compile(lambda v: (nv.exp(v) * p + p * p).sum())  # p: the outer tracer
+        return inner(x)
+
+    p = nv.array(1.5)
+    g = nv.grad(outer)(p)
+    assert_close(np.array(g), np.array(np.exp(np.array(x)).sum() + 2 * 1.5 * 6), "float32")
+
+
+def test_disable_compile_environment():
+    import os
+    import subprocess
+    import sys
+
+    script = ("import nuvec as nv\ncalls = []\nc = nv.compile(lambda x: calls.append(1) or x + 1)\n"
+              "c(nv.ones(2)); c(nv.ones(2))\nprint(len(calls))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, NUVEC_DISABLE_COMPILE="1"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "2"

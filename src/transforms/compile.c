@@ -552,8 +552,10 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
         if (!meta) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
         for (size_t i = 0; s == NV_OK && i < nsrc; i++) meta[i] = nv__out(src[i]);
         if (s == NV_OK) s = simplify(&e->r, meta);
-        /* Fusion needs the trace's exact layouts: not for a shapeless element-wise replay. */
-        if (s == NV_OK && mode == NV_COMPILE_MODE_ENABLED && !(c->shapeless && e->r.poly)) {
+        /* Fusion needs the trace's exact layouts (not for a shapeless element-wise replay), and
+         * constants that no transform traces (a fused node has no rules). */
+        if (s == NV_OK && mode == NV_COMPILE_MODE_ENABLED && cacheable &&
+            !(c->shapeless && e->r.poly)) {
           s = nv__recipe_copy(&e->rf, &e->r);
           if (s == NV_OK) s = nv__fuse_recipe(&e->rf, meta, &e->nfused);
           if (s == NV_OK && !e->nfused) nv__recipe_free(&e->rf);
