@@ -264,6 +264,55 @@ static bool const_eq(nv__node *a, int ia, nv__node *b, int ib) {
   return !memcmp(nv__output_ptr(x), nv__output_ptr(y), nv_dtype_size(x->dtype));
 }
 
+/* ---- Hashing for the merges (open addressing over indices) ---- */
+
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* A scalar constant's hash over what const_eq compares; false for one that never merges. */
+static bool const_hash(nv__node *a, int ia, uint64_t *h) {
+  const nv__output *x = &a->out[ia];
+  if (x->ndim != 0) return false;
+  uint64_t v = mix(0xcbf29ce484222325ull, &x->dtype, sizeof x->dtype);
+  v = mix(v, &x->flags, sizeof x->flags);
+  if (a->prim == NV__PRIM_CONSTANT && a->params_size) {
+    *h = mix(v, a->params, a->params_size);
+    return true;
+  }
+  if (atomic_load_explicit(&a->state, memory_order_acquire) != NV__DONE || !x->buf ||
+      atomic_load_explicit(&x->buf->dev, memory_order_acquire))
+    return false;
+  *h = mix(v, nv__output_ptr(x), nv_dtype_size(x->dtype));
+  return true;
+}
+
+static uint64_t node_hash(const rnode *n) {
+  uint64_t h = mix(0xcbf29ce484222325ull, &n->prim, sizeof n->prim);
+  h = mix(h, &n->stream.index, sizeof n->stream.index);
+  if (n->params_size) h = mix(h, n->params, n->params_size);
+  for (int i = 0; i < n->nin; i++) h = mix(h, &n->in[i], sizeof n->in[i]);
+  for (int o = 0; o < n->nout; o++) {
+    h = mix(h, &n->out[o].dtype, sizeof n->out[o].dtype);
+    h = mix(h, n->out[o].shape, (size_t)n->out[o].ndim * sizeof(int));
+  }
+  return h;
+}
+
+static bool node_eq(const rnode *m, const rnode *n) {
+  if (m->prim != n->prim || m->nin != n->nin || m->nout != n->nout ||
+      m->params_size != n->params_size || m->stream.index != n->stream.index)
+    return false;
+  if (n->params_size && memcmp(m->params, n->params, n->params_size)) return false;
+  for (int i = 0; i < n->nin; i++)
+    if (!ref_eq(m->in[i], n->in[i])) return false;
+  for (int o = 0; o < n->nout; o++)
+    if (!rout_eq(&m->out[o], &n->out[o])) return false;
+  return true;
+}
+
 /* Simplifies in place: merges equal scalar constants, redirects no-op nodes (a copy or
  * astype giving its input's metadata, a broadcast to its input's own layout) to their input,
  * shares equivalent nodes (same primitive, parameters, inputs and output metadata), then drops
@@ -275,19 +324,27 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
   size_t *base = nv__malloc((r->n + 1) * sizeof *base);
   int *cmap = nv__malloc((r->nconst + 1) * sizeof *cmap);
   bool *live = nv__calloc(r->n + 1, sizeof *live);
-  nv_status s = map && base && cmap && live
+  size_t cap = 16;
+  while (cap < 2 * (r->n + r->nconst + 1)) cap *= 2;
+  long *tab = nv__malloc(cap * sizeof *tab); /* indices by hash; -1: empty */
+  nv_status s = map && base && cmap && live && tab
                     ? NV_OK
                     : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   if (s == NV_OK) {
+    for (size_t i = 0; i < cap; i++) tab[i] = -1;
     for (size_t i = 0; i < r->nconst; i++) {
       cmap[i] = (int)i;
-      for (size_t j = 0; j < i; j++)
-        if (cmap[j] == (int)j &&
-            const_eq(r->consts[i].node, r->consts[i].idx, r->consts[j].node, r->consts[j].idx)) {
-          cmap[i] = cmap[j];
-          break;
-        }
+      uint64_t h;
+      if (!const_hash(r->consts[i].node, r->consts[i].idx, &h)) continue;
+      size_t at = (size_t)h & (cap - 1);
+      for (; tab[at] >= 0; at = (at + 1) & (cap - 1)) {
+        const nv__input *j = &r->consts[tab[at]];
+        if (const_eq(r->consts[i].node, r->consts[i].idx, j->node, j->idx)) break;
+      }
+      if (tab[at] >= 0) cmap[i] = (int)tab[at];
+      else tab[at] = (long)i;
     }
+    for (size_t i = 0; i < cap; i++) tab[i] = -1;
     size_t b = 0;
     for (size_t k = 0; k < r->n; k++) {
       base[k] = b;
@@ -315,19 +372,15 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
         continue;
       }
     }
-    for (size_t j = 0; j < k; j++) {
-      const rnode *m = &r->nodes[j];
-      if (m->prim != n->prim || m->nin != n->nin || m->nout != n->nout ||
-          m->params_size != n->params_size || m->stream.index != n->stream.index)
-        continue;
-      if (map[base[j]].kind != R_NODE || map[base[j]].i != (int)j) continue; /* redirected */
-      bool eq = !n->params_size || !memcmp(m->params, n->params, n->params_size);
-      for (int i = 0; eq && i < n->nin; i++) eq = ref_eq(m->in[i], n->in[i]);
-      for (int o = 0; eq && o < n->nout; o++) eq = rout_eq(&m->out[o], &n->out[o]);
-      if (!eq) continue;
-      for (int o = 0; o < n->nout; o++) map[base[k] + (size_t)o] = (ref){R_NODE, (int)j, o};
-      break;
+    /* The table holds the nodes kept so far (none redirected). */
+    size_t at = (size_t)node_hash(n) & (cap - 1);
+    for (; tab[at] >= 0; at = (at + 1) & (cap - 1))
+      if (node_eq(&r->nodes[tab[at]], n)) break;
+    if (tab[at] < 0) {
+      tab[at] = (long)k;
+      continue;
     }
+    for (int o = 0; o < n->nout; o++) map[base[k] + (size_t)o] = (ref){R_NODE, (int)tab[at], o};
   }
   for (size_t i = 0; s == NV_OK && i < r->nout; i++) r->outs[i] = RESOLVE(r->outs[i]);
 #undef RESOLVE
@@ -364,6 +417,7 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
   nv__free(base);
   nv__free(cmap);
   nv__free(live);
+  nv__free(tab);
   return s;
 }
 

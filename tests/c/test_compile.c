@@ -316,7 +316,7 @@ Test(compile, simplify_merges_and_shares) {
   int sh[1] = {16};
   nv_array *x = randn(&st, sh, 1);
   nv_array *r = call(c, x, NULL), *e = call(f, x, NULL);
-  assert_same(r, e, 0);
+  assert_same(r, e, 1e-6f); /* fused: libm's expf where the hand kernel has a fast formula */
   nv_compile_stats s = stats(c);
   /* add, add, multiply, exp, exp, multiply, add, add: the second x+2 and exp(x) are shared. */
   cr_assert_eq(s.traced_nodes, 8);
