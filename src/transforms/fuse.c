@@ -620,6 +620,44 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   return NV_OK;
 }
 
+/* A max-heap of node indices: a chain is grown from its root towards the inputs in
+ * descending recipe order, so each candidate's consumers are all decided before it. */
+typedef struct heap {
+  size_t *v, n;
+} heap;
+
+static void heap_push(heap *h, size_t x) {
+  size_t i = h->n++;
+  h->v[i] = x;
+  while (i && h->v[(i - 1) / 2] < h->v[i]) {
+    size_t p = (i - 1) / 2, t = h->v[p];
+    h->v[p] = h->v[i];
+    h->v[i] = t;
+    i = p;
+  }
+}
+
+static size_t heap_pop(heap *h) {
+  size_t top = h->v[0];
+  h->v[0] = h->v[--h->n];
+  for (size_t i = 0;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < h->n && h->v[l] > h->v[m]) m = l;
+    if (r < h->n && h->v[r] > h->v[m]) m = r;
+    if (m == i) break;
+    size_t t = h->v[m];
+    h->v[m] = h->v[i];
+    h->v[i] = t;
+    i = m;
+  }
+  return top;
+}
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
   *nfused = 0;
   size_t n = r->n;
@@ -633,7 +671,10 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
   size_t total = 0;
   for (size_t k = 0; k < n; k++) total += (size_t)r->nodes[k].nin;
   size_t *cons = nv__malloc((total + 1) * sizeof *cons);
-  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons
+  /* Each node is queued at most once per root (its stamp), so the heap holds at most n. */
+  heap hp = {nv__malloc((n + 1) * sizeof(size_t)), 0};
+  size_t *stamp = nv__calloc(n + 1, sizeof *stamp);
+  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons && hp.v && stamp
                     ? NV_OK
                     : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t k = 0; s == NV_OK && k < n; k++)
@@ -659,17 +700,34 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
     if (!rootable[k] || grp[k] >= 0) continue;
     grp[k] = (int)k;
     size_t nm = 0;
+    members[nm++] = k;
     const rout *shape = chain_shape(r, k);
-    for (size_t m = k; m-- > 0;) {
-      if (!cand[m] || grp[m] >= 0 || escape[m] || !ncons[m] ||
-          !same_shape(&r->nodes[m].out[0], shape))
-        continue;
-      bool all = true;
-      for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++) all = grp[cons[c]] == (int)k;
-      if (all) grp[m] = (int)k;
+    for (size_t q = k;;) {
+      /* Queue the producers of the node that just joined (q). */
+      for (int i = 0; i < r->nodes[q].nin; i++) {
+        ref x = r->nodes[q].in[i];
+        if (x.kind == R_NODE && stamp[x.i] != k + 1) {
+          stamp[x.i] = k + 1;
+          heap_push(&hp, (size_t)x.i);
+        }
+      }
+      bool joined = false;
+      while (hp.n && !joined) {
+        size_t m = heap_pop(&hp);
+        if (!cand[m] || grp[m] >= 0 || escape[m] || !same_shape(&r->nodes[m].out[0], shape))
+          continue;
+        bool all = true;
+        for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++) all = grp[cons[c]] == (int)k;
+        if (all) {
+          grp[m] = (int)k;
+          members[nm++] = m;
+          q = m;
+          joined = true;
+        }
+      }
+      if (!joined) break;
     }
-    for (size_t m = 0; m <= k; m++)
-      if (grp[m] == (int)k) members[nm++] = m;
+    qsort(members, nm, sizeof *members, cmp_size);
     /* A reduction needs its input in the chain: reducing an input alone gains nothing. */
     bool input_in = cand[k] || grp[r->nodes[k].in[0].i] == (int)k;
     if (nm < 2 || !input_in) {
@@ -691,6 +749,8 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
   nv__free(grp);
   nv__free(members);
   nv__free(cons);
+  nv__free(hp.v);
+  nv__free(stamp);
   return s;
 }
 
