@@ -1,5 +1,5 @@
-/* Internals of compile shared by the trace and replay (compile.c) and the fusion of
- * element-wise chains into generated kernels (fuse.c). */
+/* Internals of compile shared by the trace and replay (compile.c) and the
+ * fusion of element-wise chains into generated kernels (fuse.c). */
 #ifndef NUVEC_TRANSFORMS_COMPILE_INTERNAL_H
 #define NUVEC_TRANSFORMS_COMPILE_INTERNAL_H
 
@@ -9,8 +9,8 @@
 
 enum { R_SRC, R_NODE, R_CONST };
 
-/* Where a value comes from: source i (an input of the call, then the captured state), output
- * `idx` of recipe node i, or output `idx` of constant i. */
+/* Where a value comes from: source i (an input of the call, then the captured
+ * state), output `idx` of recipe node i, or output `idx` of constant i. */
 typedef struct ref {
   int kind, i, idx;
 } ref;
@@ -39,7 +39,8 @@ typedef struct recipe {
   size_t nconst;
   ref *outs;
   size_t nout;
-  bool poly; /* every node element-wise: replayable on other shapes of the same rank */
+  bool poly; /* every node element-wise: replayable on other shapes of the same
+                rank */
 } recipe;
 
 void nv__recipe_free(recipe *r);
@@ -48,11 +49,14 @@ void nv__rout_of(rout *r, const nv__output *o);
 
 /* ---- Fusion (fuse.c) ---- */
 
-/* A generated kernel: out[e] for e in [lo, hi) from the inputs' element-0 pointers. */
-typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in, void *out);
+/* A generated kernel: out[e] for e in [lo, hi) from the inputs' element-0
+ * pointers. */
+typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in,
+                             void *out);
 
-/* A compiled kernel shared by the COMPILED nodes that run it, counted (the nodes hold it
- * through a keeper input, as custom functions hold their closures). */
+/* A compiled kernel shared by the COMPILED nodes that run it, counted (the
+ * nodes hold it through a keeper input, as custom functions hold their
+ * closures). */
 typedef struct nv__fused {
   atomic_long refs;
   nv__fused_fn fn;
@@ -63,10 +67,12 @@ typedef struct nv__compiled_params {
   nv__fused *k;
 } nv__compiled_params;
 
-/* Replaces chains of element-wise nodes of `r` (CPU streams only) by COMPILED nodes running
- * generated kernels, compiled by the system C compiler; `src` are the sources' metadata at the
- * trace. Chains it cannot compile stay as they are. Sets *nfused to the kernels made. */
-nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused);
+/* Replaces chains of element-wise nodes of `r` (CPU streams only) by COMPILED
+ * nodes running generated kernels, compiled by the system C compiler; `src` are
+ * the sources' metadata at the trace. Chains it cannot compile stay as they
+ * are. Sets *nfused to the kernels made. */
+nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src,
+                          size_t *nfused);
 
 /* A deep copy of a recipe (constants retained). */
 nv_status nv__recipe_copy(recipe *dst, const recipe *src);

@@ -1,22 +1,26 @@
-/* compile's fusion (DESIGN §8): chains of element-wise nodes of a recipe (float32, float64 and
- * bool values: unary and binary arithmetic, comparisons, where, casts between them) become one
- * COMPILED node running a generated C kernel. The kernel's source is compiled by the system C
- * compiler (NUVEC_CC, else cc) into a shared object, loaded with dlopen and cached in memory
- * (by source) and on disk ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec; named by a hash of the
- * source, the flags and the compiler's version; written under a unique name and renamed into
- * place, so processes sharing the directory never read a partial file). Without a working
- * compiler the chains stay unfused, with one warning.
+/* compile's fusion (DESIGN §8): chains of element-wise nodes of a recipe
+ * (float32, float64 and bool values: unary and binary arithmetic, comparisons,
+ * where, casts between them) become one COMPILED node running a generated C
+ * kernel. The kernel's source is compiled by the system C compiler (NUVEC_CC,
+ * else cc) into a shared object, loaded with dlopen and cached in memory (by
+ * source) and on disk ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec; named by a
+ * hash of the source, the flags and the compiler's version; written under a
+ * unique name and renamed into place, so processes sharing the directory never
+ * read a partial file). Without a working compiler the chains stay unfused,
+ * with one warning.
  *
- * A chain is a root node and the nodes it reads whose every consumer is in the chain (so no
- * intermediate escapes), all of the root's shape; or, beyond MLX, such a chain ending in a
- * float sum, max or mean over the last axis (or all axes), computed row by row in the same
- * kernel (sums accumulated in double, so they may differ from the hand kernels' in the last
- * bits). Each input of the chain is read as a whole
- * row-contiguous array of the root's shape, a row-contiguous array of its last dimensions
- * (broadcast over the leading ones), or one element (a scalar broadcast): chains with other
- * inputs stay unfused. Generated code computes what the hand kernels compute (libm's
- * functions, no contraction into fused multiply-adds); only float32 exp, tanh and sigmoid,
- * whose hand kernels use fast formulas, differ, within a few ulp. */
+ * A chain is a root node and the nodes it reads whose every consumer is in the
+ * chain (so no intermediate escapes), all of the root's shape; or, beyond MLX,
+ * such a chain ending in a float sum, max or mean over the last axis (or all
+ * axes), computed row by row in the same kernel (sums accumulated in double, so
+ * they may differ from the hand kernels' in the last bits). Each input of the
+ * chain is read as a whole row-contiguous array of the root's shape, a
+ * row-contiguous array of its last dimensions (broadcast over the leading
+ * ones), or one element (a scalar broadcast): chains with other inputs stay
+ * unfused. Generated code computes what the hand kernels compute (libm's
+ * functions, no contraction into fused multiply-adds); only float32 exp, tanh
+ * and sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
+ */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -33,7 +37,8 @@
 typedef struct opdef {
   int prim;
   int arity;
-  const char *f, *d; /* templates for float32 / float64: $0 $1 $2 are the operands */
+  const char *f,
+      *d; /* templates for float32 / float64: $0 $1 $2 are the operands */
 } opdef;
 
 static const opdef OPS[] = {
@@ -73,7 +78,8 @@ static const opdef OPS[] = {
 
 static const opdef *op_of(int prim) {
   for (size_t i = 0; i < sizeof OPS / sizeof *OPS; i++)
-    if (OPS[i].prim == prim) return &OPS[i];
+    if (OPS[i].prim == prim)
+      return &OPS[i];
   return NULL;
 }
 
@@ -82,7 +88,9 @@ static bool value_dtype(nv_dtype d) {
 }
 
 static const char *ctype(nv_dtype d) {
-  return d == NV_DTYPE_FLOAT32 ? "float" : d == NV_DTYPE_FLOAT64 ? "double" : "unsigned char";
+  return d == NV_DTYPE_FLOAT32   ? "float"
+         : d == NV_DTYPE_FLOAT64 ? "double"
+                                 : "unsigned char";
 }
 
 /* ---- A growing string ---- */
@@ -93,13 +101,16 @@ typedef struct sbuf {
   bool oom;
 } sbuf;
 
-static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void sb_add(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
+  if (b->oom)
+    return;
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    int k =
+        vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
     va_end(ap);
     if (k < 0) {
       b->oom = true;
@@ -110,7 +121,8 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
       return;
     }
     size_t nc = b->cap ? b->cap * 2 : 4096;
-    while (nc < b->n + (size_t)k + 1) nc *= 2;
+    while (nc < b->n + (size_t)k + 1)
+      nc *= 2;
     char *q = nv__realloc(b->p, nc);
     if (!q) {
       b->oom = true;
@@ -136,76 +148,94 @@ typedef struct chain_in {
 static bool row_contiguous(const int *shape, const int64_t *strides, int nd) {
   int64_t expect = 1;
   for (int i = nd - 1; i >= 0; i--) {
-    if (shape[i] == 1) continue;
-    if (strides[i] != expect) return false;
+    if (shape[i] == 1)
+      continue;
+    if (strides[i] != expect)
+      return false;
     expect *= shape[i];
   }
   return true;
 }
 
-/* How an input of metadata `m` is read against the root's shape; -1: it cannot be. */
+/* How an input of metadata `m` is read against the root's shape; -1: it cannot
+ * be. */
 static int input_kind(const rout *m, const rout *root, int64_t *inner) {
   int64_t size = 1;
-  for (int i = 0; i < m->ndim; i++) size *= m->shape[i];
-  if (size == 1 && m->ndim <= root->ndim) return IN_SCALAR;
-  if (!row_contiguous(m->shape, m->strides, m->ndim) || m->ndim > root->ndim) return -1;
+  for (int i = 0; i < m->ndim; i++)
+    size *= m->shape[i];
+  if (size == 1 && m->ndim <= root->ndim)
+    return IN_SCALAR;
+  if (!row_contiguous(m->shape, m->strides, m->ndim) || m->ndim > root->ndim)
+    return -1;
   /* Its dimensions, past leading 1s, must be the root's last ones. */
   int lead = 0;
-  while (lead < m->ndim && m->shape[lead] == 1) lead++;
+  while (lead < m->ndim && m->shape[lead] == 1)
+    lead++;
   int t = m->ndim - lead;
   for (int i = 0; i < t; i++)
-    if (m->shape[lead + i] != root->shape[root->ndim - t + i]) return -1;
+    if (m->shape[lead + i] != root->shape[root->ndim - t + i])
+      return -1;
   int64_t rsize = 1;
-  for (int i = 0; i < root->ndim; i++) rsize *= root->shape[i];
+  for (int i = 0; i < root->ndim; i++)
+    rsize *= root->shape[i];
   *inner = size;
   return size == rsize ? IN_FULL : IN_TRAIL;
 }
 
 static bool same_shape(const rout *a, const rout *b) {
-  return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
+  return a->ndim == b->ndim &&
+         !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
 }
 
-/* Whether node k may be in a chain: a single-output operation of OPS over value dtypes, with
- * the operation's arity, on a CPU stream. */
+/* Whether node k may be in a chain: a single-output operation of OPS over value
+ * dtypes, with the operation's arity, on a CPU stream. */
 static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   const rnode *n = &r->nodes[k];
   const opdef *op = op_of(n->prim);
-  if (!op || n->nout != 1 || n->nin != op->arity || n->stream.device.type != NV_DEVICE_CPU ||
-      !value_dtype(n->out[0].dtype))
+  if (!op || n->nout != 1 || n->nin != op->arity ||
+      n->stream.device.type != NV_DEVICE_CPU || !value_dtype(n->out[0].dtype))
     return false;
   for (int i = 0; i < n->nin; i++) {
     ref x = n->in[i];
-    nv_dtype d = x.kind == R_NODE  ? r->nodes[x.i].out[x.idx].dtype
-                 : x.kind == R_SRC ? src[x.i]->dtype
-                                   : r->consts[x.i].node->out[r->consts[x.i].idx].dtype;
-    if (!value_dtype(d)) return false;
+    nv_dtype d = x.kind == R_NODE ? r->nodes[x.i].out[x.idx].dtype
+                 : x.kind == R_SRC
+                     ? src[x.i]->dtype
+                     : r->consts[x.i].node->out[r->consts[x.i].idx].dtype;
+    if (!value_dtype(d))
+      return false;
   }
   return true;
 }
 
-/* Whether node k may end a chain as a reduction: a float32/float64 sum, max or mean over the
- * last axis (or over every axis) of a node, on a CPU stream. Its chain is over the reduced
- * input's shape; the kernel computes one output element (a row) per index. */
+/* Whether node k may end a chain as a reduction: a float32/float64 sum, max or
+ * mean over the last axis (or over every axis) of a node, on a CPU stream. Its
+ * chain is over the reduced input's shape; the kernel computes one output
+ * element (a row) per index. */
 static bool reduce_root(const recipe *r, size_t k) {
   const rnode *n = &r->nodes[k];
-  if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX && n->prim != NV__PRIM_MEAN) ||
+  if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX &&
+       n->prim != NV__PRIM_MEAN) ||
       n->nin != 1 || n->nout != 1 || n->in[0].kind != R_NODE ||
       n->stream.device.type != NV_DEVICE_CPU)
     return false;
   const rout *in = &r->nodes[n->in[0].i].out[n->in[0].idx];
   nv_dtype d = n->out[0].dtype;
-  if ((d != NV_DTYPE_FLOAT32 && d != NV_DTYPE_FLOAT64) || in->dtype != d || in->ndim == 0)
+  if ((d != NV_DTYPE_FLOAT32 && d != NV_DTYPE_FLOAT64) || in->dtype != d ||
+      in->ndim == 0)
     return false;
   const nv__reduce_params *p = n->params;
-  if (p->naxes == 1 && p->axes[0] == in->ndim - 1) return true;
-  if (p->naxes != in->ndim) return false;
+  if (p->naxes == 1 && p->axes[0] == in->ndim - 1)
+    return true;
+  if (p->naxes != in->ndim)
+    return false;
   for (int i = 0; i < p->naxes; i++)
-    if (p->axes[i] != i) return false;
+    if (p->axes[i] != i)
+      return false;
   return true;
 }
 
-/* The shape a chain rooted at k computes element by element: k's output, or for a reduction
- * its input. */
+/* The shape a chain rooted at k computes element by element: k's output, or for
+ * a reduction its input. */
 static const rout *chain_shape(const recipe *r, size_t k) {
   const rnode *n = &r->nodes[k];
   return op_of(n->prim) ? &n->out[0] : &r->nodes[n->in[0].i].out[n->in[0].idx];
@@ -213,8 +243,11 @@ static const rout *chain_shape(const recipe *r, size_t k) {
 
 static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
   rout m;
-  if (x.kind == R_NODE) return r->nodes[x.i].out[x.idx];
-  nv__rout_of(&m, x.kind == R_SRC ? src[x.i] : &r->consts[x.i].node->out[r->consts[x.i].idx]);
+  if (x.kind == R_NODE)
+    return r->nodes[x.i].out[x.idx];
+  nv__rout_of(&m, x.kind == R_SRC
+                      ? src[x.i]
+                      : &r->consts[x.i].node->out[r->consts[x.i].idx]);
   return m;
 }
 
@@ -224,7 +257,8 @@ static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
 static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
   if (x.kind == R_NODE) {
     for (int i = 0; i < nins; i++)
-      if (ins[i].r.kind == R_NODE && ins[i].r.i == x.i && ins[i].r.idx == x.idx) {
+      if (ins[i].r.kind == R_NODE && ins[i].r.i == x.i &&
+          ins[i].r.idx == x.idx) {
         sb_add(b, "x%d", i);
         return;
       }
@@ -238,8 +272,8 @@ static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
     }
 }
 
-static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, int nins,
-                      const nv__output *const *src) {
+static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins,
+                      int nins, const nv__output *const *src) {
   const rnode *n = &r->nodes[k];
   nv_dtype od = n->out[0].dtype;
   sb_add(b, "    %s t%zu = ", ctype(od), k);
@@ -278,51 +312,68 @@ static const char PRELUDE[] =
     "#define NV_FMAXN(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))\n"
     "#define NV_FMINN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))\n"
     "static inline float nv_sigmoid_f(float x) {\n"
-    "  float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n  return x >= 0 ? r : e * r;\n}\n"
+    "  float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n  return x >= 0 ? r "
+    ": e * r;\n}\n"
     "static inline double nv_sigmoid_d(double x) {\n"
-    "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e * r;\n}\n";
+    "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e "
+    "* r;\n}\n";
 
-/* The kernel's source for the chain `members` (recipe order) rooted at the last. */
-static char *generate(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
-                      int nins, const nv__output *const *src) {
+/* The kernel's source for the chain `members` (recipe order) rooted at the
+ * last. */
+static char *generate(const recipe *r, const size_t *members, size_t nm,
+                      const chain_in *ins, int nins,
+                      const nv__output *const *src) {
   sbuf b = {0};
   sb_add(&b, "%s", PRELUDE);
-  sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const *in, void *out) {\n");
+  sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
+             "*in, void *out) {\n");
   for (int i = 0; i < nins; i++) {
     const char *ty = ctype(ins[i].dtype);
     if (ins[i].kind == IN_SCALAR)
       sb_add(&b, "  const %s s%d = ((const %s *)in[%d])[0];\n", ty, i, ty, i);
     else
-      sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty, i);
+      sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty,
+             i);
   }
   size_t root = members[nm - 1];
   const rnode *rn = &r->nodes[root];
   const char *oty = ctype(rn->out[0].dtype);
   bool reduce = !op_of(rn->prim);
-  size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
+  size_t elementwise =
+      reduce ? nm - 1 : nm; /* the members computed per element */
   sb_add(&b, "  %s *restrict o = (%s *)out;\n", oty, oty);
   if (reduce) {
-    /* One row per index: its elements folded in order, float32 sums accumulated in double. */
+    /* One row per index: its elements folded in order, float32 sums accumulated
+     * in double. */
     const rout *in = chain_shape(r, root);
     int64_t cols = 1;
-    if (((const nv__reduce_params *)rn->params)->naxes == 1) cols = in->shape[in->ndim - 1];
+    if (((const nv__reduce_params *)rn->params)->naxes == 1)
+      cols = in->shape[in->ndim - 1];
     else
-      for (int d = 0; d < in->ndim; d++) cols *= in->shape[d];
+      for (int d = 0; d < in->ndim; d++)
+        cols *= in->shape[d];
     bool max = rn->prim == NV__PRIM_MAX;
     sb_add(&b, "  for (int64_t row = lo; row < hi; row++) {\n");
     sb_add(&b, "    double acc = %s;\n", max ? "-INFINITY" : "0.0");
-    sb_add(&b, "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
-           (long long)cols, (long long)cols);
+    sb_add(
+        &b,
+        "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
+        (long long)cols, (long long)cols);
   } else {
     sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
   }
   for (int i = 0; i < nins; i++) {
     const char *ty = ctype(ins[i].dtype);
-    if (ins[i].kind == IN_SCALAR) sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
-    else if (ins[i].kind == IN_FULL) sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
-    else sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i, (long long)ins[i].inner);
+    if (ins[i].kind == IN_SCALAR)
+      sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
+    else if (ins[i].kind == IN_FULL)
+      sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
+    else
+      sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i,
+             (long long)ins[i].inner);
   }
-  for (size_t m = 0; m < elementwise; m++) emit_node(&b, r, members[m], ins, nins, src);
+  for (size_t m = 0; m < elementwise; m++)
+    emit_node(&b, r, members[m], ins, nins, src);
   if (reduce) {
     sb_add(&b, "    ");
     ref last = rn->in[0];
@@ -337,11 +388,16 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     }
     const rout *in = chain_shape(r, root);
     int64_t cols = 1;
-    if (((const nv__reduce_params *)rn->params)->naxes == 1) cols = in->shape[in->ndim - 1];
+    if (((const nv__reduce_params *)rn->params)->naxes == 1)
+      cols = in->shape[in->ndim - 1];
     else
-      for (int d = 0; d < in->ndim; d++) cols *= in->shape[d];
-    if (rn->prim == NV__PRIM_MEAN) sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty, (long long)cols);
-    else sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
+      for (int d = 0; d < in->ndim; d++)
+        cols *= in->shape[d];
+    if (rn->prim == NV__PRIM_MEAN)
+      sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty,
+             (long long)cols);
+    else
+      sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
   } else {
     sb_add(&b, "    o[e] = t%zu;\n  }\n}\n", root);
   }
@@ -363,11 +419,13 @@ typedef struct loaded {
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static loaded *cache;
-static int compiler_state; /* 0: not tried, 1: works, -1: missing (warned once) */
+static int
+    compiler_state; /* 0: not tried, 1: works, -1: missing (warned once) */
 static char compiler_version[64];
 
 static uint64_t fnv1a(uint64_t h, const char *s) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
   return h;
 }
 
@@ -380,68 +438,86 @@ static const char *flags(void) {
   __builtin_cpu_init();
   bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
             __builtin_cpu_supports("bmi2");
-  return v3 ? "-O3 -march=x86-64-v3 -fPIC -shared -ffp-contract=off -fno-math-errno "
+  return v3 ? "-O3 -march=x86-64-v3 -fPIC -shared -ffp-contract=off "
+              "-fno-math-errno "
               "-fno-trapping-math"
-            : "-O3 -fPIC -shared -ffp-contract=off -fno-math-errno -fno-trapping-math";
+            : "-O3 -fPIC -shared -ffp-contract=off -fno-math-errno "
+              "-fno-trapping-math";
 }
 
-/* The compiler's version (part of the cache key), or false when it does not run. */
+/* The compiler's version (part of the cache key), or false when it does not
+ * run. */
 static bool probe_compiler(void) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "%s -dumpfullversion -dumpversion 2>/dev/null", compiler());
+  snprintf(cmd, sizeof cmd, "%s -dumpfullversion -dumpversion 2>/dev/null",
+           compiler());
   FILE *p = popen(cmd, "r");
-  if (!p) return false;
+  if (!p)
+    return false;
   char line[64] = {0};
   bool got = fgets(line, sizeof line, p) != NULL;
   int rc = pclose(p);
-  if (!got || rc != 0) return false;
+  if (!got || rc != 0)
+    return false;
   line[strcspn(line, "\n")] = 0;
   snprintf(compiler_version, sizeof compiler_version, "%s", line);
   return true;
 }
 
-/* The cache directory (created), written into `dir`; false when none can be made. */
+/* The cache directory (created), written into `dir`; false when none can be
+ * made. */
 static bool cache_dir(char *dir, size_t n) {
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   char base[400];
-  if (xdg && *xdg) snprintf(base, sizeof base, "%s", xdg);
-  else if (home && *home) snprintf(base, sizeof base, "%s/.cache", home);
-  else snprintf(base, sizeof base, "/tmp");
-  if (mkdir(base, 0700) != 0 && errno != EEXIST) return false;
+  if (xdg && *xdg)
+    snprintf(base, sizeof base, "%s", xdg);
+  else if (home && *home)
+    snprintf(base, sizeof base, "%s/.cache", home);
+  else
+    snprintf(base, sizeof base, "/tmp");
+  if (mkdir(base, 0700) != 0 && errno != EEXIST)
+    return false;
   snprintf(dir, n, "%s/nuvec", base);
   return mkdir(dir, 0700) == 0 || errno == EEXIST;
 }
 
 static nv__fused_fn load_so(const char *path) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return NULL;
+  if (!h)
+    return NULL;
   nv__fused_fn fn;
   *(void **)&fn = dlsym(h, "nv_fused_kernel");
-  if (!fn) dlclose(h);
+  if (!fn)
+    dlclose(h);
   return fn;
 }
 
-/* Compiles `source` (or finds it compiled) and returns its kernel; NULL when no compiler
- * works (warned once) or compiling fails. Called under cache_lock. */
+/* Compiles `source` (or finds it compiled) and returns its kernel; NULL when no
+ * compiler works (warned once) or compiling fails. Called under cache_lock. */
 static nv__fused_fn build(const char *source, uint64_t hash) {
   char dir[512], so[640], tmp_c[700], tmp_so[700], cmd[2048];
-  if (!cache_dir(dir, sizeof dir)) return NULL;
+  if (!cache_dir(dir, sizeof dir))
+    return NULL;
   snprintf(so, sizeof so, "%s/k%016llx.so", dir, (unsigned long long)hash);
   nv__fused_fn fn = access(so, R_OK) == 0 ? load_so(so) : NULL;
-  if (fn) return fn;
-  snprintf(tmp_c, sizeof tmp_c, "%s/k%016llx.%ld.c", dir, (unsigned long long)hash, (long)getpid());
-  snprintf(tmp_so, sizeof tmp_so, "%s/k%016llx.%ld.so", dir, (unsigned long long)hash,
-           (long)getpid());
+  if (fn)
+    return fn;
+  snprintf(tmp_c, sizeof tmp_c, "%s/k%016llx.%ld.c", dir,
+           (unsigned long long)hash, (long)getpid());
+  snprintf(tmp_so, sizeof tmp_so, "%s/k%016llx.%ld.so", dir,
+           (unsigned long long)hash, (long)getpid());
   FILE *f = fopen(tmp_c, "w");
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   bool ok = fputs(source, f) >= 0;
   ok = fclose(f) == 0 && ok;
-  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm >/dev/null 2>&1", compiler(), flags(), tmp_so,
-           tmp_c);
+  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm >/dev/null 2>&1",
+           compiler(), flags(), tmp_so, tmp_c);
   ok = ok && system(cmd) == 0;
   unlink(tmp_c);
   /* A rename is atomic: another process sees the whole file or none. */
-  if (ok) ok = rename(tmp_so, so) == 0;
+  if (ok)
+    ok = rename(tmp_so, so) == 0;
   if (!ok) {
     unlink(tmp_so);
     return NULL;
@@ -449,7 +525,8 @@ static nv__fused_fn build(const char *source, uint64_t hash) {
   return load_so(so);
 }
 
-/* The kernel of `source`, from the caches or compiled now. NULL when it cannot be had. */
+/* The kernel of `source`, from the caches or compiled now. NULL when it cannot
+ * be had. */
 static nv__fused_fn kernel_for(const char *source) {
   pthread_mutex_lock(&cache_lock);
   nv__fused_fn fn = NULL;
@@ -457,15 +534,18 @@ static nv__fused_fn kernel_for(const char *source) {
     compiler_state = probe_compiler() ? 1 : -1;
     if (compiler_state < 0)
       fprintf(stderr,
-              "nuvec: compile: no working C compiler (%s; set NUVEC_CC): compiled functions run "
+              "nuvec: compile: no working C compiler (%s; set NUVEC_CC): "
+              "compiled functions run "
               "unfused\n",
               compiler());
   }
   if (compiler_state > 0) {
-    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, source), flags()), compiler_version);
+    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, source), flags()),
+                       compiler_version);
     h = fnv1a(h, compiler());
     for (loaded *l = cache; l && !fn; l = l->next)
-      if (l->hash == h && !strcmp(l->source, source)) fn = l->fn;
+      if (l->hash == h && !strcmp(l->source, source))
+        fn = l->fn;
     if (!fn && (fn = build(source, h)) != NULL) {
       loaded *l = nv__malloc(sizeof *l);
       char *copy = l ? nv__malloc(strlen(source) + 1) : NULL;
@@ -482,15 +562,17 @@ static nv__fused_fn kernel_for(const char *source) {
   return fn;
 }
 
-/* ---- Keepers: the arrays through which COMPILED nodes hold their kernel ---- */
+/* ---- Keepers: the arrays through which COMPILED nodes hold their kernel ----
+ */
 
 static void fused_release(void *p) {
   nv__fused *k = p;
-  if (k && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1) nv__free(k);
+  if (k && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1)
+    nv__free(k);
 }
 
-/* An evaluated empty array whose buffer holds the reference to `k` given to it; its node
- * (held) in *node. */
+/* An evaluated empty array whose buffer holds the reference to `k` given to it;
+ * its node (held) in *node. */
 static nv_status keeper(nv__fused *k, nv__node **node) {
   nv__buffer *b = nv__buffer_wrap(k, 0, NV__BUF_NOCOPY, fused_release, k);
   if (!b) {
@@ -503,7 +585,8 @@ static nv_status keeper(nv__fused *k, nv__node **node) {
   nv__scope_resume();
   nv__buffer_release(b);
   nv_status s = nv_array_status(a);
-  if (s == NV_OK) *node = nv__node_retain(a->node);
+  if (s == NV_OK)
+    *node = nv__node_retain(a->node);
   nv_release(a);
   return s;
 }
@@ -520,10 +603,12 @@ static nv_status compact(recipe *r) {
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
   for (size_t i = 0; i < r->nout; i++)
-    if (r->outs[i].kind == R_NODE) live[r->outs[i].i] = true;
+    if (r->outs[i].kind == R_NODE)
+      live[r->outs[i].i] = true;
   for (size_t k = r->n; k-- > 0;)
     for (int i = 0; live[k] && i < r->nodes[k].nin; i++)
-      if (r->nodes[k].in[i].kind == R_NODE) live[r->nodes[k].in[i].i] = true;
+      if (r->nodes[k].in[i].kind == R_NODE)
+        live[r->nodes[k].in[i].i] = true;
   size_t m = 0;
   for (size_t k = 0; k < r->n; k++) {
     if (!live[k]) {
@@ -538,18 +623,23 @@ static nv_status compact(recipe *r) {
   r->n = m;
   for (size_t k = 0; k < r->n; k++)
     for (int i = 0; i < r->nodes[k].nin; i++)
-      if (r->nodes[k].in[i].kind == R_NODE) r->nodes[k].in[i].i = (int)renum[r->nodes[k].in[i].i];
+      if (r->nodes[k].in[i].kind == R_NODE)
+        r->nodes[k].in[i].i = (int)renum[r->nodes[k].in[i].i];
   for (size_t i = 0; i < r->nout; i++)
-    if (r->outs[i].kind == R_NODE) r->outs[i].i = (int)renum[r->outs[i].i];
+    if (r->outs[i].kind == R_NODE)
+      r->outs[i].i = (int)renum[r->outs[i].i];
   nv__free(live);
   nv__free(renum);
   return NV_OK;
 }
 
-static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.idx == b.idx; }
+static bool ref_same(ref a, ref b) {
+  return a.kind == b.kind && a.i == b.i && a.idx == b.idx;
+}
 
-/* Turns the chain `members` (recipe order, root last) into a COMPILED node at the root's
- * place. Returns whether it did (false: an input it cannot read, or no kernel). */
+/* Turns the chain `members` (recipe order, root last) into a COMPILED node at
+ * the root's place. Returns whether it did (false: an input it cannot read, or
+ * no kernel). */
 static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
                             const nv__output *const *src, bool *done) {
   *done = false;
@@ -558,36 +648,47 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   chain_in ins[64];
   int nins = 0;
   bool *in_chain = nv__calloc(r->n + 1, sizeof *in_chain);
-  if (!in_chain) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
-  for (size_t m = 0; m < nm; m++) in_chain[members[m]] = true;
+  if (!in_chain)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  for (size_t m = 0; m < nm; m++)
+    in_chain[members[m]] = true;
   bool ok = true;
   for (size_t m = 0; ok && m < nm; m++) {
     const rnode *n = &r->nodes[members[m]];
     for (int i = 0; ok && i < n->nin; i++) {
       ref x = n->in[i];
-      if (x.kind == R_NODE && in_chain[x.i]) continue;
+      if (x.kind == R_NODE && in_chain[x.i])
+        continue;
       bool seen = false;
-      for (int j = 0; j < nins && !seen; j++) seen = ref_same(ins[j].r, x);
-      if (seen) continue;
+      for (int j = 0; j < nins && !seen; j++)
+        seen = ref_same(ins[j].r, x);
+      if (seen)
+        continue;
       rout mm = meta_of(r, x, src);
       int64_t inner = 0;
       int kind = input_kind(&mm, rm, &inner);
-      if (kind < 0 || nins == 64) ok = false;
-      else ins[nins++] = (chain_in){x, mm.dtype, kind, inner};
+      if (kind < 0 || nins == 64)
+        ok = false;
+      else
+        ins[nins++] = (chain_in){x, mm.dtype, kind, inner};
     }
   }
   nv__free(in_chain);
-  if (!ok) return NV_OK;
+  if (!ok)
+    return NV_OK;
   char *source = generate(r, members, nm, ins, nins, src);
-  if (!source) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  if (!source)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   nv__fused_fn fn = kernel_for(source);
   nv__free(source);
-  if (!fn) return NV_OK;
+  if (!fn)
+    return NV_OK;
   nv__fused *k = nv__malloc(sizeof *k);
   ref *in = nv__malloc(((size_t)nins + 1) * sizeof *in);
   nv__compiled_params *p = nv__malloc(sizeof *p);
   nv__input *consts = nv__realloc(r->consts, (r->nconst + 1) * sizeof *consts);
-  if (consts) r->consts = consts;
+  if (consts)
+    r->consts = consts;
   if (!k || !in || !p || !consts) {
     nv__free(k);
     nv__free(in);
@@ -605,7 +706,8 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
     return s;
   }
   r->consts[r->nconst] = (nv__input){kn, 0};
-  for (int i = 0; i < nins; i++) in[i] = ins[i].r;
+  for (int i = 0; i < nins; i++)
+    in[i] = ins[i].r;
   in[nins] = (ref){R_CONST, (int)r->nconst++, 0};
   p->k = k;
   rnode *n = &r->nodes[root];
@@ -620,8 +722,9 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   return NV_OK;
 }
 
-/* A max-heap of node indices: a chain is grown from its root towards the inputs in
- * descending recipe order, so each candidate's consumers are all decided before it. */
+/* A max-heap of node indices: a chain is grown from its root towards the inputs
+ * in descending recipe order, so each candidate's consumers are all decided
+ * before it. */
 typedef struct heap {
   size_t *v, n;
 } heap;
@@ -642,9 +745,12 @@ static size_t heap_pop(heap *h) {
   h->v[0] = h->v[--h->n];
   for (size_t i = 0;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < h->n && h->v[l] > h->v[m]) m = l;
-    if (r < h->n && h->v[r] > h->v[m]) m = r;
-    if (m == i) break;
+    if (l < h->n && h->v[l] > h->v[m])
+      m = l;
+    if (r < h->n && h->v[r] > h->v[m])
+      m = r;
+    if (m == i)
+      break;
     size_t t = h->v[m];
     h->v[m] = h->v[i];
     h->v[i] = t;
@@ -658,30 +764,42 @@ static int cmp_size(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
+nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src,
+                          size_t *nfused) {
   *nfused = 0;
   size_t n = r->n;
-  if (n < 2) return NV_OK;
-  /* Consumers of each node (CSR) and whether an output of the recipe is one of its values. */
-  size_t *ncons = nv__calloc(n + 1, sizeof *ncons), *at = nv__calloc(n + 2, sizeof *at);
-  bool *escape = nv__calloc(n + 1, sizeof *escape), *cand = nv__calloc(n + 1, sizeof *cand);
+  if (n < 2)
+    return NV_OK;
+  /* Consumers of each node (CSR) and whether an output of the recipe is one of
+   * its values. */
+  size_t *ncons = nv__calloc(n + 1, sizeof *ncons),
+         *at = nv__calloc(n + 2, sizeof *at);
+  bool *escape = nv__calloc(n + 1, sizeof *escape),
+       *cand = nv__calloc(n + 1, sizeof *cand);
   bool *rootable = nv__calloc(n + 1, sizeof *rootable);
   int *grp = nv__malloc((n + 1) * sizeof *grp);
   size_t *members = nv__malloc((n + 1) * sizeof *members);
   size_t total = 0;
-  for (size_t k = 0; k < n; k++) total += (size_t)r->nodes[k].nin;
+  for (size_t k = 0; k < n; k++)
+    total += (size_t)r->nodes[k].nin;
   size_t *cons = nv__malloc((total + 1) * sizeof *cons);
-  /* Each node is queued at most once per root (its stamp), so the heap holds at most n. */
+  /* Each node is queued at most once per root (its stamp), so the heap holds at
+   * most n. */
   heap hp = {nv__malloc((n + 1) * sizeof(size_t)), 0};
   size_t *stamp = nv__calloc(n + 1, sizeof *stamp);
-  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons && hp.v && stamp
-                    ? NV_OK
-                    : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  nv_status s =
+      ncons && at && escape && cand && rootable && grp && members && cons &&
+              hp.v && stamp
+          ? NV_OK
+          : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t k = 0; s == NV_OK && k < n; k++)
     for (int i = 0; i < r->nodes[k].nin; i++)
-      if (r->nodes[k].in[i].kind == R_NODE) ncons[r->nodes[k].in[i].i]++;
-  for (size_t k = 0; s == NV_OK && k < n; k++) at[k + 1] = at[k] + ncons[k];
-  for (size_t k = 0; s == NV_OK && k < n; k++) ncons[k] = 0;
+      if (r->nodes[k].in[i].kind == R_NODE)
+        ncons[r->nodes[k].in[i].i]++;
+  for (size_t k = 0; s == NV_OK && k < n; k++)
+    at[k + 1] = at[k] + ncons[k];
+  for (size_t k = 0; s == NV_OK && k < n; k++)
+    ncons[k] = 0;
   for (size_t k = 0; s == NV_OK && k < n; k++)
     for (int i = 0; i < r->nodes[k].nin; i++)
       if (r->nodes[k].in[i].kind == R_NODE) {
@@ -689,15 +807,18 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
         cons[at[p] + ncons[p]++] = k;
       }
   for (size_t i = 0; s == NV_OK && i < r->nout; i++)
-    if (r->outs[i].kind == R_NODE) escape[r->outs[i].i] = true;
+    if (r->outs[i].kind == R_NODE)
+      escape[r->outs[i].i] = true;
   for (size_t k = 0; s == NV_OK && k < n; k++) {
     cand[k] = fusable(r, k, src);
     rootable[k] = cand[k] || reduce_root(r, k);
     grp[k] = -1;
   }
-  /* Roots from the end: each takes the candidates below it whose consumers are all its. */
+  /* Roots from the end: each takes the candidates below it whose consumers are
+   * all its. */
   for (size_t k = n; s == NV_OK && k-- > 0;) {
-    if (!rootable[k] || grp[k] >= 0) continue;
+    if (!rootable[k] || grp[k] >= 0)
+      continue;
     grp[k] = (int)k;
     size_t nm = 0;
     members[nm++] = k;
@@ -714,10 +835,12 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
       bool joined = false;
       while (hp.n && !joined) {
         size_t m = heap_pop(&hp);
-        if (!cand[m] || grp[m] >= 0 || escape[m] || !same_shape(&r->nodes[m].out[0], shape))
+        if (!cand[m] || grp[m] >= 0 || escape[m] ||
+            !same_shape(&r->nodes[m].out[0], shape))
           continue;
         bool all = true;
-        for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++) all = grp[cons[c]] == (int)k;
+        for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++)
+          all = grp[cons[c]] == (int)k;
         if (all) {
           grp[m] = (int)k;
           members[nm++] = m;
@@ -725,22 +848,28 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
           joined = true;
         }
       }
-      if (!joined) break;
+      if (!joined)
+        break;
     }
     qsort(members, nm, sizeof *members, cmp_size);
-    /* A reduction needs its input in the chain: reducing an input alone gains nothing. */
+    /* A reduction needs its input in the chain: reducing an input alone gains
+     * nothing. */
     bool input_in = cand[k] || grp[r->nodes[k].in[0].i] == (int)k;
     if (nm < 2 || !input_in) {
-      for (size_t m = 0; m < nm; m++) grp[members[m]] = -2;
+      for (size_t m = 0; m < nm; m++)
+        grp[members[m]] = -2;
       continue;
     }
     bool done = false;
     s = fuse_chain(r, members, nm, src, &done);
-    if (s == NV_OK && done) (*nfused)++;
+    if (s == NV_OK && done)
+      (*nfused)++;
     if (s == NV_OK && !done)
-      for (size_t m = 0; m < nm; m++) grp[members[m]] = -2; /* stays unfused */
+      for (size_t m = 0; m < nm; m++)
+        grp[members[m]] = -2; /* stays unfused */
   }
-  if (s == NV_OK && *nfused) s = compact(r);
+  if (s == NV_OK && *nfused)
+    s = compact(r);
   nv__free(ncons);
   nv__free(at);
   nv__free(escape);
@@ -764,7 +893,8 @@ nv_status nv__recipe_copy(recipe *dst, const recipe *src) {
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
   for (size_t i = 0; i < src->nconst; i++)
-    dst->consts[dst->nconst++] = (nv__input){nv__node_retain(src->consts[i].node), src->consts[i].idx};
+    dst->consts[dst->nconst++] =
+        (nv__input){nv__node_retain(src->consts[i].node), src->consts[i].idx};
   memcpy(dst->outs, src->outs, src->nout * sizeof *dst->outs);
   dst->nout = src->nout;
   dst->traced = src->traced;
@@ -782,7 +912,8 @@ nv_status nv__recipe_copy(recipe *dst, const recipe *src) {
     }
     memcpy(b->in, a->in, (size_t)a->nin * sizeof *b->in);
     memcpy(b->out, a->out, (size_t)a->nout * sizeof *b->out);
-    if (a->params_size) memcpy(b->params, a->params, a->params_size);
+    if (a->params_size)
+      memcpy(b->params, a->params, a->params_size);
   }
   return NV_OK;
 }

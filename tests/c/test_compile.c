@@ -1,7 +1,8 @@
-/* compile: trace once per signature (trace counts), retrace on a new shape, dtype or layout,
- * shapeless replay of element-wise graphs with broadcasting, captured state updated across
- * calls, constants, simplification (node counts), the compile modes, grad/vjp/vmap of compiled
- * functions and compile of grad, evaluating inside a trace, and threads. */
+/* compile: trace once per signature (trace counts), retrace on a new shape,
+ * dtype or layout, shapeless replay of element-wise graphs with broadcasting,
+ * captured state updated across calls, constants, simplification (node counts),
+ * the compile modes, grad/vjp/vmap of compiled functions and compile of grad,
+ * evaluating inside a trace, and threads. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 
@@ -9,21 +10,25 @@
 
 /* ---- Functions under test ---- */
 
-static atomic_int body_calls; /* how often a body ran (traced or called uncompiled) */
+static atomic_int
+    body_calls; /* how often a body ran (traced or called uncompiled) */
 
 /* x * y + 1 */
 static nv_status f_axpy(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   atomic_fetch_add(&body_calls, 1);
-  return nv_vec_push(out, nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)),
-                                 nv_weak_scalar(1.0)));
+  return nv_vec_push(out,
+                     nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)),
+                            nv_weak_scalar(1.0)));
 }
 
-/* A chain with repeated subexpressions and constants: (x+2)*(x+2) + exp(x)*exp(x) + 2 */
+/* A chain with repeated subexpressions and constants: (x+2)*(x+2) +
+ * exp(x)*exp(x) + 2 */
 static nv_status f_repeat(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *x = nv_vec_get(in, 0);
-  nv_array *a = nv_multiply(nv_add(x, nv_weak_scalar(2.0)), nv_add(x, nv_weak_scalar(2.0)));
+  nv_array *a = nv_multiply(nv_add(x, nv_weak_scalar(2.0)),
+                            nv_add(x, nv_weak_scalar(2.0)));
   nv_array *b = nv_multiply(nv_exp(x), nv_exp(x));
   return nv_vec_push(out, nv_add(nv_add(a, b), nv_weak_scalar(2.0)));
 }
@@ -40,7 +45,8 @@ static nv_status f_flat(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   atomic_fetch_add(&body_calls, 1);
   int s[1] = {-1};
-  return nv_vec_push(out, nv_multiply(nv_reshape(nv_vec_get(in, 0), s, 1), nv_weak_scalar(2.0)));
+  return nv_vec_push(out, nv_multiply(nv_reshape(nv_vec_get(in, 0), s, 1),
+                                      nv_weak_scalar(2.0)));
 }
 
 /* The captured state: s <- s + x; returns s * 10. */
@@ -48,7 +54,8 @@ static nv_status f_state(void *p, const nv_vec *in, nv_vec *out) {
   nv_vec *state = p;
   nv_array *s = nv_add(nv_vec_get(state, 0), nv_vec_get(in, 0));
   nv_status st = nv_vec_set(state, 0, s);
-  if (st == NV_OK) st = nv_vec_push(out, nv_multiply(s, nv_weak_scalar(10.0)));
+  if (st == NV_OK)
+    st = nv_vec_push(out, nv_multiply(s, nv_weak_scalar(10.0)));
   return st;
 }
 
@@ -62,7 +69,8 @@ static nv_status f_evals(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *y = nv_exp(nv_vec_get(in, 0));
   nv_status s = nv_eval(&y, 1);
-  if (s != NV_OK) return s;
+  if (s != NV_OK)
+    return s;
   return nv_vec_push(out, y);
 }
 
@@ -70,7 +78,8 @@ static nv_status f_evals(void *p, const nv_vec *in, nv_vec *out) {
 static nv_status f_stop(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *x = nv_vec_get(in, 0);
-  return nv_vec_push(out, nv_sum(nv_multiply(nv_stop_gradient(x), x), NULL, 0, false));
+  return nv_vec_push(
+      out, nv_sum(nv_multiply(nv_stop_gradient(x), x), NULL, 0, false));
 }
 
 /* Two outputs, one the input itself. */
@@ -78,7 +87,8 @@ static nv_status f_two(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *x = nv_vec_get(in, 0);
   nv_status s = nv_vec_push(out, x);
-  if (s == NV_OK) s = nv_vec_push(out, nv_tanh(x));
+  if (s == NV_OK)
+    s = nv_vec_push(out, nv_tanh(x));
   return s;
 }
 
@@ -86,19 +96,23 @@ static nv_status f_two(void *p, const nv_vec *in, nv_vec *out) {
 
 static nv_array *randn(unsigned *st, const int *shape, int nd) {
   int64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= shape[i];
+  for (int i = 0; i < nd; i++)
+    n *= shape[i];
   float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  for (int64_t i = 0; i < n; i++) v[i] = test_randf(st);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = test_randf(st);
   nv_array *x = nv_array_from_data(v, shape, nd, NV_DTYPE_FLOAT32);
   free(v);
   return x;
 }
 
-/* Applies f to (a, b) (b may be NULL) and returns output `k`, a new reference. */
+/* Applies f to (a, b) (b may be NULL) and returns output `k`, a new reference.
+ */
 static nv_array *call_k(nv_closure *f, nv_array *a, nv_array *b, size_t k) {
   nv_vec *in = nv_vec_new(), *out = nv_vec_new();
   nv_vec_push(in, a);
-  if (b) nv_vec_push(in, b);
+  if (b)
+    nv_vec_push(in, b);
   nv_status s = nv_closure_apply(f, in, out);
   cr_assert_eq(s, NV_OK, "%s", nv_last_error());
   cr_assert_gt(nv_vec_size(out), k);
@@ -108,18 +122,22 @@ static nv_array *call_k(nv_closure *f, nv_array *a, nv_array *b, size_t k) {
   return r;
 }
 
-static nv_array *call(nv_closure *f, nv_array *a, nv_array *b) { return call_k(f, a, b, 0); }
+static nv_array *call(nv_closure *f, nv_array *a, nv_array *b) {
+  return call_k(f, a, b, 0);
+}
 
 /* Asserts that two float32 arrays hold the same values (to `tol`, relative). */
 static void assert_same(nv_array *x, nv_array *y, float tol) {
   cr_assert_eq(nv_array_ndim(x), nv_array_ndim(y));
   size_t n = nv_array_size(x);
   cr_assert_eq(n, nv_array_size(y));
-  float *a = malloc((n ? n : 1) * sizeof *a), *b = malloc((n ? n : 1) * sizeof *b);
+  float *a = malloc((n ? n : 1) * sizeof *a),
+        *b = malloc((n ? n : 1) * sizeof *b);
   READ_F32(x, a, n);
   READ_F32(y, b, n);
   for (size_t i = 0; i < n; i++)
-    cr_assert(fabsf(a[i] - b[i]) <= tol * (1 + fabsf(b[i])), "at %zu: %g vs %g", i, a[i], b[i]);
+    cr_assert(fabsf(a[i] - b[i]) <= tol * (1 + fabsf(b[i])), "at %zu: %g vs %g",
+              i, a[i], b[i]);
   free(a);
   free(b);
 }
@@ -156,7 +174,8 @@ Test(compile, traces_once_per_signature) {
   nv_compile_stats s = stats(c);
   cr_assert_eq(s.traces, 1);
   cr_assert_eq(s.calls, 3);
-  cr_assert_eq(atomic_load(&body_calls), 4); /* one trace, three uncompiled calls */
+  cr_assert_eq(atomic_load(&body_calls),
+               4); /* one trace, three uncompiled calls */
   /* A new shape, a new dtype and a transposed layout each trace again. */
   int sh2[2] = {4, 3};
   nv_array *x = randn(&st, sh2, 2), *y = randn(&st, sh2, 2);
@@ -210,7 +229,8 @@ Test(compile, shapeless_elementwise_with_broadcasting) {
   nv_vec_push(in, x);
   nv_vec_push(in, y);
   cr_assert_neq(nv_closure_apply(c, in, out), NV_OK);
-  cr_assert(strstr(nv_last_error(), "cannot be broadcast"), "%s", nv_last_error());
+  cr_assert(strstr(nv_last_error(), "cannot be broadcast"), "%s",
+            nv_last_error());
   nv_vec_free(in);
   nv_vec_free(out);
   nv_release(x);
@@ -226,7 +246,8 @@ Test(compile, shapeless_shape_dependent_retraces) {
   nv_closure *c = nv_compile(f, &o);
   int s1[2] = {2, 3}, s2[2] = {4, 5};
   nv_array *x1 = randn(&st, s1, 2), *x2 = randn(&st, s2, 2);
-  nv_array *r1 = call(c, x1, NULL), *r2 = call(c, x2, NULL), *r3 = call(c, x1, NULL);
+  nv_array *r1 = call(c, x1, NULL), *r2 = call(c, x2, NULL),
+           *r3 = call(c, x1, NULL);
   cr_assert_eq(nv_array_shape(r1)[0], 6);
   cr_assert_eq(nv_array_shape(r2)[0], 20);
   nv_array *e2 = call(f, x2, NULL);
@@ -280,7 +301,8 @@ Test(compile, constants_are_kept_from_the_trace) {
     nv_array *r = call(c, x, NULL);
     float v[3];
     READ_F32(r, v, 3);
-    for (int j = 0; j < 3; j++) cr_assert_float_eq(v[j], xv[j] + cv[j], 0);
+    for (int j = 0; j < 3; j++)
+      cr_assert_float_eq(v[j], xv[j] + cv[j], 0);
     nv_release(r);
   }
   nv_release(x);
@@ -316,9 +338,12 @@ Test(compile, simplify_merges_and_shares) {
   int sh[1] = {16};
   nv_array *x = randn(&st, sh, 1);
   nv_array *r = call(c, x, NULL), *e = call(f, x, NULL);
-  assert_same(r, e, 1e-6f); /* fused: libm's expf where the hand kernel has a fast formula */
+  assert_same(
+      r, e,
+      1e-6f); /* fused: libm's expf where the hand kernel has a fast formula */
   nv_compile_stats s = stats(c);
-  /* add, add, multiply, exp, exp, multiply, add, add: the second x+2 and exp(x) are shared. */
+  /* add, add, multiply, exp, exp, multiply, add, add: the second x+2 and exp(x)
+   * are shared. */
   cr_assert_eq(s.traced_nodes, 8);
   cr_assert_eq(s.nodes, 6);
   nv_set_compile_mode(NV_COMPILE_MODE_NO_SIMPLIFY);
@@ -388,7 +413,8 @@ Test(compile, grad_vmap_of_compile_and_compile_of_grad) {
   int sh[2] = {3, 5};
   for (int i = 0; i < 2; i++) {
     nv_array *x = randn(&st, sh, 2);
-    nv_array *e = call(gf, x, NULL), *a = call(gc, x, NULL), *b = call(cg, x, NULL);
+    nv_array *e = call(gf, x, NULL), *a = call(gc, x, NULL),
+             *b = call(cg, x, NULL);
     assert_same(a, e, 1e-6f);
     assert_same(b, e, 1e-6f);
     nv_release(e);
@@ -398,7 +424,8 @@ Test(compile, grad_vmap_of_compile_and_compile_of_grad) {
   }
   cr_assert_eq(stats(cg).traces, 1);
   /* vmap of the compiled function over the rows: per-row sums. */
-  nv_closure *vc = nv_vmap(c, NULL, 0, NULL, 0), *vf = nv_vmap(f, NULL, 0, NULL, 0);
+  nv_closure *vc = nv_vmap(c, NULL, 0, NULL, 0),
+             *vf = nv_vmap(f, NULL, 0, NULL, 0);
   nv_array *x = randn(&st, sh, 2);
   nv_array *a = call(vc, x, NULL), *e = call(vf, x, NULL);
   cr_assert_eq(nv_array_shape(a)[0], 3);
@@ -426,7 +453,8 @@ Test(compile, stop_gradient_kept_under_grad) {
   READ_F32(v, &val, 1);
   READ_F32(d, grad, 3);
   cr_assert_float_eq(val, 14.0f, 1e-5);
-  for (int i = 0; i < 3; i++) cr_assert_float_eq(grad[i], xv[i], 1e-6);
+  for (int i = 0; i < 3; i++)
+    cr_assert_float_eq(grad[i], xv[i], 1e-6);
   nv_release(v);
   nv_release(d);
   nv_release(x);
@@ -440,10 +468,12 @@ Test(compile, stop_gradient_kept_under_grad) {
 /* x * y + z, then exp(...) summed over the last axis. */
 static nv_status f_fma_rows(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
-  nv_array *t = nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)), nv_vec_get(in, 2));
+  nv_array *t = nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)),
+                       nv_vec_get(in, 2));
   int ax = -1;
   nv_status s = nv_vec_push(out, t);
-  if (s == NV_OK) s = nv_vec_push(out, nv_sum(nv_exp(t), &ax, 1, false));
+  if (s == NV_OK)
+    s = nv_vec_push(out, nv_sum(nv_exp(t), &ax, 1, false));
   return s;
 }
 
@@ -452,14 +482,16 @@ Test(compile, fused_kernels_equal_unfused) {
   nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);
   nv_closure *c = nv_compile(f, NULL);
   int sh[2] = {9, 70}, row[1] = {70};
-  nv_array *x = randn(&st, sh, 2), *y = randn(&st, row, 1), *z = randn(&st, sh, 2);
+  nv_array *x = randn(&st, sh, 2), *y = randn(&st, row, 1),
+           *z = randn(&st, sh, 2);
   nv_vec *in = nv_vec_new(), *got = nv_vec_new(), *want = nv_vec_new();
   nv_vec_push(in, x);
   nv_vec_push(in, y);
   nv_vec_push(in, z);
   cr_assert_eq(nv_closure_apply(c, in, got), NV_OK, "%s", nv_last_error());
   cr_assert_eq(nv_closure_apply(f, in, want), NV_OK, "%s", nv_last_error());
-  /* The escaping x*y+z is its own kernel (bit-exact); exp-sum is a second one. */
+  /* The escaping x*y+z is its own kernel (bit-exact); exp-sum is a second one.
+   */
   assert_same(nv_vec_get(got, 0), nv_vec_get(want, 0), 0);
   assert_same(nv_vec_get(got, 1), nv_vec_get(want, 1), 1e-5f);
   cr_assert_eq(stats(c).fused, 2);
@@ -489,12 +521,14 @@ static void *worker(void *p) {
     nv_vec *in = nv_vec_new(), *o1 = nv_vec_new(), *o2 = nv_vec_new();
     nv_vec_push(in, x);
     nv_vec_push(in, y);
-    if (nv_closure_apply(t->c, in, o1) != NV_OK || nv_closure_apply(t->f, in, o2) != NV_OK) {
+    if (nv_closure_apply(t->c, in, o1) != NV_OK ||
+        nv_closure_apply(t->f, in, o2) != NV_OK) {
       t->failures++;
     } else {
       float a[32], b[32];
       if (nv_array_read(nv_vec_get(o1, 0), a, sizeof a) != NV_OK ||
-          nv_array_read(nv_vec_get(o2, 0), b, sizeof b) != NV_OK || memcmp(a, b, sizeof a))
+          nv_array_read(nv_vec_get(o2, 0), b, sizeof b) != NV_OK ||
+          memcmp(a, b, sizeof a))
         t->failures++;
     }
     nv_vec_free(in);
