@@ -505,6 +505,32 @@ Test(compile, fused_kernels_equal_unfused) {
   nv_closure_release(f);
 }
 
+Test(compile, releases_everything) {
+  unsigned st = test_seed();
+  long before = nv__test_live_buffers();
+  nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);
+  nv_closure *c = nv_compile(f, NULL);
+  int sh[2] = {4, 16}, row[1] = {16};
+  for (int i = 0; i < 3; i++) {
+    nv_array *x = randn(&st, sh, 2), *y = randn(&st, row, 1), *z = randn(&st, sh, 2);
+    nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+    nv_vec_push(in, x);
+    nv_vec_push(in, y);
+    nv_vec_push(in, z);
+    cr_assert_eq(nv_closure_apply(c, in, out), NV_OK, "%s", nv_last_error());
+    cr_assert_eq(nv_eval(nv_vec_data(out), nv_vec_size(out)), NV_OK);
+    nv_vec_free(in);
+    nv_vec_free(out);
+    nv_release(x);
+    nv_release(y);
+    nv_release(z);
+  }
+  cr_assert_gt(nv__test_live_buffers(), before); /* the kernels' keepers, the constants */
+  nv_closure_release(c);
+  nv_closure_release(f);
+  cr_assert_eq(nv__test_live_buffers(), before);
+}
+
 /* ---- Threads ---- */
 
 typedef struct thread_arg {
