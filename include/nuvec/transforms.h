@@ -190,6 +190,15 @@ NV_API void nv_enable_compile(void);
 NV_API void nv_set_compile_mode(nv_compile_mode mode);
 NV_API nv_compile_mode nv_get_compile_mode(void);
 
+/* Writes the graph of unevaluated work behind `outputs` (n of them) to the file `path` in
+ * Graphviz's DOT format, as MLX's export_to_dot: evaluated arrays are sources, each node a box
+ * labelled with its primitive, arrays named by `names` (nnamed, for the arrays `named`; the
+ * walk stops at them) or else A, B, .... Fails with NV_ERR_INVALID_ARGUMENT for NULL
+ * arguments, NV_ERR_IO when the file cannot be written. */
+NV_API nv_status nv_export_to_dot(const char *path, nv_array *const *outputs, size_t n,
+                                  const char *const *names, nv_array *const *named,
+                                  size_t nnamed);
+
 /* Counters of a compiled function (for tests and tuning). */
 typedef struct nv_compile_stats {
   size_t calls;        /* calls while compilation was enabled */

@@ -14,7 +14,7 @@ import functools
 
 from . import _core
 
-__all__ = ["compile", "disable_compile", "enable_compile"]
+__all__ = ["compile", "disable_compile", "enable_compile", "export_to_dot"]
 
 disable_compile = _core.disable_compile
 enable_compile = _core.enable_compile
@@ -205,3 +205,32 @@ def compile(fun=None, inputs=None, outputs=None, shapeless=False):
     if fun is None:
         return functools.partial(compile, inputs=inputs, outputs=outputs, shapeless=shapeless)
     return _Compiled(fun, inputs, outputs, shapeless)
+
+
+def export_to_dot(file, *args, **kwargs):
+    """Writes the unevaluated graph behind the arrays (pytrees) of ``args`` to ``file`` (a path
+    or a writable text file) in Graphviz DOT format, as MLX's export_to_dot; ``kwargs`` name
+    arrays of the graph (name=array)."""
+    outs = []
+    _structure(args, outs)
+    names = list(kwargs)
+    named = [kwargs[k] for k in names]
+    for k, v in zip(names, named):
+        if not _is_array(v):
+            raise TypeError(f"[export_to_dot] {k}: expected an array, got {type(v).__name__}")
+    if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
+        import os
+
+        _core._export_to_dot(os.fsdecode(file), outs, names, named)
+        return
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(suffix=".dot")
+    os.close(fd)
+    try:
+        _core._export_to_dot(tmp, outs, names, named)
+        with open(tmp) as f:
+            file.write(f.read())
+    finally:
+        os.unlink(tmp)

@@ -1132,6 +1132,35 @@ static PyObject *py_compile_stats(PyObject *m, PyObject *o) {
                        (Py_ssize_t)st.fused);
 }
 
+/* _export_to_dot(path, outputs, names, named): nv_export_to_dot over lists. */
+static PyObject *py_export_to_dot(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *path;
+  PyObject *outs, *names, *named;
+  if (!PyArg_ParseTuple(args, "sO!O!O!", &path, &PyList_Type, &outs, &PyList_Type, &names,
+                        &PyList_Type, &named))
+    return NULL;
+  Py_ssize_t nn = PyList_GET_SIZE(names);
+  if (nn != PyList_GET_SIZE(named)) return PyErr_Format(PyExc_ValueError, "export_to_dot: names");
+  nv_vec *o = flatten_new(outs, "export_to_dot"), *a = o ? flatten_new(named, "export_to_dot") : NULL;
+  const char **nm = PyMem_Calloc((size_t)nn + 1, sizeof *nm);
+  PyObject *r = NULL;
+  if (o && a && nm && nv_vec_size(a) == (size_t)nn) {
+    bool ok = true;
+    for (Py_ssize_t i = 0; ok && i < nn; i++) ok = (nm[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(names, i))) != NULL;
+    if (ok) {
+      nv_status st = nv_export_to_dot(path, nv_vec_data(o), nv_vec_size(o), nm, nv_vec_data(a), (size_t)nn);
+      r = st == NV_OK ? (Py_INCREF(Py_None), Py_None) : nvpy_raise_last(st);
+    }
+  } else if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_TypeError, "export_to_dot: arrays expected");
+  }
+  PyMem_Free(nm);
+  nv_vec_free(o);
+  nv_vec_free(a);
+  return r;
+}
+
 static PyObject *py_disable_compile(PyObject *m, PyObject *unused) {
   (void)m;
   (void)unused;
@@ -1189,6 +1218,7 @@ static PyMethodDef transform_methods[] = {
     {"_compile_stats", py_compile_stats, METH_O, "The counters of a _compile_flat function."},
     {"_compile_mode", py_compile_mode, METH_VARARGS, "_compile_mode(mode=-1): sets (>= 0) and returns the mode."},
     {"disable_compile", py_disable_compile, METH_NOARGS, "Makes compiled functions run uncompiled."},
+    {"_export_to_dot", py_export_to_dot, METH_VARARGS, "_export_to_dot(path, outputs, names, named)."},
     {"enable_compile", py_enable_compile, METH_NOARGS, "Compiles compiled functions again."},
     {NULL, NULL, 0, NULL}};
 

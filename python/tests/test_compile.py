@@ -388,3 +388,27 @@ def test_disable_compile_environment():
                        env=dict(os.environ, NUVEC_DISABLE_COMPILE="1"))
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "2"
+
+
+def test_export_to_dot(tmp_path):
+    import io
+
+    x, y = nv.array(1.0), nv.array(2.0)
+    z = nv.exp(x + y) * y
+    path = tmp_path / "g.dot"
+    nv.export_to_dot(str(path), z, x=x, y=y)
+    text = path.read_text()
+    assert text.startswith("digraph {") and text.rstrip().endswith("}")
+    assert '{ rank=source; "x"; }' in text and '{ rank=source; "y"; }' in text
+    labels = [line.split('label ="')[1].split('"')[0] for line in text.splitlines() if "label" in line]
+    assert labels == ["Add", "Exp", "Multiply"]
+    assert text.count("->") == 7 and text.count("rank=sink") == 1
+    s = io.StringIO()
+    nv.export_to_dot(s, [z, z + 1])
+    assert s.getvalue().count("shape=rectangle") == 4
+    mx = pytest.importorskip("mlx.core")
+    a, b = mx.array(1.0), mx.array(2.0)
+    mpath = tmp_path / "m.dot"
+    mx.export_to_dot(str(mpath), mx.exp(a + b) * b, x=a, y=b)
+    mtext = mpath.read_text()
+    assert mtext.count("->") == text.count("->") and mtext.count("rank=") == text.count("rank=")

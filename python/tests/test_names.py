@@ -20,7 +20,7 @@ NOT_YET = {
     "ThreadLocalStream", "block_masked_mm", "clear_streams", "conv1d", "conv2d",
     "conv3d", "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "convolve", "cuda", "dequantize", "device_info", "distributed", "einsum",
-    "einsum_path", "export_function", "export_to_dot", "exporter", "fast",
+    "einsum_path", "export_function", "exporter", "fast",
     "fft", "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
     "get_printoptions", "hadamard_transform", "import_function", "linalg", "matrix_norm",
     "metal", "new_thread_local_stream", "new_thread_unsafe_stream", "printoptions", "qqmm",
