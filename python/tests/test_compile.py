@@ -402,7 +402,7 @@ def test_export_to_dot(tmp_path):
     assert '{ rank=source; "x"; }' in text and '{ rank=source; "y"; }' in text
     labels = [line.split('label ="')[1].split('"')[0] for line in text.splitlines() if "label" in line]
     assert labels == ["Add", "Exp", "Multiply"]
-    assert text.count("->") == 7 and text.count("rank=sink") == 1
+    assert text.count("->") == 8 and text.count("rank=sink") == 1
     s = io.StringIO()
     nv.export_to_dot(s, [z, z + 1])
     assert s.getvalue().count("shape=rectangle") == 4
