@@ -412,3 +412,14 @@ def test_export_to_dot(tmp_path):
     mx.export_to_dot(str(mpath), mx.exp(a + b) * b, x=a, y=b)
     mtext = mpath.read_text()
     assert mtext.count("->") == text.count("->") and mtext.count("rank=") == text.count("rank=")
+
+
+@pytest.mark.parametrize("shape,bshape", [((1000, 77), (77,)), ((50, 40, 33), (40, 33)),
+                                          ((300, 301), (1, 301))])
+def test_fused_broadcast_rows_across_pool_chunks(rng, shape, bshape):
+    f = lambda x, a, b: (x * a + b) * x - a  # noqa: E731
+    x = rand(rng, shape, "float32")
+    a, b = rand(rng, bshape, "float32"), rand(rng, shape[-1:], "float32")
+    c = nv.compile(f)
+    assert np.array_equal(np.array(c(x, a, b)), np.array(f(x, a, b)))
+    assert c._stats["fused"] == 1

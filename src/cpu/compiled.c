@@ -18,8 +18,7 @@ static void run(void *ctx, int64_t lo, int64_t hi) {
   j->fn(lo, hi, j->in, j->out);
 }
 
-static nv_status k_compiled(nv__node *node, const nv__operand *in,
-                            int donated) {
+static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   const nv__compiled_params *p = node->params;
   nv__output *o = &node->out[0];
@@ -27,13 +26,12 @@ static nv_status k_compiled(nv__node *node, const nv__operand *in,
   if (s != NV_OK || o->size == 0)
     return s;
   const void *ptr_inl[16],
-      **ptr = p->k->nin <= 16 ? ptr_inl
-                              : nv__malloc((size_t)p->k->nin * sizeof *ptr);
+      **ptr = p->k->nin <= 16 ? ptr_inl : nv__malloc((size_t)p->k->nin * sizeof *ptr);
   if (!ptr)
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compiled: out of memory");
   for (int i = 0; i < p->k->nin; i++)
-    ptr[i] = (const char *)in[i].buf->ptr +
-             in[i].offset * (int64_t)nv_dtype_size(in[i].meta->dtype);
+    ptr[i] =
+        (const char *)in[i].buf->ptr + in[i].offset * (int64_t)nv_dtype_size(in[i].meta->dtype);
   job j = {p->k->fn, ptr, nv__output_ptr(o)};
   nv__parallel_for(o->size, NV__PAR_GRAIN, run, &j);
   if (ptr != ptr_inl)
@@ -41,6 +39,4 @@ static nv_status k_compiled(nv__node *node, const nv__operand *in,
   return NV_OK;
 }
 
-void nv__cpu_register_compiled(nv__kernel_fn *k) {
-  k[NV__PRIM_COMPILED] = k_compiled;
-}
+void nv__cpu_register_compiled(nv__kernel_fn *k) { k[NV__PRIM_COMPILED] = k_compiled; }

@@ -21,8 +21,7 @@ static nv_compile_mode mode_now(void) {
   if (m >= 0)
     return (nv_compile_mode)m;
   const char *v = getenv("NUVEC_DISABLE_COMPILE");
-  int init = v && *v && strcmp(v, "0") ? NV_COMPILE_MODE_DISABLED
-                                       : NV_COMPILE_MODE_ENABLED;
+  int init = v && *v && strcmp(v, "0") ? NV_COMPILE_MODE_DISABLED : NV_COMPILE_MODE_ENABLED;
   atomic_compare_exchange_strong(&compile_mode, &m, init);
   return (nv_compile_mode)atomic_load(&compile_mode);
 }
@@ -60,8 +59,7 @@ typedef struct sig {
   size_t n;
 } sig;
 
-static nv_status sig_build(sig *g, nv_array *const *src, size_t nsrc,
-                           bool shapes) {
+static nv_status sig_build(sig *g, nv_array *const *src, size_t nsrc, bool shapes) {
   size_t cap = 2;
   for (size_t i = 0; i < nsrc; i++)
     cap += 3 + (shapes ? 2 * (size_t)nv__out(src[i])->ndim : 0);
@@ -76,9 +74,7 @@ static nv_status sig_build(sig *g, nv_array *const *src, size_t nsrc,
     g->w[n++] = o->flags & NV__FLAG_WEAK;
     for (int d = 0; shapes && d < o->ndim; d++) {
       g->w[n++] = o->shape[d];
-      g->w[n++] = o->shape[d] == 1
-                      ? 0
-                      : o->strides[d]; /* a size-1 axis's stride is unused */
+      g->w[n++] = o->shape[d] == 1 ? 0 : o->strides[d]; /* a size-1 axis's stride is unused */
     }
   }
   nv_stream st = nv_current_stream();
@@ -167,55 +163,51 @@ void nv__rout_of(rout *r, const nv__output *o) {
  * `outs`. Sets *cacheable to false when a constant is a tracer of a transform
  * still running (an outer transform's value, which a later call must not see).
  */
-static nv_status recipe_build(recipe *r, const nv__tape *t,
-                              nv_array *const *outs, size_t nout,
+static nv_status recipe_build(recipe *r, const nv__tape *t, nv_array *const *outs, size_t nout,
                               bool *cacheable) {
   memset(r, 0, sizeof *r);
   *cacheable = true;
-  long *pos = nv__malloc(
-      (t->n + 1) * sizeof *pos); /* tape position -> recipe node or const */
+  long *pos = nv__malloc((t->n + 1) * sizeof *pos); /* tape position -> recipe node or const */
   r->nodes = nv__calloc(t->n + 1, sizeof *r->nodes);
   r->consts = nv__malloc((t->n + 1) * sizeof *r->consts);
   r->outs = nv__malloc((nout + 1) * sizeof *r->outs);
-  nv_status s =
-      pos && r->nodes && r->consts && r->outs
-          ? NV_OK
-          : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  nv_status s = pos && r->nodes && r->consts && r->outs
+                    ? NV_OK
+                    : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t k = 0; s == NV_OK && k < t->n; k++)
     pos[k] = -1;
   /* A constant is identified by (node, output): one slot per node output used.
    */
   nv__ptrmap cmap = {0};
   nv_array *const *outv = outs;
-#define REF_OF(NODE, IDX, OUT)                                                 \
-  do {                                                                         \
-    long at_ = nv__tape_find(t, (NODE));                                       \
-    if (at_ >= 0 && (size_t)at_ < t->nsrc) {                                   \
-      *(OUT) = (ref){R_SRC, (int)at_, (IDX)};                                  \
-    } else if (at_ >= 0 && t->dep[at_]) {                                      \
-      *(OUT) = (ref){R_NODE, (int)pos[at_], (IDX)};                            \
-    } else {                                                                   \
-      bool found_;                                                             \
-      long *slot_ = nv__ptrmap_slot(&cmap, (NODE), &found_), ci_ = -1;         \
-      if (!slot_) {                                                            \
-        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");     \
-        break;                                                                 \
-      }                                                                        \
-      /* One constant per (node, output): the node's first is in the map. */   \
-      for (size_t c_ = found_ ? (size_t)*slot_ : r->nconst; c_ < r->nconst;    \
-           c_++)                                                               \
-        if (r->consts[c_].node == (NODE) && r->consts[c_].idx == (IDX))        \
-          ci_ = (long)c_;                                                      \
-      if (ci_ < 0) {                                                           \
-        if (!found_)                                                           \
-          *slot_ = (long)r->nconst;                                            \
-        ci_ = (long)r->nconst;                                                 \
-        r->consts[r->nconst++] = (nv__input){nv__node_retain((NODE)), (IDX)};  \
-        if (nv__node_is_tracer((NODE)))                                        \
-          *cacheable = false;                                                  \
-      }                                                                        \
-      *(OUT) = (ref){R_CONST, (int)ci_, (IDX)};                                \
-    }                                                                          \
+#define REF_OF(NODE, IDX, OUT)                                                                     \
+  do {                                                                                             \
+    long at_ = nv__tape_find(t, (NODE));                                                           \
+    if (at_ >= 0 && (size_t)at_ < t->nsrc) {                                                       \
+      *(OUT) = (ref){R_SRC, (int)at_, (IDX)};                                                      \
+    } else if (at_ >= 0 && t->dep[at_]) {                                                          \
+      *(OUT) = (ref){R_NODE, (int)pos[at_], (IDX)};                                                \
+    } else {                                                                                       \
+      bool found_;                                                                                 \
+      long *slot_ = nv__ptrmap_slot(&cmap, (NODE), &found_), ci_ = -1;                             \
+      if (!slot_) {                                                                                \
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");                         \
+        break;                                                                                     \
+      }                                                                                            \
+      /* One constant per (node, output): the node's first is in the map. */                       \
+      for (size_t c_ = found_ ? (size_t)*slot_ : r->nconst; c_ < r->nconst; c_++)                  \
+        if (r->consts[c_].node == (NODE) && r->consts[c_].idx == (IDX))                            \
+          ci_ = (long)c_;                                                                          \
+      if (ci_ < 0) {                                                                               \
+        if (!found_)                                                                               \
+          *slot_ = (long)r->nconst;                                                                \
+        ci_ = (long)r->nconst;                                                                     \
+        r->consts[r->nconst++] = (nv__input){nv__node_retain((NODE)), (IDX)};                      \
+        if (nv__node_is_tracer((NODE)))                                                            \
+          *cacheable = false;                                                                      \
+      }                                                                                            \
+      *(OUT) = (ref){R_CONST, (int)ci_, (IDX)};                                                    \
+    }                                                                                              \
   } while (0)
   r->poly = true;
   for (size_t k = t->nsrc; s == NV_OK && k < t->n; k++) {
@@ -261,9 +253,7 @@ static nv_status recipe_build(recipe *r, const nv__tape *t,
 
 /* ---- Simplification ---- */
 
-static bool ref_eq(ref a, ref b) {
-  return a.kind == b.kind && a.i == b.i && a.idx == b.idx;
-}
+static bool ref_eq(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.idx == b.idx; }
 
 static bool rout_eq(const rout *a, const rout *b) {
   return a->dtype == b->dtype && a->ndim == b->ndim && a->weak == b->weak &&
@@ -272,13 +262,10 @@ static bool rout_eq(const rout *a, const rout *b) {
 }
 
 /* The metadata of a value the recipe refers to (for the no-op checks). */
-static const rout *ref_meta(const recipe *r, ref x, rout *tmp,
-                            const nv__output *const *src) {
+static const rout *ref_meta(const recipe *r, ref x, rout *tmp, const nv__output *const *src) {
   if (x.kind == R_NODE)
     return &r->nodes[x.i].out[x.idx];
-  const nv__output *o = x.kind == R_SRC
-                            ? src[x.i]
-                            : &r->consts[x.i].node->out[r->consts[x.i].idx];
+  const nv__output *o = x.kind == R_SRC ? src[x.i] : &r->consts[x.i].node->out[r->consts[x.i].idx];
   nv__rout_of(tmp, o);
   return tmp;
 }
@@ -289,18 +276,15 @@ static const rout *ref_meta(const recipe *r, ref x, rout *tmp,
  */
 static bool const_eq(nv__node *a, int ia, nv__node *b, int ib) {
   const nv__output *x = &a->out[ia], *y = &b->out[ib];
-  if (x->dtype != y->dtype || x->ndim != 0 || y->ndim != 0 ||
-      x->flags != y->flags)
+  if (x->dtype != y->dtype || x->ndim != 0 || y->ndim != 0 || x->flags != y->flags)
     return false;
   /* Arrays made from data are CONSTANT nodes without parameters: compared by
    * their data. */
-  if (a->prim == NV__PRIM_CONSTANT && b->prim == NV__PRIM_CONSTANT &&
-      a->params_size && b->params_size)
-    return a->params_size == b->params_size &&
-           !memcmp(a->params, b->params, a->params_size);
+  if (a->prim == NV__PRIM_CONSTANT && b->prim == NV__PRIM_CONSTANT && a->params_size &&
+      b->params_size)
+    return a->params_size == b->params_size && !memcmp(a->params, b->params, a->params_size);
   if (atomic_load_explicit(&a->state, memory_order_acquire) != NV__DONE ||
-      atomic_load_explicit(&b->state, memory_order_acquire) != NV__DONE ||
-      !x->buf || !y->buf ||
+      atomic_load_explicit(&b->state, memory_order_acquire) != NV__DONE || !x->buf || !y->buf ||
       atomic_load_explicit(&x->buf->dev, memory_order_acquire) ||
       atomic_load_explicit(&y->buf->dev, memory_order_acquire))
     return false;
@@ -328,8 +312,8 @@ static bool const_hash(nv__node *a, int ia, uint64_t *h) {
     *h = mix(v, a->params, a->params_size);
     return true;
   }
-  if (atomic_load_explicit(&a->state, memory_order_acquire) != NV__DONE ||
-      !x->buf || atomic_load_explicit(&x->buf->dev, memory_order_acquire))
+  if (atomic_load_explicit(&a->state, memory_order_acquire) != NV__DONE || !x->buf ||
+      atomic_load_explicit(&x->buf->dev, memory_order_acquire))
     return false;
   *h = mix(v, nv__output_ptr(x), nv_dtype_size(x->dtype));
   return true;
@@ -373,8 +357,7 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
-  ref *map =
-      nv__malloc((total + 1) * sizeof *map); /* node outputs, flattened */
+  ref *map = nv__malloc((total + 1) * sizeof *map); /* node outputs, flattened */
   size_t *base = nv__malloc((r->n + 1) * sizeof *base);
   int *cmap = nv__malloc((r->nconst + 1) * sizeof *cmap);
   bool *live = nv__calloc(r->n + 1, sizeof *live);
@@ -382,10 +365,9 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
   while (cap < 2 * (r->n + r->nconst + 1))
     cap *= 2;
   long *tab = nv__malloc(cap * sizeof *tab); /* indices by hash; -1: empty */
-  nv_status s =
-      map && base && cmap && live && tab
-          ? NV_OK
-          : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  nv_status s = map && base && cmap && live && tab
+                    ? NV_OK
+                    : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   if (s == NV_OK) {
     for (size_t i = 0; i < cap; i++)
       tab[i] = -1;
@@ -415,25 +397,22 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
       b += (size_t)r->nodes[k].nout;
     }
   }
-#define RESOLVE(X)                                                             \
-  ((X).kind == R_NODE    ? map[base[(X).i] + (size_t)(X).idx]                  \
-   : (X).kind == R_CONST ? (ref){R_CONST, cmap[(X).i], (X).idx}                \
+#define RESOLVE(X)                                                                                 \
+  ((X).kind == R_NODE    ? map[base[(X).i] + (size_t)(X).idx]                                      \
+   : (X).kind == R_CONST ? (ref){R_CONST, cmap[(X).i], (X).idx}                                    \
                          : (X))
   for (size_t k = 0; s == NV_OK && k < r->n; k++) {
     rnode *n = &r->nodes[k];
     for (int i = 0; i < n->nin; i++)
       n->in[i] = RESOLVE(n->in[i]);
     if (n->nout == 1 && n->nin >= 1 &&
-        (n->prim == NV__PRIM_COPY || n->prim == NV__PRIM_ASTYPE ||
-         n->prim == NV__PRIM_BROADCAST)) {
+        (n->prim == NV__PRIM_COPY || n->prim == NV__PRIM_ASTYPE || n->prim == NV__PRIM_BROADCAST)) {
       rout tmp;
       const rout *in = ref_meta(r, n->in[0], &tmp, src);
       bool same = n->prim == NV__PRIM_BROADCAST
                       ? rout_eq(in, &n->out[0])
-                      : in->dtype == n->out[0].dtype &&
-                            in->ndim == n->out[0].ndim &&
-                            !memcmp(in->shape, n->out[0].shape,
-                                    (size_t)in->ndim * sizeof(int));
+                      : in->dtype == n->out[0].dtype && in->ndim == n->out[0].ndim &&
+                            !memcmp(in->shape, n->out[0].shape, (size_t)in->ndim * sizeof(int));
       if (same && in->weak == n->out[0].weak) {
         map[base[k]] = n->in[0];
         continue;
@@ -500,33 +479,30 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
 
 /* The recipe's outputs (new unscoped references in `res`, r->nout of them) for
  * the sources `src`. Scopes are suspended. */
-static nv_status replay(const recipe *r, bool poly, bool simplified,
-                        nv_array *const *src, nv_array **res) {
+static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
+                        nv_array **res) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
   nv_array **val = nv__calloc(total + 1, sizeof *val);
   size_t *base = nv__malloc((r->n + 1) * sizeof *base);
   nv_array **cst = nv__calloc(r->nconst + 1, sizeof *cst);
-  nv_status s = val && base && cst ? NV_OK
-                                   : nv__set_error(NV_ERR_OUT_OF_MEMORY,
-                                                   "compile: out of memory");
+  nv_status s =
+      val && base && cst ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   size_t b = 0;
   for (size_t k = 0; s == NV_OK && k < r->n; k++) {
     base[k] = b;
     b += (size_t)r->nodes[k].nout;
   }
-#define VALUE(X)                                                               \
-  ((X).kind == R_SRC ? src[(X).i]                                              \
-   : (X).kind == R_NODE                                                        \
-       ? val[base[(X).i] + (size_t)(X).idx]                                    \
-       : (cst[(X).i] ? cst[(X).i]                                              \
-                     : (cst[(X).i] = nv__tf_handle(r->consts[(X).i].node,      \
-                                                   r->consts[(X).i].idx))))
+#define VALUE(X)                                                                                   \
+  ((X).kind == R_SRC ? src[(X).i]                                                                  \
+   : (X).kind == R_NODE                                                                            \
+       ? val[base[(X).i] + (size_t)(X).idx]                                                        \
+       : (cst[(X).i] ? cst[(X).i]                                                                  \
+                     : (cst[(X).i] = nv__tf_handle(r->consts[(X).i].node, r->consts[(X).i].idx))))
   for (size_t k = 0; s == NV_OK && k < r->n; k++) {
     const rnode *rn = &r->nodes[k];
-    nv_array *in_inl[8],
-        **in = rn->nin <= 8 ? in_inl : nv__malloc((size_t)rn->nin * sizeof *in);
+    nv_array *in_inl[8], **in = rn->nin <= 8 ? in_inl : nv__malloc((size_t)rn->nin * sizeof *in);
     if (!in) {
       s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
       break;
@@ -534,15 +510,13 @@ static nv_status replay(const recipe *r, bool poly, bool simplified,
     for (int i = 0; i < rn->nin; i++)
       in[i] = VALUE(rn->in[i]);
     /* stop_gradient is an identity where no transform is tracing its input. */
-    if (simplified && rn->prim == NV__PRIM_STOP_GRADIENT &&
-        !nv__node_traced_here(in[0]->node)) {
+    if (simplified && rn->prim == NV__PRIM_STOP_GRADIENT && !nv__node_traced_here(in[0]->node)) {
       val[base[k]] = nv_retain(in[0]);
       if (in != in_inl)
         nv__free(in);
       continue;
     }
-    nv__node *n =
-        nv__node_new(rn->prim, in, rn->nin, rn->nout, rn->params_size);
+    nv__node *n = nv__node_new(rn->prim, in, rn->nin, rn->nout, rn->params_size);
     if (!n)
       s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
     if (n && rn->params_size)
@@ -558,17 +532,14 @@ static nv_status replay(const recipe *r, bool poly, bool simplified,
           const nv__output *io = nv__out(in[i]);
           int prev[NV__MAX_DIMS];
           memcpy(prev, shape, (size_t)nd * sizeof(int));
-          if (!nv__broadcast_shapes(prev, nd, io->shape, io->ndim, shape,
-                                    &nd)) {
+          if (!nv__broadcast_shapes(prev, nd, io->shape, io->ndim, shape, &nd)) {
             char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
-            s = nv__set_error(
-                NV_ERR_INVALID_ARGUMENT,
-                "compile: %s of the shapeless function: shapes %s and %s "
-                "cannot "
-                "be broadcast",
-                nv__prims[rn->prim].name,
-                nv__shape_str(prev, nd, s1, sizeof s1),
-                nv__shape_str(io->shape, io->ndim, s2, sizeof s2));
+            s = nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                              "compile: %s of the shapeless function: shapes %s and %s "
+                              "cannot "
+                              "be broadcast",
+                              nv__prims[rn->prim].name, nv__shape_str(prev, nd, s1, sizeof s1),
+                              nv__shape_str(io->shape, io->ndim, s2, sizeof s2));
             break;
           }
         }
@@ -612,8 +583,8 @@ static nv_status replay(const recipe *r, bool poly, bool simplified,
 
 /* Traces f on stand-ins for `src` (nuser inputs, then the captured state) into
  * `e`. */
-static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc,
-                       size_t nuser, entry *e, bool *cacheable) {
+static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nuser, entry *e,
+                       bool *cacheable) {
   nv_status s = nv__tracing_enter();
   if (s != NV_OK)
     return s;
@@ -635,12 +606,10 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc,
   if (s == NV_OK)
     s = nv__closure_call(c->f, in, nuser, outs);
   e->nuser = outs ? nv_vec_size(outs) : 0;
-  for (size_t j = 0;
-       s == NV_OK && c->state_out && j < nv_vec_size(c->state_out); j++) {
+  for (size_t j = 0; s == NV_OK && c->state_out && j < nv_vec_size(c->state_out); j++) {
     nv_array *x = nv_vec_get(c->state_out, j);
     s = x ? nv_vec_push(outs, x)
-          : nv__set_error(NV_ERR_INVALID_ARGUMENT,
-                          "compile: captured output %zu is NULL", j);
+          : nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: captured output %zu is NULL", j);
   }
   for (size_t j = 0; swapped && j < nstate; j++)
     nv_vec_set(c->state_in, j, src[nuser + j]);
@@ -657,8 +626,7 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc,
     nv__free(nodes);
   }
   if (s == NV_OK)
-    s = recipe_build(&e->r, &t, nv_vec_data(outs), nv_vec_size(outs),
-                     cacheable);
+    s = recipe_build(&e->r, &t, nv_vec_data(outs), nv_vec_size(outs), cacheable);
   if (t.map)
     nv__tape_free(&t);
   if (in)
@@ -669,15 +637,13 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc,
   return s;
 }
 
-static nv_status compiled_call(void *payload, const nv_vec *inputs,
-                               nv_vec *outputs) {
+static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outputs) {
   compiled *c = payload;
   nv_compile_mode mode = mode_now();
   if (mode == NV_COMPILE_MODE_DISABLED)
     return nv_closure_apply(c->f, inputs, outputs);
   atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
-  size_t nuser = nv_vec_size(inputs),
-         nstate = c->state_in ? nv_vec_size(c->state_in) : 0;
+  size_t nuser = nv_vec_size(inputs), nstate = c->state_in ? nv_vec_size(c->state_in) : 0;
   size_t nsrc = nuser + nstate;
   nv_array **src = nv__malloc((nsrc + 1) * sizeof *src);
   if (!src)
@@ -686,13 +652,11 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs,
   /* Each source is held for the call: the captured state's list lets go of its
    * arrays while the trace runs and when the new state is stored. */
   for (size_t i = 0; i < nsrc; i++)
-    src[i] = nv_retain(i < nuser ? nv_vec_get(inputs, i)
-                                 : nv_vec_get(c->state_in, i - nuser));
+    src[i] = nv_retain(i < nuser ? nv_vec_get(inputs, i) : nv_vec_get(c->state_in, i - nuser));
   for (size_t i = 0; s == NV_OK && i < nsrc; i++) {
     if (!src[i])
       s = nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s %zu is NULL",
-                        i < nuser ? "input" : "captured input",
-                        i < nuser ? i : i - nuser);
+                        i < nuser ? "input" : "captured input", i < nuser ? i : i - nuser);
     else if (!nv__meta_known(src[i]))
       s = nv_array_status(src[i]);
   }
@@ -779,9 +743,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs,
   for (size_t i = 0; i < nsrc; i++)
     traced |= nv__node_traced_here(src[i]->node);
   if (s == NV_OK)
-    s = replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf
-                                                                       : &e->r,
-               e->poly, mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
+    s = replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r, e->poly,
+               mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
   nv__scope_resume();
   for (size_t i = 0; s == NV_OK && i < e->nuser; i++)
     s = nv_vec_push(outputs, res[i]);
@@ -833,8 +796,7 @@ nv_closure *nv_compile(const nv_closure *f, const nv_compile_options *options) {
   return r;
 }
 
-nv_status nv_compile_get_stats(const nv_closure *compiled_fn,
-                               nv_compile_stats *stats) {
+nv_status nv_compile_get_stats(const nv_closure *compiled_fn, nv_compile_stats *stats) {
   compiled *c = nv__closure_payload(compiled_fn, compiled_call);
   if (!c || !stats)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile_get_stats: %s",

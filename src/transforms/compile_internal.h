@@ -51,8 +51,7 @@ void nv__rout_of(rout *r, const nv__output *o);
 
 /* A generated kernel: out[e] for e in [lo, hi) from the inputs' element-0
  * pointers. */
-typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in,
-                             void *out);
+typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in, void *out);
 
 /* A compiled kernel shared by the COMPILED nodes that run it, counted (the
  * nodes hold it through a keeper input, as custom functions hold their
@@ -71,8 +70,7 @@ typedef struct nv__compiled_params {
  * nodes running generated kernels, compiled by the system C compiler; `src` are
  * the sources' metadata at the trace. Chains it cannot compile stay as they
  * are. Sets *nfused to the kernels made. */
-nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src,
-                          size_t *nfused);
+nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused);
 
 /* A deep copy of a recipe (constants retained). */
 nv_status nv__recipe_copy(recipe *dst, const recipe *src);

@@ -12,7 +12,7 @@
 
 typedef struct dot {
   FILE *f;
-  nv__ptrmap seen; /* node -> its order (1-based) once written, 0 while on the stack */
+  nv__ptrmap seen;  /* node -> its order (1-based) once written, 0 while on the stack */
   nv__ptrmap named; /* node -> index into names of its output 0 .. (only given names) */
   const char *const *names;
   nv_array *const *named_arrays;
@@ -43,7 +43,8 @@ static void array_name(dot *d, const nv__node *n, int idx, char *buf, size_t siz
     tmp[k++] = (char)('A' + id % 26);
     id = id / 26 - 1;
   } while (id >= 0 && k < 30);
-  for (int i = 0; i < k; i++) buf[i] = tmp[k - 1 - i];
+  for (int i = 0; i < k; i++)
+    buf[i] = tmp[k - 1 - i];
   buf[k] = 0;
 }
 
@@ -93,7 +94,8 @@ static held read_inputs(nv__node *n) {
 }
 
 static void held_free(held *h) {
-  for (int i = 0; i < h->n; i++) nv__node_release(h->in[i].node);
+  for (int i = 0; i < h->n; i++)
+    nv__node_release(h->in[i].node);
   nv__free(h->in);
 }
 
@@ -114,8 +116,8 @@ static void write_node(dot *d, nv__node *n, const held *in, bool sink) {
     return;
   }
   camel(nv__prims[n->prim].name, label, sizeof label);
-  fprintf(d->f, "{ %llu [label =\"%s\", shape=rectangle]; }\n",
-          (unsigned long long)(uintptr_t)n, label);
+  fprintf(d->f, "{ %llu [label =\"%s\", shape=rectangle]; }\n", (unsigned long long)(uintptr_t)n,
+          label);
   for (int i = 0; i < in->n; i++) {
     array_name(d, in->in[i].node, in->in[i].idx, name, sizeof name);
     fprintf(d->f, "\"%s\" -> %llu\n", name, (unsigned long long)(uintptr_t)n);
@@ -129,7 +131,8 @@ static void write_node(dot *d, nv__node *n, const held *in, bool sink) {
 
 static bool is_output(nv_array *const *outs, size_t n, const nv__node *node) {
   for (size_t i = 0; i < n; i++)
-    if (outs[i]->node == node) return true;
+    if (outs[i]->node == node)
+      return true;
   return false;
 }
 
@@ -138,7 +141,8 @@ nv_status nv_export_to_dot(const char *path, nv_array *const *outputs, size_t n,
   if (!path || (n && !outputs) || (nnamed && (!names || !named)))
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "export_to_dot: NULL argument");
   for (size_t i = 0; i < n; i++)
-    if (!outputs[i]) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "export_to_dot: output %zu is NULL", i);
+    if (!outputs[i])
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT, "export_to_dot: output %zu is NULL", i);
   for (size_t i = 0; i < nnamed; i++)
     if (!named[i] || !names[i])
       return nv__set_error(NV_ERR_INVALID_ARGUMENT, "export_to_dot: named array %zu is NULL", i);
@@ -147,28 +151,36 @@ nv_status nv_export_to_dot(const char *path, nv_array *const *outputs, size_t n,
   d.named_arrays = named;
   d.nnamed = nnamed;
   d.f = fopen(path, "w");
-  if (!d.f) return nv__set_error(NV_ERR_IO, "export_to_dot: cannot open %s for writing", path);
+  if (!d.f)
+    return nv__set_error(NV_ERR_IO, "export_to_dot: cannot open %s for writing", path);
   fprintf(d.f, "digraph {\n");
   /* The caller's named arrays are sources, written first. */
-  for (size_t i = 0; i < nnamed; i++) fprintf(d.f, "{ rank=source; \"%s\"; }\n", names[i]);
+  for (size_t i = 0; i < nnamed; i++)
+    fprintf(d.f, "{ rank=source; \"%s\"; }\n", names[i]);
   nv_status s = NV_OK;
   frame *stack = NULL;
   size_t ns = 0, cs = 0;
   bool found;
   for (size_t r = 0; s == NV_OK && r < n; r++) {
     long *slot = nv__ptrmap_slot(&d.seen, outputs[r]->node, &found);
-    if (!slot) s = NV_ERR_OUT_OF_MEMORY;
-    if (!slot || found) continue;
+    if (!slot)
+      s = NV_ERR_OUT_OF_MEMORY;
+    if (!slot || found)
+      continue;
     nv__node *root = outputs[r]->node;
     held h = read_inputs(root);
-    if (h.n < 0) s = NV_ERR_OUT_OF_MEMORY;
+    if (h.n < 0)
+      s = NV_ERR_OUT_OF_MEMORY;
     if (s == NV_OK && ns == cs) {
       frame *p = nv__realloc(stack, (cs = cs ? 2 * cs : 64) * sizeof *p);
-      if (!p) s = NV_ERR_OUT_OF_MEMORY;
-      else stack = p;
+      if (!p)
+        s = NV_ERR_OUT_OF_MEMORY;
+      else
+        stack = p;
     }
     if (s != NV_OK) {
-      if (h.n > 0) held_free(&h);
+      if (h.n > 0)
+        held_free(&h);
       break;
     }
     stack[ns++] = (frame){root, h, 0};
@@ -181,9 +193,11 @@ nv_status nv_export_to_dot(const char *path, nv_array *const *outputs, size_t n,
           s = NV_ERR_OUT_OF_MEMORY;
           break;
         }
-        if (found) continue;
+        if (found)
+          continue;
         bool leaf_named = false;
-        for (size_t i = 0; i < nnamed; i++) leaf_named |= named[i]->node == in;
+        for (size_t i = 0; i < nnamed; i++)
+          leaf_named |= named[i]->node == in;
         held hi = leaf_named ? (held){NULL, 0} : read_inputs(in);
         if (hi.n < 0) {
           s = NV_ERR_OUT_OF_MEMORY;
@@ -205,19 +219,24 @@ nv_status nv_export_to_dot(const char *path, nv_array *const *outputs, size_t n,
       frame done = *f;
       ns--;
       bool named_leaf = false;
-      for (size_t i = 0; i < nnamed; i++) named_leaf |= named[i]->node == done.node;
-      if (!named_leaf || done.in.n) write_node(&d, done.node, &done.in, is_output(outputs, n, done.node));
+      for (size_t i = 0; i < nnamed; i++)
+        named_leaf |= named[i]->node == done.node;
+      if (!named_leaf || done.in.n)
+        write_node(&d, done.node, &done.in, is_output(outputs, n, done.node));
       held_free(&done.in);
     }
   }
-  while (ns) held_free(&stack[--ns].in);
+  while (ns)
+    held_free(&stack[--ns].in);
   nv__free(stack);
   fprintf(d.f, "}\n");
   bool io_ok = !ferror(d.f);
   io_ok = fclose(d.f) == 0 && io_ok;
   nv__ptrmap_free(&d.seen);
   nv__ptrmap_free(&d.named);
-  if (s != NV_OK) return nv__set_error(s, "export_to_dot: out of memory");
-  if (!io_ok) return nv__set_error(NV_ERR_IO, "export_to_dot: cannot write %s", path);
+  if (s != NV_OK)
+    return nv__set_error(s, "export_to_dot: out of memory");
+  if (!io_ok)
+    return nv__set_error(NV_ERR_IO, "export_to_dot: cannot write %s", path);
   return NV_OK;
 }

@@ -37,8 +37,7 @@
 typedef struct opdef {
   int prim;
   int arity;
-  const char *f,
-      *d; /* templates for float32 / float64: $0 $1 $2 are the operands */
+  const char *f, *d; /* templates for float32 / float64: $0 $1 $2 are the operands */
 } opdef;
 
 static const opdef OPS[] = {
@@ -88,9 +87,7 @@ static bool value_dtype(nv_dtype d) {
 }
 
 static const char *ctype(nv_dtype d) {
-  return d == NV_DTYPE_FLOAT32   ? "float"
-         : d == NV_DTYPE_FLOAT64 ? "double"
-                                 : "unsigned char";
+  return d == NV_DTYPE_FLOAT32 ? "float" : d == NV_DTYPE_FLOAT64 ? "double" : "unsigned char";
 }
 
 /* ---- A growing string ---- */
@@ -101,16 +98,14 @@ typedef struct sbuf {
   bool oom;
 } sbuf;
 
-static void sb_add(sbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_add(sbuf *b, const char *fmt, ...) {
   if (b->oom)
     return;
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
-    int k =
-        vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
     va_end(ap);
     if (k < 0) {
       b->oom = true;
@@ -183,8 +178,7 @@ static int input_kind(const rout *m, const rout *root, int64_t *inner) {
 }
 
 static bool same_shape(const rout *a, const rout *b) {
-  return a->ndim == b->ndim &&
-         !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
+  return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
 }
 
 /* Whether node k may be in a chain: a single-output operation of OPS over value
@@ -192,15 +186,14 @@ static bool same_shape(const rout *a, const rout *b) {
 static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   const rnode *n = &r->nodes[k];
   const opdef *op = op_of(n->prim);
-  if (!op || n->nout != 1 || n->nin != op->arity ||
-      n->stream.device.type != NV_DEVICE_CPU || !value_dtype(n->out[0].dtype))
+  if (!op || n->nout != 1 || n->nin != op->arity || n->stream.device.type != NV_DEVICE_CPU ||
+      !value_dtype(n->out[0].dtype))
     return false;
   for (int i = 0; i < n->nin; i++) {
     ref x = n->in[i];
-    nv_dtype d = x.kind == R_NODE ? r->nodes[x.i].out[x.idx].dtype
-                 : x.kind == R_SRC
-                     ? src[x.i]->dtype
-                     : r->consts[x.i].node->out[r->consts[x.i].idx].dtype;
+    nv_dtype d = x.kind == R_NODE  ? r->nodes[x.i].out[x.idx].dtype
+                 : x.kind == R_SRC ? src[x.i]->dtype
+                                   : r->consts[x.i].node->out[r->consts[x.i].idx].dtype;
     if (!value_dtype(d))
       return false;
   }
@@ -213,15 +206,13 @@ static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
  * element (a row) per index. */
 static bool reduce_root(const recipe *r, size_t k) {
   const rnode *n = &r->nodes[k];
-  if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX &&
-       n->prim != NV__PRIM_MEAN) ||
+  if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX && n->prim != NV__PRIM_MEAN) ||
       n->nin != 1 || n->nout != 1 || n->in[0].kind != R_NODE ||
       n->stream.device.type != NV_DEVICE_CPU)
     return false;
   const rout *in = &r->nodes[n->in[0].i].out[n->in[0].idx];
   nv_dtype d = n->out[0].dtype;
-  if ((d != NV_DTYPE_FLOAT32 && d != NV_DTYPE_FLOAT64) || in->dtype != d ||
-      in->ndim == 0)
+  if ((d != NV_DTYPE_FLOAT32 && d != NV_DTYPE_FLOAT64) || in->dtype != d || in->ndim == 0)
     return false;
   const nv__reduce_params *p = n->params;
   if (p->naxes == 1 && p->axes[0] == in->ndim - 1)
@@ -245,9 +236,7 @@ static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
   rout m;
   if (x.kind == R_NODE)
     return r->nodes[x.i].out[x.idx];
-  nv__rout_of(&m, x.kind == R_SRC
-                      ? src[x.i]
-                      : &r->consts[x.i].node->out[r->consts[x.i].idx]);
+  nv__rout_of(&m, x.kind == R_SRC ? src[x.i] : &r->consts[x.i].node->out[r->consts[x.i].idx]);
   return m;
 }
 
@@ -257,8 +246,7 @@ static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
 static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
   if (x.kind == R_NODE) {
     for (int i = 0; i < nins; i++)
-      if (ins[i].r.kind == R_NODE && ins[i].r.i == x.i &&
-          ins[i].r.idx == x.idx) {
+      if (ins[i].r.kind == R_NODE && ins[i].r.i == x.i && ins[i].r.idx == x.idx) {
         sb_add(b, "x%d", i);
         return;
       }
@@ -272,8 +260,8 @@ static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
     }
 }
 
-static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins,
-                      int nins, const nv__output *const *src) {
+static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, int nins,
+                      const nv__output *const *src) {
   const rnode *n = &r->nodes[k];
   nv_dtype od = n->out[0].dtype;
   sb_add(b, "    %s t%zu = ", ctype(od), k);
@@ -320,9 +308,8 @@ static const char PRELUDE[] =
 
 /* The kernel's source for the chain `members` (recipe order) rooted at the
  * last. */
-static char *generate(const recipe *r, const size_t *members, size_t nm,
-                      const chain_in *ins, int nins,
-                      const nv__output *const *src) {
+static char *generate(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
+                      int nins, const nv__output *const *src) {
   sbuf b = {0};
   sb_add(&b, "%s", PRELUDE);
   sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
@@ -332,15 +319,13 @@ static char *generate(const recipe *r, const size_t *members, size_t nm,
     if (ins[i].kind == IN_SCALAR)
       sb_add(&b, "  const %s s%d = ((const %s *)in[%d])[0];\n", ty, i, ty, i);
     else
-      sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty,
-             i);
+      sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty, i);
   }
   size_t root = members[nm - 1];
   const rnode *rn = &r->nodes[root];
   const char *oty = ctype(rn->out[0].dtype);
   bool reduce = !op_of(rn->prim);
-  size_t elementwise =
-      reduce ? nm - 1 : nm; /* the members computed per element */
+  size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
   sb_add(&b, "  %s *restrict o = (%s *)out;\n", oty, oty);
   if (reduce) {
     /* One row per index: its elements folded in order, float32 sums accumulated
@@ -355,22 +340,41 @@ static char *generate(const recipe *r, const size_t *members, size_t nm,
     bool max = rn->prim == NV__PRIM_MAX;
     sb_add(&b, "  for (int64_t row = lo; row < hi; row++) {\n");
     sb_add(&b, "    double acc = %s;\n", max ? "-INFINITY" : "0.0");
-    sb_add(
-        &b,
-        "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
-        (long long)cols, (long long)cols);
-  } else {
+    sb_add(&b, "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
+           (long long)cols, (long long)cols);
+  }
+  /* Element-wise with broadcast rows: runs that stay inside one row of the shortest rows
+   * (longer rows are multiples of it), each a contiguous loop over every input. */
+  int64_t run = 0;
+  for (int i = 0; !reduce && i < nins; i++)
+    if (ins[i].kind == IN_TRAIL && (!run || ins[i].inner < run)) run = ins[i].inner;
+  if (run) {
+    sb_add(&b, "  for (int64_t e0 = lo; e0 < hi;) {\n");
+    sb_add(&b, "    int64_t n = %lldll - e0 %% %lldll;\n    if (n > hi - e0) n = hi - e0;\n",
+           (long long)run, (long long)run);
+    for (int i = 0; i < nins; i++) {
+      const char *ty = ctype(ins[i].dtype);
+      if (ins[i].kind == IN_FULL)
+        sb_add(&b, "    const %s *restrict q%d = p%d + e0;\n", ty, i, i);
+      else if (ins[i].kind == IN_TRAIL)
+        sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %lldll;\n", ty, i, i,
+               (long long)ins[i].inner);
+    }
+    sb_add(&b, "    %s *restrict oo = o + e0;\n", oty);
+    sb_add(&b, "    for (int64_t j = 0; j < n; j++) {\n");
+  } else if (!reduce) {
     sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
   }
   for (int i = 0; i < nins; i++) {
     const char *ty = ctype(ins[i].dtype);
     if (ins[i].kind == IN_SCALAR)
       sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
+    else if (run)
+      sb_add(&b, "    const %s x%d = q%d[j];\n", ty, i, i);
     else if (ins[i].kind == IN_FULL)
       sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
     else
-      sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i,
-             (long long)ins[i].inner);
+      sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i, (long long)ins[i].inner);
   }
   for (size_t m = 0; m < elementwise; m++)
     emit_node(&b, r, members[m], ins, nins, src);
@@ -394,10 +398,11 @@ static char *generate(const recipe *r, const size_t *members, size_t nm,
       for (int d = 0; d < in->ndim; d++)
         cols *= in->shape[d];
     if (rn->prim == NV__PRIM_MEAN)
-      sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty,
-             (long long)cols);
+      sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty, (long long)cols);
     else
       sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
+  } else if (run) {
+    sb_add(&b, "    oo[j] = t%zu;\n    }\n    e0 += n;\n  }\n}\n", root);
   } else {
     sb_add(&b, "    o[e] = t%zu;\n  }\n}\n", root);
   }
@@ -419,8 +424,7 @@ typedef struct loaded {
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static loaded *cache;
-static int
-    compiler_state; /* 0: not tried, 1: works, -1: missing (warned once) */
+static int compiler_state; /* 0: not tried, 1: works, -1: missing (warned once) */
 static char compiler_version[64];
 
 static uint64_t fnv1a(uint64_t h, const char *s) {
@@ -449,8 +453,7 @@ static const char *flags(void) {
  * run. */
 static bool probe_compiler(void) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "%s -dumpfullversion -dumpversion 2>/dev/null",
-           compiler());
+  snprintf(cmd, sizeof cmd, "%s -dumpfullversion -dumpversion 2>/dev/null", compiler());
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;
@@ -502,17 +505,16 @@ static nv__fused_fn build(const char *source, uint64_t hash) {
   nv__fused_fn fn = access(so, R_OK) == 0 ? load_so(so) : NULL;
   if (fn)
     return fn;
-  snprintf(tmp_c, sizeof tmp_c, "%s/k%016llx.%ld.c", dir,
-           (unsigned long long)hash, (long)getpid());
-  snprintf(tmp_so, sizeof tmp_so, "%s/k%016llx.%ld.so", dir,
-           (unsigned long long)hash, (long)getpid());
+  snprintf(tmp_c, sizeof tmp_c, "%s/k%016llx.%ld.c", dir, (unsigned long long)hash, (long)getpid());
+  snprintf(tmp_so, sizeof tmp_so, "%s/k%016llx.%ld.so", dir, (unsigned long long)hash,
+           (long)getpid());
   FILE *f = fopen(tmp_c, "w");
   if (!f)
     return NULL;
   bool ok = fputs(source, f) >= 0;
   ok = fclose(f) == 0 && ok;
-  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm >/dev/null 2>&1",
-           compiler(), flags(), tmp_so, tmp_c);
+  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm >/dev/null 2>&1", compiler(), flags(), tmp_so,
+           tmp_c);
   ok = ok && system(cmd) == 0;
   unlink(tmp_c);
   /* A rename is atomic: another process sees the whole file or none. */
@@ -540,8 +542,7 @@ static nv__fused_fn kernel_for(const char *source) {
               compiler());
   }
   if (compiler_state > 0) {
-    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, source), flags()),
-                       compiler_version);
+    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, source), flags()), compiler_version);
     h = fnv1a(h, compiler());
     for (loaded *l = cache; l && !fn; l = l->next)
       if (l->hash == h && !strcmp(l->source, source))
@@ -633,9 +634,7 @@ static nv_status compact(recipe *r) {
   return NV_OK;
 }
 
-static bool ref_same(ref a, ref b) {
-  return a.kind == b.kind && a.i == b.i && a.idx == b.idx;
-}
+static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.idx == b.idx; }
 
 /* Turns the chain `members` (recipe order, root last) into a COMPILED node at
  * the root's place. Returns whether it did (false: an input it cannot read, or
@@ -764,18 +763,15 @@ static int cmp_size(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src,
-                          size_t *nfused) {
+nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
   *nfused = 0;
   size_t n = r->n;
   if (n < 2)
     return NV_OK;
   /* Consumers of each node (CSR) and whether an output of the recipe is one of
    * its values. */
-  size_t *ncons = nv__calloc(n + 1, sizeof *ncons),
-         *at = nv__calloc(n + 2, sizeof *at);
-  bool *escape = nv__calloc(n + 1, sizeof *escape),
-       *cand = nv__calloc(n + 1, sizeof *cand);
+  size_t *ncons = nv__calloc(n + 1, sizeof *ncons), *at = nv__calloc(n + 2, sizeof *at);
+  bool *escape = nv__calloc(n + 1, sizeof *escape), *cand = nv__calloc(n + 1, sizeof *cand);
   bool *rootable = nv__calloc(n + 1, sizeof *rootable);
   int *grp = nv__malloc((n + 1) * sizeof *grp);
   size_t *members = nv__malloc((n + 1) * sizeof *members);
@@ -787,11 +783,9 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src,
    * most n. */
   heap hp = {nv__malloc((n + 1) * sizeof(size_t)), 0};
   size_t *stamp = nv__calloc(n + 1, sizeof *stamp);
-  nv_status s =
-      ncons && at && escape && cand && rootable && grp && members && cons &&
-              hp.v && stamp
-          ? NV_OK
-          : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons && hp.v && stamp
+                    ? NV_OK
+                    : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t k = 0; s == NV_OK && k < n; k++)
     for (int i = 0; i < r->nodes[k].nin; i++)
       if (r->nodes[k].in[i].kind == R_NODE)
@@ -835,8 +829,7 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src,
       bool joined = false;
       while (hp.n && !joined) {
         size_t m = heap_pop(&hp);
-        if (!cand[m] || grp[m] >= 0 || escape[m] ||
-            !same_shape(&r->nodes[m].out[0], shape))
+        if (!cand[m] || grp[m] >= 0 || escape[m] || !same_shape(&r->nodes[m].out[0], shape))
           continue;
         bool all = true;
         for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++)

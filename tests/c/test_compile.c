@@ -10,16 +10,14 @@
 
 /* ---- Functions under test ---- */
 
-static atomic_int
-    body_calls; /* how often a body ran (traced or called uncompiled) */
+static atomic_int body_calls; /* how often a body ran (traced or called uncompiled) */
 
 /* x * y + 1 */
 static nv_status f_axpy(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   atomic_fetch_add(&body_calls, 1);
-  return nv_vec_push(out,
-                     nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)),
-                            nv_weak_scalar(1.0)));
+  return nv_vec_push(
+      out, nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)), nv_weak_scalar(1.0)));
 }
 
 /* A chain with repeated subexpressions and constants: (x+2)*(x+2) +
@@ -27,8 +25,7 @@ static nv_status f_axpy(void *p, const nv_vec *in, nv_vec *out) {
 static nv_status f_repeat(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *x = nv_vec_get(in, 0);
-  nv_array *a = nv_multiply(nv_add(x, nv_weak_scalar(2.0)),
-                            nv_add(x, nv_weak_scalar(2.0)));
+  nv_array *a = nv_multiply(nv_add(x, nv_weak_scalar(2.0)), nv_add(x, nv_weak_scalar(2.0)));
   nv_array *b = nv_multiply(nv_exp(x), nv_exp(x));
   return nv_vec_push(out, nv_add(nv_add(a, b), nv_weak_scalar(2.0)));
 }
@@ -45,8 +42,7 @@ static nv_status f_flat(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   atomic_fetch_add(&body_calls, 1);
   int s[1] = {-1};
-  return nv_vec_push(out, nv_multiply(nv_reshape(nv_vec_get(in, 0), s, 1),
-                                      nv_weak_scalar(2.0)));
+  return nv_vec_push(out, nv_multiply(nv_reshape(nv_vec_get(in, 0), s, 1), nv_weak_scalar(2.0)));
 }
 
 /* The captured state: s <- s + x; returns s * 10. */
@@ -78,8 +74,7 @@ static nv_status f_evals(void *p, const nv_vec *in, nv_vec *out) {
 static nv_status f_stop(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *x = nv_vec_get(in, 0);
-  return nv_vec_push(
-      out, nv_sum(nv_multiply(nv_stop_gradient(x), x), NULL, 0, false));
+  return nv_vec_push(out, nv_sum(nv_multiply(nv_stop_gradient(x), x), NULL, 0, false));
 }
 
 /* Two outputs, one the input itself. */
@@ -122,22 +117,18 @@ static nv_array *call_k(nv_closure *f, nv_array *a, nv_array *b, size_t k) {
   return r;
 }
 
-static nv_array *call(nv_closure *f, nv_array *a, nv_array *b) {
-  return call_k(f, a, b, 0);
-}
+static nv_array *call(nv_closure *f, nv_array *a, nv_array *b) { return call_k(f, a, b, 0); }
 
 /* Asserts that two float32 arrays hold the same values (to `tol`, relative). */
 static void assert_same(nv_array *x, nv_array *y, float tol) {
   cr_assert_eq(nv_array_ndim(x), nv_array_ndim(y));
   size_t n = nv_array_size(x);
   cr_assert_eq(n, nv_array_size(y));
-  float *a = malloc((n ? n : 1) * sizeof *a),
-        *b = malloc((n ? n : 1) * sizeof *b);
+  float *a = malloc((n ? n : 1) * sizeof *a), *b = malloc((n ? n : 1) * sizeof *b);
   READ_F32(x, a, n);
   READ_F32(y, b, n);
   for (size_t i = 0; i < n; i++)
-    cr_assert(fabsf(a[i] - b[i]) <= tol * (1 + fabsf(b[i])), "at %zu: %g vs %g",
-              i, a[i], b[i]);
+    cr_assert(fabsf(a[i] - b[i]) <= tol * (1 + fabsf(b[i])), "at %zu: %g vs %g", i, a[i], b[i]);
   free(a);
   free(b);
 }
@@ -174,8 +165,7 @@ Test(compile, traces_once_per_signature) {
   nv_compile_stats s = stats(c);
   cr_assert_eq(s.traces, 1);
   cr_assert_eq(s.calls, 3);
-  cr_assert_eq(atomic_load(&body_calls),
-               4); /* one trace, three uncompiled calls */
+  cr_assert_eq(atomic_load(&body_calls), 4); /* one trace, three uncompiled calls */
   /* A new shape, a new dtype and a transposed layout each trace again. */
   int sh2[2] = {4, 3};
   nv_array *x = randn(&st, sh2, 2), *y = randn(&st, sh2, 2);
@@ -229,8 +219,7 @@ Test(compile, shapeless_elementwise_with_broadcasting) {
   nv_vec_push(in, x);
   nv_vec_push(in, y);
   cr_assert_neq(nv_closure_apply(c, in, out), NV_OK);
-  cr_assert(strstr(nv_last_error(), "cannot be broadcast"), "%s",
-            nv_last_error());
+  cr_assert(strstr(nv_last_error(), "cannot be broadcast"), "%s", nv_last_error());
   nv_vec_free(in);
   nv_vec_free(out);
   nv_release(x);
@@ -246,8 +235,7 @@ Test(compile, shapeless_shape_dependent_retraces) {
   nv_closure *c = nv_compile(f, &o);
   int s1[2] = {2, 3}, s2[2] = {4, 5};
   nv_array *x1 = randn(&st, s1, 2), *x2 = randn(&st, s2, 2);
-  nv_array *r1 = call(c, x1, NULL), *r2 = call(c, x2, NULL),
-           *r3 = call(c, x1, NULL);
+  nv_array *r1 = call(c, x1, NULL), *r2 = call(c, x2, NULL), *r3 = call(c, x1, NULL);
   cr_assert_eq(nv_array_shape(r1)[0], 6);
   cr_assert_eq(nv_array_shape(r2)[0], 20);
   nv_array *e2 = call(f, x2, NULL);
@@ -338,9 +326,7 @@ Test(compile, simplify_merges_and_shares) {
   int sh[1] = {16};
   nv_array *x = randn(&st, sh, 1);
   nv_array *r = call(c, x, NULL), *e = call(f, x, NULL);
-  assert_same(
-      r, e,
-      1e-6f); /* fused: libm's expf where the hand kernel has a fast formula */
+  assert_same(r, e, 1e-6f); /* fused: libm's expf where the hand kernel has a fast formula */
   nv_compile_stats s = stats(c);
   /* add, add, multiply, exp, exp, multiply, add, add: the second x+2 and exp(x)
    * are shared. */
@@ -413,8 +399,7 @@ Test(compile, grad_vmap_of_compile_and_compile_of_grad) {
   int sh[2] = {3, 5};
   for (int i = 0; i < 2; i++) {
     nv_array *x = randn(&st, sh, 2);
-    nv_array *e = call(gf, x, NULL), *a = call(gc, x, NULL),
-             *b = call(cg, x, NULL);
+    nv_array *e = call(gf, x, NULL), *a = call(gc, x, NULL), *b = call(cg, x, NULL);
     assert_same(a, e, 1e-6f);
     assert_same(b, e, 1e-6f);
     nv_release(e);
@@ -424,8 +409,7 @@ Test(compile, grad_vmap_of_compile_and_compile_of_grad) {
   }
   cr_assert_eq(stats(cg).traces, 1);
   /* vmap of the compiled function over the rows: per-row sums. */
-  nv_closure *vc = nv_vmap(c, NULL, 0, NULL, 0),
-             *vf = nv_vmap(f, NULL, 0, NULL, 0);
+  nv_closure *vc = nv_vmap(c, NULL, 0, NULL, 0), *vf = nv_vmap(f, NULL, 0, NULL, 0);
   nv_array *x = randn(&st, sh, 2);
   nv_array *a = call(vc, x, NULL), *e = call(vf, x, NULL);
   cr_assert_eq(nv_array_shape(a)[0], 3);
@@ -468,8 +452,7 @@ Test(compile, stop_gradient_kept_under_grad) {
 /* x * y + z, then exp(...) summed over the last axis. */
 static nv_status f_fma_rows(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
-  nv_array *t = nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)),
-                       nv_vec_get(in, 2));
+  nv_array *t = nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)), nv_vec_get(in, 2));
   int ax = -1;
   nv_status s = nv_vec_push(out, t);
   if (s == NV_OK)
@@ -482,8 +465,7 @@ Test(compile, fused_kernels_equal_unfused) {
   nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);
   nv_closure *c = nv_compile(f, NULL);
   int sh[2] = {9, 70}, row[1] = {70};
-  nv_array *x = randn(&st, sh, 2), *y = randn(&st, row, 1),
-           *z = randn(&st, sh, 2);
+  nv_array *x = randn(&st, sh, 2), *y = randn(&st, row, 1), *z = randn(&st, sh, 2);
   nv_vec *in = nv_vec_new(), *got = nv_vec_new(), *want = nv_vec_new();
   nv_vec_push(in, x);
   nv_vec_push(in, y);
@@ -547,14 +529,12 @@ static void *worker(void *p) {
     nv_vec *in = nv_vec_new(), *o1 = nv_vec_new(), *o2 = nv_vec_new();
     nv_vec_push(in, x);
     nv_vec_push(in, y);
-    if (nv_closure_apply(t->c, in, o1) != NV_OK ||
-        nv_closure_apply(t->f, in, o2) != NV_OK) {
+    if (nv_closure_apply(t->c, in, o1) != NV_OK || nv_closure_apply(t->f, in, o2) != NV_OK) {
       t->failures++;
     } else {
       float a[32], b[32];
       if (nv_array_read(nv_vec_get(o1, 0), a, sizeof a) != NV_OK ||
-          nv_array_read(nv_vec_get(o2, 0), b, sizeof b) != NV_OK ||
-          memcmp(a, b, sizeof a))
+          nv_array_read(nv_vec_get(o2, 0), b, sizeof b) != NV_OK || memcmp(a, b, sizeof a))
         t->failures++;
     }
     nv_vec_free(in);
