@@ -10,7 +10,7 @@
 typedef struct job {
   nv__fused_fn fn;
   const void *const *in;
-  void *out;
+  void *const *out;
 } job;
 
 static void run(void *ctx, int64_t lo, int64_t hi) {
@@ -22,9 +22,15 @@ static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) 
   (void)donated;
   const nv__compiled_params *p = node->params;
   nv__output *o = &node->out[0];
-  nv_status s = nv__output_alloc(o);
-  if (s != NV_OK || o->size == 0)
-    return s;
+  void *outs[NV__COMPILED_MAX_OUT];
+  for (int i = 0; i < node->noutputs; i++) {
+    nv_status s = nv__output_alloc(&node->out[i]);
+    if (s != NV_OK)
+      return s;
+    outs[i] = nv__output_ptr(&node->out[i]);
+  }
+  if (o->size == 0)
+    return NV_OK;
   const void *ptr_inl[16],
       **ptr = p->k->nin <= 16 ? ptr_inl : nv__malloc((size_t)p->k->nin * sizeof *ptr);
   if (!ptr)
@@ -32,7 +38,7 @@ static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) 
   for (int i = 0; i < p->k->nin; i++)
     ptr[i] =
         (const char *)in[i].buf->ptr + in[i].offset * (int64_t)nv_dtype_size(in[i].meta->dtype);
-  job j = {p->k->fn, ptr, nv__output_ptr(o)};
+  job j = {p->k->fn, ptr, outs};
   nv__parallel_for(o->size, NV__PAR_GRAIN, run, &j);
   if (ptr != ptr_inl)
     nv__free(ptr);

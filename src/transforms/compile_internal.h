@@ -49,9 +49,10 @@ void nv__rout_of(rout *r, const nv__output *o);
 
 /* ---- Fusion (fuse.c) ---- */
 
-/* A generated kernel: out[e] for e in [lo, hi) from the inputs' element-0
- * pointers. */
-typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in, void *out);
+/* A generated kernel: its outputs out[0..) for the indices e in [lo, hi) of output 0 (its
+ * elements, or for a chain ending in a reduction its rows), from the inputs' element-0
+ * pointers. Outputs after the first are intermediates of the chain used outside it. */
+typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in, void *const *out);
 
 /* A compiled kernel shared by the COMPILED nodes that run it, counted (the
  * nodes hold it through a keeper input, as custom functions hold their
@@ -61,6 +62,9 @@ typedef struct nv__fused {
   nv__fused_fn fn;
   int nin; /* data inputs (the keeper follows them) */
 } nv__fused;
+
+/* The most outputs of a COMPILED node: its root and the intermediates used outside it. */
+#define NV__COMPILED_MAX_OUT 8
 
 typedef struct nv__compiled_params {
   nv__fused *k;

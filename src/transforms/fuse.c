@@ -309,11 +309,11 @@ static const char PRELUDE[] =
 /* The kernel's source for the chain `members` (recipe order) rooted at the
  * last. */
 static char *generate(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
-                      int nins, const nv__output *const *src) {
+                      int nins, const size_t *esc, int nesc, const nv__output *const *src) {
   sbuf b = {0};
   sb_add(&b, "%s", PRELUDE);
   sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
-             "*in, void *out) {\n");
+             "*in, void *const *out) {\n");
   for (int i = 0; i < nins; i++) {
     const char *ty = ctype(ins[i].dtype);
     if (ins[i].kind == IN_SCALAR)
@@ -326,7 +326,11 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   const char *oty = ctype(rn->out[0].dtype);
   bool reduce = !op_of(rn->prim);
   size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
-  sb_add(&b, "  %s *restrict o = (%s *)out;\n", oty, oty);
+  sb_add(&b, "  %s *restrict o = (%s *)out[0];\n", oty, oty);
+  for (int x = 0; x < nesc; x++) {
+    const char *ety = ctype(r->nodes[esc[x]].out[0].dtype);
+    sb_add(&b, "  %s *restrict o%d = (%s *)out[%d];\n", ety, x + 1, ety, x + 1);
+  }
   if (reduce) {
     /* One row per index: its elements folded in order, float32 sums accumulated
      * in double. */
@@ -361,6 +365,9 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
                (long long)ins[i].inner);
     }
     sb_add(&b, "    %s *restrict oo = o + e0;\n", oty);
+    for (int x = 0; x < nesc; x++)
+      sb_add(&b, "    %s *restrict oo%d = o%d + e0;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1,
+             x + 1);
     sb_add(&b, "    for (int64_t j = 0; j < n; j++) {\n");
   } else if (!reduce) {
     sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
@@ -378,6 +385,9 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   }
   for (size_t m = 0; m < elementwise; m++)
     emit_node(&b, r, members[m], ins, nins, src);
+  /* The intermediates used outside the chain, element by element. */
+  for (int x = 0; x < nesc; x++)
+    sb_add(&b, run ? "    oo%d[j] = t%zu;\n" : "    o%d[e] = t%zu;\n", x + 1, esc[x]);
   if (reduce) {
     sb_add(&b, "    ");
     ref last = rn->in[0];
@@ -639,8 +649,8 @@ static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.
 /* Turns the chain `members` (recipe order, root last) into a COMPILED node at
  * the root's place. Returns whether it did (false: an input it cannot read, or
  * no kernel). */
-static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
-                            const nv__output *const *src, bool *done) {
+static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const size_t *esc,
+                            int nesc, const nv__output *const *src, bool *done) {
   *done = false;
   size_t root = members[nm - 1];
   const rout *rm = chain_shape(r, root);
@@ -675,7 +685,7 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   nv__free(in_chain);
   if (!ok)
     return NV_OK;
-  char *source = generate(r, members, nm, ins, nins, src);
+  char *source = generate(r, members, nm, ins, nins, esc, nesc, src);
   if (!source)
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   nv__fused_fn fn = kernel_for(source);
@@ -685,13 +695,15 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   nv__fused *k = nv__malloc(sizeof *k);
   ref *in = nv__malloc(((size_t)nins + 1) * sizeof *in);
   nv__compiled_params *p = nv__malloc(sizeof *p);
+  rout *outs = nv__malloc((size_t)(nesc + 1) * sizeof *outs);
   nv__input *consts = nv__realloc(r->consts, (r->nconst + 1) * sizeof *consts);
   if (consts)
     r->consts = consts;
-  if (!k || !in || !p || !consts) {
+  if (!k || !in || !p || !consts || !outs) {
     nv__free(k);
     nv__free(in);
     nv__free(p);
+    nv__free(outs);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
   atomic_init(&k->refs, 1);
@@ -702,6 +714,7 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   if (s != NV_OK) {
     nv__free(in);
     nv__free(p);
+    nv__free(outs);
     return s;
   }
   r->consts[r->nconst] = (nv__input){kn, 0};
@@ -710,13 +723,30 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm,
   in[nins] = (ref){R_CONST, (int)r->nconst++, 0};
   p->k = k;
   rnode *n = &r->nodes[root];
+  outs[0] = n->out[0];
+  for (int x = 0; x < nesc; x++)
+    outs[x + 1] = r->nodes[esc[x]].out[0];
   nv__free(n->in);
   nv__free(n->params);
+  nv__free(n->out);
   n->prim = NV__PRIM_COMPILED;
   n->nin = nins + 1;
   n->in = in;
+  n->nout = nesc + 1;
+  n->out = outs;
   n->params = p;
   n->params_size = sizeof *p;
+  /* The intermediates' users (all after the root) read the new outputs. */
+  for (int x = 0; x < nesc; x++) {
+    ref from = {R_NODE, (int)esc[x], 0}, to = {R_NODE, (int)root, x + 1};
+    for (size_t j = root + 1; j < r->n; j++)
+      for (int i = 0; i < r->nodes[j].nin; i++)
+        if (ref_same(r->nodes[j].in[i], from))
+          r->nodes[j].in[i] = to;
+    for (size_t i = 0; i < r->nout; i++)
+      if (ref_same(r->outs[i], from))
+        r->outs[i] = to;
+  }
   *done = true;
   return NV_OK;
 }
@@ -814,7 +844,8 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
     if (!rootable[k] || grp[k] >= 0)
       continue;
     grp[k] = (int)k;
-    size_t nm = 0;
+    size_t nm = 0, esc[NV__COMPILED_MAX_OUT];
+    int nesc = 0;
     members[nm++] = k;
     const rout *shape = chain_shape(r, k);
     for (size_t q = k;;) {
@@ -829,14 +860,23 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
       bool joined = false;
       while (hp.n && !joined) {
         size_t m = heap_pop(&hp);
-        if (!cand[m] || grp[m] >= 0 || escape[m] || !same_shape(&r->nodes[m].out[0], shape))
+        if (!cand[m] || grp[m] >= 0 || !same_shape(&r->nodes[m].out[0], shape))
           continue;
-        bool all = true;
-        for (size_t c = at[m]; all && c < at[m] + ncons[m]; c++)
-          all = grp[cons[c]] == (int)k;
-        if (all) {
+        /* Every consumer is in the chain, or comes after the root (it then reads the value
+         * as an extra output of the fused node). */
+        bool ok = true, out = escape[m];
+        for (size_t c = at[m]; ok && c < at[m] + ncons[m]; c++) {
+          bool in = grp[cons[c]] == (int)k;
+          ok = in || cons[c] > k;
+          out |= !in;
+        }
+        if (ok && out && nesc == NV__COMPILED_MAX_OUT - 1)
+          ok = false;
+        if (ok) {
           grp[m] = (int)k;
           members[nm++] = m;
+          if (out)
+            esc[nesc++] = m;
           q = m;
           joined = true;
         }
@@ -854,7 +894,8 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
       continue;
     }
     bool done = false;
-    s = fuse_chain(r, members, nm, src, &done);
+    qsort(esc, (size_t)nesc, sizeof *esc, cmp_size);
+    s = fuse_chain(r, members, nm, esc, nesc, src, &done);
     if (s == NV_OK && done)
       (*nfused)++;
     if (s == NV_OK && !done)
