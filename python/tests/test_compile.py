@@ -415,7 +415,8 @@ def test_export_to_dot(tmp_path):
 
 
 @pytest.mark.parametrize("shape,bshape", [((1000, 77), (77,)), ((50, 40, 33), (40, 33)),
-                                          ((300, 301), (1, 301))])
+                                          ((300, 301), (1, 301)), ((1000, 77), (1000, 1)),
+                                          ((50, 40, 33), (40, 1)), ((50, 40, 33), (50, 1, 1))])
 def test_fused_broadcast_rows_across_pool_chunks(rng, shape, bshape):
     f = lambda x, a, b: (x * a + b) * x - a  # noqa: E731
     x = rand(rng, shape, "float32")
@@ -423,3 +424,16 @@ def test_fused_broadcast_rows_across_pool_chunks(rng, shape, bshape):
     c = nv.compile(f)
     assert np.array_equal(np.array(c(x, a, b)), np.array(f(x, a, b)))
     assert c._stats["fused"] == 1
+
+
+def test_fused_layer_norm(rng):
+    def ln(x, w, b):
+        mu = x.mean(axis=-1, keepdims=True)
+        d = x - mu
+        var = (d * d).mean(axis=-1, keepdims=True)
+        return d * nv.rsqrt(var + 1e-5) * w + b
+
+    x, w, b = rand(rng, (64, 96), "float32"), rand(rng, (96,), "float32"), rand(rng, (96,), "float32")
+    c = nv.compile(ln)
+    assert_close(np.array(c(x, w, b)), np.array(ln(x, w, b)), "float32")
+    assert c._stats["fused"] >= 2  # (x - mu, its square's mean) and the normalized output

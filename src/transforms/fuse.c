@@ -15,9 +15,9 @@
  * axes), computed row by row in the same kernel (sums accumulated in double, so
  * they may differ from the hand kernels' in the last bits). Each input of the
  * chain is read as a whole row-contiguous array of the root's shape, a
- * row-contiguous array of its last dimensions (broadcast over the leading
- * ones), or one element (a scalar broadcast): chains with other inputs stay
- * unfused. Generated code computes what the hand kernels compute (libm's
+ * row-contiguous array of a block of its dimensions (broadcast over the
+ * others: rows (D,), columns (R, 1), ...), or one element (a scalar
+ * broadcast): chains with other inputs stay unfused. Generated code computes what the hand kernels compute (libm's
  * functions, no contraction into fused multiply-adds); only float32 exp, tanh
  * and sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
  */
@@ -131,13 +131,14 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
 /* ---- Chains ---- */
 
 /* How a chain reads one of its inputs. */
-enum { IN_FULL, IN_TRAIL, IN_SCALAR };
+enum { IN_FULL, IN_TRAIL, IN_SCALAR, IN_BLOCK };
 
 typedef struct chain_in {
   ref r;
   nv_dtype dtype;
   int kind;
-  int64_t inner; /* IN_TRAIL: the element count of the broadcast rows */
+  int64_t inner; /* IN_TRAIL, IN_BLOCK: the input's element count */
+  int64_t div;   /* IN_BLOCK: element e reads ((e / div) % inner), div > 1 */
 } chain_in;
 
 static bool row_contiguous(const int *shape, const int64_t *strides, int nd) {
@@ -154,7 +155,7 @@ static bool row_contiguous(const int *shape, const int64_t *strides, int nd) {
 
 /* How an input of metadata `m` is read against the root's shape; -1: it cannot
  * be. */
-static int input_kind(const rout *m, const rout *root, int64_t *inner) {
+static int input_kind(const rout *m, const rout *root, int64_t *inner, int64_t *div) {
   int64_t size = 1;
   for (int i = 0; i < m->ndim; i++)
     size *= m->shape[i];
@@ -162,18 +163,29 @@ static int input_kind(const rout *m, const rout *root, int64_t *inner) {
     return IN_SCALAR;
   if (!row_contiguous(m->shape, m->strides, m->ndim) || m->ndim > root->ndim)
     return -1;
-  /* Its dimensions, past leading 1s, must be the root's last ones. */
-  int lead = 0;
-  while (lead < m->ndim && m->shape[lead] == 1)
-    lead++;
-  int t = m->ndim - lead;
-  for (int i = 0; i < t; i++)
-    if (m->shape[lead + i] != root->shape[root->ndim - t + i])
+  /* Aligned right against the root, its dimensions other than 1 must be a block [a, s) of the
+   * root's: element e then reads ((e / D) % size), D the product of the root's after s. */
+  int nd = root->ndim, pad = nd - m->ndim, a = nd, s = 0;
+  for (int i = 0; i < nd; i++) {
+    int d = i < pad ? 1 : m->shape[i - pad];
+    if (d != 1) {
+      if (a == nd)
+        a = i;
+      s = i + 1;
+    }
+  }
+  for (int i = a; i < s; i++)
+    if ((i < pad ? 1 : m->shape[i - pad]) != root->shape[i])
       return -1;
-  int64_t rsize = 1;
-  for (int i = 0; i < root->ndim; i++)
+  int64_t d = 1, rsize = 1;
+  for (int i = s; i < nd; i++)
+    d *= root->shape[i];
+  for (int i = 0; i < nd; i++)
     rsize *= root->shape[i];
   *inner = size;
+  *div = d;
+  if (d > 1)
+    return IN_BLOCK;
   return size == rsize ? IN_FULL : IN_TRAIL;
 }
 
@@ -351,7 +363,12 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
    * (longer rows are multiples of it), each a contiguous loop over every input. */
   int64_t run = 0;
   for (int i = 0; !reduce && i < nins; i++)
-    if (ins[i].kind == IN_TRAIL && (!run || ins[i].inner < run)) run = ins[i].inner;
+    if (ins[i].kind == IN_TRAIL || ins[i].kind == IN_BLOCK) {
+      /* A broadcast row wraps every `inner` elements; a block value changes every `div`. */
+      int64_t period = ins[i].kind == IN_TRAIL ? ins[i].inner : ins[i].div;
+      if (!run || period < run)
+        run = period;
+    }
   if (run) {
     sb_add(&b, "  for (int64_t e0 = lo; e0 < hi;) {\n");
     sb_add(&b, "    int64_t n = %lldll - e0 %% %lldll;\n    if (n > hi - e0) n = hi - e0;\n",
@@ -363,6 +380,9 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
       else if (ins[i].kind == IN_TRAIL)
         sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %lldll;\n", ty, i, i,
                (long long)ins[i].inner);
+      else if (ins[i].kind == IN_BLOCK)
+        sb_add(&b, "    const %s b%d = p%d[(e0 / %lldll) %% %lldll];\n", ty, i, i,
+               (long long)ins[i].div, (long long)ins[i].inner);
     }
     sb_add(&b, "    %s *restrict oo = o + e0;\n", oty);
     for (int x = 0; x < nesc; x++)
@@ -376,8 +396,13 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     const char *ty = ctype(ins[i].dtype);
     if (ins[i].kind == IN_SCALAR)
       sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
+    else if (run && ins[i].kind == IN_BLOCK)
+      sb_add(&b, "    const %s x%d = b%d;\n", ty, i, i);
     else if (run)
       sb_add(&b, "    const %s x%d = q%d[j];\n", ty, i, i);
+    else if (ins[i].kind == IN_BLOCK)
+      sb_add(&b, "    const %s x%d = p%d[(e / %lldll) %% %lldll];\n", ty, i, i,
+             (long long)ins[i].div, (long long)ins[i].inner);
     else if (ins[i].kind == IN_FULL)
       sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
     else
@@ -674,12 +699,12 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
       if (seen)
         continue;
       rout mm = meta_of(r, x, src);
-      int64_t inner = 0;
-      int kind = input_kind(&mm, rm, &inner);
+      int64_t inner = 0, div = 1;
+      int kind = input_kind(&mm, rm, &inner, &div);
       if (kind < 0 || nins == 64)
         ok = false;
       else
-        ins[nins++] = (chain_in){x, mm.dtype, kind, inner};
+        ins[nins++] = (chain_in){x, mm.dtype, kind, inner, div};
     }
   }
   nv__free(in_chain);
