@@ -18,9 +18,11 @@
  * row-contiguous array of a block of its dimensions (broadcast over the
  * others: rows (D,), columns (R, 1), ...), or one element (a scalar
  * broadcast): chains with other inputs stay unfused. Generated code computes what the hand kernels compute (libm's
- * functions, no contraction into fused multiply-adds); only float32 exp, tanh
- * and sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
- */
+ * functions, no contraction into fused multiply-adds); only exp, tanh and
+ * sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
+ *
+ * Not yet: fusion on GPU streams (NVRTC through hrx_kernel_create_source), and
+ * for shapeless element-wise replays (their layouts are known only per call). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
