@@ -139,6 +139,80 @@ NV_API nv_closure *nv_custom_function(const nv_closure *f, const nv_closure *vjp
  * memory. Gradients equal those of `f`. Returns a new closure (NULL as nv_custom_function). */
 NV_API nv_closure *nv_checkpoint(const nv_closure *f);
 
+
+/* ---- Compilation ---- */
+
+/* What nv_compile does, process-wide (MLX's CompileMode): DISABLED calls the functions as they
+ * are; NO_SIMPLIFY traces and replays without simplifying; NO_FUSE also simplifies the traced
+ * graph (equal scalar constants merged, no-op copies dropped, equivalent nodes shared, unused
+ * nodes dropped; stop_gradient dropped where no transform is tracing the call); ENABLED also
+ * fuses chains of element-wise operations on CPU streams into kernels generated at run time
+ * (C compiled by NUVEC_CC or cc, cached in $XDG_CACHE_HOME/nuvec; without a compiler they
+ * stay unfused, with one warning). Calls under a transform (grad, vmap, ...) replay unfused. */
+typedef enum nv_compile_mode {
+  NV_COMPILE_MODE_DISABLED = 0,
+  NV_COMPILE_MODE_NO_SIMPLIFY = 1,
+  NV_COMPILE_MODE_NO_FUSE = 2,
+  NV_COMPILE_MODE_ENABLED = 3,
+} nv_compile_mode;
+
+/* Options of nv_compile (zero-initialized: none).
+ * - shapeless: one trace serves inputs of any shape of the same rank and dtype while the
+ *   traced graph is element-wise (its shapes follow broadcasting); a graph with a
+ *   shape-dependent operation (a reshape, a reduction, a slice, ...) is traced again for each
+ *   new input shape.
+ * - inputs / outputs: captured state (MLX's inputs= / outputs=), lists the caller owns and keeps
+ *   alive as long as the compiled function. Before each call the current arrays of `inputs`
+ *   become extra inputs of the traced graph (the function reads them from the list); after it
+ *   the arrays the function left in `outputs` are extra outputs, and each call stores their new
+ *   values there. The two may be the same list. */
+typedef struct nv_compile_options {
+  bool shapeless;
+  nv_vec *inputs;
+  nv_vec *outputs;
+} nv_compile_options;
+
+/* A function computing what `f` computes, traced once per input signature (each input's dtype,
+ * shape, strides and weak-scalar flag, the captured state's, the current stream; shapeless: see
+ * above) and replayed from the recorded graph on later calls without calling f again. Inside
+ * the trace the inputs have no values: evaluating anything computed from them fails. Arrays f
+ * reads that are not inputs (constants, captured arrays) are kept as they were at the trace.
+ * The replayed graph is made of ordinary primitives, so grad, vjp, jvp and vmap of the
+ * compiled function work as on f. Thread-safe; the closure may be released on any thread.
+ * `options` may be NULL. Returns a new closure (NULL when `f` is NULL or out of memory). */
+NV_API nv_closure *nv_compile(const nv_closure *f, const nv_compile_options *options);
+
+/* nv_set_compile_mode(NV_COMPILE_MODE_DISABLED) / (NV_COMPILE_MODE_ENABLED), as MLX's
+ * disable_compile / enable_compile. NUVEC_DISABLE_COMPILE=1 in the environment starts the
+ * process disabled. */
+NV_API void nv_disable_compile(void);
+NV_API void nv_enable_compile(void);
+NV_API void nv_set_compile_mode(nv_compile_mode mode);
+NV_API nv_compile_mode nv_get_compile_mode(void);
+
+/* Writes the graph of unevaluated work behind `outputs` (n of them) to the file `path` in
+ * Graphviz's DOT format, as MLX's export_to_dot: evaluated arrays are sources, each node a box
+ * labelled with its primitive, arrays named by `names` (nnamed, for the arrays `named`; the
+ * walk stops at them) or else A, B, .... Fails with NV_ERR_INVALID_ARGUMENT for NULL
+ * arguments, NV_ERR_IO when the file cannot be written. */
+NV_API nv_status nv_export_to_dot(const char *path, nv_array *const *outputs, size_t n,
+                                  const char *const *names, nv_array *const *named,
+                                  size_t nnamed);
+
+/* Counters of a compiled function (for tests and tuning). */
+typedef struct nv_compile_stats {
+  size_t calls;        /* calls while compilation was enabled */
+  size_t traces;       /* times f was traced */
+  size_t entries;      /* signatures cached */
+  size_t traced_nodes; /* nodes of the last trace, before simplification */
+  size_t nodes;        /* nodes of the last trace as replayed, after simplification */
+  size_t fused;        /* generated kernels of the last trace (fused element-wise chains) */
+} nv_compile_stats;
+
+/* Fills `*stats` for a closure nv_compile returned. Fails with NV_ERR_INVALID_ARGUMENT for
+ * NULL arguments or a closure that is not a compiled function. */
+NV_API nv_status nv_compile_get_stats(const nv_closure *compiled, nv_compile_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

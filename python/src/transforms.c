@@ -406,6 +406,8 @@ struct nvpy_function {
   bool single;                  /* grad: one argnum, whose gradient is returned alone */
   bool value;                   /* value_and_grad */
   PyObject *vjp, *jvp, *vmap;   /* custom_function rules */
+  nv_closure *closure;          /* _compile_flat: the compiled closure */
+  py_fn *payload;               /* and its Python function's payload (owned by it) */
 };
 
 static void function_dealloc(PyObject *self) {
@@ -417,6 +419,7 @@ static void function_dealloc(PyObject *self) {
   Py_XDECREF(f->vjp);
   Py_XDECREF(f->jvp);
   Py_XDECREF(f->vmap);
+  nv_closure_release(f->closure);
   PyObject_Free(self);
 }
 
@@ -446,6 +449,8 @@ static nvpy_function *function_new(fn_call call, PyObject *fn, const char *what)
   f->fn = fn;
   f->argnums = f->argnames = f->out_axes = f->vjp = f->jvp = f->vmap = NULL;
   f->single = f->value = false;
+  f->closure = NULL;
+  f->payload = NULL;
   return f;
 }
 
@@ -1068,6 +1073,116 @@ static PyObject *py_checkpoint(PyObject *m, PyObject *fn) {
   return (PyObject *)function_new(checkpoint_call, fn, "checkpoint");
 }
 
+/* ---- compile ----
+ * The C layer of nuvec.compile (python/nuvec/_compile.py holds the pytrees, constants and
+ * captured state): _compile_flat(fun, template, shapeless) compiles fun, which takes one list
+ * of arrays shaped as `template` and returns a list of arrays, with nv_compile; the result is
+ * called with such a list and returns the list of outputs. */
+
+static PyObject *compile_flat_call(nvpy_function *self, PyObject *args, PyObject *kw) {
+  PyObject *list;
+  if (kw && PyDict_GET_SIZE(kw)) return PyErr_Format(PyExc_TypeError, "compile: no keyword arguments");
+  if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+  nv_vec *in = flatten_new(list, "compile");
+  nv_vec *out = in ? nv_vec_new() : NULL;
+  if (!out) {
+    nv_vec_free(in);
+    return in ? PyErr_NoMemory() : NULL;
+  }
+  nv_status st = nv_closure_apply(self->closure, in, out);
+  PyObject *r = st == NV_OK ? nvpy_list_from_vec(out) : transform_error(self->payload, st);
+  nv_vec_free(in);
+  nv_vec_free(out);
+  return r;
+}
+
+static PyObject *py_compile_flat(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *fn, *tmpl;
+  int shapeless;
+  if (!PyArg_ParseTuple(args, "OO!p", &fn, &PyList_Type, &tmpl, &shapeless)) return NULL;
+  nvpy_function *self = function_new(compile_flat_call, fn, "compile");
+  if (!self) return NULL;
+  bool traced = true;
+  PyObject *a = PyTuple_Pack(1, tmpl);
+  py_fn *pf = NULL;
+  nv_closure *c = a ? make_closure(fn, a, NULL, &traced, "compile", &pf) : NULL;
+  Py_XDECREF(a);
+  nv_compile_options o = {.shapeless = shapeless != 0};
+  self->closure = c ? nv_compile(c, &o) : NULL;
+  nv_closure_release(c);
+  if (!self->closure) {
+    Py_DECREF(self);
+    return PyErr_Occurred() ? NULL : nvpy_raise_last(NV_ERR_OUT_OF_MEMORY);
+  }
+  self->payload = pf;
+  return (PyObject *)self;
+}
+
+static PyObject *py_compile_stats(PyObject *m, PyObject *o) {
+  (void)m;
+  if (Py_TYPE(o) != &nvpy_function_type || !((nvpy_function *)o)->closure)
+    return PyErr_Format(PyExc_TypeError, "_compile_stats: expected a compiled function");
+  nv_compile_stats st;
+  nv_status s = nv_compile_get_stats(((nvpy_function *)o)->closure, &st);
+  if (s != NV_OK) return nvpy_raise_last(s);
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n}", "calls", (Py_ssize_t)st.calls, "traces",
+                       (Py_ssize_t)st.traces, "entries", (Py_ssize_t)st.entries, "traced_nodes",
+                       (Py_ssize_t)st.traced_nodes, "nodes", (Py_ssize_t)st.nodes, "fused",
+                       (Py_ssize_t)st.fused);
+}
+
+/* _export_to_dot(path, outputs, names, named): nv_export_to_dot over lists. */
+static PyObject *py_export_to_dot(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *path;
+  PyObject *outs, *names, *named;
+  if (!PyArg_ParseTuple(args, "sO!O!O!", &path, &PyList_Type, &outs, &PyList_Type, &names,
+                        &PyList_Type, &named))
+    return NULL;
+  Py_ssize_t nn = PyList_GET_SIZE(names);
+  if (nn != PyList_GET_SIZE(named)) return PyErr_Format(PyExc_ValueError, "export_to_dot: names");
+  nv_vec *o = flatten_new(outs, "export_to_dot"), *a = o ? flatten_new(named, "export_to_dot") : NULL;
+  const char **nm = PyMem_Calloc((size_t)nn + 1, sizeof *nm);
+  PyObject *r = NULL;
+  if (o && a && nm && nv_vec_size(a) == (size_t)nn) {
+    bool ok = true;
+    for (Py_ssize_t i = 0; ok && i < nn; i++) ok = (nm[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(names, i))) != NULL;
+    if (ok) {
+      nv_status st = nv_export_to_dot(path, nv_vec_data(o), nv_vec_size(o), nm, nv_vec_data(a), (size_t)nn);
+      r = st == NV_OK ? (Py_INCREF(Py_None), Py_None) : nvpy_raise_last(st);
+    }
+  } else if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_TypeError, "export_to_dot: arrays expected");
+  }
+  PyMem_Free(nm);
+  nv_vec_free(o);
+  nv_vec_free(a);
+  return r;
+}
+
+static PyObject *py_disable_compile(PyObject *m, PyObject *unused) {
+  (void)m;
+  (void)unused;
+  nv_disable_compile();
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_enable_compile(PyObject *m, PyObject *unused) {
+  (void)m;
+  (void)unused;
+  nv_enable_compile();
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_compile_mode(PyObject *m, PyObject *args) {
+  (void)m;
+  int mode = -1;
+  if (!PyArg_ParseTuple(args, "|i", &mode)) return NULL;
+  if (mode >= 0) nv_set_compile_mode((nv_compile_mode)mode);
+  return PyLong_FromLong((long)nv_get_compile_mode());
+}
+
 static PyMethodDef function_methods[] = {
     {"vjp", cf_vjp, METH_O, "custom_function: sets the vjp rule (a decorator)."},
     {"jvp", cf_jvp, METH_O, "custom_function: sets the jvp rule (a decorator)."},
@@ -1099,6 +1214,12 @@ static PyMethodDef transform_methods[] = {
      "vmap(fun, in_axes=0, out_axes=0): fun vectorized over an axis."},
     {"custom_function", py_custom_function, METH_O, "A function with custom vjp/jvp/vmap rules."},
     {"checkpoint", py_checkpoint, METH_O, "fun recomputed in the backward pass."},
+    {"_compile_flat", py_compile_flat, METH_VARARGS, "_compile_flat(fun, template, shapeless)."},
+    {"_compile_stats", py_compile_stats, METH_O, "The counters of a _compile_flat function."},
+    {"_compile_mode", py_compile_mode, METH_VARARGS, "_compile_mode(mode=-1): sets (>= 0) and returns the mode."},
+    {"disable_compile", py_disable_compile, METH_NOARGS, "Makes compiled functions run uncompiled."},
+    {"_export_to_dot", py_export_to_dot, METH_VARARGS, "_export_to_dot(path, outputs, names, named)."},
+    {"enable_compile", py_enable_compile, METH_NOARGS, "Compiles compiled functions again."},
     {NULL, NULL, 0, NULL}};
 
 int nvpy_init_transforms(PyObject *m) {

@@ -28,6 +28,11 @@
  *                         the rank, modulo the GPU count.
  *   NUVEC_NCCL_LIBRARY    the path of libnccl; default libnccl.so.2 on the loader's path, then
  *                         the CUDA toolkit's.
+ *   NUVEC_DISABLE_COMPILE set (not 0): compiled functions start disabled (nv_disable_compile);
+ *                         default enabled (src/transforms/compile.c).
+ *   NUVEC_CC              the C compiler of compile's generated kernels (a command, may hold
+ *                         arguments); default cc. XDG_CACHE_HOME (default ~/.cache) holds
+ *                         their cache, nuvec/ (src/transforms/fuse.c).
  *
  * Tests read NUVEC_TEST_SEED, NUVEC_TEST_FULL and NUVEC_TEST_THREAD_ITERS; the library does not.
  */

@@ -48,6 +48,7 @@ void nv__cpu_register_conv(nv__kernel_fn *k);
 void nv__cpu_register_distributed(nv__kernel_fn *k);
 void nv__cpu_register_fast(nv__kernel_fn *k);
 void nv__cpu_register_fast_sdpa(nv__kernel_fn *k);
+void nv__cpu_register_compiled(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
 void nv__cpu_register_index(nv__kernel_fn *k);
@@ -67,6 +68,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_distributed,
     nv__cpu_register_fast,
     nv__cpu_register_fast_sdpa,
+    nv__cpu_register_compiled,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

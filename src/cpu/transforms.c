@@ -1,6 +1,6 @@
 /* CPU kernels of the transforms family: stop_gradient (a view), custom functions (outputs share
  * their inputs' data) and the adjoint of as_strided (a scatter-sum). vmap's stand-in inputs
- * have no values: evaluating one is an error. */
+ * and compile's stand-in inputs have no values: evaluating one is an error. */
 #include <complex.h>
 
 #include "cpu/kernels.h"
@@ -116,7 +116,17 @@ static nv_status k_vmap_input(nv__node *node, const nv__operand *in, int donated
                        "being mapped");
 }
 
+static nv_status k_compile_input(nv__node *node, const nv__operand *in, int donated) {
+  (void)node;
+  (void)in;
+  (void)donated;
+  return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                       "compile: the values of an input cannot be read while the function is "
+                       "traced (evaluating inside a compiled function)");
+}
+
 void nv__cpu_register_transforms(nv__kernel_fn *k) {
+  k[NV__PRIM_COMPILE_INPUT] = k_compile_input;
   k[NV__PRIM_VMAP_INPUT] = k_vmap_input;
   k[NV__PRIM_CUSTOM] = k_custom;
   k[NV__PRIM_AS_STRIDED_VJP] = k_as_strided_vjp;

@@ -1,6 +1,6 @@
 /* The transforms family on the GPU: custom functions, whose outputs are their inputs' data (the
  * CPU kernel's sharing, as the GPU view kernels share: no copy, nothing recorded), and vmap's
- * stand-in inputs, which have no values: evaluating one fails with the CPU kernel's message. */
+ * and compile's stand-in inputs, which have no values: evaluating one fails with the CPU kernel's message. */
 #include "cuda/gpu.h"
 
 static nv_status k_vmap_input(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
@@ -14,7 +14,32 @@ static nv_status k_vmap_input(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
                        "being mapped");
 }
 
+static nv_status k_compile_input(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                                 int donated) {
+  (void)ctx;
+  (void)node;
+  (void)in;
+  (void)donated;
+  return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                       "compile: the values of an input cannot be read while the function is "
+                       "traced (evaluating inside a compiled function)");
+}
+
+/* compile fuses chains into COMPILED nodes on CPU streams only (src/transforms/fuse.c): on a GPU
+ * stream it replays the chain's own nodes, whose CUDA kernels run. A COMPILED node is never
+ * built for a GPU stream, so this kernel declines (the counted fallback would run it). */
+static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                            int donated) {
+  (void)ctx;
+  (void)node;
+  (void)in;
+  (void)donated;
+  return NV__GPU_DECLINED;
+}
+
 void nv__gpu_register_transforms(nv__gpu_kernel_fn *k) {
+  k[NV__PRIM_COMPILED] = k_compiled;
+  k[NV__PRIM_COMPILE_INPUT] = k_compile_input;
   k[NV__PRIM_VMAP_INPUT] = k_vmap_input;
   k[NV__PRIM_CUSTOM] = nv__gpu_share_inputs; /* output i is input i */
 }

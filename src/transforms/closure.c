@@ -72,6 +72,10 @@ nv_status nv_closure_apply(const nv_closure *f, const nv_vec *inputs, nv_vec *ou
   return s;
 }
 
+void *nv__closure_payload(const nv_closure *f, nv_closure_fn fn) {
+  return f && f->fn == fn ? f->payload : NULL;
+}
+
 nv_status nv__closure_call(const nv_closure *f, nv_array *const *in, size_t n, nv_vec *out) {
   nv_vec *inputs = nv_vec_new();
   if (!inputs) return NV_ERR_OUT_OF_MEMORY;

@@ -101,6 +101,10 @@ int nv__tf_batch_size(nv_array *const *in, const int *axes, int n);
  * the caller's scopes as they were, inside a scope of its own. Outputs are appended to `out`. */
 nv_status nv__closure_call(const nv_closure *f, nv_array *const *in, size_t n, nv_vec *out);
 
+/* The payload of `f` when its function is `fn`, else NULL (how a transform recognizes the
+ * closures it made, e.g. nv_compile_get_stats). */
+void *nv__closure_payload(const nv_closure *f, nv_closure_fn fn);
+
 /* ---- The graph walk (src/transforms/graph.c) ---- */
 
 /* The nodes between the `sources` and the outputs, in an order where inputs come first: every

@@ -1,0 +1,48 @@
+/* The CPU kernel of COMPILED nodes (compile's fused element-wise chains,
+ * src/transforms/fuse.c): the generated kernel over the output's elements,
+ * split across the pool. Its inputs are read as the chain's generator laid them
+ * out (whole row-contiguous arrays, broadcast rows or single elements), from
+ * their element 0; the last input is the keeper holding the kernel. */
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
+#include "transforms/compile_internal.h"
+
+typedef struct job {
+  nv__fused_fn fn;
+  const void *const *in;
+  void *const *out;
+} job;
+
+static void run(void *ctx, int64_t lo, int64_t hi) {
+  const job *j = ctx;
+  j->fn(lo, hi, j->in, j->out);
+}
+
+static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  const nv__compiled_params *p = node->params;
+  nv__output *o = &node->out[0];
+  void *outs[NV__COMPILED_MAX_OUT];
+  for (int i = 0; i < node->noutputs; i++) {
+    nv_status s = nv__output_alloc(&node->out[i]);
+    if (s != NV_OK)
+      return s;
+    outs[i] = nv__output_ptr(&node->out[i]);
+  }
+  if (o->size == 0)
+    return NV_OK;
+  const void *ptr_inl[16],
+      **ptr = p->k->nin <= 16 ? ptr_inl : nv__malloc((size_t)p->k->nin * sizeof *ptr);
+  if (!ptr)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compiled: out of memory");
+  for (int i = 0; i < p->k->nin; i++)
+    ptr[i] =
+        (const char *)in[i].buf->ptr + in[i].offset * (int64_t)nv_dtype_size(in[i].meta->dtype);
+  job j = {p->k->fn, ptr, outs};
+  nv__parallel_for(o->size, NV__PAR_GRAIN, run, &j);
+  if (ptr != ptr_inl)
+    nv__free(ptr);
+  return NV_OK;
+}
+
+void nv__cpu_register_compiled(nv__kernel_fn *k) { k[NV__PRIM_COMPILED] = k_compiled; }

@@ -1,0 +1,980 @@
+/* compile's fusion (DESIGN §8): chains of element-wise nodes of a recipe
+ * (float32, float64 and bool values: unary and binary arithmetic, comparisons,
+ * where, casts between them) become one COMPILED node running a generated C
+ * kernel. The kernel's source is compiled by the system C compiler (NUVEC_CC,
+ * else cc) into a shared object, loaded with dlopen and cached in memory (by
+ * source) and on disk ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec; named by a
+ * hash of the source, the flags and the compiler's version; written under a
+ * unique name and renamed into place, so processes sharing the directory never
+ * read a partial file). Without a working compiler the chains stay unfused,
+ * with one warning.
+ *
+ * A chain is a root node and the nodes it reads whose every consumer is in the
+ * chain (so no intermediate escapes), all of the root's shape; or, beyond MLX,
+ * such a chain ending in a float sum, max or mean over the last axis (or all
+ * axes), computed row by row in the same kernel (sums accumulated in double, so
+ * they may differ from the hand kernels' in the last bits). Each input of the
+ * chain is read as a whole row-contiguous array of the root's shape, a
+ * row-contiguous array of a block of its dimensions (broadcast over the
+ * others: rows (D,), columns (R, 1), ...), or one element (a scalar
+ * broadcast): chains with other inputs stay unfused. Generated code computes what the hand kernels compute (libm's
+ * functions, no contraction into fused multiply-adds); only exp, tanh and
+ * sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
+ *
+ * Not yet: fusion on GPU streams (NVRTC through hrx_kernel_create_source), and
+ * for shapeless element-wise replays (their layouts are known only per call). */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "transforms/compile_internal.h"
+
+/* ---- The operations a chain may hold ---- */
+
+typedef struct opdef {
+  int prim;
+  int arity;
+  const char *f, *d; /* templates for float32 / float64: $0 $1 $2 are the operands */
+} opdef;
+
+static const opdef OPS[] = {
+    {NV__PRIM_NEGATIVE, 1, "(-$0)", "(-$0)"},
+    {NV__PRIM_ABS, 1, "fabsf($0)", "fabs($0)"},
+    {NV__PRIM_EXP, 1, "expf($0)", "exp($0)"},
+    {NV__PRIM_LOG, 1, "logf($0)", "log($0)"},
+    {NV__PRIM_SQRT, 1, "sqrtf($0)", "sqrt($0)"},
+    {NV__PRIM_SIN, 1, "sinf($0)", "sin($0)"},
+    {NV__PRIM_COS, 1, "cosf($0)", "cos($0)"},
+    {NV__PRIM_TANH, 1, "tanhf($0)", "tanh($0)"},
+    {NV__PRIM_EXPM1, 1, "expm1f($0)", "expm1($0)"},
+    {NV__PRIM_LOG1P, 1, "log1pf($0)", "log1p($0)"},
+    {NV__PRIM_ERF, 1, "erff($0)", "erf($0)"},
+    {NV__PRIM_FLOOR, 1, "floorf($0)", "floor($0)"},
+    {NV__PRIM_CEIL, 1, "ceilf($0)", "ceil($0)"},
+    {NV__PRIM_TRUNC, 1, "truncf($0)", "trunc($0)"},
+    {NV__PRIM_SQUARE, 1, "($0 * $0)", "($0 * $0)"},
+    {NV__PRIM_RSQRT, 1, "(1.0f / sqrtf($0))", "(1.0 / sqrt($0))"},
+    {NV__PRIM_RECIPROCAL, 1, "(1.0f / $0)", "(1.0 / $0)"},
+    {NV__PRIM_SIGMOID, 1, "nv_sigmoid_f($0)", "nv_sigmoid_d($0)"},
+    {NV__PRIM_ADD, 2, "($0 + $1)", "($0 + $1)"},
+    {NV__PRIM_SUBTRACT, 2, "($0 - $1)", "($0 - $1)"},
+    {NV__PRIM_MULTIPLY, 2, "($0 * $1)", "($0 * $1)"},
+    {NV__PRIM_DIVIDE, 2, "($0 / $1)", "($0 / $1)"},
+    {NV__PRIM_MAXIMUM, 2, "NV_FMAXN($0, $1)", "NV_FMAXN($0, $1)"},
+    {NV__PRIM_MINIMUM, 2, "NV_FMINN($0, $1)", "NV_FMINN($0, $1)"},
+    {NV__PRIM_GREATER, 2, "($0 > $1)", "($0 > $1)"},
+    {NV__PRIM_GREATER_EQUAL, 2, "($0 >= $1)", "($0 >= $1)"},
+    {NV__PRIM_LESS, 2, "($0 < $1)", "($0 < $1)"},
+    {NV__PRIM_LESS_EQUAL, 2, "($0 <= $1)", "($0 <= $1)"},
+    {NV__PRIM_EQUAL, 2, "($0 == $1)", "($0 == $1)"},
+    {NV__PRIM_NOT_EQUAL, 2, "($0 != $1)", "($0 != $1)"},
+    {NV__PRIM_WHERE, 3, "($0 ? $1 : $2)", "($0 ? $1 : $2)"},
+    {NV__PRIM_ASTYPE, 1, NULL, NULL}, /* a C conversion, written by emit_node */
+};
+
+static const opdef *op_of(int prim) {
+  for (size_t i = 0; i < sizeof OPS / sizeof *OPS; i++)
+    if (OPS[i].prim == prim)
+      return &OPS[i];
+  return NULL;
+}
+
+static bool value_dtype(nv_dtype d) {
+  return d == NV_DTYPE_FLOAT32 || d == NV_DTYPE_FLOAT64 || d == NV_DTYPE_BOOL;
+}
+
+static const char *ctype(nv_dtype d) {
+  return d == NV_DTYPE_FLOAT32 ? "float" : d == NV_DTYPE_FLOAT64 ? "double" : "unsigned char";
+}
+
+/* ---- A growing string ---- */
+
+typedef struct sbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) {
+  if (b->oom)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+      b->oom = true;
+      return;
+    }
+    if (b->p && b->n + (size_t)k < b->cap) {
+      b->n += (size_t)k;
+      return;
+    }
+    size_t nc = b->cap ? b->cap * 2 : 4096;
+    while (nc < b->n + (size_t)k + 1)
+      nc *= 2;
+    char *q = nv__realloc(b->p, nc);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = nc;
+  }
+}
+
+/* ---- Chains ---- */
+
+/* How a chain reads one of its inputs. */
+enum { IN_FULL, IN_TRAIL, IN_SCALAR, IN_BLOCK };
+
+typedef struct chain_in {
+  ref r;
+  nv_dtype dtype;
+  int kind;
+  int64_t inner; /* IN_TRAIL, IN_BLOCK: the input's element count */
+  int64_t div;   /* IN_BLOCK: element e reads ((e / div) % inner), div > 1 */
+} chain_in;
+
+static bool row_contiguous(const int *shape, const int64_t *strides, int nd) {
+  int64_t expect = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    if (shape[i] == 1)
+      continue;
+    if (strides[i] != expect)
+      return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+/* How an input of metadata `m` is read against the root's shape; -1: it cannot
+ * be. */
+static int input_kind(const rout *m, const rout *root, int64_t *inner, int64_t *div) {
+  int64_t size = 1;
+  for (int i = 0; i < m->ndim; i++)
+    size *= m->shape[i];
+  if (size == 1 && m->ndim <= root->ndim)
+    return IN_SCALAR;
+  if (!row_contiguous(m->shape, m->strides, m->ndim) || m->ndim > root->ndim)
+    return -1;
+  /* Aligned right against the root, its dimensions other than 1 must be a block [a, s) of the
+   * root's: element e then reads ((e / D) % size), D the product of the root's after s. */
+  int nd = root->ndim, pad = nd - m->ndim, a = nd, s = 0;
+  for (int i = 0; i < nd; i++) {
+    int d = i < pad ? 1 : m->shape[i - pad];
+    if (d != 1) {
+      if (a == nd)
+        a = i;
+      s = i + 1;
+    }
+  }
+  for (int i = a; i < s; i++)
+    if ((i < pad ? 1 : m->shape[i - pad]) != root->shape[i])
+      return -1;
+  int64_t d = 1, rsize = 1;
+  for (int i = s; i < nd; i++)
+    d *= root->shape[i];
+  for (int i = 0; i < nd; i++)
+    rsize *= root->shape[i];
+  *inner = size;
+  *div = d;
+  if (d > 1)
+    return IN_BLOCK;
+  return size == rsize ? IN_FULL : IN_TRAIL;
+}
+
+static bool same_shape(const rout *a, const rout *b) {
+  return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
+}
+
+/* Whether node k may be in a chain: a single-output operation of OPS over value
+ * dtypes, with the operation's arity, on a CPU stream. */
+static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
+  const rnode *n = &r->nodes[k];
+  const opdef *op = op_of(n->prim);
+  if (!op || n->nout != 1 || n->nin != op->arity || n->stream.device.type != NV_DEVICE_CPU ||
+      !value_dtype(n->out[0].dtype))
+    return false;
+  for (int i = 0; i < n->nin; i++) {
+    ref x = n->in[i];
+    nv_dtype d = x.kind == R_NODE  ? r->nodes[x.i].out[x.idx].dtype
+                 : x.kind == R_SRC ? src[x.i]->dtype
+                                   : r->consts[x.i].node->out[r->consts[x.i].idx].dtype;
+    if (!value_dtype(d))
+      return false;
+  }
+  return true;
+}
+
+/* Whether node k may end a chain as a reduction: a float32/float64 sum, max or
+ * mean over the last axis (or over every axis) of a node, on a CPU stream. Its
+ * chain is over the reduced input's shape; the kernel computes one output
+ * element (a row) per index. */
+static bool reduce_root(const recipe *r, size_t k) {
+  const rnode *n = &r->nodes[k];
+  if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX && n->prim != NV__PRIM_MEAN) ||
+      n->nin != 1 || n->nout != 1 || n->in[0].kind != R_NODE ||
+      n->stream.device.type != NV_DEVICE_CPU)
+    return false;
+  const rout *in = &r->nodes[n->in[0].i].out[n->in[0].idx];
+  nv_dtype d = n->out[0].dtype;
+  if ((d != NV_DTYPE_FLOAT32 && d != NV_DTYPE_FLOAT64) || in->dtype != d || in->ndim == 0)
+    return false;
+  const nv__reduce_params *p = n->params;
+  if (p->naxes == 1 && p->axes[0] == in->ndim - 1)
+    return true;
+  if (p->naxes != in->ndim)
+    return false;
+  for (int i = 0; i < p->naxes; i++)
+    if (p->axes[i] != i)
+      return false;
+  return true;
+}
+
+/* The shape a chain rooted at k computes element by element: k's output, or for
+ * a reduction its input. */
+static const rout *chain_shape(const recipe *r, size_t k) {
+  const rnode *n = &r->nodes[k];
+  return op_of(n->prim) ? &n->out[0] : &r->nodes[n->in[0].i].out[n->in[0].idx];
+}
+
+static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
+  rout m;
+  if (x.kind == R_NODE)
+    return r->nodes[x.i].out[x.idx];
+  nv__rout_of(&m, x.kind == R_SRC ? src[x.i] : &r->consts[x.i].node->out[r->consts[x.i].idx]);
+  return m;
+}
+
+/* ---- Code generation ---- */
+
+/* The operand text of ref x inside the loop. */
+static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
+  if (x.kind == R_NODE) {
+    for (int i = 0; i < nins; i++)
+      if (ins[i].r.kind == R_NODE && ins[i].r.i == x.i && ins[i].r.idx == x.idx) {
+        sb_add(b, "x%d", i);
+        return;
+      }
+    sb_add(b, "t%d", x.i);
+    return;
+  }
+  for (int i = 0; i < nins; i++)
+    if (ins[i].r.kind == x.kind && ins[i].r.i == x.i && ins[i].r.idx == x.idx) {
+      sb_add(b, "x%d", i);
+      return;
+    }
+}
+
+static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, int nins,
+                      const nv__output *const *src) {
+  const rnode *n = &r->nodes[k];
+  nv_dtype od = n->out[0].dtype;
+  sb_add(b, "    %s t%zu = ", ctype(od), k);
+  if (n->prim == NV__PRIM_ASTYPE) {
+    rout m = meta_of(r, n->in[0], src);
+    if (od == NV_DTYPE_BOOL) {
+      sb_add(b, "(");
+      operand(b, n->in[0], ins, nins);
+      sb_add(b, " != 0)");
+    } else {
+      sb_add(b, "(%s)(", ctype(od));
+      operand(b, n->in[0], ins, nins);
+      sb_add(b, ")");
+    }
+    (void)m;
+    sb_add(b, ";\n");
+    return;
+  }
+  const opdef *op = op_of(n->prim);
+  /* Comparisons compute in their inputs' dtype: the template follows it. */
+  rout m0 = meta_of(r, n->in[n->prim == NV__PRIM_WHERE ? 1 : 0], src);
+  const char *t = m0.dtype == NV_DTYPE_FLOAT64 ? op->d : op->f;
+  for (const char *c = t; *c; c++) {
+    if (c[0] == '$' && c[1] >= '0' && c[1] <= '2') {
+      operand(b, n->in[c[1] - '0'], ins, nins);
+      c++;
+    } else {
+      sb_add(b, "%c", *c);
+    }
+  }
+  sb_add(b, ";\n");
+}
+
+static const char PRELUDE[] =
+    "#include <math.h>\n#include <stdint.h>\n"
+    "#define NV_FMAXN(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))\n"
+    "#define NV_FMINN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))\n"
+    "static inline float nv_sigmoid_f(float x) {\n"
+    "  float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n  return x >= 0 ? r "
+    ": e * r;\n}\n"
+    "static inline double nv_sigmoid_d(double x) {\n"
+    "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e "
+    "* r;\n}\n";
+
+/* The kernel's source for the chain `members` (recipe order) rooted at the
+ * last. */
+static char *generate(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
+                      int nins, const size_t *esc, int nesc, const nv__output *const *src) {
+  sbuf b = {0};
+  sb_add(&b, "%s", PRELUDE);
+  sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
+             "*in, void *const *out) {\n");
+  for (int i = 0; i < nins; i++) {
+    const char *ty = ctype(ins[i].dtype);
+    if (ins[i].kind == IN_SCALAR)
+      sb_add(&b, "  const %s s%d = ((const %s *)in[%d])[0];\n", ty, i, ty, i);
+    else
+      sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty, i);
+  }
+  size_t root = members[nm - 1];
+  const rnode *rn = &r->nodes[root];
+  const char *oty = ctype(rn->out[0].dtype);
+  bool reduce = !op_of(rn->prim);
+  size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
+  sb_add(&b, "  %s *restrict o = (%s *)out[0];\n", oty, oty);
+  for (int x = 0; x < nesc; x++) {
+    const char *ety = ctype(r->nodes[esc[x]].out[0].dtype);
+    sb_add(&b, "  %s *restrict o%d = (%s *)out[%d];\n", ety, x + 1, ety, x + 1);
+  }
+  if (reduce) {
+    /* One row per index: its elements folded in order, float32 sums accumulated
+     * in double. */
+    const rout *in = chain_shape(r, root);
+    int64_t cols = 1;
+    if (((const nv__reduce_params *)rn->params)->naxes == 1)
+      cols = in->shape[in->ndim - 1];
+    else
+      for (int d = 0; d < in->ndim; d++)
+        cols *= in->shape[d];
+    bool max = rn->prim == NV__PRIM_MAX;
+    sb_add(&b, "  for (int64_t row = lo; row < hi; row++) {\n");
+    sb_add(&b, "    double acc = %s;\n", max ? "-INFINITY" : "0.0");
+    sb_add(&b, "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
+           (long long)cols, (long long)cols);
+  }
+  /* Element-wise with broadcast rows: runs that stay inside one row of the shortest rows
+   * (longer rows are multiples of it), each a contiguous loop over every input. */
+  int64_t run = 0;
+  for (int i = 0; !reduce && i < nins; i++)
+    if (ins[i].kind == IN_TRAIL || ins[i].kind == IN_BLOCK) {
+      /* A broadcast row wraps every `inner` elements; a block value changes every `div`. */
+      int64_t period = ins[i].kind == IN_TRAIL ? ins[i].inner : ins[i].div;
+      if (!run || period < run)
+        run = period;
+    }
+  if (run) {
+    sb_add(&b, "  for (int64_t e0 = lo; e0 < hi;) {\n");
+    sb_add(&b, "    int64_t n = %lldll - e0 %% %lldll;\n    if (n > hi - e0) n = hi - e0;\n",
+           (long long)run, (long long)run);
+    for (int i = 0; i < nins; i++) {
+      const char *ty = ctype(ins[i].dtype);
+      if (ins[i].kind == IN_FULL)
+        sb_add(&b, "    const %s *restrict q%d = p%d + e0;\n", ty, i, i);
+      else if (ins[i].kind == IN_TRAIL)
+        sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %lldll;\n", ty, i, i,
+               (long long)ins[i].inner);
+      else if (ins[i].kind == IN_BLOCK)
+        sb_add(&b, "    const %s b%d = p%d[(e0 / %lldll) %% %lldll];\n", ty, i, i,
+               (long long)ins[i].div, (long long)ins[i].inner);
+    }
+    sb_add(&b, "    %s *restrict oo = o + e0;\n", oty);
+    for (int x = 0; x < nesc; x++)
+      sb_add(&b, "    %s *restrict oo%d = o%d + e0;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1,
+             x + 1);
+    sb_add(&b, "    for (int64_t j = 0; j < n; j++) {\n");
+  } else if (!reduce) {
+    sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
+  }
+  for (int i = 0; i < nins; i++) {
+    const char *ty = ctype(ins[i].dtype);
+    if (ins[i].kind == IN_SCALAR)
+      sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
+    else if (run && ins[i].kind == IN_BLOCK)
+      sb_add(&b, "    const %s x%d = b%d;\n", ty, i, i);
+    else if (run)
+      sb_add(&b, "    const %s x%d = q%d[j];\n", ty, i, i);
+    else if (ins[i].kind == IN_BLOCK)
+      sb_add(&b, "    const %s x%d = p%d[(e / %lldll) %% %lldll];\n", ty, i, i,
+             (long long)ins[i].div, (long long)ins[i].inner);
+    else if (ins[i].kind == IN_FULL)
+      sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
+    else
+      sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i, (long long)ins[i].inner);
+  }
+  for (size_t m = 0; m < elementwise; m++)
+    emit_node(&b, r, members[m], ins, nins, src);
+  /* The intermediates used outside the chain, element by element. */
+  for (int x = 0; x < nesc; x++)
+    sb_add(&b, run ? "    oo%d[j] = t%zu;\n" : "    o%d[e] = t%zu;\n", x + 1, esc[x]);
+  if (reduce) {
+    sb_add(&b, "    ");
+    ref last = rn->in[0];
+    if (rn->prim == NV__PRIM_MAX) {
+      sb_add(&b, "acc = NV_FMAXN(acc, (double)");
+      operand(&b, last, ins, nins);
+      sb_add(&b, ");\n");
+    } else {
+      sb_add(&b, "acc += ");
+      operand(&b, last, ins, nins);
+      sb_add(&b, ";\n");
+    }
+    const rout *in = chain_shape(r, root);
+    int64_t cols = 1;
+    if (((const nv__reduce_params *)rn->params)->naxes == 1)
+      cols = in->shape[in->ndim - 1];
+    else
+      for (int d = 0; d < in->ndim; d++)
+        cols *= in->shape[d];
+    if (rn->prim == NV__PRIM_MEAN)
+      sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty, (long long)cols);
+    else
+      sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
+  } else if (run) {
+    sb_add(&b, "    oo[j] = t%zu;\n    }\n    e0 += n;\n  }\n}\n", root);
+  } else {
+    sb_add(&b, "    o[e] = t%zu;\n  }\n}\n", root);
+  }
+  if (b.oom) {
+    nv__free(b.p);
+    return NULL;
+  }
+  return b.p;
+}
+
+/* ---- The compiler and the caches ---- */
+
+typedef struct loaded {
+  struct loaded *next;
+  uint64_t hash;
+  char *source;
+  nv__fused_fn fn;
+} loaded;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static loaded *cache;
+static int compiler_state; /* 0: not tried, 1: works, -1: missing (warned once) */
+static char compiler_version[64];
+
+static uint64_t fnv1a(uint64_t h, const char *s) {
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+static const char *compiler(void) {
+  const char *cc = getenv("NUVEC_CC");
+  return cc && *cc ? cc : "cc";
+}
+
+static const char *flags(void) {
+  __builtin_cpu_init();
+  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            __builtin_cpu_supports("bmi2");
+  return v3 ? "-O3 -march=x86-64-v3 -fPIC -shared -ffp-contract=off "
+              "-fno-math-errno "
+              "-fno-trapping-math"
+            : "-O3 -fPIC -shared -ffp-contract=off -fno-math-errno "
+              "-fno-trapping-math";
+}
+
+/* The compiler's version (part of the cache key), or false when it does not
+ * run. */
+static bool probe_compiler(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s -dumpfullversion -dumpversion 2>/dev/null", compiler());
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return false;
+  char line[64] = {0};
+  bool got = fgets(line, sizeof line, p) != NULL;
+  int rc = pclose(p);
+  if (!got || rc != 0)
+    return false;
+  line[strcspn(line, "\n")] = 0;
+  snprintf(compiler_version, sizeof compiler_version, "%s", line);
+  return true;
+}
+
+/* The cache directory (created), written into `dir`; false when none can be
+ * made. */
+static bool cache_dir(char *dir, size_t n) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char base[400];
+  if (xdg && *xdg)
+    snprintf(base, sizeof base, "%s", xdg);
+  else if (home && *home)
+    snprintf(base, sizeof base, "%s/.cache", home);
+  else
+    snprintf(base, sizeof base, "/tmp");
+  if (mkdir(base, 0700) != 0 && errno != EEXIST)
+    return false;
+  snprintf(dir, n, "%s/nuvec", base);
+  return mkdir(dir, 0700) == 0 || errno == EEXIST;
+}
+
+static nv__fused_fn load_so(const char *path) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return NULL;
+  nv__fused_fn fn;
+  *(void **)&fn = dlsym(h, "nv_fused_kernel");
+  if (!fn)
+    dlclose(h);
+  return fn;
+}
+
+/* Compiles `source` (or finds it compiled) and returns its kernel; NULL when no
+ * compiler works (warned once) or compiling fails. Called under cache_lock. */
+static nv__fused_fn build(const char *source, uint64_t hash) {
+  char dir[512], so[640], tmp_c[700], tmp_so[700], cmd[2048];
+  if (!cache_dir(dir, sizeof dir))
+    return NULL;
+  snprintf(so, sizeof so, "%s/k%016llx.so", dir, (unsigned long long)hash);
+  nv__fused_fn fn = access(so, R_OK) == 0 ? load_so(so) : NULL;
+  if (fn)
+    return fn;
+  snprintf(tmp_c, sizeof tmp_c, "%s/k%016llx.%ld.c", dir, (unsigned long long)hash, (long)getpid());
+  snprintf(tmp_so, sizeof tmp_so, "%s/k%016llx.%ld.so", dir, (unsigned long long)hash,
+           (long)getpid());
+  FILE *f = fopen(tmp_c, "w");
+  if (!f)
+    return NULL;
+  bool ok = fputs(source, f) >= 0;
+  ok = fclose(f) == 0 && ok;
+  snprintf(cmd, sizeof cmd, "%s %s -o '%s' '%s' -lm >/dev/null 2>&1", compiler(), flags(), tmp_so,
+           tmp_c);
+  ok = ok && system(cmd) == 0;
+  unlink(tmp_c);
+  /* A rename is atomic: another process sees the whole file or none. */
+  if (ok)
+    ok = rename(tmp_so, so) == 0;
+  if (!ok) {
+    unlink(tmp_so);
+    return NULL;
+  }
+  return load_so(so);
+}
+
+/* The kernel of `source`, from the caches or compiled now. NULL when it cannot
+ * be had. */
+static nv__fused_fn kernel_for(const char *source) {
+  pthread_mutex_lock(&cache_lock);
+  nv__fused_fn fn = NULL;
+  if (compiler_state == 0) {
+    compiler_state = probe_compiler() ? 1 : -1;
+    if (compiler_state < 0)
+      fprintf(stderr,
+              "nuvec: compile: no working C compiler (%s; set NUVEC_CC): "
+              "compiled functions run "
+              "unfused\n",
+              compiler());
+  }
+  if (compiler_state > 0) {
+    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, source), flags()), compiler_version);
+    h = fnv1a(h, compiler());
+    for (loaded *l = cache; l && !fn; l = l->next)
+      if (l->hash == h && !strcmp(l->source, source))
+        fn = l->fn;
+    if (!fn && (fn = build(source, h)) != NULL) {
+      loaded *l = nv__malloc(sizeof *l);
+      char *copy = l ? nv__malloc(strlen(source) + 1) : NULL;
+      if (copy) {
+        strcpy(copy, source);
+        *l = (loaded){cache, h, copy, fn};
+        cache = l;
+      } else {
+        nv__free(l);
+      }
+    }
+  }
+  pthread_mutex_unlock(&cache_lock);
+  return fn;
+}
+
+/* ---- Keepers: the arrays through which COMPILED nodes hold their kernel ----
+ */
+
+static void fused_release(void *p) {
+  nv__fused *k = p;
+  if (k && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1)
+    nv__free(k);
+}
+
+/* An evaluated empty array whose buffer holds the reference to `k` given to it;
+ * its node (held) in *node. */
+static nv_status keeper(nv__fused *k, nv__node **node) {
+  nv__buffer *b = nv__buffer_wrap(k, 0, NV__BUF_NOCOPY, fused_release, k);
+  if (!b) {
+    fused_release(k);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  int shape[1] = {0};
+  nv__scope_suspend();
+  nv_array *a = nv__array_from_buffer(b, 0, NV_DTYPE_UINT8, shape, 1, NULL);
+  nv__scope_resume();
+  nv__buffer_release(b);
+  nv_status s = nv_array_status(a);
+  if (s == NV_OK)
+    *node = nv__node_retain(a->node);
+  nv_release(a);
+  return s;
+}
+
+/* ---- The pass ---- */
+
+/* Drops the nodes no output reaches, renumbering the references. */
+static nv_status compact(recipe *r) {
+  bool *live = nv__calloc(r->n + 1, sizeof *live);
+  size_t *renum = nv__malloc((r->n + 1) * sizeof *renum);
+  if (!live || !renum) {
+    nv__free(live);
+    nv__free(renum);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < r->nout; i++)
+    if (r->outs[i].kind == R_NODE)
+      live[r->outs[i].i] = true;
+  for (size_t k = r->n; k-- > 0;)
+    for (int i = 0; live[k] && i < r->nodes[k].nin; i++)
+      if (r->nodes[k].in[i].kind == R_NODE)
+        live[r->nodes[k].in[i].i] = true;
+  size_t m = 0;
+  for (size_t k = 0; k < r->n; k++) {
+    if (!live[k]) {
+      nv__free(r->nodes[k].params);
+      nv__free(r->nodes[k].in);
+      nv__free(r->nodes[k].out);
+      continue;
+    }
+    renum[k] = m;
+    r->nodes[m++] = r->nodes[k];
+  }
+  r->n = m;
+  for (size_t k = 0; k < r->n; k++)
+    for (int i = 0; i < r->nodes[k].nin; i++)
+      if (r->nodes[k].in[i].kind == R_NODE)
+        r->nodes[k].in[i].i = (int)renum[r->nodes[k].in[i].i];
+  for (size_t i = 0; i < r->nout; i++)
+    if (r->outs[i].kind == R_NODE)
+      r->outs[i].i = (int)renum[r->outs[i].i];
+  nv__free(live);
+  nv__free(renum);
+  return NV_OK;
+}
+
+static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.idx == b.idx; }
+
+/* Turns the chain `members` (recipe order, root last) into a COMPILED node at
+ * the root's place. Returns whether it did (false: an input it cannot read, or
+ * no kernel). */
+static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const size_t *esc,
+                            int nesc, const nv__output *const *src, bool *done) {
+  *done = false;
+  size_t root = members[nm - 1];
+  const rout *rm = chain_shape(r, root);
+  chain_in ins[64];
+  int nins = 0;
+  bool *in_chain = nv__calloc(r->n + 1, sizeof *in_chain);
+  if (!in_chain)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  for (size_t m = 0; m < nm; m++)
+    in_chain[members[m]] = true;
+  bool ok = true;
+  for (size_t m = 0; ok && m < nm; m++) {
+    const rnode *n = &r->nodes[members[m]];
+    for (int i = 0; ok && i < n->nin; i++) {
+      ref x = n->in[i];
+      if (x.kind == R_NODE && in_chain[x.i])
+        continue;
+      bool seen = false;
+      for (int j = 0; j < nins && !seen; j++)
+        seen = ref_same(ins[j].r, x);
+      if (seen)
+        continue;
+      rout mm = meta_of(r, x, src);
+      int64_t inner = 0, div = 1;
+      int kind = input_kind(&mm, rm, &inner, &div);
+      if (kind < 0 || nins == 64)
+        ok = false;
+      else
+        ins[nins++] = (chain_in){x, mm.dtype, kind, inner, div};
+    }
+  }
+  nv__free(in_chain);
+  if (!ok)
+    return NV_OK;
+  char *source = generate(r, members, nm, ins, nins, esc, nesc, src);
+  if (!source)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  nv__fused_fn fn = kernel_for(source);
+  nv__free(source);
+  if (!fn)
+    return NV_OK;
+  nv__fused *k = nv__malloc(sizeof *k);
+  ref *in = nv__malloc(((size_t)nins + 1) * sizeof *in);
+  nv__compiled_params *p = nv__malloc(sizeof *p);
+  rout *outs = nv__malloc((size_t)(nesc + 1) * sizeof *outs);
+  nv__input *consts = nv__realloc(r->consts, (r->nconst + 1) * sizeof *consts);
+  if (consts)
+    r->consts = consts;
+  if (!k || !in || !p || !consts || !outs) {
+    nv__free(k);
+    nv__free(in);
+    nv__free(p);
+    nv__free(outs);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  atomic_init(&k->refs, 1);
+  k->fn = fn;
+  k->nin = nins;
+  nv__node *kn = NULL;
+  nv_status s = keeper(k, &kn); /* takes k's reference */
+  if (s != NV_OK) {
+    nv__free(in);
+    nv__free(p);
+    nv__free(outs);
+    return s;
+  }
+  r->consts[r->nconst] = (nv__input){kn, 0};
+  for (int i = 0; i < nins; i++)
+    in[i] = ins[i].r;
+  in[nins] = (ref){R_CONST, (int)r->nconst++, 0};
+  p->k = k;
+  rnode *n = &r->nodes[root];
+  outs[0] = n->out[0];
+  for (int x = 0; x < nesc; x++)
+    outs[x + 1] = r->nodes[esc[x]].out[0];
+  nv__free(n->in);
+  nv__free(n->params);
+  nv__free(n->out);
+  n->prim = NV__PRIM_COMPILED;
+  n->nin = nins + 1;
+  n->in = in;
+  n->nout = nesc + 1;
+  n->out = outs;
+  n->params = p;
+  n->params_size = sizeof *p;
+  /* The intermediates' users (all after the root) read the new outputs. */
+  for (int x = 0; x < nesc; x++) {
+    ref from = {R_NODE, (int)esc[x], 0}, to = {R_NODE, (int)root, x + 1};
+    for (size_t j = root + 1; j < r->n; j++)
+      for (int i = 0; i < r->nodes[j].nin; i++)
+        if (ref_same(r->nodes[j].in[i], from))
+          r->nodes[j].in[i] = to;
+    for (size_t i = 0; i < r->nout; i++)
+      if (ref_same(r->outs[i], from))
+        r->outs[i] = to;
+  }
+  *done = true;
+  return NV_OK;
+}
+
+/* A max-heap of node indices: a chain is grown from its root towards the inputs
+ * in descending recipe order, so each candidate's consumers are all decided
+ * before it. */
+typedef struct heap {
+  size_t *v, n;
+} heap;
+
+static void heap_push(heap *h, size_t x) {
+  size_t i = h->n++;
+  h->v[i] = x;
+  while (i && h->v[(i - 1) / 2] < h->v[i]) {
+    size_t p = (i - 1) / 2, t = h->v[p];
+    h->v[p] = h->v[i];
+    h->v[i] = t;
+    i = p;
+  }
+}
+
+static size_t heap_pop(heap *h) {
+  size_t top = h->v[0];
+  h->v[0] = h->v[--h->n];
+  for (size_t i = 0;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < h->n && h->v[l] > h->v[m])
+      m = l;
+    if (r < h->n && h->v[r] > h->v[m])
+      m = r;
+    if (m == i)
+      break;
+    size_t t = h->v[m];
+    h->v[m] = h->v[i];
+    h->v[i] = t;
+    i = m;
+  }
+  return top;
+}
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
+  *nfused = 0;
+  size_t n = r->n;
+  if (n < 2)
+    return NV_OK;
+  /* Consumers of each node (CSR) and whether an output of the recipe is one of
+   * its values. */
+  size_t *ncons = nv__calloc(n + 1, sizeof *ncons), *at = nv__calloc(n + 2, sizeof *at);
+  bool *escape = nv__calloc(n + 1, sizeof *escape), *cand = nv__calloc(n + 1, sizeof *cand);
+  bool *rootable = nv__calloc(n + 1, sizeof *rootable);
+  int *grp = nv__malloc((n + 1) * sizeof *grp);
+  size_t *members = nv__malloc((n + 1) * sizeof *members);
+  size_t total = 0;
+  for (size_t k = 0; k < n; k++)
+    total += (size_t)r->nodes[k].nin;
+  size_t *cons = nv__malloc((total + 1) * sizeof *cons);
+  /* Each node is queued at most once per root (its stamp), so the heap holds at
+   * most n. */
+  heap hp = {nv__malloc((n + 1) * sizeof(size_t)), 0};
+  size_t *stamp = nv__calloc(n + 1, sizeof *stamp);
+  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons && hp.v && stamp
+                    ? NV_OK
+                    : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  for (size_t k = 0; s == NV_OK && k < n; k++)
+    for (int i = 0; i < r->nodes[k].nin; i++)
+      if (r->nodes[k].in[i].kind == R_NODE)
+        ncons[r->nodes[k].in[i].i]++;
+  for (size_t k = 0; s == NV_OK && k < n; k++)
+    at[k + 1] = at[k] + ncons[k];
+  for (size_t k = 0; s == NV_OK && k < n; k++)
+    ncons[k] = 0;
+  for (size_t k = 0; s == NV_OK && k < n; k++)
+    for (int i = 0; i < r->nodes[k].nin; i++)
+      if (r->nodes[k].in[i].kind == R_NODE) {
+        size_t p = (size_t)r->nodes[k].in[i].i;
+        cons[at[p] + ncons[p]++] = k;
+      }
+  for (size_t i = 0; s == NV_OK && i < r->nout; i++)
+    if (r->outs[i].kind == R_NODE)
+      escape[r->outs[i].i] = true;
+  for (size_t k = 0; s == NV_OK && k < n; k++) {
+    cand[k] = fusable(r, k, src);
+    rootable[k] = cand[k] || reduce_root(r, k);
+    grp[k] = -1;
+  }
+  /* Roots from the end: each takes the candidates below it whose consumers are
+   * all its. */
+  for (size_t k = n; s == NV_OK && k-- > 0;) {
+    if (!rootable[k] || grp[k] >= 0)
+      continue;
+    grp[k] = (int)k;
+    size_t nm = 0, esc[NV__COMPILED_MAX_OUT];
+    int nesc = 0;
+    members[nm++] = k;
+    const rout *shape = chain_shape(r, k);
+    for (size_t q = k;;) {
+      /* Queue the producers of the node that just joined (q). */
+      for (int i = 0; i < r->nodes[q].nin; i++) {
+        ref x = r->nodes[q].in[i];
+        if (x.kind == R_NODE && stamp[x.i] != k + 1) {
+          stamp[x.i] = k + 1;
+          heap_push(&hp, (size_t)x.i);
+        }
+      }
+      bool joined = false;
+      while (hp.n && !joined) {
+        size_t m = heap_pop(&hp);
+        if (!cand[m] || grp[m] >= 0 || !same_shape(&r->nodes[m].out[0], shape))
+          continue;
+        /* Every consumer is in the chain, or comes after the root (it then reads the value
+         * as an extra output of the fused node). */
+        bool ok = true, out = escape[m];
+        for (size_t c = at[m]; ok && c < at[m] + ncons[m]; c++) {
+          bool in = grp[cons[c]] == (int)k;
+          ok = in || cons[c] > k;
+          out |= !in;
+        }
+        if (ok && out && nesc == NV__COMPILED_MAX_OUT - 1)
+          ok = false;
+        if (ok) {
+          grp[m] = (int)k;
+          members[nm++] = m;
+          if (out)
+            esc[nesc++] = m;
+          q = m;
+          joined = true;
+        }
+      }
+      if (!joined)
+        break;
+    }
+    qsort(members, nm, sizeof *members, cmp_size);
+    /* A reduction needs its input in the chain: reducing an input alone gains
+     * nothing. */
+    bool input_in = cand[k] || grp[r->nodes[k].in[0].i] == (int)k;
+    if (nm < 2 || !input_in) {
+      for (size_t m = 0; m < nm; m++)
+        grp[members[m]] = -2;
+      continue;
+    }
+    bool done = false;
+    qsort(esc, (size_t)nesc, sizeof *esc, cmp_size);
+    s = fuse_chain(r, members, nm, esc, nesc, src, &done);
+    if (s == NV_OK && done)
+      (*nfused)++;
+    if (s == NV_OK && !done)
+      for (size_t m = 0; m < nm; m++)
+        grp[members[m]] = -2; /* stays unfused */
+  }
+  if (s == NV_OK && *nfused)
+    s = compact(r);
+  nv__free(ncons);
+  nv__free(at);
+  nv__free(escape);
+  nv__free(cand);
+  nv__free(rootable);
+  nv__free(grp);
+  nv__free(members);
+  nv__free(cons);
+  nv__free(hp.v);
+  nv__free(stamp);
+  return s;
+}
+
+nv_status nv__recipe_copy(recipe *dst, const recipe *src) {
+  memset(dst, 0, sizeof *dst);
+  dst->nodes = nv__calloc(src->n + 1, sizeof *dst->nodes);
+  dst->consts = nv__malloc((src->nconst + 1) * sizeof *dst->consts);
+  dst->outs = nv__malloc((src->nout + 1) * sizeof *dst->outs);
+  if (!dst->nodes || !dst->consts || !dst->outs) {
+    nv__recipe_free(dst);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < src->nconst; i++)
+    dst->consts[dst->nconst++] =
+        (nv__input){nv__node_retain(src->consts[i].node), src->consts[i].idx};
+  memcpy(dst->outs, src->outs, src->nout * sizeof *dst->outs);
+  dst->nout = src->nout;
+  dst->traced = src->traced;
+  dst->poly = src->poly;
+  for (size_t k = 0; k < src->n; k++) {
+    const rnode *a = &src->nodes[k];
+    rnode *b = &dst->nodes[dst->n++];
+    *b = *a;
+    b->in = nv__malloc(((size_t)a->nin + 1) * sizeof *b->in);
+    b->out = nv__malloc((size_t)a->nout * sizeof *b->out);
+    b->params = a->params_size ? nv__malloc(a->params_size) : NULL;
+    if (!b->in || !b->out || (a->params_size && !b->params)) {
+      nv__recipe_free(dst);
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    }
+    memcpy(b->in, a->in, (size_t)a->nin * sizeof *b->in);
+    memcpy(b->out, a->out, (size_t)a->nout * sizeof *b->out);
+    if (a->params_size)
+      memcpy(b->params, a->params, a->params_size);
+  }
+  return NV_OK;
+}
