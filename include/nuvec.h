@@ -19,5 +19,6 @@
 #include "nuvec/nn.h"
 #include "nuvec/reduce.h"
 #include "nuvec/random.h"
+#include "nuvec/quantize.h"
 
 #endif /* NUVEC_H */

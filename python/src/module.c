@@ -625,7 +625,7 @@ PyMODINIT_FUNC PyInit__core(void) {
       add_dtypes(m) < 0 || add_devices(m) < 0 || add_constants(m) < 0 ||
       nvpy_init_dtypeinfo(m) < 0 || nvpy_init_array(m) < 0 || nvpy_init_ops(m) < 0 ||
       nvpy_init_index(m) < 0 || nvpy_init_transforms(m) < 0 || nvpy_init_io(m) < 0 || nvpy_init_dlpack(m) < 0 ||
-      nvpy_init_random(m) < 0 ||
+      nvpy_init_random(m) < 0 || nvpy_init_quantize(m) < 0 ||
       PyModule_AddStringConstant(m, "__version__", nv_version()) < 0) {
     Py_DECREF(m);
     return NULL;

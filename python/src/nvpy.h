@@ -155,6 +155,7 @@ int nvpy_init_transforms(PyObject *m);
 int nvpy_init_io(PyObject *m);
 int nvpy_init_dlpack(PyObject *m);
 int nvpy_init_random(PyObject *m);
+int nvpy_init_quantize(PyObject *m);
 int nvpy_init_dtypeinfo(PyObject *m);
 
 /* Indexing (index.c), used by the array type. */

@@ -17,6 +17,7 @@
 #include "ops/prims_random.h"
 #include "ops/prims_transforms.h"
 #include "ops/prims_optim.h"
+#include "ops/prims_quantize.h"
 
 #define NV__PRIM_LIST(X)      \
   NV__PRIMS_CORE(X)           \
@@ -26,7 +27,8 @@
   NV__PRIMS_LINALG(X)         \
   NV__PRIMS_RANDOM(X)         \
   NV__PRIMS_TRANSFORMS(X)     \
-  NV__PRIMS_OPTIM(X)
+  NV__PRIMS_OPTIM(X)          \
+  NV__PRIMS_QUANTIZE(X)
 
 enum {
 #define NV__PRIM_ENUM(name, str, donate, ew, view) NV__PRIM_##name,

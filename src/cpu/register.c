@@ -46,6 +46,7 @@ void nv__cpu_register_optim(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
 void nv__cpu_register_index(nv__kernel_fn *k);
+void nv__cpu_register_quantize(nv__kernel_fn *k);
 static void (*const families[])(nv__kernel_fn *) = {
     register_core,
     nv__cpu_register_elementwise,
@@ -55,6 +56,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_reduce,
     nv__cpu_register_random,
     nv__cpu_register_optim,
+    nv__cpu_register_quantize,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

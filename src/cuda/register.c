@@ -17,6 +17,7 @@ void nv__gpu_register_random(nv__gpu_kernel_fn *k);
 void nv__gpu_register_transforms(nv__gpu_kernel_fn *k);
 void nv__gpu_register_gather(nv__gpu_kernel_fn *k);
 void nv__gpu_register_scan(nv__gpu_kernel_fn *k);
+void nv__gpu_register_quantize(nv__gpu_kernel_fn *k);
 
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
@@ -31,6 +32,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_transforms,
     nv__gpu_register_gather,
     nv__gpu_register_scan,
+    nv__gpu_register_quantize,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

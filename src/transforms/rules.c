@@ -16,6 +16,7 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_reduce,
     nv__rules_register_random,
     nv__rules_register_optim,
+    nv__rules_register_quantize,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -50,6 +50,7 @@ void nv__rules_register_linalg(nv__prim_rule *r);
 void nv__rules_register_reduce(nv__prim_rule *r);
 void nv__rules_register_random(nv__prim_rule *r);
 void nv__rules_register_optim(nv__prim_rule *r);
+void nv__rules_register_quantize(nv__prim_rule *r);
 
 /* ---- Helpers for rules (src/transforms/rules.c) ---- */
 

@@ -1,0 +1,72 @@
+/* nuvec's CPython extension: the quantization functions of mlx.core (quantize, dequantize,
+ * quantized_matmul), an op table added to the top-level module. */
+#include "optable.h"
+
+/* group_size and bits: None (or absent) is 0, the mode's default in the C API. */
+static int qargs(call *c, int gi, int bi, int mi, int *gs, int *bits, const char **mode) {
+  if (int_at(c, gi, 0, gs) < 0 || int_at(c, bi, 0, bits) < 0) return -1;
+  *mode = str_at(c, mi, "affine");
+  return *mode ? 0 : -1;
+}
+
+/* nvfp4's optional global scale is not implemented: refuse it rather than ignore it. */
+static int no_global_scale(call *c, int i) {
+  if (!given(c, i)) return 0;
+  PyErr_Format(PyExc_NotImplementedError, "%s: global_scale is not supported", c->op->name);
+  return -1;
+}
+
+static PyObject *sig_quantize(call *c) {
+  nv_array *w = arr(c, 0);
+  int gs, bits;
+  const char *mode;
+  if (!w || qargs(c, 1, 2, 3, &gs, &bits, &mode) < 0 || no_global_scale(c, 4) < 0) return NULL;
+  nv_vec *v = nv_vec_new();
+  if (!v) return PyErr_NoMemory();
+  nv_status st = nv_quantize(w, gs, bits, mode, v);
+  PyObject *r = st == NV_OK ? nvpy_tuple_from_vec(v) : nvpy_raise_last(st);
+  nv_vec_free(v);
+  return r;
+}
+
+static PyObject *sig_dequantize(call *c) {
+  nv_array *w = arr(c, 0), *s = w ? arr(c, 1) : NULL, *b = NULL;
+  int gs, bits;
+  const char *mode;
+  if (!s || (given(c, 2) && !(b = arr(c, 2))) || qargs(c, 3, 4, 5, &gs, &bits, &mode) < 0 ||
+      no_global_scale(c, 6) < 0)
+    return NULL;
+  int dt = dtype_at(c, 7, NV_DTYPE_COUNT);
+  if (dt < 0) return NULL;
+  return nvpy_wrap(nv_dequantize(w, s, b, gs, bits, mode, (nv_dtype)dt));
+}
+
+static PyObject *sig_quantized_matmul(call *c) {
+  nv_array *x = arr(c, 0), *w = x ? arr(c, 1) : NULL, *s = w ? arr(c, 2) : NULL, *b = NULL;
+  bool transpose;
+  int gs, bits;
+  const char *mode;
+  if (!s || (given(c, 3) && !(b = arr(c, 3))) || bool_at(c, 4, true, &transpose) < 0 ||
+      qargs(c, 5, 6, 7, &gs, &bits, &mode) < 0)
+    return NULL;
+  return nvpy_wrap(nv_quantized_matmul(x, w, s, b, transpose, gs, bits, mode));
+}
+
+#define DOC(s) "mlx.core." s
+
+static const nvpy_op quantize_ops[] = {
+    {"quantize", sig_quantize, NULL, KW("w", "group_size", "bits", "mode", "global_scale"), 1,
+     {0}, 0,
+     DOC("quantize(w, group_size=None, bits=None, mode='affine'): (w_q, scales[, biases]).")},
+    {"dequantize", sig_dequantize, NULL,
+     KW("w", "scales", "biases", "group_size", "bits", "mode", "global_scale", "dtype"), 2, {0},
+     0, DOC("dequantize(w, scales, biases=None, group_size=None, bits=None, mode='affine').")},
+    {"quantized_matmul", sig_quantized_matmul, NULL,
+     KW("x", "w", "scales", "biases", "transpose", "group_size", "bits", "mode"), 3, {0}, 0,
+     DOC("quantized_matmul(x, w, scales, biases=None, transpose=True, group_size=None, "
+         "bits=None, mode='affine'): x @ dequantize(w).T (or x @ dequantize(w)).")},
+};
+
+int nvpy_init_quantize(PyObject *m) {
+  return nvpy_add_ops(m, quantize_ops, sizeof quantize_ops / sizeof quantize_ops[0], "");
+}
