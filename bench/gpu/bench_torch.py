@@ -70,6 +70,15 @@ def main():
         a, b = r(4096, 4096), r(4096, 4096)
         report("matmul_f32_4096", timed(lambda: a @ b, 3, 10))
         del a, b
+    for name, n, m in [("qmm_decode_4bit_4096x4096", 4096, 1),
+                       ("qmm_decode_4bit_14336x4096", 14336, 1),
+                       ("qmm_prefill_4bit_4096x4096", 4096, 4096)]:
+        # The dense bf16 layer that nuvec's 4-bit quantized_matmul replaces.
+        if want(name):
+            w, x = r(n, 4096, dt=torch.bfloat16), r(m, 4096, dt=torch.bfloat16)
+            report(name, timed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
+            report(name + ":graph", graphed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
+            del w, x
     if want("tiny_1000"):
         y0, s, t = r(16), r(16), r(16)
 

@@ -44,6 +44,10 @@ work = {  # bytes moved or flops, for rates
     "ops_logsumexp_axis2": ("TB/s", 4 * 64 * 2**20), "ops_add_broadcast_row": ("TB/s", 8 * 64 * 2**20),
     "ops_add_transposed": ("TB/s", 12 * 64 * 2**20), "ops_concatenate_axis1": ("TB/s", 16 * 64 * 2**20),
     "ops_take_2^24_of_2^26": ("TB/s", 12 * 2**24),
+    # quantized_matmul: the packed 4-bit weights (with bf16 scales and biases per 64) streamed.
+    "qmm_decode_4bit_4096x4096": ("TB/s", 4096 * 4096 // 2 + 4096 * 64 * 4),
+    "qmm_decode_4bit_14336x4096": ("TB/s", 14336 * 4096 // 2 + 14336 * 64 * 4),
+    "qmm_prefill_4bit_4096x4096": ("TFLOP/s", 2 * 4096**3),
 }
 for a in range(3): work[f"ops_argmax_axis{a}"] = ("TB/s", 4 * 64 * 2**20)
 print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")
