@@ -171,6 +171,38 @@ __device__ __forceinline__ float deq(const nv__gpu_quant_params &p, const void *
   return __fmul_rn(scale_value(p.mode, ((const uint8_t *)s)[g]), element_value(p.mode, c));
 }
 
+/* N consecutive elements of x from p (N * sizeof(S) bytes, aligned to that size or to 16 when
+ * `vec`) as float32: 16-byte loads (8-byte for 8-byte runs) when `vec`, else one by one. */
+template <class F, int N>
+__device__ __forceinline__ void load_run(const typename F::S *p, bool vec, float *out) {
+  typedef typename F::S S;
+  constexpr int BYTES = N * (int)sizeof(S);
+  if (vec && BYTES % 16 == 0) {
+    constexpr int PER16 = 16 / (int)sizeof(S);
+#pragma unroll
+    for (int j = 0; j < BYTES / 16; j++) {
+      union {
+        uint4 u;
+        S s[PER16];
+      } t;
+      t.u = __ldg((const uint4 *)p + j);
+#pragma unroll
+      for (int k = 0; k < PER16; k++) out[j * PER16 + k] = F::ld(t.s[k]);
+    }
+  } else if (vec && BYTES == 8) {
+    union {
+      uint2 u;
+      S s[8 / sizeof(S)];
+    } t;
+    t.u = __ldg((const uint2 *)p);
+#pragma unroll
+    for (int k = 0; k < N; k++) out[k] = F::ld(t.s[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; k++) out[k] = F::ld(p[k]);
+  }
+}
+
 /* The decode gemv: block (32, WARPS); warp y of block x computes column n = x * WARPS + y for
  * every row of x in batch blockIdx.y (grid-stride over batches). BITS is 1, 2, 4 or 8 (whole
  * words, 16-byte loads when the row is aligned for them) or 0 (any bits, element by element).
@@ -199,7 +231,10 @@ __global__ void qmm_gemv_kernel(typename fl<DT>::S *out, const typename fl<DT>::
     for (int m = 0; m < NV__GPU_QMM_GEMV_MAX_M; m++) acc[m] = 0;
     if (BITS > 0 && (p.words & 3) == 0 && ((uintptr_t)row & 15) == 0) {
       constexpr int PER = BITS > 0 ? 32 / BITS : 1; /* elements per word */
-      constexpr uint32_t MASK = BITS >= 32 || BITS == 0 ? 0xffffffffu : (1u << BITS) - 1;
+      constexpr uint32_t MASK = BITS == 0 ? 0xffffffffu : (1u << BITS) - 1;
+      /* x's rows read PER elements at a time with vector loads when every row start is
+       * aligned for them (uniform over the grid). */
+      const bool xvec = ((uintptr_t)xb & 15) == 0 && (p.K * (int64_t)sizeof(typename F::S)) % 16 == 0;
       const int64_t nvec = p.words / 4;
       for (int64_t v = lane; v < nvec; v += 32) {
         uint4 q4 = __ldg((const uint4 *)row + v);
@@ -207,21 +242,27 @@ __global__ void qmm_gemv_kernel(typename fl<DT>::S *out, const typename fl<DT>::
 #pragma unroll
         for (int i = 0; i < 4; i++) {
           int64_t e0 = (v * 4 + i) * PER, g = e0 / gs; /* a word lies in one group */
-          float sv, bv = 0;
+          float dq[PER];
           if (p.mode == NV__QMODE_AFFINE) {
-            sv = load_any(p.sdt, srow, g);
-            bv = load_any(p.sdt, brow, g);
+            float sv = load_any(p.sdt, srow, g), bv = load_any(p.sdt, brow, g);
+#pragma unroll
+            for (int k = 0; k < PER; k++)
+              dq[k] = __fmaf_rn((float)((wd[i] >> (k * BITS)) & MASK), sv, bv);
           } else {
-            sv = scale_value(p.mode, ((const uint8_t *)srow)[g]);
+            float sv = scale_value(p.mode, ((const uint8_t *)srow)[g]);
+#pragma unroll
+            for (int k = 0; k < PER; k++)
+              dq[k] = __fmul_rn(sv, element_value(p.mode, (wd[i] >> (k * BITS)) & MASK));
           }
 #pragma unroll
-          for (int k = 0; k < PER; k++) {
-            uint32_t c = (wd[i] >> (k * BITS)) & MASK;
-            float val = p.mode == NV__QMODE_AFFINE ? __fmaf_rn((float)c, sv, bv)
-                                                   : __fmul_rn(sv, element_value(p.mode, c));
+          for (int m = 0; m < NV__GPU_QMM_GEMV_MAX_M; m++) {
+            if (m >= M) break;
+            float xv[PER];
+            load_run<F, PER>(xb + m * p.K + e0, xvec, xv);
+            float a = acc[m];
 #pragma unroll
-            for (int m = 0; m < NV__GPU_QMM_GEMV_MAX_M; m++)
-              if (m < M) acc[m] = __fmaf_rn(val, F::ld(xb[m * p.K + e0 + k]), acc[m]);
+            for (int k = 0; k < PER; k++) a = __fmaf_rn(dq[k], xv[k], a);
+            acc[m] = a;
           }
         }
       }
