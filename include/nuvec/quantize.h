@@ -1,4 +1,5 @@
-/* nuvec — quantization: quantize, dequantize, quantized_matmul (MLX 0.32's formats).
+/* nuvec — quantization: quantize, dequantize, quantized_matmul (MLX 0.32's formats), and the
+ * gathered products gather_mm and gather_qmm.
  *
  * The builders follow the conventions of nuvec/ops.h: lazy, inputs borrowed, new arrays
  * returned (owned by the caller or the innermost scope); bad arguments give arrays that carry
@@ -59,6 +60,23 @@ NV_API nv_array *nv_dequantize(const nv_array *w, const nv_array *scales, const 
 NV_API nv_array *nv_quantized_matmul(const nv_array *x, const nv_array *w, const nv_array *scales,
                                      const nv_array *biases, bool transpose, int group_size,
                                      int bits, const char *mode);
+
+/* a[lhs_indices] @ b[rhs_indices] as MLX's gather_mm: the indices are flat indices into the
+ * batch axes (all but the last two) of `a` and `b` (NULL: every matrix, in the operand's batch
+ * shape); the two index arrays broadcast, and the result has their shape + (M, N). Composed
+ * of take and matmul (their gradients and kernels); `sorted_indices` is a hint and may be
+ * ignored. Fails for operands of fewer than 2 dimensions, non-integer or out-of-range
+ * indices, and index shapes that do not broadcast. */
+NV_API nv_array *nv_gather_mm(const nv_array *a, const nv_array *b, const nv_array *lhs_indices,
+                              const nv_array *rhs_indices, bool sorted_indices);
+
+/* The quantized gather_mm, as MLX's gather_qmm: x[lhs_indices] multiplied by the matrices of
+ * w (with their scales and biases) at rhs_indices, as nv_quantized_matmul. Composed of take
+ * and quantized_matmul. Fails as nv_gather_mm and nv_quantized_matmul. */
+NV_API nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_array *scales,
+                               const nv_array *biases, const nv_array *lhs_indices,
+                               const nv_array *rhs_indices, bool transpose, int group_size,
+                               int bits, const char *mode, bool sorted_indices);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* nuvec's CPython extension: the quantization functions of mlx.core (quantize, dequantize,
- * quantized_matmul), an op table added to the top-level module. */
+ * quantized_matmul, gather_mm, gather_qmm), an op table added to the top-level module. */
 #include "optable.h"
 
 /* group_size and bits: None (or absent) is 0, the mode's default in the C API. */
@@ -52,6 +52,29 @@ static PyObject *sig_quantized_matmul(call *c) {
   return nvpy_wrap(nv_quantized_matmul(x, w, s, b, transpose, gs, bits, mode));
 }
 
+static PyObject *sig_gather_mm(call *c) {
+  nv_array *a = arr(c, 0), *b = a ? arr(c, 1) : NULL, *li = NULL, *ri = NULL;
+  bool sorted;
+  if (!b || (given(c, 2) && !(li = arr(c, 2))) || (given(c, 3) && !(ri = arr(c, 3))) ||
+      bool_at(c, 4, false, &sorted) < 0)
+    return NULL;
+  return nvpy_wrap(nv_gather_mm(a, b, li, ri, sorted));
+}
+
+static PyObject *sig_gather_qmm(call *c) {
+  nv_array *x = arr(c, 0), *w = x ? arr(c, 1) : NULL, *s = w ? arr(c, 2) : NULL;
+  nv_array *b = NULL, *li = NULL, *ri = NULL;
+  bool transpose, sorted;
+  int gs, bits;
+  const char *mode;
+  if (!s || (given(c, 3) && !(b = arr(c, 3))) || (given(c, 4) && !(li = arr(c, 4))) ||
+      (given(c, 5) && !(ri = arr(c, 5))) || bool_at(c, 6, true, &transpose) < 0 ||
+      qargs(c, 7, 8, 9, &gs, &bits, &mode) < 0 || no_global_scale(c, 10) < 0 ||
+      bool_at(c, 11, false, &sorted) < 0)
+    return NULL;
+  return nvpy_wrap(nv_gather_qmm(x, w, s, b, li, ri, transpose, gs, bits, mode, sorted));
+}
+
 #define DOC(s) "mlx.core." s
 
 static const nvpy_op quantize_ops[] = {
@@ -65,6 +88,16 @@ static const nvpy_op quantize_ops[] = {
      KW("x", "w", "scales", "biases", "transpose", "group_size", "bits", "mode"), 3, {0}, 0,
      DOC("quantized_matmul(x, w, scales, biases=None, transpose=True, group_size=None, "
          "bits=None, mode='affine'): x @ dequantize(w).T (or x @ dequantize(w)).")},
+    {"gather_mm", sig_gather_mm, NULL,
+     KW("a", "b", "lhs_indices", "rhs_indices", "sorted_indices"), 2, {0}, 0,
+     DOC("gather_mm(a, b, lhs_indices=None, rhs_indices=None, sorted_indices=False): "
+         "a[lhs_indices] @ b[rhs_indices] over the flattened batch axes.")},
+    {"gather_qmm", sig_gather_qmm, NULL,
+     KW("x", "w", "scales", "biases", "lhs_indices", "rhs_indices", "transpose", "group_size",
+        "bits", "mode", "global_scale", "sorted_indices"),
+     3, {0}, 0,
+     DOC("gather_qmm(x, w, scales, biases=None, lhs_indices=None, rhs_indices=None, "
+         "transpose=True, group_size=None, bits=None, mode='affine', sorted_indices=False).")},
 };
 
 int nvpy_init_quantize(PyObject *m) {

@@ -21,7 +21,7 @@ NOT_YET = {
     "conv3d", "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "convolve", "cuda", "device_info", "disable_compile", "distributed", "einsum",
     "einsum_path", "enable_compile", "export_function", "export_to_dot", "exporter", "fast",
-    "fft", "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
+    "fft", "gather_qqmm", "get_array_buffer_size",
     "get_printoptions", "hadamard_transform", "import_function", "linalg", "matrix_norm",
     "metal", "new_thread_local_stream", "new_thread_unsafe_stream", "printoptions", "qqmm",
     "segmented_mm", "set_printoptions",
