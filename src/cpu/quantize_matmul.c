@@ -26,6 +26,7 @@ typedef struct qmm_job {
   bool wbatch;        /* w has one matrix per batch */
   nv__output *out;
   int64_t nblocks;    /* column blocks per batch */
+  const float *xsum;  /* affine, transposed: x's sums per group, (B, M, groups) */
   atomic_bool oom;    /* a task could not allocate its tile */
 } qmm_job;
 
@@ -143,6 +144,59 @@ static void range_t(void *ctx, int64_t lo, int64_t hi) {
   free(tile);
 }
 
+/* The codes of one group (elements e0 .. e0 + gs of a row) as floats; constant shifts for the
+ * bits that divide 32, so the loops vectorize. */
+#define CODES(BITS)                                                               \
+  for (int w = 0; w < gs / (32 / BITS); w++) {                                    \
+    uint32_t word = wp[w];                                                        \
+    for (int k = 0; k < 32 / BITS; k++)                                           \
+      q[w * (32 / BITS) + k] = (float)((word >> (k * BITS)) & ((1u << BITS) - 1)); \
+  }
+NV_KERNEL_CLONES
+static void group_codes(const uint32_t *row, int64_t e0, int gs, int bits, int64_t words,
+                        float *q) {
+  const uint32_t *wp = row + (32 % bits == 0 ? e0 / (32 / bits) : 0);
+  switch (bits) {
+    case 1: CODES(1) break;
+    case 2: CODES(2) break;
+    case 4: CODES(4) break;
+    case 8: CODES(8) break;
+    default:
+      for (int i = 0; i < gs; i++) q[i] = (float)nv__qextract(row, e0 + i, bits, words);
+  }
+}
+
+/* Affine, transposed (the decode shape): one output column per work item, no tile. Per group,
+ * s * q + b summed against x is s * dot(x, q) + b * sum(x), with x's group sums computed once
+ * per call; the codes are unpacked once per group for every row of x. */
+static void range_ta(void *ctx, int64_t lo, int64_t hi) {
+  const qmm_job *j = ctx;
+  int gs = j->p->group_size, bits = j->p->bits;
+  float *acc = malloc((size_t)j->M * sizeof(float)), q[128];
+  if (!acc) {
+    atomic_store(&((qmm_job *)ctx)->oom, true);
+    return;
+  }
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t b = t / j->N, n = t % j->N;
+    const uint32_t *row;
+    const void *s, *bias;
+    w_row(j, b, n, &row, &s, &bias);
+    for (int64_t m = 0; m < j->M; m++) acc[m] = 0;
+    for (int64_t g = 0; g < j->groups; g++) {
+      group_codes(row, g * gs, gs, bits, j->words, q);
+      float sv = nv__q_load(j->sdt, s, g), bv = nv__q_load(j->sdt, bias, g);
+      for (int64_t m = 0; m < j->M; m++) {
+        float d;
+        dots(j->x + (b * j->M + m) * j->K + g * gs, q, gs, 1, &d);
+        acc[m] += sv * d + bv * j->xsum[(b * j->M + m) * j->groups + g];
+      }
+    }
+    for (int64_t m = 0; m < j->M; m++) store_out(j->out, (b * j->M + m) * j->N + n, acc[m]);
+  }
+  free(acc);
+}
+
 /* Not transposed: each task owns a band of NBAND output columns; it walks the K rows of w,
  * dequantizing the band of each, and adds x[m, k] times it to every row's accumulator. */
 static void range_n(void *ctx, int64_t lo, int64_t hi) {
@@ -208,11 +262,30 @@ nv_status nv__k_quantized_matmul(nv__node *node, const nv__operand *in, int dona
     for (int64_t i = 0; i < ox->size; i++) xf[i] = nv__q_load(ox->dtype, xp, i);
     j.x = xf;
   }
-  int cols = p->transpose ? TCOLS : NBAND;
+  float *xsum = NULL;
+  bool fused = p->transpose && p->mode == NV__QMODE_AFFINE;
+  if (fused) {
+    int gs = p->group_size;
+    xsum = malloc((size_t)(j.B * j.M * j.groups) * sizeof(float));
+    if (!xsum) {
+      free(xf);
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "quantized_matmul: out of memory");
+    }
+    for (int64_t r = 0; r < j.B * j.M; r++)
+      for (int64_t g = 0; g < j.groups; g++) {
+        float t = 0;
+        for (int i = 0; i < gs; i++) t += j.x[r * j.K + g * gs + i];
+        xsum[r * j.groups + g] = t;
+      }
+    j.xsum = xsum;
+  }
+  int cols = fused ? 1 : p->transpose ? TCOLS : NBAND;
   j.nblocks = (j.N + cols - 1) / cols;
   int64_t work = j.M * j.K * cols; /* multiply-adds per task */
   int64_t grain = work >= NV__PAR_GRAIN ? 1 : NV__PAR_GRAIN / (work > 0 ? work : 1);
-  nv__parallel_for(j.B * j.nblocks, grain, p->transpose ? range_t : range_n, &j);
+  nv__parallel_for(j.B * j.nblocks, grain, fused ? range_ta : p->transpose ? range_t : range_n,
+                   &j);
+  free(xsum);
   free(xf);
   if (atomic_load(&j.oom))
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "quantized_matmul: out of memory");
