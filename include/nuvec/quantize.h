@@ -1,5 +1,5 @@
 /* nuvec — quantization: quantize, dequantize, quantized_matmul (MLX 0.32's formats), and the
- * gathered products gather_mm and gather_qmm.
+ * gathered products gather_mm, gather_qmm and segmented_mm.
  *
  * The builders follow the conventions of nuvec/ops.h: lazy, inputs borrowed, new arrays
  * returned (owned by the caller or the innermost scope); bad arguments give arrays that carry
@@ -77,6 +77,14 @@ NV_API nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_ar
                                const nv_array *biases, const nv_array *lhs_indices,
                                const nv_array *rhs_indices, bool transpose, int group_size,
                                int bits, const char *mode, bool sorted_indices);
+
+/* The product of a (M, K) and b (K, N) per segment of the inner dimension, as MLX's
+ * segmented_mm: `segments` holds integer (start, end) pairs (shape (..., 2)) and the result
+ * has shape (..., M, N), entry s being a[:, start:end] @ b[start:end, :] (zeros for an empty
+ * segment, end <= start). Composed of a mask per segment, multiply and matmul. Fails for
+ * operands that are not 2-D (MLX: batched matmul is not supported), inner dimensions that
+ * differ, or segments of another shape or a non-integer dtype. */
+NV_API nv_array *nv_segmented_mm(const nv_array *a, const nv_array *b, const nv_array *segments);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* nuvec's CPython extension: the quantization functions of mlx.core (quantize, dequantize,
- * quantized_matmul, gather_mm, gather_qmm), an op table added to the top-level module. */
+ * quantized_matmul, gather_mm, gather_qmm, segmented_mm), an op table added to the top-level module. */
 #include "optable.h"
 
 /* group_size and bits: None (or absent) is 0, the mode's default in the C API. */
@@ -75,6 +75,11 @@ static PyObject *sig_gather_qmm(call *c) {
   return nvpy_wrap(nv_gather_qmm(x, w, s, b, li, ri, transpose, gs, bits, mode, sorted));
 }
 
+static PyObject *sig_segmented_mm(call *c) {
+  nv_array *a = arr(c, 0), *b = a ? arr(c, 1) : NULL, *seg = b ? arr(c, 2) : NULL;
+  return seg ? nvpy_wrap(nv_segmented_mm(a, b, seg)) : NULL;
+}
+
 #define DOC(s) "mlx.core." s
 
 static const nvpy_op quantize_ops[] = {
@@ -98,6 +103,8 @@ static const nvpy_op quantize_ops[] = {
      3, {0}, 0,
      DOC("gather_qmm(x, w, scales, biases=None, lhs_indices=None, rhs_indices=None, "
          "transpose=True, group_size=None, bits=None, mode='affine', sorted_indices=False).")},
+    {"segmented_mm", sig_segmented_mm, NULL, KW("a", "b", "segments"), 3, {0}, 0,
+     DOC("segmented_mm(a, b, segments): a[:, s:e] @ b[s:e] for each (s, e) of segments.")},
 };
 
 int nvpy_init_quantize(PyObject *m) {

@@ -24,7 +24,7 @@ NOT_YET = {
     "fft", "gather_qqmm", "get_array_buffer_size",
     "get_printoptions", "hadamard_transform", "import_function", "linalg", "matrix_norm",
     "metal", "new_thread_local_stream", "new_thread_unsafe_stream", "printoptions", "qqmm",
-    "segmented_mm", "set_printoptions",
+    "set_printoptions",
     "set_wired_limit", "unique",
 }
 

@@ -208,3 +208,20 @@ def test_gather_qmm_moe_shape(rng):
     wd = np.array(nv.dequantize(q, s, b)).astype(np.float64)
     want = np.stack([wd[int(r)].sum(0) for r in ri])[:, None, :]
     np.testing.assert_allclose(np.array(g), want, rtol=1e-4, atol=1e-4)
+
+
+def test_segmented_mm(rng):
+    a = rng.standard_normal((3, 10)).astype(np.float32)
+    b = rng.standard_normal((10, 4)).astype(np.float32)
+    seg = np.array([[0, 4], [4, 10], [2, 2], [7, 3], [0, 10]], np.int32)
+    got = np.array(nv.segmented_mm(nv.array(a), nv.array(b), nv.array(seg)))
+    assert got.shape == (5, 3, 4)
+    for i, (s, e) in enumerate(seg):
+        want = a[:, s:e] @ b[s:e] if e > s else np.zeros((3, 4))
+        np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-5)
+    mx = mlx()
+    if mx is not None:
+        ref = mx.segmented_mm(mx.array(a), mx.array(b), mx.array(seg))
+        np.testing.assert_allclose(got, np.array(ref), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="batched matmul is not supported"):
+        nv.segmented_mm(nv.ones((2, 3, 10)), nv.array(b), nv.array(seg))

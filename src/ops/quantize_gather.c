@@ -119,3 +119,48 @@ nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_array *sc
   nv__scope_register(r);
   return r;
 }
+
+nv_array *nv_segmented_mm(const nv_array *a, const nv_array *b, const nv_array *segments) {
+  static const char *const OP = "segmented_mm";
+  const nv_array *xs[3] = {a, b, segments};
+  nv_array *f = nv__op_check(OP, xs, 3);
+  if (f) return f;
+  const nv__output *oa = nv__out(a), *ob = nv__out(b), *os = nv__out(segments);
+  char sa[NV__SHAPE_BUF], sb[NV__SHAPE_BUF];
+  nv__shape_str(oa->shape, oa->ndim, sa, sizeof sa);
+  nv__shape_str(ob->shape, ob->ndim, sb, sizeof sb);
+  if (oa->ndim != 2 || ob->ndim != 2)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "batched matmul is not supported; a and b must be 2-D, got shapes %s "
+                        "and %s",
+                        sa, sb);
+  if (oa->shape[1] != ob->shape[0])
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "the inner dimensions of a (shape %s) and b (shape %s) differ", sa, sb);
+  if (os->ndim < 1 || os->shape[os->ndim - 1] != 2 ||
+      !nv_issubdtype(os->dtype, NV_CATEGORY_INTEGER))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "segments must be integer (start, end) pairs of shape (..., 2), got %s "
+                        "of shape %s",
+                        nv_dtype_name(os->dtype),
+                        nv__shape_str(os->shape, os->ndim, sa, sizeof sa));
+  nv__scope_suspend();
+  /* Each segment as a mask over K (start <= k < end: empty where end <= start) applied to a's
+   * columns, then one batched product: (..., M, K) @ (K, N). */
+  int K = oa->shape[1], last = os->ndim - 1, one = os->ndim;
+  nv_dtype dt = nv_promote_types(oa->dtype, ob->dtype);
+  nv_array *k = nv_arange(0, K, 1, NV_DTYPE_INT64);
+  nv_array *i0 = nv_full(NULL, 0, 0, NV_DTYPE_INT32), *i1 = nv_full(NULL, 0, 1, NV_DTYPE_INT32);
+  nv_array *st = nv_take(segments, i0, last), *en = nv_take(segments, i1, last);
+  nv_array *st1 = nv_expand_dims(st, &last, 1), *en1 = nv_expand_dims(en, &last, 1);
+  nv_array *ge = nv_greater_equal(k, st1), *lt = nv_less(k, en1);
+  nv_array *in = nv_logical_and(ge, lt), *mask = nv_astype(in, dt);
+  int axis = one - 1; /* (..., K) -> (..., 1, K) */
+  nv_array *m3 = nv_expand_dims(mask, &axis, 1);
+  nv_array *am = nv_multiply(a, m3), *r = nv_matmul(am, b);
+  nv_array *tmp[] = {k, i0, i1, st, en, st1, en1, ge, lt, in, mask, m3, am};
+  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) nv_release(tmp[i]);
+  nv__scope_resume();
+  nv__scope_register(r);
+  return r;
+}
