@@ -54,7 +54,9 @@ NV_API nv_array *nv_dequantize(const nv_array *w, const nv_array *scales, const 
  * materializing the dequantized matrix. x is (..., M, K) or 1-D (K); w (..., N, K*bits/32)
  * when transposed, else (..., K, N*bits/32); the batch axes of x and w broadcast. The result
  * dtype is the promotion of x's and the scales' dtypes in affine mode, x's dtype in the fp
- * modes (float32 for a non-float x); products accumulate in float32. Fails for mismatched
+ * modes (float32 for a non-float x); products accumulate in float32. On a GPU stream, more
+ * than 32 rows of x per matrix dequantize w into the result dtype and use the dense matmul
+ * (the weights then round to that dtype before the product). Fails for mismatched
  * shapes (the message gives them), scales and biases of different shapes, or bad mode, group
  * size or bits. */
 NV_API nv_array *nv_quantized_matmul(const nv_array *x, const nv_array *w, const nv_array *scales,

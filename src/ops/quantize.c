@@ -243,6 +243,9 @@ nv_array *nv_dequantize(const nv_array *w, const nv_array *scales, const nv_arra
 
 /* ---- quantized_matmul ---- */
 
+/* Rows of x (per matrix of w) above which a GPU product dequantizes w and multiplies densely. */
+#define NV__QMM_DENSE_ROWS 32
+
 nv_array *nv_quantized_matmul(const nv_array *x, const nv_array *w, const nv_array *scales,
                               const nv_array *biases, bool transpose, int group_size, int bits,
                               const char *mode) {
@@ -295,6 +298,20 @@ nv_array *nv_quantized_matmul(const nv_array *x, const nv_array *w, const nv_arr
   if (nfin > NV__MAX_DIMS || B * M > INT32_MAX)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP, "the result of x %s and w %s is too large",
                         sx, sw);
+  int64_t xrows = wb == 0 ? B * M : M;
+  if (nv_current_stream().device.type == NV_DEVICE_GPU && xrows > NV__QMM_DENSE_ROWS) {
+    /* Prefill-shaped on the GPU: dequantize w once into the product's dtype and run the dense
+     * matmul (cuBLASLt, tensor cores), faster there than any kernel reading packed words. */
+    nv__scope_suspend();
+    nv_array *wd = nv_dequantize(w, scales, biases, group_size, bits, mode, dt);
+    nv_array *wt = transpose ? nv_swapaxes(wd, -1, -2) : nv_retain(wd);
+    nv_array *xc = nv__cast_unscoped(x, dt);
+    nv_array *r = nv_matmul(xc, wt);
+    nv_release(wd), nv_release(wt), nv_release(xc);
+    nv__scope_resume();
+    nv__scope_register(r);
+    return r;
+  }
   nv__scope_suspend();
   nv_array *tmp[12];
   int nt = 0;

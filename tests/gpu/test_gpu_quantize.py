@@ -2,8 +2,9 @@
 dequantize in every mode, bits and group size (bit for bit: both run src/ops/quantize_codec.h's
 arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
 values; quantized_matmul through the decode gemv (M <= 8, transposed; 16-byte loads for bits
-1, 2, 4, 8 and the element-by-element path for 3, 5, 6; unaligned rows) and the tiled kernel
-(larger M, not transposed, batched w), within a float32 accumulation tolerance. Every op is
+1, 2, 4, 8 and the element-by-element path for 3, 5, 6; unaligned rows), the tiled kernel
+(up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
+product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
 built with the GPU as the default device (skipped where no GPU is usable) and must run there
 (no CPU fallback); the references are built with the CPU as the default device.
 `NUVEC_TEST_FULL=1` runs every case."""
@@ -121,7 +122,8 @@ def test_dequantize_every_fp_scale_code(nv, rng):
 
 
 QMM = [
-    # (x shape, N, K, transpose, w batch): decode shapes (gemv) then the tiled kernel.
+    # (x shape, N, K, transpose, w batch): decode shapes (gemv), the tiled kernel (9 to 32 rows
+    # of x per matrix, or w not transposed), and more than 32 rows (dequantize + matmul).
     ((1, 512), 40, 512, True, ()),
     ((8, 256), 33, 256, True, ()),
     ((3, 128), 7, 128, True, ()),
@@ -133,6 +135,8 @@ QMM = [
     ((70, 256), 128, 256, False, ()),
     ((2, 3, 128), 16, 128, True, (2,)),
     ((2, 67, 64), 64, 64, False, (2,)),
+    ((32, 128), 48, 128, True, ()),
+    ((2, 20, 64), 64, 64, False, (2,)),
 ]
 
 
