@@ -2,7 +2,8 @@
  * quantized_matmul (host code, C11). Each gets its outputs' device memory and its inputs
  * row-contiguous (copied into scratch memory where they are not) and records one launch of
  * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed
- * w, the tiled kernel otherwise. */
+ * w, the tiled kernel otherwise (the builder turns products of more than 32 rows per matrix on
+ * a GPU stream into dequantize + matmul, so those do not reach it). */
 #include "cuda/gpu.h"
 #include "cuda/quantize_kernels.h"
 #include "ops/quantize_params.h"

@@ -5,7 +5,8 @@
  *   - the decode gemv (M <= 8, transposed w): one warp per output column streams that row of
  *     packed w with 16-byte loads (bits 1, 2, 4, 8 on 16-byte aligned rows; element by
  *     element otherwise), dequantizes in registers and keeps one float32 sum per row of x;
- *   - the tiled kernel (any M, either layout): 64 x 64 output tiles, x and dequantized w staged
+ *   - the tiled kernel (M > 8 or w not transposed; the builder sends more than 32 rows per
+ *     matrix to dequantize + matmul instead): 64 x 64 output tiles, x and dequantized w staged
  *     in shared memory as float32 a K step of 32 at a time, 4 x 4 outputs per thread.
  * Products accumulate in float32 (not bit-identical to the CPU's order of summation). */
 #include <stdint.h>
