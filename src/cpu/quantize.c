@@ -76,7 +76,8 @@ static void quant_range(void *ctx, int64_t lo, int64_t hi) {
   float v[QMAX_GROUP];
   uint32_t codes[QMAX_GROUP];
   for (int64_t g = lo; g < hi; g++) {
-    for (int i = 0; i < gs; i++) v[i] = nv__q_load(j->dt, j->w, g * gs + i);
+    nv__convert_run(j->dt, (const char *)j->w + g * gs * (int64_t)nv_dtype_size(j->dt), 1,
+                    NV_DTYPE_FLOAT32, (char *)v, 1, gs);
     if (p->mode == NV__QMODE_AFFINE) {
       float wmin = INFINITY, wmax = -INFINITY, s, b;
       for (int i = 0; i < gs; i++) {
