@@ -237,20 +237,33 @@ __global__ void qmm_gemv_kernel(typename fl<DT>::S *out, const typename fl<DT>::
        * aligned for them (uniform over the grid). */
       const bool xvec = ((uintptr_t)xb & 15) == 0 && (p.K * (int64_t)sizeof(typename F::S)) % 16 == 0;
       const int64_t nvec = p.words / 4;
+      const int gshift = __ffs(gs) - 1; /* group sizes are powers of two */
       for (int64_t v = lane; v < nvec; v += 32) {
         uint4 q4 = __ldg((const uint4 *)row + v);
         uint32_t wd[4] = {q4.x, q4.y, q4.z, q4.w};
+        /* A word lies in one group; the group's scale (and bias) is read again only where a
+         * new group starts inside the vector (at the same word for every lane: vectors and
+         * groups are powers of two elements long). */
+        int64_t gcur = -1;
+        float sv = 0, bv = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          int64_t e0 = (v * 4 + i) * PER, g = e0 / gs; /* a word lies in one group */
+          int64_t e0 = (v * 4 + i) * PER, g = e0 >> gshift;
+          if (g != gcur) {
+            gcur = g;
+            if (p.mode == NV__QMODE_AFFINE) {
+              sv = load_any(p.sdt, srow, g);
+              bv = load_any(p.sdt, brow, g);
+            } else {
+              sv = scale_value(p.mode, ((const uint8_t *)srow)[g]);
+            }
+          }
           float dq[PER];
           if (p.mode == NV__QMODE_AFFINE) {
-            float sv = load_any(p.sdt, srow, g), bv = load_any(p.sdt, brow, g);
 #pragma unroll
             for (int k = 0; k < PER; k++)
               dq[k] = __fmaf_rn((float)((wd[i] >> (k * BITS)) & MASK), sv, bv);
           } else {
-            float sv = scale_value(p.mode, ((const uint8_t *)srow)[g]);
 #pragma unroll
             for (int k = 0; k < PER; k++)
               dq[k] = __fmul_rn(sv, element_value(p.mode, (wd[i] >> (k * BITS)) & MASK));
