@@ -23,5 +23,6 @@
 #include "nuvec/fft.h"
 #include "nuvec/distributed.h"
 #include "nuvec/fast.h"
+#include "nuvec/quantize.h"
 
 #endif /* NUVEC_H */

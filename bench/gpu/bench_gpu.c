@@ -143,6 +143,16 @@ static void run_sdpa(void *p) {
   nv_release(y);
 }
 
+/* quantized_matmul of x (a) with 4-bit affine weights (b packed, c scales, n: the biases held
+ * in qb), group 64, transposed as a model's linear layer. */
+static nv_array *qb;
+static void run_qmm(void *p) {
+  args *x = p;
+  nv_array *y = nv_quantized_matmul(x->a, x->b, x->c, qb, true, 64, 4, "affine");
+  check(nv_eval1(y), "quantized_matmul");
+  nv_release(y);
+}
+
 /* 1000 dependent tiny ops: y = y * s + t on a 16-element array, evaluated at the end. */
 static void run_tiny(void *p) {
   args *x = p;
@@ -351,6 +361,26 @@ int main(int argc, char **argv) {
     if (WANT("sdpa_decode_b8h32L4096d128_bf16"))
       bench_case("sdpa_decode_b8h32L4096d128_bf16", run_sdpa, &x, 5, 30);
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
+  }
+  {
+    /* Decode (M = 1) and prefill (M = 4096) against torch's bf16 matmul with the dense weights. */
+    const int ns[2] = {4096, 14336}, ms[3] = {1, 1, 4096};
+    const char *names[3] = {"qmm_decode_4bit_4096x4096", "qmm_decode_4bit_14336x4096",
+                            "qmm_prefill_4bit_4096x4096"};
+    for (int c = 0; c < 3; c++) {
+      if (!WANT(names[c])) continue;
+      int ws[2] = {ns[c == 1], 4096}, xs[2] = {ms[c], 4096};
+      nv_array *w = rand_on_gpu(ws, 2, NV_DTYPE_BFLOAT16);
+      nv_vec *v = nv_vec_new();
+      check(nv_quantize(w, 64, 4, "affine", v), "quantize");
+      check(nv_eval(nv_vec_data(v), nv_vec_size(v)), "quantize");
+      args x = {rand_on_gpu(xs, 2, NV_DTYPE_BFLOAT16), nv_vec_get(v, 0), nv_vec_get(v, 1), 0, 0};
+      qb = nv_vec_get(v, 2);
+      diag("inputs");
+      bench_case(names[c], run_qmm, &x, 5, c == 2 ? 10 : 50);
+      nv_release(x.a), nv_release(w);
+      nv_vec_free(v);
+    }
   }
   if (WANT("tiny_1000")) {
     int shape[1] = {16};

@@ -114,6 +114,15 @@ def main():
             report("sdpa_decode_b8h32L4096d128_bf16", timed(f, 5, 30))
             report("sdpa_decode_b8h32L4096d128_bf16:graph", graphed(f, 5, 30))
         del q, k, v, q1
+    for name, n, m in [("qmm_decode_4bit_4096x4096", 4096, 1),
+                       ("qmm_decode_4bit_14336x4096", 14336, 1),
+                       ("qmm_prefill_4bit_4096x4096", 4096, 4096)]:
+        # The dense bf16 layer that nuvec's 4-bit quantized_matmul replaces.
+        if want(name):
+            w, x = r(n, 4096, dt=torch.bfloat16), r(m, 4096, dt=torch.bfloat16)
+            report(name, timed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
+            report(name + ":graph", graphed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
+            del w, x
     if want("tiny_1000"):
         y0, s, t = r(16), r(16), r(16)
 

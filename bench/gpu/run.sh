@@ -51,6 +51,10 @@ work = {  # bytes moved or flops, for rates
     "sdpa_causal_prefill_b8h32L4096d128_bf16": ("TFLOP/s", 2 * 8 * 32 * 4096**2 * 128),
     "sdpa_decode_b8h32L4096d128_bf16": ("TB/s", 2 * 2 * 8 * 32 * 4096 * 128),
     "linalg_cholesky_f64_4096": ("TFLOP/s", 4096**3 / 3), "linalg_inv_f64_4096": ("TFLOP/s", 2 * 4096**3),
+    # quantized_matmul: the packed 4-bit weights (with bf16 scales and biases per 64) streamed.
+    "qmm_decode_4bit_4096x4096": ("TB/s", 4096 * 4096 // 2 + 4096 * 64 * 4),
+    "qmm_decode_4bit_14336x4096": ("TB/s", 14336 * 4096 // 2 + 14336 * 64 * 4),
+    "qmm_prefill_4bit_4096x4096": ("TFLOP/s", 2 * 4096**3),
 }
 for a in range(3): work[f"ops_argmax_axis{a}"] = ("TB/s", 4 * 64 * 2**20)
 print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")

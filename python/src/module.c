@@ -627,7 +627,7 @@ PyMODINIT_FUNC PyInit__core(void) {
       nvpy_init_index(m) < 0 || nvpy_init_transforms(m) < 0 || nvpy_init_io(m) < 0 || nvpy_init_dlpack(m) < 0 ||
       nvpy_init_random(m) < 0 || nvpy_init_conv(m) < 0 || nvpy_init_fft(m) < 0 ||
       nvpy_init_distributed(m) < 0 || nvpy_init_fast(m) < 0 ||
-      nvpy_init_linalg(m) < 0 ||
+      nvpy_init_linalg(m) < 0 || nvpy_init_quantize(m) < 0 ||
       PyModule_AddStringConstant(m, "__version__", nv_version()) < 0) {
     Py_DECREF(m);
     return NULL;

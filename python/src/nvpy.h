@@ -160,6 +160,7 @@ int nvpy_init_fft(PyObject *m);
 int nvpy_init_distributed(PyObject *m);
 int nvpy_init_fast(PyObject *m);
 int nvpy_init_linalg(PyObject *m);
+int nvpy_init_quantize(PyObject *m);
 int nvpy_init_dtypeinfo(PyObject *m);
 
 /* Indexing (index.c), used by the array type. */

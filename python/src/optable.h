@@ -9,7 +9,7 @@
 
 #include "nvpy.h"
 
-#define MAXARGS 8
+#define MAXARGS 12
 
 typedef struct nvpy_op nvpy_op;
 typedef struct call call;

@@ -19,12 +19,12 @@ NOT_YET = {
     "ArrayAt", "ArrayIterator", "ArrayLike", "FunctionExporter", "PrintOptions", "StreamContext",
     "ThreadLocalStream", "block_masked_mm", "clear_streams", "conv1d", "conv2d",
     "conv3d", "conv_general", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-    "cuda", "dequantize", "device_info", "distributed",
+    "cuda", "device_info", "distributed",
     "export_function", "exporter", "fast",
-    "gather_mm", "gather_qmm", "gather_qqmm", "get_array_buffer_size",
+    "gather_qqmm", "get_array_buffer_size",
     "get_printoptions", "import_function", "matrix_norm",
     "metal", "new_thread_local_stream", "new_thread_unsafe_stream", "printoptions", "qqmm",
-    "quantize", "quantized_matmul", "segmented_mm", "set_printoptions",
+    "set_printoptions",
     "set_wired_limit", "unique",
 }
 

@@ -53,6 +53,7 @@ void nv__cpu_register_compiled(nv__kernel_fn *k);
 /* Families register here, one line each. */
 void nv__cpu_register_index(nv__kernel_fn *k);
 void nv__cpu_register_fft(nv__kernel_fn *k);
+void nv__cpu_register_quantize(nv__kernel_fn *k);
 static void (*const families[])(nv__kernel_fn *) = {
     register_core,
     nv__cpu_register_elementwise,
@@ -69,6 +70,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_fast,
     nv__cpu_register_fast_sdpa,
     nv__cpu_register_compiled,
+    nv__cpu_register_quantize,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -1,0 +1,161 @@
+/* The quantize family on the GPU: the kernel-table entries of quantize, dequantize and
+ * quantized_matmul (host code, C11). Each gets its outputs' device memory and its inputs
+ * row-contiguous (copied into scratch memory where they are not) and records one launch of
+ * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed
+ * w, the tiled kernel otherwise (the builder turns products of more than 32 rows per matrix on
+ * a GPU stream into dequantize + matmul, so those do not reach it). */
+#include "cuda/gpu.h"
+#include "cuda/quantize_kernels.h"
+#include "ops/quantize_params.h"
+
+/* Views and accesses of one launch: outputs first (written), then inputs (read). */
+typedef struct launch_views {
+  hrx_view v[5];
+  hrx_access a[5];
+  int n;
+} launch_views;
+
+static void add_view(launch_views *lv, nv__gpu_quant_params *p, const nv__gpu_arg *a,
+                     hrx_access acc) {
+  p->off[lv->n] = a->offset;
+  lv->v[lv->n] = a->view;
+  lv->a[lv->n] = acc;
+  lv->n++;
+}
+
+static nv_status inputs(nv__gpu_ctx *ctx, const nv__operand *in, int n, nv__gpu_arg *a) {
+  nv_status st = NV_OK;
+  for (int i = 0; i < n && st == NV_OK; i++) st = nv__gpu_input_contiguous(ctx, &in[i], &a[i]);
+  return st;
+}
+
+static nv_status unsupported(const char *op, nv_dtype dt) {
+  return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported on the GPU", op,
+                       nv_dtype_name(dt));
+}
+
+static nv_status k_quantize(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                            int donated) {
+  (void)donated;
+  const nv__quant_params *qp = node->params;
+  const void *func = nv__gpu_kernel_quantize((int)in[0].meta->dtype);
+  if (!func) return unsupported("quantize", in[0].meta->dtype);
+  bool affine = qp->mode == NV__QMODE_AFFINE;
+  nv__gpu_arg o[3], w;
+  nv_status st = NV_OK;
+  for (int i = 0; i < (affine ? 3 : 2) && st == NV_OK; i++)
+    st = nv__gpu_output(ctx, &node->out[i], &o[i]);
+  if (st != NV_OK || node->out[1].size == 0) return st;
+  if ((st = inputs(ctx, in, 1, &w)) != NV_OK) return st;
+  nv__gpu_quant_params p = {
+      .n = node->out[1].size, .mode = qp->mode, .group_size = qp->group_size, .bits = qp->bits};
+  launch_views lv = {.n = 0};
+  add_view(&lv, &p, &o[0], HRX_ACCESS_WRITE);
+  add_view(&lv, &p, &o[1], HRX_ACCESS_WRITE);
+  add_view(&lv, &p, affine ? &o[2] : &w, affine ? HRX_ACCESS_WRITE : HRX_ACCESS_READ);
+  add_view(&lv, &p, &w, HRX_ACCESS_READ);
+  uint32_t blocks = nv__gpu_blocks(p.n, NV__GPU_QUANT_THREADS, 65535);
+  return nv__gpu_dispatch_1d(ctx, "quantize", func, blocks, NV__GPU_QUANT_THREADS, lv.v, lv.a,
+                             lv.n, &p, sizeof p);
+}
+
+static nv_status k_dequantize(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                              int donated) {
+  (void)donated;
+  const nv__quant_params *qp = node->params;
+  nv__output *out = &node->out[0];
+  const void *func = nv__gpu_kernel_dequantize((int)out->dtype);
+  if (!func) return unsupported("dequantize", out->dtype);
+  bool affine = qp->mode == NV__QMODE_AFFINE;
+  nv__gpu_arg o, a[3];
+  nv_status st = nv__gpu_output(ctx, out, &o);
+  if (st != NV_OK || out->size == 0) return st;
+  if ((st = inputs(ctx, in, affine ? 3 : 2, a)) != NV_OK) return st;
+  nv__gpu_quant_params p = {
+      .n = out->size, .mode = qp->mode, .group_size = qp->group_size, .bits = qp->bits};
+  launch_views lv = {.n = 0};
+  add_view(&lv, &p, &o, HRX_ACCESS_WRITE);
+  add_view(&lv, &p, &a[0], HRX_ACCESS_READ);
+  add_view(&lv, &p, &a[1], HRX_ACCESS_READ);
+  add_view(&lv, &p, affine ? &a[2] : &a[1], HRX_ACCESS_READ);
+  uint32_t blocks = nv__gpu_blocks(p.n, NV__GPU_QUANT_THREADS, 65535 * 8);
+  return nv__gpu_dispatch_1d(ctx, "dequantize", func, blocks, NV__GPU_QUANT_THREADS, lv.v, lv.a,
+                             lv.n, &p, sizeof p);
+}
+
+static uint32_t cap_grid(int64_t n) { return (uint32_t)(n < 1 ? 1 : n > 65535 ? 65535 : n); }
+
+static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                                    int donated) {
+  (void)donated;
+  const nv__quant_params *qp = node->params;
+  nv__output *out = &node->out[0];
+  const nv__output *ox = in[0].meta, *ow = in[1].meta;
+  bool affine = qp->mode == NV__QMODE_AFFINE;
+  bool gemv = qp->transpose && ox->shape[1] <= NV__GPU_QMM_GEMV_MAX_M;
+  const void *func = gemv ? nv__gpu_kernel_qmm_gemv((int)out->dtype, qp->bits)
+                          : nv__gpu_kernel_qmm_tiled((int)out->dtype);
+  if (!func) return unsupported("quantized_matmul", out->dtype);
+  nv__gpu_arg o, a[4];
+  nv_status st = nv__gpu_output(ctx, out, &o);
+  if (st != NV_OK || out->size == 0) return st;
+  if ((st = inputs(ctx, in, affine ? 4 : 3, a)) != NV_OK) return st;
+  nv__gpu_quant_params p = {.mode = qp->mode,
+                            .group_size = qp->group_size,
+                            .bits = qp->bits,
+                            .transpose = qp->transpose,
+                            .wbatch = ow->shape[0] > 1,
+                            .B = ox->shape[0],
+                            .M = ox->shape[1],
+                            .K = ox->shape[2],
+                            .N = out->shape[2],
+                            .R = ow->shape[1],
+                            .words = ow->shape[2],
+                            .groups = in[2].meta->shape[2],
+                            .sdt = (int32_t)in[2].meta->dtype};
+  launch_views lv = {.n = 0};
+  add_view(&lv, &p, &o, HRX_ACCESS_WRITE);
+  for (int i = 0; i < 3; i++) add_view(&lv, &p, &a[i], HRX_ACCESS_READ);
+  add_view(&lv, &p, affine ? &a[3] : &a[2], HRX_ACCESS_READ);
+  nv__gpu_launch l = {.func = func,
+                      .views = lv.v,
+                      .access = lv.a,
+                      .nviews = lv.n,
+                      .params = &p,
+                      .params_size = sizeof p,
+                      .aliasing = false};
+  if (p.K == 0) {
+    /* An empty contraction: zeros (every float dtype's zero is all zero bits). */
+    return nv__gpu_fill(ctx, o.view, 0);
+  }
+  if (gemv) {
+    int64_t cols = (p.N + NV__GPU_QMM_GEMV_WARPS - 1) / NV__GPU_QMM_GEMV_WARPS;
+    if (cols > INT32_MAX)
+      return nv__set_error(NV_ERR_UNSUPPORTED, "quantized_matmul: N = %lld is too large",
+                           (long long)p.N);
+    l.grid[0] = (uint32_t)cols;
+    l.grid[1] = cap_grid(p.B);
+    l.grid[2] = 1;
+    l.block[0] = 32;
+    l.block[1] = NV__GPU_QMM_GEMV_WARPS;
+    l.block[2] = 1;
+  } else {
+    int64_t cols = (p.N + NV__GPU_QMM_TILE - 1) / NV__GPU_QMM_TILE;
+    if (cols > INT32_MAX)
+      return nv__set_error(NV_ERR_UNSUPPORTED, "quantized_matmul: N = %lld is too large",
+                           (long long)p.N);
+    l.grid[0] = (uint32_t)cols;
+    l.grid[1] = cap_grid((p.M + NV__GPU_QMM_TILE - 1) / NV__GPU_QMM_TILE);
+    l.grid[2] = cap_grid(p.B);
+    l.block[0] = 16;
+    l.block[1] = 16;
+    l.block[2] = 1;
+  }
+  return nv__gpu_dispatch(ctx, &l);
+}
+
+void nv__gpu_register_quantize(nv__gpu_kernel_fn *k) {
+  k[NV__PRIM_QUANTIZE] = k_quantize;
+  k[NV__PRIM_DEQUANTIZE] = k_dequantize;
+  k[NV__PRIM_QUANTIZED_MATMUL] = k_quantized_matmul;
+}

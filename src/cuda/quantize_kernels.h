@@ -1,0 +1,50 @@
+/* The quantize family's CUDA kernels (quantize.cu) as the host code (quantize.c) sees them:
+ * the parameter block and the kernels' host addresses. Valid C11 and C++.
+ *
+ * Kernel ABIs (nv__gpu_launch; every view row-contiguous, element 0 `off[k]` elements after
+ * pointer k's start):
+ *   quantize:   packed (W), scales (W), biases (W; in the fp modes w's view again, unused), w.
+ *   dequantize: out (W), packed, scales, biases (the scales' view again in the fp modes).
+ *   qmm (gemv and tiled): out (W), x, packed, scales, biases (likewise).
+ * Layouts are those of src/ops/quantize_params.h. */
+#ifndef NUVEC_CUDA_QUANTIZE_KERNELS_H
+#define NUVEC_CUDA_QUANTIZE_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NV__GPU_QUANT_THREADS 256
+/* The decode gemv: rows of x at most, and output columns (warps) per block. */
+#define NV__GPU_QMM_GEMV_MAX_M 8
+#define NV__GPU_QMM_GEMV_WARPS 8
+/* The tiled kernel: output tile (rows x columns) and K step. */
+#define NV__GPU_QMM_TILE 64
+#define NV__GPU_QMM_KSTEP 32
+
+typedef struct nv__gpu_quant_params {
+  int64_t off[5];
+  int64_t n;      /* quantize: groups; dequantize: output elements */
+  int32_t mode, group_size, bits;
+  int32_t transpose, wbatch;
+  int64_t B, M, K, N; /* quantized_matmul: x (B, M, K), out (B, M, N) */
+  int64_t R, words, groups; /* w (Bw, R, words), scales (Bw, R, groups) */
+  int32_t sdt;              /* the affine scales' nv_dtype code (qmm) */
+} nv__gpu_quant_params;
+
+/* Kernels for an nv_dtype code, else NULL. quantize: w's dtype (float16, bfloat16, float32).
+ * dequantize: the output's (float64 too; in affine mode also the scales'). qmm: x's and the
+ * output's (float64 too; the affine scales' dtype is a parameter); the gemv for bits 1, 2, 4
+ * or 8 (whole words of 16-byte loads) or any bits (0: element by element). */
+const void *nv__gpu_kernel_quantize(int dtype);
+const void *nv__gpu_kernel_dequantize(int dtype);
+const void *nv__gpu_kernel_qmm_gemv(int dtype, int bits);
+const void *nv__gpu_kernel_qmm_tiled(int dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

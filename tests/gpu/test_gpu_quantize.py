@@ -1,0 +1,186 @@
+"""The CUDA backend's quantize family on the GPU against nuvec's CPU results: quantize and
+dequantize in every mode, bits and group size (bit for bit: both run src/ops/quantize_codec.h's
+arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
+values; quantized_matmul through the decode gemv (M <= 8, transposed; 16-byte loads for bits
+1, 2, 4, 8 and the element-by-element path for 3, 5, 6; unaligned rows), the tiled kernel
+(up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
+product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
+built with the GPU as the default device (skipped where no GPU is usable) and must run there
+(no CPU fallback); the references are built with the CPU as the default device.
+`NUVEC_TEST_FULL=1` runs every case."""
+import ctypes as C
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from nvc import BF16, CODE, NuvecError, Session, lib, np_dtype, ref64, sig  # noqa: E402
+
+P = C.c_void_p
+I = C.c_int
+sig("nv_quantize", I, P, I, I, C.c_char_p, P)
+sig("nv_dequantize", P, P, P, P, I, I, C.c_char_p, I)
+sig("nv_quantized_matmul", P, P, P, P, P, C.c_bool, I, I, C.c_char_p)
+sig("nv_vec_new", P)
+sig("nv_vec_free", None, P)
+sig("nv_vec_size", C.c_size_t, P)
+sig("nv_vec_get", P, P, C.c_size_t)
+
+pytestmark = needs_gpu
+
+MODES = [("affine", g, b) for b in (1, 2, 3, 4, 5, 6, 8) for g in (32, 64, 128)] + \
+    [("mxfp4", 32, 4), ("mxfp8", 32, 8), ("nvfp4", 16, 4)]
+DTYPES = ["float16", "bfloat16", "float32"]
+
+
+@pytest.fixture
+def nv():
+    with Session() as s:
+        yield s
+
+
+def weights(rng, shape, dtype):
+    x = rng.standard_normal(shape) * np.exp(rng.uniform(-5, 5, shape[:-1] + (1,)))
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, max(1, flat.size // 40))] = 0.0
+    flat[rng.integers(0, flat.size, max(1, flat.size // 60))] = -0.0
+    return x.astype(np.float32).astype(np_dtype(dtype))
+
+
+def quantize_here(nv, w, mode, gs, bits):
+    v = lib.nv_vec_new()
+    try:
+        st = lib.nv_quantize(nv.array(w), gs, bits, mode.encode(), v)
+        if st != 0:
+            raise NuvecError(st, lib.nv_last_error().decode())
+        hs = [lib.nv_vec_get(v, i) for i in range(lib.nv_vec_size(v))]
+        before = lib.nv_gpu_fallback_count()
+        out = [nv.read(h) for h in hs]
+        return out, lib.nv_gpu_fallback_count() - before
+    finally:
+        lib.nv_vec_free(v)
+
+
+def same_bits(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype.kind == "f" or got.dtype == BF16:
+        g, w = ref64(got), ref64(want)
+        nan = np.isnan(g) & np.isnan(w)
+        np.testing.assert_array_equal(np.where(nan, 0, g), np.where(nan, 0, w))
+        np.testing.assert_array_equal(np.signbit(g[~nan]), np.signbit(w[~nan]))
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode,gs,bits", sample(MODES, 12))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_quantize_and_dequantize_bits(nv, rng, mode, gs, bits, dtype):
+    w = weights(rng, (37, 4 * gs), dtype)
+    with On("cpu"):
+        want, _ = quantize_here(nv, w, mode, gs, bits)
+    with On("gpu"):
+        got, fell = quantize_here(nv, w, mode, gs, bits)
+    assert fell == 0, "quantize fell back to the CPU"
+    for g, wv in zip(got, want):
+        same_bits(g, wv)
+    biases = want[2] if mode == "affine" else None
+    for out in ([None] if mode == "affine" else [None, "float32", "float16", "float64"]):
+        code = len(CODE) if out is None else CODE[out]
+
+        def make():
+            return nv.own(lib.nv_dequantize(nv.array(want[0]), nv.array(want[1]),
+                                            nv.array(biases) if biases is not None else None,
+                                            gs, bits, mode.encode(), code))
+        with On("cpu"):
+            dw = nv.read(make())
+        with On("gpu"):
+            h = make()
+            before = lib.nv_gpu_fallback_count()
+            dg = nv.read(h)
+            assert lib.nv_gpu_fallback_count() == before, "dequantize fell back to the CPU"
+        same_bits(dg, dw)
+
+
+def test_dequantize_every_fp_scale_code(nv, rng):
+    """Every E8M0 / E4M3 scale code (NaN codes included) against the CPU."""
+    for mode, gs, bits in MODES[-3:]:
+        codes = rng.integers(0, 2**32, (256, gs * bits // 32), dtype=np.uint64).astype(np.uint32)
+        scales = np.arange(256, dtype=np.uint8).reshape(256, 1)
+
+        def make():
+            return nv.own(lib.nv_dequantize(nv.array(codes), nv.array(scales), None, gs, bits,
+                                            mode.encode(), CODE["float32"]))
+        with On("cpu"):
+            dw = nv.read(make())
+        with On("gpu"):
+            dg = nv.read(make())
+        same_bits(dg, dw)
+
+
+QMM = [
+    # (x shape, N, K, transpose, w batch): decode shapes (gemv), the tiled kernel (9 to 32 rows
+    # of x per matrix, or w not transposed), and more than 32 rows (dequantize + matmul).
+    ((1, 512), 40, 512, True, ()),
+    ((8, 256), 33, 256, True, ()),
+    ((3, 128), 7, 128, True, ()),
+    ((2, 4, 256), 19, 256, True, ()),
+    ((1, 96), 5, 96, True, ()),  # 96 * 4 / 32 = 12 words: rows not 16-byte aligned
+    ((9, 256), 70, 256, True, ()),
+    ((130, 128), 65, 128, True, ()),
+    ((5, 128), 64, 128, False, ()),
+    ((70, 256), 128, 256, False, ()),
+    ((2, 3, 128), 16, 128, True, (2,)),
+    ((2, 67, 64), 64, 64, False, (2,)),
+    ((32, 128), 48, 128, True, ()),
+    ((2, 20, 64), 64, 64, False, (2,)),
+]
+
+
+QMM_MODES = [("affine", 64, 4), ("affine", 32, 3), ("affine", 32, 8), ("affine", 32, 2),
+             ("affine", 32, 1), ("affine", 32, 6), ("mxfp4", 32, 4), ("mxfp8", 32, 8),
+             ("nvfp4", 16, 4)]
+QMM_CASES = [c + m + (d,) for c in QMM for m in QMM_MODES for d in ("float32", "bfloat16")]
+
+
+@pytest.mark.parametrize("xshape,N,K,transpose,wb,mode,gs,bits,dtype", sample(QMM_CASES, 60, 1))
+def test_quantized_matmul(nv, rng, xshape, N, K, transpose, wb, mode, gs, bits, dtype):
+    if K % gs or (not transpose and N % gs):
+        pytest.skip("not a multiple of the group size")
+    wshape = wb + ((N, K) if transpose else (K, N))
+    w = rng.standard_normal(wshape).astype(np.float32).astype(np_dtype(dtype))
+    with On("cpu"):
+        parts, _ = quantize_here(nv, w, mode, gs, bits)
+    x = rng.standard_normal(xshape).astype(np.float32).astype(np_dtype(dtype))
+    b = parts[2] if mode == "affine" else None
+
+    def make():
+        return nv.own(lib.nv_quantized_matmul(nv.array(x), nv.array(parts[0]),
+                                              nv.array(parts[1]),
+                                              nv.array(b) if b is not None else None,
+                                              transpose, gs, bits, mode.encode()))
+    with On("cpu"):
+        want = nv.read(make())
+    with On("gpu"):
+        h = make()
+        before = lib.nv_gpu_fallback_count()
+        got = nv.read(h)
+        assert lib.nv_gpu_fallback_count() == before, "quantized_matmul fell back to the CPU"
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 1.6e-2 if dtype == "bfloat16" else 1e-4
+    g, wv = ref64(got), ref64(want)
+    np.testing.assert_allclose(g, wv, rtol=tol, atol=tol * (1 + np.abs(wv).max()))
+
+
+def test_quantized_matmul_empty_and_zero_k(nv, rng):
+    w = rng.standard_normal((16, 64)).astype(np.float32)
+    with On("cpu"):
+        parts, _ = quantize_here(nv, w, "affine", 64, 4)
+    with On("gpu"):
+        h = nv.own(lib.nv_quantized_matmul(nv.array(np.zeros((0, 64), np.float32)),
+                                           nv.array(parts[0]), nv.array(parts[1]),
+                                           nv.array(parts[2]), True, 64, 4, b"affine"))
+        assert nv.read(h).shape == (0, 16)
