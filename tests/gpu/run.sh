@@ -27,6 +27,12 @@ tar xJf .carry/deps.tar.xz -C /tmp
 D=/tmp/deps
 export LD_LIBRARY_PATH="$D/lib:${LD_LIBRARY_PATH:-}"
 export LIBRARY_PATH="$D/lib" CPATH="$D/include"
+# The run-time libraries nuvec loads with dlopen (cuDNN, NCCL): PyTorch's wheels carry them.
+for lib in cudnn nccl; do
+  p=$(python3 -c "import os, nvidia.$lib as m; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null) &&
+    [ -d "$p" ] && export LD_LIBRARY_PATH="$p:$LD_LIBRARY_PATH"
+done
+export NCCL_NVLS_ENABLE=0
 { nvidia-smi -L; nvcc --version | tail -2; python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)'; } >"$OUT/device.txt" 2>&1
 note "device: $(head -1 "$OUT/device.txt") | $(tail -1 "$OUT/device.txt")"
 
