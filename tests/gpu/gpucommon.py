@@ -2,7 +2,8 @@
 rng fixture), the full-matrix switch (NUVEC_TEST_FULL=1), the seeded case sampler, whose sample
 sizes NUVEC_TEST_SAMPLE_SCALE scales (tests/gpu/run.sh makes them small under
 compute-sanitizer), the device functions' signatures, `needs_gpu` (the files' pytestmark: skip
-where no CUDA device is usable), the `rng` fixture and `On` (a block with a default device).
+where no CUDA device is usable), the `rng` fixture, `On` (a block with a default device) and
+`gpu_and_cpu` (one build evaluated on both devices, no CPU fallback allowed on the GPU).
 Import after tests/python is on sys.path (nvc)."""
 import ctypes as C
 import os
@@ -58,3 +59,16 @@ class On:
 
     def __exit__(self, *exc):
         lib.nv_set_default_device(self.prev)
+
+
+def gpu_and_cpu(nv, make, what="the op"):
+    """`make()` built and evaluated on the GPU (asserting no CPU fallback) and on the CPU:
+    (GPU values, CPU values)."""
+    with On("cpu"):
+        want = nv.read(make())
+    with On("gpu"):
+        h = make()
+        before = lib.nv_gpu_fallback_count()
+        got = nv.read(h)
+        assert lib.nv_gpu_fallback_count() == before, f"{what} fell back to the CPU"
+    return got, want

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from gpucommon import On, gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from nvc import FLOATS, Session, ints, lib, np_dtype, nv_name, ref64, sig  # noqa: E402
 
 P = C.c_void_p
@@ -69,18 +69,6 @@ def misaligned(nv, x):
     s = nv.own(lib.nv_slice(base, start, stop, step, n))
     shape, nd = ints(x.shape)
     return nv.own(lib.nv_reshape(s, shape, nd))
-
-
-def gpu_and_cpu(nv, make):
-    """`make()` built and evaluated on the GPU (asserting no CPU fallback) and on the CPU."""
-    with On("cpu"):
-        want = nv.read(make())
-    with On("gpu"):
-        h = make()
-        before = lib.nv_gpu_fallback_count()
-        got = nv.read(h)
-        assert lib.nv_gpu_fallback_count() == before, "the op fell back to the CPU"
-    return got, want
 
 
 def close(got, want, tol=None):

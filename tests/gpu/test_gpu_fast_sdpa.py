@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from gpucommon import On, gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from nvc import Session, ints, lib, np_dtype, nv_name, ref64, sig  # noqa: E402
 
 P = C.c_void_p
@@ -63,17 +63,6 @@ def attend(nv, q, k, v, scale, mode, mask, sinks, layout):
     hs = nv.array(sinks) if sinks is not None else None
     return nv.own(lib.nv_fast_scaled_dot_product_attention(
         put(q), put(k), put(v), scale, mode.encode() if mode else None, hm, hs))
-
-
-def gpu_and_cpu(nv, make):
-    with On("cpu"):
-        want = nv.read(make())
-    with On("gpu"):
-        h = make()
-        before = lib.nv_gpu_fallback_count()
-        got = nv.read(h)
-        assert lib.nv_gpu_fallback_count() == before, "the op fell back to the CPU"
-    return got, want
 
 
 def close(got, want, dtype, vmax):

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from gpucommon import On, gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from nvc import BF16, CODE, NuvecError, Session, lib, np_dtype, ref64, sig  # noqa: E402
 
 P = C.c_void_p
@@ -95,13 +95,7 @@ def test_quantize_and_dequantize_bits(nv, rng, mode, gs, bits, dtype):
             return nv.own(lib.nv_dequantize(nv.array(want[0]), nv.array(want[1]),
                                             nv.array(biases) if biases is not None else None,
                                             gs, bits, mode.encode(), code))
-        with On("cpu"):
-            dw = nv.read(make())
-        with On("gpu"):
-            h = make()
-            before = lib.nv_gpu_fallback_count()
-            dg = nv.read(h)
-            assert lib.nv_gpu_fallback_count() == before, "dequantize fell back to the CPU"
+        dg, dw = gpu_and_cpu(nv, make, "dequantize")
         same_bits(dg, dw)
 
 
@@ -162,13 +156,7 @@ def test_quantized_matmul(nv, rng, xshape, N, K, transpose, wb, mode, gs, bits, 
                                               nv.array(parts[1]),
                                               nv.array(b) if b is not None else None,
                                               transpose, gs, bits, mode.encode()))
-    with On("cpu"):
-        want = nv.read(make())
-    with On("gpu"):
-        h = make()
-        before = lib.nv_gpu_fallback_count()
-        got = nv.read(h)
-        assert lib.nv_gpu_fallback_count() == before, "quantized_matmul fell back to the CPU"
+    got, want = gpu_and_cpu(nv, make, "quantized_matmul")
     assert got.dtype == want.dtype and got.shape == want.shape
     tol = 1.6e-2 if dtype == "bfloat16" else 1e-4
     g, wv = ref64(got), ref64(want)

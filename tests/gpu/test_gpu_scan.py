@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import needs_gpu, On, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from gpucommon import On, gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from nvc import (BF16, DTYPES, FLOATS, INTS, Session, ints, lib, np_dtype,  # noqa: E402
                  nv_name, ref64, sig)
 
@@ -89,18 +89,6 @@ def build(nv, op, x, axis, reverse, inclusive, layout):
     a = nv.view(x, layout)
     ax = (C.c_int * 1)(axis) if axis is not None else None
     return nv.own(getattr(lib, "nv_" + op)(a, ax, reverse, inclusive))
-
-
-def gpu_and_cpu(nv, make):
-    """`make()` built and evaluated on the GPU (asserting no CPU fallback) and on the CPU."""
-    with On("cpu"):
-        want = nv.read(make())
-    with On("gpu"):
-        h = make()
-        before = lib.nv_gpu_fallback_count()
-        got = nv.read(h)
-        assert lib.nv_gpu_fallback_count() == before, "the op fell back to the CPU"
-    return got, want
 
 
 def same_bits(got, want):
