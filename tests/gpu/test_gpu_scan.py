@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import On, gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
+from gpucommon import gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
 from nvc import (BF16, DTYPES, FLOATS, INTS, Session, ints, lib, np_dtype,  # noqa: E402
                  nv_name, ref64, sig)
 
