@@ -107,6 +107,17 @@ static nv_status run_batches(job *j, int64_t nb, nv__range_fn fn, const char *op
   return NV_OK;
 }
 
+/* Packs input 0 into j->a, runs `fn` over the nb matrices and frees the packed copy. */
+static nv_status pack_and_run(job *j, const nv__operand *in, int64_t nb, nv__range_fn fn,
+                              const char *op) {
+  char *a = pack_input(in, op);
+  if (!a) return NV_ERR_OUT_OF_MEMORY;
+  j->a = a;
+  nv_status st = run_batches(j, nb, fn, op);
+  nv__free(a);
+  return st;
+}
+
 /* Allocates the outputs of `node` (all of them). */
 static nv_status alloc_outputs(nv__node *node, int nout) {
   for (int i = 0; i < nout; i++) {
@@ -320,12 +331,7 @@ static nv_status k_cholesky(nv__node *node, const nv__operand *in, int donated) 
   j.m = j.n;
   int64_t nb = batches(&node->out[0], 2);
   j.r = nb == 1 && j.n >= NV__LS_BLOCKED_MIN; /* the blocked, pool-parallel potrf */
-  char *a = pack_input(&in[0], "cholesky");
-  if (!a) return NV_ERR_OUT_OF_MEMORY;
-  j.a = a;
-  st = run_batches(&j, nb, cholesky_range, "cholesky");
-  nv__free(a);
-  return st;
+  return pack_and_run(&j, &in[0], nb, cholesky_range, "cholesky");
 }
 
 /* ---- lu_factor: LU, pivots, perm ---- */
@@ -381,12 +387,7 @@ static nv_status k_lu_factor(nv__node *node, const nv__operand *in, int donated)
   j.n = o->shape[o->ndim - 1];
   /* A lone large matrix: the blocked, pool-parallel getrf. */
   j.r = nb == 1 && (j.m < j.n ? j.m : j.n) >= NV__LS_BLOCKED_MIN;
-  char *a = pack_input(&in[0], "lu_factor");
-  if (!a) return NV_ERR_OUT_OF_MEMORY;
-  j.a = a;
-  st = run_batches(&j, nb, lu_range, "lu_factor");
-  nv__free(a);
-  return st;
+  return pack_and_run(&j, &in[0], nb, lu_range, "lu_factor");
 }
 
 /* ---- solve_triangular ---- */
@@ -488,12 +489,7 @@ static nv_status k_qr(nv__node *node, const nv__operand *in, int donated) {
   j.es = nv_dtype_size(j.dt);
   j.m = oq->shape[oq->ndim - 2];
   j.n = orr->shape[orr->ndim - 1];
-  char *a = pack_input(&in[0], "qr");
-  if (!a) return NV_ERR_OUT_OF_MEMORY;
-  j.a = a;
-  st = run_batches(&j, batches(oq, 2), qr_range, "qr");
-  nv__free(a);
-  return st;
+  return pack_and_run(&j, &in[0], batches(oq, 2), qr_range, "qr");
 }
 
 /* ---- svd ---- */
@@ -577,12 +573,7 @@ static nv_status k_svd(nv__node *node, const nv__operand *in, int donated) {
   j.es = nv_dtype_size(j.dt);
   j.m = oa->shape[oa->ndim - 2];
   j.n = oa->shape[oa->ndim - 1];
-  char *a = pack_input(&in[0], "svd");
-  if (!a) return NV_ERR_OUT_OF_MEMORY;
-  j.a = a;
-  st = run_batches(&j, nb, svd_range, "svd");
-  nv__free(a);
-  return st;
+  return pack_and_run(&j, &in[0], nb, svd_range, "svd");
 }
 
 /* ---- eigh ---- */
@@ -622,8 +613,8 @@ static void eigh_range(void *ctx, int64_t b0, int64_t b1) {
   nv__free(w);
 }
 
-static nv_status k_eigh(nv__node *node, const nv__operand *in, int donated) {
-  (void)donated;
+/* eigh and eig: the eigenvalues (and vectors) of each square matrix of input 0. */
+static nv_status eigen(nv__node *node, const nv__operand *in, nv__range_fn fn, const char *op) {
   const nv__decomp_params *p = node->params;
   nv_status st = alloc_outputs(node, p->vectors ? 2 : 1);
   if (st != NV_OK || node->out[0].size == 0) return st;
@@ -631,12 +622,12 @@ static nv_status k_eigh(nv__node *node, const nv__operand *in, int donated) {
   job j = {.node = node, .dt = in[0].meta->dtype};
   j.es = nv_dtype_size(j.dt);
   j.m = j.n = node->out[0].shape[node->out[0].ndim - 1];
-  char *a = pack_input(&in[0], "eigh");
-  if (!a) return NV_ERR_OUT_OF_MEMORY;
-  j.a = a;
-  st = run_batches(&j, batches(&node->out[0], 1), eigh_range, "eigh");
-  nv__free(a);
-  return st;
+  return pack_and_run(&j, &in[0], batches(&node->out[0], 1), fn, op);
+}
+
+static nv_status k_eigh(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  return eigen(node, in, eigh_range, "eigh");
 }
 
 /* ---- eig ---- */
@@ -733,19 +724,7 @@ done:
 
 static nv_status k_eig(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
-  const nv__decomp_params *p = node->params;
-  nv_status st = alloc_outputs(node, p->vectors ? 2 : 1);
-  if (st != NV_OK || node->out[0].size == 0) return st;
-  pthread_once(&nancheck_once, nancheck_off);
-  job j = {.node = node, .dt = in[0].meta->dtype};
-  j.es = nv_dtype_size(j.dt);
-  j.m = j.n = node->out[0].shape[node->out[0].ndim - 1];
-  char *a = pack_input(&in[0], "eig");
-  if (!a) return NV_ERR_OUT_OF_MEMORY;
-  j.a = a;
-  st = run_batches(&j, batches(&node->out[0], 1), eig_range, "eig");
-  nv__free(a);
-  return st;
+  return eigen(node, in, eig_range, "eig");
 }
 
 void nv__cpu_register_linalg_decomp(nv__kernel_fn *k) {

@@ -360,12 +360,11 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
   ref *map = nv__malloc((total + 1) * sizeof *map); /* node outputs, flattened */
   size_t *base = nv__malloc((r->n + 1) * sizeof *base);
   int *cmap = nv__malloc((r->nconst + 1) * sizeof *cmap);
-  bool *live = nv__calloc(r->n + 1, sizeof *live);
   size_t cap = 16;
   while (cap < 2 * (r->n + r->nconst + 1))
     cap *= 2;
   long *tab = nv__malloc(cap * sizeof *tab); /* indices by hash; -1: empty */
-  nv_status s = map && base && cmap && live && tab
+  nv_status s = map && base && cmap && tab
                     ? NV_OK
                     : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   if (s == NV_OK) {
@@ -433,44 +432,11 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
   for (size_t i = 0; s == NV_OK && i < r->nout; i++)
     r->outs[i] = RESOLVE(r->outs[i]);
 #undef RESOLVE
-  /* Liveness, from the outputs back (inputs come before their consumers). */
-  for (size_t i = 0; s == NV_OK && i < r->nout; i++)
-    if (r->outs[i].kind == R_NODE)
-      live[r->outs[i].i] = true;
-  for (size_t k = r->n; s == NV_OK && k-- > 0;) {
-    if (!live[k])
-      continue;
-    for (int i = 0; i < r->nodes[k].nin; i++)
-      if (r->nodes[k].in[i].kind == R_NODE)
-        live[r->nodes[k].in[i].i] = true;
-  }
-  /* Compaction: live nodes keep their order; references are renumbered. */
-  if (s == NV_OK) {
-    size_t *renum = base; /* reused: base is no longer needed */
-    size_t m = 0;
-    for (size_t k = 0; k < r->n; k++) {
-      if (!live[k]) {
-        nv__free(r->nodes[k].params);
-        nv__free(r->nodes[k].in);
-        nv__free(r->nodes[k].out);
-        continue;
-      }
-      renum[k] = m;
-      r->nodes[m++] = r->nodes[k];
-    }
-    r->n = m;
-    for (size_t k = 0; k < r->n; k++)
-      for (int i = 0; i < r->nodes[k].nin; i++)
-        if (r->nodes[k].in[i].kind == R_NODE)
-          r->nodes[k].in[i].i = (int)renum[r->nodes[k].in[i].i];
-    for (size_t i = 0; i < r->nout; i++)
-      if (r->outs[i].kind == R_NODE)
-        r->outs[i].i = (int)renum[r->outs[i].i];
-  }
+  /* The nodes no output reaches go (fuse.c's pass, shared). */
+  if (s == NV_OK) s = nv__compile_compact(r);
   nv__free(map);
   nv__free(base);
   nv__free(cmap);
-  nv__free(live);
   nv__free(tab);
   return s;
 }

@@ -76,6 +76,10 @@ typedef struct nv__compiled_params {
  * are. Sets *nfused to the kernels made. */
 nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused);
 
+/* Drops the nodes no output of `r` reaches, keeping the others' order and renumbering the
+ * references to them (fuse.c; simplify's last step too). */
+nv_status nv__compile_compact(recipe *r);
+
 /* A deep copy of a recipe (constants retained). */
 nv_status nv__recipe_copy(recipe *dst, const recipe *src);
 

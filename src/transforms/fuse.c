@@ -631,8 +631,7 @@ static nv_status keeper(nv__fused *k, nv__node **node) {
 
 /* ---- The pass ---- */
 
-/* Drops the nodes no output reaches, renumbering the references. */
-static nv_status compact(recipe *r) {
+nv_status nv__compile_compact(recipe *r) {
   bool *live = nv__calloc(r->n + 1, sizeof *live);
   size_t *renum = nv__malloc((r->n + 1) * sizeof *renum);
   if (!live || !renum) {
@@ -930,7 +929,7 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
         grp[members[m]] = -2; /* stays unfused */
   }
   if (s == NV_OK && *nfused)
-    s = compact(r);
+    s = nv__compile_compact(r);
   nv__free(ncons);
   nv__free(at);
   nv__free(escape);
