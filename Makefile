@@ -78,7 +78,7 @@ fuzz: setup
 	cmake --build build-fuzz -j $(JOBS) --target nuvec_static
 	set -e; for f in $(FUZZERS); do \
 	  clang -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -Iinclude -Isrc tests/fuzz/fuzz_$$f.c \
-	    build-fuzz/src/libnuvec.a -lopenblas -lminizip -lz -lm -lpthread -o build-fuzz/fuzz_$$f; \
+	    build-fuzz/src/libnuvec.a -llapacke -lopenblas -lminizip -lz -lm -lpthread -ldl -o build-fuzz/fuzz_$$f; \
 	  rm -rf build-fuzz/corpus-$$f && cp -r tests/fuzz/corpus/$$f build-fuzz/corpus-$$f; \
 	done
 	set -e; for f in $(FUZZERS); do \
