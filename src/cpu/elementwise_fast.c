@@ -34,7 +34,8 @@ static inline float bits_to_f(uint32_t u) {
  * r^7 (error below 2^-24 there), and 2^n applied in two halves so subnormal results round
  * once and n never leaves the exponent range. */
 static inline float exp_fast(float x) {
-  float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  /* NaN clamps to -104 (every comparison false) so the conversion to int stays defined. */
+  float xc = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f;
   float t = xc * 1.44269504088896341f + 12582912.0f; /* round to nearest via 1.5 * 2^23 */
   float nf = t - 12582912.0f;
   float r = xc - nf * 0.693359375f;
@@ -45,8 +46,7 @@ static inline float exp_fast(float x) {
   p = p * r + 4.16666667e-2f;
   p = p * r + 1.66666667e-1f;
   p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  p = 1.0f + (r + r * r * p); /* the 1 added last: its rounding is the only large one */
   int n = (int)nf, n1 = n / 2, n2 = n - n1;
   float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), s2 = bits_to_f((uint32_t)(n2 + 127) << 23);
   float y = p * s1 * s2;
@@ -70,13 +70,151 @@ static inline float tanh_fast(float x) {
   q = q * z - 1.0f / 3.0f;
   float small = x + x * z * q;
   float r = a < 0.4f ? small : copysignf(big, x);
+  r = x == 0 ? x : r; /* the sign of -0 */
   return x != x ? x : r;
 }
 
+/* sigmoid(x) = 1 / (1 + e^u), u = -x clamped to [-104, 104] (the result is 1 or 0 beyond):
+ * e^u = 2^n (1 + t) with t = e^r - 1 as in exp_fast, 2^n = 2^n1 2^n2 with n1 = n clamped
+ * to the normal exponents (n2 = 0 but at the ends), and the denominator scaled by 2^-n2:
+ * D = 2^-n2 + 2^n1 (1 + t) rounded once (the sum carried in two parts), y = (1 / D) 2^-n2:
+ * no rounding of e^u itself reaches the result. Within 2 ulp, subnormal results included. */
 static inline float sigmoid_fast(float x) {
-  float e = exp_fast(-fabsf(x));
-  float r = 1.0f / (1.0f + e);
-  float y = x >= 0 ? r : e * r;
+  float u = -x;
+  float uc = u > -104.0f ? (u < 104.0f ? u : 104.0f) : -104.0f; /* NaN: -104 */
+  float nf = (uc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = uc - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float p = 1.98412698e-4f;
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  float t = r + r * r * p;
+  int n = (int)nf, n1 = n < -126 ? -126 : n > 127 ? 127 : n, n2 = n - n1; /* |n2| <= 24 */
+  float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), is2 = bits_to_f((uint32_t)(127 - n2) << 23);
+  /* 2^n1 (1 + t) as hi + lo (Fast2Sum: |2^n1| >= |2^n1 t|; this file is compiled without
+   * contraction, so both products round alike), then one rounding for the whole sum. */
+  float st = s1 * t, hi = s1 + st, lo = (s1 - hi) + st;
+  float d = hi + (is2 + lo);
+  float y = (1.0f / d) * is2;
+  return x != x ? x : y;
+}
+
+static inline uint32_t f_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* log(1 + f) - f for f in [sqrt(1/2) - 1, sqrt(2) - 1], as f^2/2 subtracted and s (hfsq + R)
+ * added back (s = f / (2 + f), R the atanh series of s past its first term, to s^12: below
+ * 2^-27 relative there): the rounding errors stay small against the result. */
+static inline float log1p_core(float f) {
+  float s = f / (2.0f + f), z = s * s;
+  float r = 2.0f / 11.0f;
+  r = r * z + 2.0f / 9.0f;
+  r = r * z + 2.0f / 7.0f;
+  r = r * z + 2.0f / 5.0f;
+  r = r * z + 2.0f / 3.0f;
+  r = r * z;
+  float hfsq = 0.5f * f * f;
+  return s * (hfsq + r) - hfsq;
+}
+
+/* A positive normal float as m 2^k with m in [sqrt(1/2), sqrt(2)): returns m - 1 (exact) and
+ * sets *k. */
+static inline float split_log(float u, float *k) {
+  int32_t ix = (int32_t)(f_to_bits(u) - 0x3f3504f3u);
+  *k = (float)(ix >> 23);
+  return bits_to_f(((uint32_t)ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
+}
+
+/* log(x): x = m 2^k (subnormals scaled by 2^25 first), k ln2 with ln2 split in two (k ln2_hi
+ * exact), plus log(m) from log1p_core. Within 1 ulp (tests/python/test_elementwise_ulp.py);
+ * log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
+static inline float log_fast(float x) {
+  int sub = x < 1.17549435e-38f;
+  float xs = sub ? x * 33554432.0f : x;
+  float k, f = split_log(xs, &k);
+  k = sub ? k - 25.0f : k;
+  float y = k * 0.693145752f + ((log1p_core(f) + k * 1.42860677e-6f) + f);
+  y = x == 0 ? -INFINITY : y;
+  y = x < 0 ? NAN : y;
+  return x == INFINITY || x != x ? x : y;
+}
+
+/* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term restores what
+ * the rounding of u lost. Within 2 ulp; ±0 and subnormals return x, -1 gives -inf, x < -1
+ * NaN. */
+static inline float log1p_fast(float x) {
+  float u = 1.0f + x;
+  float c = (x - (u - 1.0f)) / u;
+  float k, f = split_log(u < 1.17549435e-38f ? 1.0f : u, &k);
+  float y = k * 0.693145752f + ((log1p_core(f) + (k * 1.42860677e-6f + c)) + f);
+  y = fabsf(x) < 1e-20f ? x : y; /* also keeps the sign of -0 */
+  y = x == -1.0f ? -INFINITY : y;
+  y = x < -1.0f ? NAN : y;
+  return x == INFINITY || x != x ? x : y;
+}
+
+/* expm1(x): x = n ln2 + r (|r| <= ln2/2, Cody-Waite as exp_fast), expm1(r) = r + r^2 q(r)
+ * (Taylor to r^9: below 2^-27 relative), then 2^n (expm1(r) + 1 - 2^-n) with 1 - 2^-n exact
+ * (n clamped where it no longer matters) and 2^n applied in two halves. Within 2 ulp;
+ * x < -30 gives -1, overflow inf, ±0 and subnormals return x. */
+static inline float expm1_fast(float x) {
+  float xc = x > -30.0f ? (x < 89.0f ? x : 89.0f) : -30.0f; /* NaN: -30 */
+  float t = xc * 1.44269504088896341f + 12582912.0f;
+  float nf = t - 12582912.0f;
+  float r = xc - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float q = 1.0f / 362880.0f;
+  q = q * r + 1.0f / 40320.0f;
+  q = q * r + 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  float pm = r + r * r * q;
+  int n = (int)nf, n1 = n / 2, n2 = n - n1, nm = n > 60 ? 60 : n;
+  float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), s2 = bits_to_f((uint32_t)(n2 + 127) << 23);
+  float tm = 1.0f - bits_to_f((uint32_t)(127 - nm) << 23);
+  float y = (pm + tm) * s1 * s2;
+  y = x > 88.7228394f ? INFINITY : y;
+  y = fabsf(x) < 1e-20f ? x : y;
+  return x != x ? x : y;
+}
+
+/* erf(x): x + x P(x^2) for |x| <= 1 (P of degree 6, a Chebyshev fit of erf(x)/x - 1 on [0, 1]:
+ * 1.4e-9 relative); 1 - exp(g(t) - x^2) for 1 < |x| < 3.92 with g(t) a degree-8 fit of
+ * log(erfc(x)) + x^2 in t = (x - 2.46) / 1.46 (1e-9 absolute); 1 beyond (erf rounds to 1
+ * there). Within 2 ulp (tests/python/test_elementwise_ulp.py); erf(±inf) = ±1, ±0 kept. */
+static inline float erf_fast(float x) {
+  float a = fabsf(x), z = x * x;
+  float p = 7.882500358e-05f;
+  p = p * z - 8.018859080e-04f;
+  p = p * z + 5.189312622e-03f;
+  p = p * z - 2.685432881e-02f;
+  p = p * z + 1.128359735e-01f;
+  p = p * z - 3.761262596e-01f;
+  p = p * z + 1.283791661e-01f;
+  float small = x + x * p; /* x (1 + p): the leading 1 added last, exactly scaled */
+  float ac = a > 3.92f ? 3.92f : a;
+  float t = (ac - 2.46000004f) * 0.684931517f;
+  float g = 3.396065949e-05f;
+  g = g * t - 1.952551393e-04f;
+  g = g * t + 7.852147683e-04f;
+  g = g * t - 2.913793316e-03f;
+  g = g * t + 1.022892166e-02f;
+  g = g * t - 3.489235789e-02f;
+  g = g * t + 1.224186048e-01f;
+  g = g * t - 5.215439200e-01f;
+  g = g * t - 1.542617559e+00f;
+  float big = 1.0f - exp_fast(g - ac * ac);
+  big = a >= 3.92f ? 1.0f : big;
+  float y = a <= 1.0f ? small : copysignf(big, x);
   return x != x ? x : y;
 }
 
@@ -98,16 +236,47 @@ static inline float sigmoid_fast(float x) {
     }                                                                             \
     for (; i < n; i++) o[i] = F(a[i * sa]);                                       \
   }
-UNARY_FAST(exp_f32, exp_fast)
-UNARY_FAST(tanh_f32, tanh_fast)
-UNARY_FAST(sigmoid_f32, sigmoid_fast)
+/* float16/bfloat16: blocks converted to float32, the float32 formula, one rounding back. */
+#define UNARY_FAST_HALF(NAME, F, LOAD, STORE)                                     \
+  CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {    \
+    (void)extra;                                                                  \
+    uint16_t *o = (uint16_t *)p[0];                                               \
+    const uint16_t *a = (const uint16_t *)p[1];                                   \
+    int64_t sa = s[1], i = 0;                                                     \
+    for (; i + BLOCK <= n; i += BLOCK) {                                          \
+      float v[BLOCK];                                                             \
+      for (int j = 0; j < BLOCK; j++) v[j] = LOAD(a[(i + j) * sa]);               \
+      for (int j = 0; j < BLOCK; j++) v[j] = F(v[j]);                             \
+      for (int j = 0; j < BLOCK; j++) o[i + j] = STORE(v[j]);                     \
+    }                                                                             \
+    for (; i < n; i++) o[i] = STORE(F(LOAD(a[i * sa])));                          \
+  }
+#define FAST_OP(OP, F)                                                  \
+  UNARY_FAST(OP##_f32, F)                                               \
+  UNARY_FAST_HALF(OP##_f16, F, nv__f16_to_f32, nv__f32_to_f16)          \
+  UNARY_FAST_HALF(OP##_bf16, F, nv__bf16_to_f32, nv__f32_to_bf16)
+FAST_OP(exp, exp_fast)
+FAST_OP(tanh, tanh_fast)
+FAST_OP(sigmoid, sigmoid_fast)
+FAST_OP(log, log_fast)
+FAST_OP(log1p, log1p_fast)
+FAST_OP(expm1, expm1_fast)
+FAST_OP(erf, erf_fast)
+
+#define PICK(OP)                                                              \
+  return dtype == NV_DTYPE_FLOAT32 ? OP##_f32 : dtype == NV_DTYPE_FLOAT16 ? OP##_f16 : OP##_bf16
 
 nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype) {
-  if (dtype != NV_DTYPE_FLOAT32) return NULL;
+  if (dtype != NV_DTYPE_FLOAT32 && dtype != NV_DTYPE_FLOAT16 && dtype != NV_DTYPE_BFLOAT16)
+    return NULL;
   switch (prim) {
-    case NV__PRIM_EXP: return exp_f32;
-    case NV__PRIM_TANH: return tanh_f32;
-    case NV__PRIM_SIGMOID: return sigmoid_f32;
+    case NV__PRIM_EXP: PICK(exp);
+    case NV__PRIM_TANH: PICK(tanh);
+    case NV__PRIM_SIGMOID: PICK(sigmoid);
+    case NV__PRIM_LOG: PICK(log);
+    case NV__PRIM_LOG1P: PICK(log1p);
+    case NV__PRIM_EXPM1: PICK(expm1);
+    case NV__PRIM_ERF: PICK(erf);
     default: return NULL;
   }
 }
