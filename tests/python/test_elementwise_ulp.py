@@ -28,7 +28,7 @@ def sigmoid64(x):
 REF = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh,
        "sigmoid": sigmoid64, "erf": _erf}
 # The bound each kernel's comment states, in float32 ulp.
-BOUND = {"exp": 2, "log": 1, "log1p": 2, "expm1": 2, "tanh": 2, "sigmoid": 2, "erf": 2}
+BOUND = {"exp": 1.5, "log": 1, "log1p": 1.5, "expm1": 2, "tanh": 1.5, "sigmoid": 2, "erf": 2}
 # Where each function bends: a dense uniform sweep there.
 DENSE = {"exp": (-104, 89), "log": (0, 4), "log1p": (-1, 3), "expm1": (-20, 20),
          "tanh": (-10, 10), "sigmoid": (-105, 90), "erf": (-4.5, 4.5)}
@@ -51,7 +51,8 @@ def sweep(name):
 def ulp_error(got, want):
     """|got - want| in ulp of the float32 at want (subnormal ulp below the normal range);
     special results (NaN, ±inf and what rounds to ±inf) must match exactly."""
-    want32 = want.astype(np.float32)
+    with np.errstate(over="ignore"):
+        want32 = want.astype(np.float32)
     special = ~np.isfinite(want32)
     assert np.array_equal(np.isnan(got), np.isnan(want32))
     assert np.array_equal(got[special & ~np.isnan(want32)], want32[special & ~np.isnan(want32)])
