@@ -24,7 +24,15 @@
 
 /* ---- Scalar formulas (inlined into the block loops) ---- */
 
-static inline float bits_to_f(uint32_t u) {
+/* Always inlined: a call left in a block loop (GCC's size limits would leave erf's) keeps it
+ * from being vectorized. */
+#if defined(__GNUC__)
+#define FORMULA static inline __attribute__((always_inline))
+#else
+#define FORMULA static inline
+#endif
+
+FORMULA float bits_to_f(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
@@ -33,7 +41,7 @@ static inline float bits_to_f(uint32_t u) {
 /* e^x: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its Taylor series to
  * r^7 (error below 2^-24 there), and 2^n applied in two halves so subnormal results round
  * once and n never leaves the exponent range. */
-static inline float exp_fast(float x) {
+FORMULA float exp_fast(float x) {
   /* NaN clamps to -104 (every comparison false) so the conversion to int stays defined. */
   float xc = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f;
   float t = xc * 1.44269504088896341f + 12582912.0f; /* round to nearest via 1.5 * 2^23 */
@@ -60,7 +68,7 @@ static inline float exp_fast(float x) {
  * D = 2^-n2 + 2^n1 (1 + t) rounded once (for |n| <= 23 as (1 + 2^n) + 2^n t, its first sum
  * exact; beyond with 2^n (1 + t) carried in two parts), y = (1 / D) 2^-n2: no rounding of
  * e^u itself reaches the result. Within 2 ulp, subnormal results included. */
-static inline float sigmoid_fast(float x) {
+FORMULA float sigmoid_fast(float x) {
   float u = -x;
   float uc = u > -104.0f ? (u < 104.0f ? u : 104.0f) : -104.0f; /* NaN: -104 */
   float nf = (uc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -83,10 +91,26 @@ static inline float sigmoid_fast(float x) {
   return x != x ? x : y;
 }
 
+/* e^x for x in [-87, 88] (a normal result): exp_fast without its clamps and special cases,
+ * 2^n applied at once. */
+FORMULA float exp_normal(float x) {
+  float nf = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float p = 1.98412698e-4f;
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  p = 1.0f + (r + r * r * p);
+  return p * bits_to_f((uint32_t)((int)nf + 127) << 23);
+}
+
 /* tanh: x + x z Q(z), z = x^2, for |x| < 0.6 (Q of degree 5, a Chebyshev fit of
  * (tanh(x)/x - 1)/z: 4e-10 relative), and 1 - 2 sigmoid(-2|x|) with the sign restored beyond
  * (the sigmoid within 2 ulp of a value at most 0.46 of the result). Within 2 ulp; ±0 kept. */
-static inline float tanh_fast(float x) {
+FORMULA float tanh_fast(float x) {
   float a = fabsf(x);
   float big = 1.0f - 2.0f * sigmoid_fast(-2.0f * a);
   float z = x * x;
@@ -102,7 +126,7 @@ static inline float tanh_fast(float x) {
   return x != x ? x : r;
 }
 
-static inline uint32_t f_to_bits(float f) {
+FORMULA uint32_t f_to_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   return u;
@@ -111,7 +135,7 @@ static inline uint32_t f_to_bits(float f) {
 /* log(1 + f) - f for f in [sqrt(1/2) - 1, sqrt(2) - 1], as f^2/2 subtracted and s (hfsq + R)
  * added back (s = f / (2 + f), R the atanh series of s past its first term, to s^12: below
  * 2^-27 relative there): the rounding errors stay small against the result. */
-static inline float log1p_core(float f) {
+FORMULA float log1p_core(float f) {
   float s = f / (2.0f + f), z = s * s;
   float r = 2.0f / 11.0f;
   r = r * z + 2.0f / 9.0f;
@@ -125,7 +149,7 @@ static inline float log1p_core(float f) {
 
 /* A positive normal float as m 2^k with m in [sqrt(1/2), sqrt(2)): returns m - 1 (exact) and
  * sets *k. */
-static inline float split_log(float u, float *k) {
+FORMULA float split_log(float u, float *k) {
   int32_t ix = (int32_t)(f_to_bits(u) - 0x3f3504f3u);
   *k = (float)(ix >> 23);
   return bits_to_f(((uint32_t)ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
@@ -134,7 +158,7 @@ static inline float split_log(float u, float *k) {
 /* log(x): x = m 2^k (subnormals scaled by 2^25 first), k ln2 with ln2 split in two (k ln2_hi
  * exact), plus log(m) from log1p_core. Within 1 ulp (tests/python/test_elementwise_ulp.py);
  * log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
-static inline float log_fast(float x) {
+FORMULA float log_fast(float x) {
   int sub = x < 1.17549435e-38f;
   float xs = sub ? x * 33554432.0f : x;
   float k, f = split_log(xs, &k);
@@ -148,7 +172,7 @@ static inline float log_fast(float x) {
 /* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term restores what
  * the rounding of u lost. Within 2 ulp; ±0 and subnormals return x, -1 gives -inf, x < -1
  * NaN. */
-static inline float log1p_fast(float x) {
+FORMULA float log1p_fast(float x) {
   float u = 1.0f + x;
   float c = (x - (u - 1.0f)) / u;
   float k, f = split_log(u < 1.17549435e-38f ? 1.0f : u, &k);
@@ -163,7 +187,7 @@ static inline float log1p_fast(float x) {
  * (Taylor to r^9: below 2^-27 relative), then 2^n (expm1(r) + 1 - 2^-n) with 1 - 2^-n exact
  * (n clamped where it no longer matters) and 2^n applied in two halves. Within 2 ulp;
  * x < -30 gives -1, overflow inf, ±0 and subnormals return x. */
-static inline float expm1_fast(float x) {
+FORMULA float expm1_fast(float x) {
   float xc = x > -30.0f ? (x < 89.0f ? x : 89.0f) : -30.0f; /* NaN: -30 */
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float nf = t - 12582912.0f;
@@ -191,7 +215,7 @@ static inline float expm1_fast(float x) {
  * 1.4e-9 relative); 1 - exp(g(t) - x^2) for 1 < |x| < 3.92 with g(t) a degree-8 fit of
  * log(erfc(x)) + x^2 in t = (x - 2.46) / 1.46 (1e-9 absolute); 1 beyond (erf rounds to 1
  * there). Within 2 ulp (tests/python/test_elementwise_ulp.py); erf(±inf) = ±1, ±0 kept. */
-static inline float erf_fast(float x) {
+FORMULA float erf_fast(float x) {
   float a = fabsf(x), z = x * x;
   float p = 7.882500358e-05f;
   p = p * z - 8.018859080e-04f;
@@ -201,7 +225,7 @@ static inline float erf_fast(float x) {
   p = p * z - 3.761262596e-01f;
   p = p * z + 1.283791661e-01f;
   float small = x + x * p; /* x (1 + p): the leading 1 added last, exactly scaled */
-  float ac = a > 3.92f ? 3.92f : a;
+  float ac = a > 1.0f ? (a < 3.92f ? a : 3.92f) : 1.0f; /* the fit's range (NaN: 1) */
   float t = (ac - 2.46000004f) * 0.684931517f;
   float g = 3.396065949e-05f;
   g = g * t - 1.952551393e-04f;
@@ -212,7 +236,7 @@ static inline float erf_fast(float x) {
   g = g * t + 1.224186048e-01f;
   g = g * t - 5.215439200e-01f;
   g = g * t - 1.542617559e+00f;
-  float big = 1.0f - exp_fast(g - ac * ac);
+  float big = 1.0f - exp_normal(g - ac * ac); /* the argument lies in [-17, -1] */
   big = a >= 3.92f ? 1.0f : big;
   float y = a <= 1.0f ? small : copysignf(big, x);
   return x != x ? x : y;
