@@ -14,6 +14,8 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include <float.h>
+
 #include "cpu/elementwise_loops.h"
 
 #define BLOCK 16
@@ -242,9 +244,58 @@ FORMULA float erf_fast(float x) {
   return x != x ? x : y;
 }
 
+/* sin and cos for |x| < 2^20, in double: n = rint(x 2/pi), r = x - n pi/2 with pi/2 in two
+ * parts (the first of 33 bits, so n times it is exact), then the Taylor series of sin r (to
+ * r^9) and cos r (to r^10) on |r| <= pi/4 (truncation below 3e-9 relative) and the quadrant's
+ * sign and swap: one rounding to float at the end, within 1 ulp. Infinities and NaN give NaN;
+ * |x| >= 2^20 is left to libm by the loops (TRIG_LIMIT). */
+#define TRIG_LIMIT 1048576.0f
+FORMULA float sincos_fast(float x, int want_cos) {
+  int ok = fabsf(x) < TRIG_LIMIT;
+  double xd = ok ? (double)x : 0.0;
+  double nd = (xd * 0.6366197723675814 + 6755399441055744.0) - 6755399441055744.0;
+  double r = (xd - nd * 1.5707963267341256) - nd * 6.077100506506192e-11;
+  double z = r * r;
+  double sp = 1.0 / 362880.0;
+  sp = sp * z - 1.0 / 5040.0;
+  sp = sp * z + 1.0 / 120.0;
+  sp = sp * z - 1.0 / 6.0;
+  double sr = r + r * (z * sp);
+  double cp = -1.0 / 3628800.0;
+  cp = cp * z + 1.0 / 40320.0;
+  cp = cp * z - 1.0 / 720.0;
+  cp = cp * z + 1.0 / 24.0;
+  cp = cp * z - 0.5;
+  double cr = 1.0 + z * cp;
+  int q = ((int)nd + want_cos) & 3; /* cos x = sin(x + pi/2): one quadrant on */
+  double v = q & 1 ? cr : sr;
+  v = q & 2 ? -v : v;
+  float y = (float)v;
+  return ok ? y : x - x; /* ±inf, NaN: NaN; finite large values are replaced by the loop */
+}
+FORMULA float sin_fast(float x) { return sincos_fast(x, 0); }
+FORMULA float cos_fast(float x) { return sincos_fast(x, 1); }
+
 /* ---- Unary ---- */
 
-#define UNARY_FAST(NAME, F)                                                       \
+/* A block's second pass for the functions whose formula covers only part of the range (sin
+ * and cos: |x| >= 2^20 goes to libm, elements picked by a compare, rare in practice). */
+#define NO_FIXUP(IN, OUT) ((void)0)
+#define TRIG_FIX(IN, OUT, LIBM)                                              \
+  for (int j = 0; j < BLOCK; j++)                                            \
+    if (fabsf(IN[j]) >= TRIG_LIMIT && fabsf(IN[j]) <= FLT_MAX) OUT[j] = LIBM(IN[j])
+#define SIN_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, sinf)
+#define COS_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, cosf)
+/* One element: the formula, or libm where the block pass would have used it. */
+#define SCALAR(F, FIXUP, X) scalar_##FIXUP(X, F)
+#define scalar_NO_FIXUP(X, F) F(X)
+#define scalar_SIN_FIXUP(X, F) trig_one(X, F, sinf)
+#define scalar_COS_FIXUP(X, F) trig_one(X, F, cosf)
+FORMULA float trig_one(float x, float (*f)(float), float (*libm)(float)) {
+  return fabsf(x) >= TRIG_LIMIT && fabsf(x) <= FLT_MAX ? libm(x) : f(x);
+}
+
+#define UNARY_FAST(NAME, F, FIXUP)                                                     \
   CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {    \
     (void)extra;                                                                  \
     float *o = (float *)p[0];                                                     \
@@ -255,13 +306,14 @@ FORMULA float erf_fast(float x) {
         float in[BLOCK], out[BLOCK];                                              \
         memcpy(in, a + i, sizeof in);                                             \
         for (int j = 0; j < BLOCK; j++) out[j] = F(in[j]);                        \
+        FIXUP(in, out);                                                           \
         memcpy(o + i, out, sizeof out);                                           \
       }                                                                           \
     }                                                                             \
-    for (; i < n; i++) o[i] = F(a[i * sa]);                                       \
+    for (; i < n; i++) o[i] = SCALAR(F, FIXUP, a[i * sa]);                        \
   }
 /* float16/bfloat16: blocks converted to float32, the float32 formula, one rounding back. */
-#define UNARY_FAST_HALF(NAME, F, LOAD, STORE)                                     \
+#define UNARY_FAST_HALF(NAME, F, FIXUP, LOAD, STORE)                                   \
   CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {    \
     (void)extra;                                                                  \
     uint16_t *o = (uint16_t *)p[0];                                               \
@@ -270,22 +322,26 @@ FORMULA float erf_fast(float x) {
     for (; i + BLOCK <= n; i += BLOCK) {                                          \
       float v[BLOCK];                                                             \
       for (int j = 0; j < BLOCK; j++) v[j] = LOAD(a[(i + j) * sa]);               \
-      for (int j = 0; j < BLOCK; j++) v[j] = F(v[j]);                             \
-      for (int j = 0; j < BLOCK; j++) o[i + j] = STORE(v[j]);                     \
+      float w[BLOCK];                                                             \
+      for (int j = 0; j < BLOCK; j++) w[j] = F(v[j]);                             \
+      FIXUP(v, w);                                                                \
+      for (int j = 0; j < BLOCK; j++) o[i + j] = STORE(w[j]);                     \
     }                                                                             \
-    for (; i < n; i++) o[i] = STORE(F(LOAD(a[i * sa])));                          \
+    for (; i < n; i++) o[i] = STORE(SCALAR(F, FIXUP, LOAD(a[i * sa])));           \
   }
-#define FAST_OP(OP, F)                                                  \
-  UNARY_FAST(OP##_f32, F)                                               \
-  UNARY_FAST_HALF(OP##_f16, F, nv__f16_to_f32, nv__f32_to_f16)          \
-  UNARY_FAST_HALF(OP##_bf16, F, nv__bf16_to_f32, nv__f32_to_bf16)
-FAST_OP(exp, exp_fast)
-FAST_OP(tanh, tanh_fast)
-FAST_OP(sigmoid, sigmoid_fast)
-FAST_OP(log, log_fast)
-FAST_OP(log1p, log1p_fast)
-FAST_OP(expm1, expm1_fast)
-FAST_OP(erf, erf_fast)
+#define FAST_OP(OP, F, FIXUP)                                                   \
+  UNARY_FAST(OP##_f32, F, FIXUP)                                                \
+  UNARY_FAST_HALF(OP##_f16, F, FIXUP, nv__f16_to_f32, nv__f32_to_f16)           \
+  UNARY_FAST_HALF(OP##_bf16, F, FIXUP, nv__bf16_to_f32, nv__f32_to_bf16)
+FAST_OP(exp, exp_fast, NO_FIXUP)
+FAST_OP(tanh, tanh_fast, NO_FIXUP)
+FAST_OP(sigmoid, sigmoid_fast, NO_FIXUP)
+FAST_OP(log, log_fast, NO_FIXUP)
+FAST_OP(log1p, log1p_fast, NO_FIXUP)
+FAST_OP(expm1, expm1_fast, NO_FIXUP)
+FAST_OP(erf, erf_fast, NO_FIXUP)
+FAST_OP(sin, sin_fast, SIN_FIXUP)
+FAST_OP(cos, cos_fast, COS_FIXUP)
 
 #define PICK(OP)                                                              \
   return dtype == NV_DTYPE_FLOAT32 ? OP##_f32 : dtype == NV_DTYPE_FLOAT16 ? OP##_f16 : OP##_bf16
@@ -301,6 +357,8 @@ nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype) {
     case NV__PRIM_LOG1P: PICK(log1p);
     case NV__PRIM_EXPM1: PICK(expm1);
     case NV__PRIM_ERF: PICK(erf);
+    case NV__PRIM_SIN: PICK(sin);
+    case NV__PRIM_COS: PICK(cos);
     default: return NULL;
   }
 }

@@ -13,7 +13,7 @@ import pytest
 from nvc import ints, lib, np_dtype, sig
 
 P = __import__("ctypes").c_void_p
-NAMES = ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf"]
+NAMES = ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos"]
 for _n in NAMES:
     sig("nv_" + _n, P, P)
 
@@ -26,17 +26,20 @@ def sigmoid64(x):
 
 
 REF = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh,
-       "sigmoid": sigmoid64, "erf": _erf}
+       "sigmoid": sigmoid64, "erf": _erf, "sin": np.sin, "cos": np.cos}
 # The bound each kernel's comment states, in float32 ulp.
-BOUND = {"exp": 1.5, "log": 1, "log1p": 1.5, "expm1": 2, "tanh": 1.5, "sigmoid": 2, "erf": 2}
+BOUND = {"exp": 1.5, "log": 1, "log1p": 1.5, "expm1": 2, "tanh": 1.5, "sigmoid": 2, "erf": 2, "sin": 1,
+         "cos": 1}
 # Where each function bends: a dense uniform sweep there.
 DENSE = {"exp": (-104, 89), "log": (0, 4), "log1p": (-1, 3), "expm1": (-20, 20),
-         "tanh": (-10, 10), "sigmoid": (-105, 90), "erf": (-4.5, 4.5)}
+         "tanh": (-10, 10), "sigmoid": (-105, 90), "erf": (-4.5, 4.5), "sin": (-40, 40),
+         "cos": (-40, 40)}
 EDGE = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-45, -1e-45, 1.1754942e-38,
                  -1.1754942e-38, 1e-30, -1e-30, 3.4028235e38, -3.4028235e38, 88.72283,
                  88.722839, 88.7228394, -87.33654, -103.97208, -103.972084, -104.0, -150.0,
                  0.99999994, 1.0000001, -0.99999994, 1e-8, -1e-8, 3.92, -3.92, 3.9193, 0.4,
-                 -0.4, 0.34657359], dtype=np.float32)
+                 -0.4, 0.34657359, 1.5707964, -1.5707964, 3.1415927, 1048575.9, 1048576.0, -1048576.0,
+                 1e6, 1e20, -1e30], dtype=np.float32)
 
 
 def sweep(name):
@@ -90,8 +93,7 @@ def test_layouts_match_contiguous(nv, rng, name, layout):
     one; "rows"/"columns": a row or a column broadcast to 37 x 21 (stride-0 runs)."""
     lo, hi = DENSE[name]
     x = rng.uniform(lo, hi, (37, 21)).astype(np.float32)
-    x[0, :] = EDGE[:21]
-    x[1, :13] = EDGE[21:]
+    x.ravel()[:len(EDGE)] = EDGE
     f = getattr(lib, "nv_" + name)
     if layout in ("rows", "columns"):
         part = x[:1, :] if layout == "rows" else x[:, :1]
