@@ -244,6 +244,37 @@ FORMULA float erf_fast(float x) {
   return x != x ? x : y;
 }
 
+/* erfinv(y): Giles' single-precision approximation ("Approximating the erfinv function",
+ * 2010), a polynomial in w = -log((1 - y)(1 + y)) on w < 5 and one in sqrt(w) - 3 beyond, both
+ * evaluated and one picked. Within 4 ulp (tests/python/test_elementwise.py); ±1 give ±inf,
+ * |y| > 1 and NaN give NaN, ±0 kept. */
+FORMULA float erfinv_fast(float y) {
+  float w = -log_fast((1.0f - y) * (1.0f + y));
+  float wa = w - 2.5f;
+  float p = 2.81022636e-08f;
+  p = 3.43273939e-07f + p * wa;
+  p = -3.5233877e-06f + p * wa;
+  p = -4.39150654e-06f + p * wa;
+  p = 0.00021858087f + p * wa;
+  p = -0.00125372503f + p * wa;
+  p = -0.00417768164f + p * wa;
+  p = 0.246640727f + p * wa;
+  p = 1.50140941f + p * wa;
+  float wb = sqrtf(w > 5.0f ? w : 5.0f) - 3.0f; /* w is NaN or inf only where y is selected away */
+  float q = -0.000200214257f;
+  q = 0.000100950558f + q * wb;
+  q = 0.00134934322f + q * wb;
+  q = -0.00367342844f + q * wb;
+  q = 0.00573950773f + q * wb;
+  q = -0.0076224613f + q * wb;
+  q = 0.00943887047f + q * wb;
+  q = 1.00167406f + q * wb;
+  q = 2.83297682f + q * wb;
+  float r = (w < 5.0f ? p : q) * y;
+  r = fabsf(y) == 1.0f ? copysignf(INFINITY, y) : r;
+  return fabsf(y) <= 1.0f ? r : NAN; /* NaN too */
+}
+
 /* sin and cos for |x| < 2^20, in double: n = rint(x 2/pi), r = x - n pi/2 with pi/2 in two
  * parts (the first of 33 bits, so n times it is exact), then the Taylor series of sin r (to
  * r^9) and cos r (to r^10) on |r| <= pi/4 (truncation below 3e-9 relative) and the quadrant's
@@ -340,6 +371,7 @@ FAST_OP(log, log_fast, NO_FIXUP)
 FAST_OP(log1p, log1p_fast, NO_FIXUP)
 FAST_OP(expm1, expm1_fast, NO_FIXUP)
 FAST_OP(erf, erf_fast, NO_FIXUP)
+FAST_OP(erfinv, erfinv_fast, NO_FIXUP)
 FAST_OP(sin, sin_fast, SIN_FIXUP)
 FAST_OP(cos, cos_fast, COS_FIXUP)
 
@@ -357,6 +389,7 @@ nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype) {
     case NV__PRIM_LOG1P: PICK(log1p);
     case NV__PRIM_EXPM1: PICK(expm1);
     case NV__PRIM_ERF: PICK(erf);
+    case NV__PRIM_ERFINV: PICK(erfinv);
     case NV__PRIM_SIN: PICK(sin);
     case NV__PRIM_COS: PICK(cos);
     default: return NULL;
