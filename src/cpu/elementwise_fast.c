@@ -310,7 +310,7 @@ FORMULA float sincos_fast(float x, int want_cos) {
   int q = ((int)nd + want_cos) & 3; /* cos x = sin(x + pi/2): one quadrant on */
   double v = q & 1 ? cr : sr;
   v = q & 2 ? -v : v;
-  float y = (float)v;
+  float y = want_cos || x != 0 ? (float)v : x; /* sin(-0) = -0 (the series gives +0) */
   return ok ? y : x - x; /* ±inf, NaN: NaN; finite large values are replaced by the loop */
 }
 FORMULA float sin_fast(float x) { return sincos_fast(x, 0); }
