@@ -48,23 +48,30 @@ FORMULA float bits_to_f(uint32_t u) {
   return f;
 }
 
-/* e^x: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its Taylor series to
- * r^7 (error below 2^-24 there) with the 1 added last, and 2^n applied in two halves so
- * subnormal results round once and n never leaves the exponent range. Within 1.5 ulp. */
-FORMULA float exp_fast(float x) {
-  /* NaN clamps to -104 (every comparison false) so the conversion to int stays defined. */
-  float xc = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f;
-  float t = xc * 1.44269504088896341f + 12582912.0f; /* round to nearest via 1.5 * 2^23 */
-  float nf = t - 12582912.0f;
-  float r = xc - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
+/* The shared reduction of the exponentials: x = n ln2 + r with |r| <= ln2/2 (n by rounding
+ * to nearest via 1.5 * 2^23, ln2 split in two so n ln2_hi is exact), and e^r - 1 by its
+ * Taylor series to r^7 (error below 2^-24 there), returned; n in *nf. x must be finite and
+ * |x| <= 104. */
+FORMULA float exp_reduce(float x, float *nf) {
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
   float p = 1.98412698e-4f;
   p = p * r + 1.38888889e-3f;
   p = p * r + 8.33333333e-3f;
   p = p * r + 4.16666667e-2f;
   p = p * r + 1.66666667e-1f;
   p = p * r + 0.5f;
-  p = 1.0f + (r + r * r * p); /* the 1 added last: its rounding is the only large one */
+  *nf = n;
+  return r + r * r * p;
+}
+
+/* e^x: 2^n (1 + (e^r - 1)) from exp_reduce, 2^n applied in two halves so subnormal results
+ * round once and n never leaves the exponent range. Within 1.5 ulp. */
+FORMULA float exp_fast(float x) {
+  /* NaN clamps to -104 (every comparison false) so the conversion to int stays defined. */
+  float xc = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f;
+  float nf, p = 1.0f + exp_reduce(xc, &nf); /* the 1 added last: the only large rounding */
   int n = (int)nf, n1 = n / 2, n2 = n - n1;
   float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), s2 = bits_to_f((uint32_t)(n2 + 127) << 23);
   float y = p * s1 * s2;
@@ -73,7 +80,7 @@ FORMULA float exp_fast(float x) {
 }
 
 /* sigmoid(x) = 1 / (1 + e^u), u = -x clamped to [-104, 104] (the result is 1 or 0 beyond):
- * e^u = 2^n (1 + t) with t = e^r - 1 as in exp_fast, 2^n = 2^n1 2^n2 with n1 = n clamped
+ * e^u = 2^n (1 + t) with t = e^r - 1 from exp_reduce, 2^n = 2^n1 2^n2 with n1 = n clamped
  * to the normal exponents (n2 = 0 but at the ends), and the denominator scaled by 2^-n2:
  * D = 2^-n2 + 2^n1 (1 + t) rounded once (for |n| <= 23 as (1 + 2^n) + 2^n t, its first sum
  * exact; beyond with 2^n (1 + t) carried in two parts), y = (1 / D) 2^-n2: no rounding of
@@ -81,16 +88,7 @@ FORMULA float exp_fast(float x) {
 FORMULA float sigmoid_fast(float x) {
   float u = -x;
   float uc = u > -104.0f ? (u < 104.0f ? u : 104.0f) : -104.0f; /* NaN: -104 */
-  float nf = (uc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = uc - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
-  float p = 1.98412698e-4f;
-  p = p * r + 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
-  float t = r + r * r * p;
+  float nf, t = exp_reduce(uc, &nf);
   int n = (int)nf, n1 = n < -126 ? -126 : n > 127 ? 127 : n, n2 = n - n1; /* |n2| <= 24 */
   float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), is2 = bits_to_f((uint32_t)(127 - n2) << 23);
   /* 2^n1 (1 + t) as hi + lo (Fast2Sum: |2^n1| >= |2^n1 t|; this file is compiled without
@@ -104,40 +102,23 @@ FORMULA float sigmoid_fast(float x) {
 /* e^x for x in [-87, 88] (a normal result): exp_fast without its clamps and special cases,
  * 2^n applied at once. */
 FORMULA float exp_normal(float x) {
-  float nf = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
-  float p = 1.98412698e-4f;
-  p = p * r + 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
-  p = 1.0f + (r + r * r * p);
+  float nf, p = 1.0f + exp_reduce(x, &nf);
   return p * bits_to_f((uint32_t)((int)nf + 127) << 23);
 }
 
 /* tanh: x + x z Q(z), z = x^2, for |x| < 0.6 (Q of degree 5, a Chebyshev fit of
  * (tanh(x)/x - 1)/z: 4e-10 relative), and 1 - 2 / D beyond with the sign restored, D = 1 +
- * e^u, u = 2|x| clamped to [1.2, 20] (tanh rounds to 1 past 9.01): e^u = 2^n (1 + t) as in
- * exp_fast, n in [2, 29], and D = (1 + 2^n) + 2^n t, its first sum exact for n <= 23 and
+ * e^u, u = 2|x| clamped to [1.2, 20] (tanh rounds to 1 past 9.01): e^u = 2^n (1 + t) from
+ * exp_reduce, n in [2, 29], and D = (1 + 2^n) + 2^n t, its first sum exact for n <= 23 and
  * beyond only off in what 2 / D < 2^-23 contributes below the result's ulp. 2 / D is at most
  * 0.46 of the result, so its rounding stays small. Within 1.5 ulp; ±0 kept. */
 FORMULA float tanh_fast(float x) {
   float a = fabsf(x);
   float u = 2.0f * a;
   u = u > 1.2f ? (u < 20.0f ? u : 20.0f) : 1.2f; /* NaN: 1.2 */
-  float nf = (u * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = u - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
-  float p = 1.98412698e-4f;
-  p = p * r + 1.38888889e-3f;
-  p = p * r + 8.33333333e-3f;
-  p = p * r + 4.16666667e-2f;
-  p = p * r + 1.66666667e-1f;
-  p = p * r + 0.5f;
+  float nf, t = exp_reduce(u, &nf);
   float sc = bits_to_f((uint32_t)((int)nf + 127) << 23);
-  float d = (1.0f + sc) + sc * (r + r * r * p);
+  float d = (1.0f + sc) + sc * t;
   float big = 1.0f - 2.0f / d;
   float z = x * x;
   float q = 2.373480704e-03f;
@@ -209,7 +190,7 @@ FORMULA float log1p_fast(float x) {
   return x == INFINITY || x != x ? x : y;
 }
 
-/* expm1(x): x = n ln2 + r (|r| <= ln2/2, Cody-Waite as exp_fast), expm1(r) = r + r^2 q(r)
+/* expm1(x): x = n ln2 + r (|r| <= ln2/2, reduced as in exp_reduce), expm1(r) = r + r^2 q(r)
  * (Taylor to r^9: below 2^-27 relative), then 2^n (expm1(r) + 1 - 2^-n) with 1 - 2^-n exact
  * (n clamped where it no longer matters) and 2^n applied in two halves. Within 2 ulp;
  * x < -30 gives -1, overflow inf, ±0 and subnormals return x. */
