@@ -1,11 +1,12 @@
 /* Element-wise throughput: x*y+z on 2^26 float32 (one lazy expression, evaluated once: the
- * product's buffer is donated to the sum), and activations on 2^24 float32 (sigmoid, tanh, exp
- * and a tanh-form GELU composed of element-wise ops). Each run builds, evaluates and frees. */
+ * product's buffer is donated to the sum), and functions on 2^24 float32 (sigmoid, tanh, exp,
+ * log, log1p, expm1, erf, and GELU's tanh and erf forms composed of element-wise ops; log and
+ * log1p on positive inputs). Each run builds, evaluates and frees. */
 #include "bench.h"
 #include "nuvec.h"
 
 typedef struct ctx {
-  nv_array *x, *y, *z;
+  nv_array *x, *y, *z; /* activations: x in [-4, 4), y = |x| */
   int which;
 } ctx;
 
@@ -33,6 +34,12 @@ static nv_array *gelu(nv_array *x) {
   return nv_multiply(nv_multiply_scalar(x, 0.5), nv_add_scalar(nv_tanh(inner), 1.0));
 }
 
+/* 0.5 x (1 + erf(x / sqrt(2))): the exact form (nn.GELU's default). */
+static nv_array *gelu_erf(nv_array *x) {
+  nv_array *e = nv_erf(nv_multiply_scalar(x, 0.7071067811865476));
+  return nv_multiply(nv_multiply_scalar(x, 0.5), nv_add_scalar(e, 1.0));
+}
+
 static void act_case(void *p) {
   ctx *c = p;
   nv_scope_begin();
@@ -41,7 +48,12 @@ static void act_case(void *p) {
     case 0: r = nv_sigmoid(c->x); break;
     case 1: r = nv_tanh(c->x); break;
     case 2: r = nv_exp(c->x); break;
-    default: r = gelu(c->x); break;
+    case 3: r = gelu(c->x); break;
+    case 4: r = nv_log(c->y); break;
+    case 5: r = nv_log1p(c->y); break;
+    case 6: r = nv_expm1(c->x); break;
+    case 7: r = nv_erf(c->x); break;
+    default: r = gelu_erf(c->x); break;
   }
   r = nv_scope_keep(r);
   nv_scope_end();
@@ -69,11 +81,15 @@ int main(void) {
   nv_release(c.y);
   nv_release(c.z);
   ctx a = {random_f32(1 << 24, 4), NULL, NULL, 0};
-  const char *names[4] = {"sigmoid_2^24", "tanh_2^24", "exp_2^24", "gelu_tanh_2^24"};
-  for (int i = 0; i < 4; i++) {
+  a.y = nv_abs(a.x);
+  nv_eval1(a.y);
+  const char *names[9] = {"sigmoid_2^24", "tanh_2^24", "exp_2^24", "gelu_tanh_2^24",
+                          "log_2^24", "log1p_2^24", "expm1_2^24", "erf_2^24", "gelu_erf_2^24"};
+  for (int i = 0; i < 9; i++) {
     a.which = i;
     bench_run(names[i], act_case, &a, 2, 11);
   }
   nv_release(a.x);
+  nv_release(a.y);
   return 0;
 }

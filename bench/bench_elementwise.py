@@ -1,5 +1,6 @@
 """Element-wise throughput beside NumPy and MLX's CPU build (where it installs): x*y+z on 2^26
-float32, and sigmoid, tanh, exp and a tanh-form GELU on 2^24 float32."""
+float32, and sigmoid, tanh, exp, log, log1p, expm1, erf and GELU (tanh and erf forms) on 2^24
+float32 (log and log1p on |x|). NumPy has no erf: those rows compare with MLX only."""
 import numpy as np
 
 from benchlib import median_time, mlx_core, report, run_c
@@ -16,18 +17,24 @@ def main():
     rng = np.random.default_rng(0)
     x, y, z = (rng.uniform(-4, 4, 1 << 26).astype(np.float32) for _ in range(3))
     a = rng.uniform(-4, 4, 1 << 24).astype(np.float32)
+    b = np.abs(a)
     peers = {
         "xy_plus_z_2^26": {"numpy": median_time(lambda: x * y + z, repeat=9)},
         "sigmoid_2^24": {"numpy": median_time(lambda: 1 / (1 + np.exp(-a)), repeat=11)},
         "tanh_2^24": {"numpy": median_time(lambda: np.tanh(a), repeat=11)},
         "exp_2^24": {"numpy": median_time(lambda: np.exp(a), repeat=11)},
         "gelu_tanh_2^24": {"numpy": median_time(lambda: np_gelu(a), repeat=11)},
+        "log_2^24": {"numpy": median_time(lambda: np.log(b), repeat=11)},
+        "log1p_2^24": {"numpy": median_time(lambda: np.log1p(b), repeat=11)},
+        "expm1_2^24": {"numpy": median_time(lambda: np.expm1(a), repeat=11)},
+        "erf_2^24": {},
+        "gelu_erf_2^24": {},
     }
     mx = mlx_core()
     if mx:
         mxyz = [mx.array(v) for v in (x, y, z)]
-        ma = mx.array(a)
-        mx.eval(*mxyz, ma)
+        ma, mb = mx.array(a), mx.array(b)
+        mx.eval(*mxyz, ma, mb)
 
         def mlx_gelu(v):
             return 0.5 * v * (1 + mx.tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
@@ -38,6 +45,11 @@ def main():
             "tanh_2^24": lambda: mx.eval(mx.tanh(ma)),
             "exp_2^24": lambda: mx.eval(mx.exp(ma)),
             "gelu_tanh_2^24": lambda: mx.eval(mlx_gelu(ma)),
+            "log_2^24": lambda: mx.eval(mx.log(mb)),
+            "log1p_2^24": lambda: mx.eval(mx.log1p(mb)),
+            "expm1_2^24": lambda: mx.eval(mx.expm1(ma)),
+            "erf_2^24": lambda: mx.eval(mx.erf(ma)),
+            "gelu_erf_2^24": lambda: mx.eval(0.5 * ma * (1 + mx.erf(ma * 0.7071067811865476))),
         }
         for k, f in cases.items():
             peers[k]["mlx"] = median_time(f, repeat=9)

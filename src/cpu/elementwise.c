@@ -136,10 +136,8 @@ UN_FN(neg_c64, cf, cf, -x)
 UN_FN(abs_f32, float, float, fabsf(x))
 UN_FN(abs_f64, double, double, fabs(x))
 UN_FN(abs_c64, float, cf, cabsf(x))
-UN_FN(exp_f32, float, float, expf(x))
 UN_FN(exp_f64, double, double, exp(x))
 UN_FN(exp_c64, cf, cf, cexpf(x))
-UN_FN(log_f32, float, float, logf(x))
 UN_FN(log_f64, double, double, log(x))
 UN_FN(log_c64, cf, cf, clogf(x))
 UN_FN(sqrt_f32, float, float, sqrtf(x))
@@ -149,8 +147,6 @@ UN_FN(sqrt_c64, cf, cf, csqrtf(x))
 #define UN_HALF_FAMILY(T, LOAD, STORE)                  \
   UN_HALF_FN(neg_##T, LOAD, STORE, -x)                  \
   UN_HALF_FN(abs_##T, LOAD, STORE, fabsf(x))            \
-  UN_HALF_FN(exp_##T, LOAD, STORE, expf(x))             \
-  UN_HALF_FN(log_##T, LOAD, STORE, logf(x))             \
   UN_HALF_FN(sqrt_##T, LOAD, STORE, sqrtf(x))
 UN_HALF_FAMILY(f16, nv__f16_to_f32, nv__f32_to_f16)
 UN_HALF_FAMILY(bf16, nv__bf16_to_f32, nv__f32_to_bf16)
@@ -160,19 +156,19 @@ UN_HALF_FAMILY(bf16, nv__bf16_to_f32, nv__f32_to_bf16)
 static const nv__run_fn unary_table[5][NV_DTYPE_COUNT] = {
     {NULL, INT_ROW(neg), FLOAT_ROW(neg)},
     {abs_b, INT_ROW(abs), FLOAT_ROW(abs)},
-    {NULL, NO_INTS, FLOAT_ROW(exp)},
-    {NULL, NO_INTS, FLOAT_ROW(log)},
+    /* exp, log: float16/bfloat16/float32 from nv__ew_fast_unary (elementwise_fast.c). */
+    {NULL, NO_INTS, NULL, NULL, NULL, exp_f64, exp_c64},
+    {NULL, NO_INTS, NULL, NULL, NULL, log_f64, log_c64},
     {NULL, NO_INTS, FLOAT_ROW(sqrt)},
 };
 
 nv_status nv__k_unary(nv__node *node, const nv__operand *in, int donated) {
   nv__output *out = &node->out[0];
-  nv__run_fn fn = unary_table[node->prim - NV__PRIM_NEGATIVE][in[0].meta->dtype];
+  nv__run_fn fn = nv__ew_fast_unary(node->prim, in[0].meta->dtype);
+  if (!fn) fn = unary_table[node->prim - NV__PRIM_NEGATIVE][in[0].meta->dtype];
   if (!fn)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported",
                          nv__prims[node->prim].name, nv_dtype_name(in[0].meta->dtype));
-  nv__run_fn fast = nv__ew_fast_unary(node->prim, in[0].meta->dtype);
-  if (fast) fn = fast;
   if (donated < 0 && nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   nv__cpu_map(out, in, 1, fn, NULL);
   return NV_OK;

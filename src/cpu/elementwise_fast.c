@@ -1,18 +1,28 @@
-/* Fast float32 paths of the hottest element-wise kernels: exp, sigmoid and tanh (vectorizable
- * branch-free formulas instead of libm's scalar calls) and the four arithmetic ops.
+/* Fast float32 paths of the element-wise functions (float16/bfloat16 through them) and the
+ * four arithmetic ops: exp, log, log1p, expm1, tanh, sigmoid, erf, erfinv, sin and cos as
+ * branch-free range reductions and polynomials (every branch computed, one picked) instead of
+ * libm's scalar calls; float64 and complex64 stay on libm (elementwise.c, elementwise_unary.c).
  *
  * Contiguous runs go through blocks of 16 elements copied into local arrays: the block loops
  * have a fixed trip count and no aliasing (an output may be the donated input), so the
- * compiler turns them into SIMD code at the baseline ISA without run-time alias checks. Other
- * runs (strided or broadcast inputs) use the same scalar formulas element by element.
+ * compiler turns them into SIMD code (the AVX2 and AVX-512 clones) without run-time alias
+ * checks. Other runs (strided or broadcast inputs) use the same scalar formulas element by
+ * element and give the same bits. The file is compiled without contraction (ISO C mode), so
+ * every clone rounds alike.
  *
- * Accuracy: exp within 2 ulp over the whole range (subnormal results included, overflow to
- * inf, NaN kept); tanh and sigmoid within a few ulp (tests compare with float64 references). */
+ * Accuracy in float32 ulp, over every float32 exponent, the edges and a dense sweep
+ * (tests/python/test_elementwise_ulp.py; measured maxima in brackets): exp 1.5 (0.99),
+ * log 1 (0.84), log1p 1.5 (0.87), expm1 2 (1.38), tanh 1.5 (1.14), sigmoid 2 (1.5), erf 2
+ * (1.24), sin and cos 1 (0.56), erfinv 4 (tests/python/test_elementwise.py). Special values
+ * are exact: NaN in gives NaN, ±inf and ±0 as C99 says, overflow to inf, subnormal results
+ * rounded once. */
 #if defined(__GNUC__) && !defined(__clang__)
 /* The library never reads floating-point exception flags, so the compiler may evaluate both
  * arms of a select (GCC's default -ftrapping-math forbids that, and with it the SIMD code). */
 #pragma GCC optimize("no-trapping-math")
 #endif
+
+#include <float.h>
 
 #include "cpu/elementwise_loops.h"
 
@@ -24,29 +34,44 @@
 
 /* ---- Scalar formulas (inlined into the block loops) ---- */
 
-static inline float bits_to_f(uint32_t u) {
+/* Always inlined: a call left in a block loop (GCC's size limits would leave erf's) keeps it
+ * from being vectorized. */
+#if defined(__GNUC__)
+#define FORMULA static inline __attribute__((always_inline))
+#else
+#define FORMULA static inline
+#endif
+
+FORMULA float bits_to_f(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
 }
 
-/* e^x: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its Taylor series to
- * r^7 (error below 2^-24 there), and 2^n applied in two halves so subnormal results round
- * once and n never leaves the exponent range. */
-static inline float exp_fast(float x) {
-  float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
-  float t = xc * 1.44269504088896341f + 12582912.0f; /* round to nearest via 1.5 * 2^23 */
-  float nf = t - 12582912.0f;
-  float r = xc - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
+/* The shared reduction of the exponentials: x = n ln2 + r with |r| <= ln2/2 (n by rounding
+ * to nearest via 1.5 * 2^23, ln2 split in two so n ln2_hi is exact), and e^r - 1 by its
+ * Taylor series to r^7 (error below 2^-24 there), returned; n in *nf. x must be finite and
+ * |x| <= 104. */
+FORMULA float exp_reduce(float x, float *nf) {
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
   float p = 1.98412698e-4f;
   p = p * r + 1.38888889e-3f;
   p = p * r + 8.33333333e-3f;
   p = p * r + 4.16666667e-2f;
   p = p * r + 1.66666667e-1f;
   p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  *nf = n;
+  return r + r * r * p;
+}
+
+/* e^x: 2^n (1 + (e^r - 1)) from exp_reduce, 2^n applied in two halves so subnormal results
+ * round once and n never leaves the exponent range. Within 1.5 ulp. */
+FORMULA float exp_fast(float x) {
+  /* NaN clamps to -104 (every comparison false) so the conversion to int stays defined. */
+  float xc = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f;
+  float nf, p = 1.0f + exp_reduce(xc, &nf); /* the 1 added last: the only large rounding */
   int n = (int)nf, n1 = n / 2, n2 = n - n1;
   float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), s2 = bits_to_f((uint32_t)(n2 + 127) << 23);
   float y = p * s1 * s2;
@@ -54,35 +79,259 @@ static inline float exp_fast(float x) {
   return x != x ? x : y;
 }
 
-/* tanh: an odd Taylor polynomial near 0 (|x| < 0.4, terms to x^17) and 1 - 2/(e^2|x| + 1)
- * elsewhere, with the sign restored. */
-static inline float tanh_fast(float x) {
-  float a = fabsf(x);
-  float big = 1.0f - 2.0f / (exp_fast(2.0f * a) + 1.0f);
-  float z = x * x;
-  float q = 6404582.0f / 10854718875.0f;
-  q = q * z - 929569.0f / 638512875.0f;
-  q = q * z + 21844.0f / 6081075.0f;
-  q = q * z - 1382.0f / 155925.0f;
-  q = q * z + 62.0f / 2835.0f;
-  q = q * z - 17.0f / 315.0f;
-  q = q * z + 2.0f / 15.0f;
-  q = q * z - 1.0f / 3.0f;
-  float small = x + x * z * q;
-  float r = a < 0.4f ? small : copysignf(big, x);
-  return x != x ? x : r;
-}
-
-static inline float sigmoid_fast(float x) {
-  float e = exp_fast(-fabsf(x));
-  float r = 1.0f / (1.0f + e);
-  float y = x >= 0 ? r : e * r;
+/* sigmoid(x) = 1 / (1 + e^u), u = -x clamped to [-104, 104] (the result is 1 or 0 beyond):
+ * e^u = 2^n (1 + t) with t = e^r - 1 from exp_reduce, 2^n = 2^n1 2^n2 with n1 = n clamped
+ * to the normal exponents (n2 = 0 but at the ends), and the denominator scaled by 2^-n2:
+ * D = 2^-n2 + 2^n1 (1 + t) rounded once (for |n| <= 23 as (1 + 2^n) + 2^n t, its first sum
+ * exact; beyond with 2^n (1 + t) carried in two parts), y = (1 / D) 2^-n2: no rounding of
+ * e^u itself reaches the result. Within 2 ulp, subnormal results included. */
+FORMULA float sigmoid_fast(float x) {
+  float u = -x;
+  float uc = u > -104.0f ? (u < 104.0f ? u : 104.0f) : -104.0f; /* NaN: -104 */
+  float nf, t = exp_reduce(uc, &nf);
+  int n = (int)nf, n1 = n < -126 ? -126 : n > 127 ? 127 : n, n2 = n - n1; /* |n2| <= 24 */
+  float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), is2 = bits_to_f((uint32_t)(127 - n2) << 23);
+  /* 2^n1 (1 + t) as hi + lo (Fast2Sum: |2^n1| >= |2^n1 t|; this file is compiled without
+   * contraction, so both products round alike), then one rounding for the whole sum. */
+  float st = s1 * t, hi = s1 + st, lo = (s1 - hi) + st;
+  float d = n >= -23 && n <= 23 ? (is2 + s1) + st : hi + (is2 + lo);
+  float y = (1.0f / d) * is2;
   return x != x ? x : y;
 }
 
+/* e^x for x in [-87, 88] (a normal result): exp_fast without its clamps and special cases,
+ * 2^n applied at once. */
+FORMULA float exp_normal(float x) {
+  float nf, p = 1.0f + exp_reduce(x, &nf);
+  return p * bits_to_f((uint32_t)((int)nf + 127) << 23);
+}
+
+/* tanh: x + x z Q(z), z = x^2, for |x| < 0.6 (Q of degree 5, a Chebyshev fit of
+ * (tanh(x)/x - 1)/z: 4e-10 relative), and 1 - 2 / D beyond with the sign restored, D = 1 +
+ * e^u, u = 2|x| clamped to [1.2, 20] (tanh rounds to 1 past 9.01): e^u = 2^n (1 + t) from
+ * exp_reduce, n in [2, 29], and D = (1 + 2^n) + 2^n t, its first sum exact for n <= 23 and
+ * beyond only off in what 2 / D < 2^-23 contributes below the result's ulp. 2 / D is at most
+ * 0.46 of the result, so its rounding stays small. Within 1.5 ulp; ±0 kept. */
+FORMULA float tanh_fast(float x) {
+  float a = fabsf(x);
+  float u = 2.0f * a;
+  u = u > 1.2f ? (u < 20.0f ? u : 20.0f) : 1.2f; /* NaN: 1.2 */
+  float nf, t = exp_reduce(u, &nf);
+  float sc = bits_to_f((uint32_t)((int)nf + 127) << 23);
+  float d = (1.0f + sc) + sc * t;
+  float big = 1.0f - 2.0f / d;
+  float z = x * x;
+  float q = 2.373480704e-03f;
+  q = q * z - 8.412523195e-03f;
+  q = q * z + 2.178909816e-02f;
+  q = q * z - 5.396165326e-02f;
+  q = q * z + 1.333331317e-01f;
+  q = q * z - 3.333333433e-01f;
+  float small = x + x * (z * q);
+  float y = a < 0.6f ? small : copysignf(big, x);
+  y = x == 0 ? x : y; /* the sign of -0 */
+  return x != x ? x : y;
+}
+
+FORMULA uint32_t f_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* log(1 + f) - f for f in [sqrt(1/2) - 1, sqrt(2) - 1], as f^2/2 subtracted and s (hfsq + R)
+ * added back (s = f / (2 + f), R the atanh series of s past its first term, to s^12: below
+ * 2^-27 relative there): the rounding errors stay small against the result. */
+FORMULA float log1p_core(float f) {
+  float s = f / (2.0f + f), z = s * s;
+  float r = 2.0f / 11.0f;
+  r = r * z + 2.0f / 9.0f;
+  r = r * z + 2.0f / 7.0f;
+  r = r * z + 2.0f / 5.0f;
+  r = r * z + 2.0f / 3.0f;
+  r = r * z;
+  float hfsq = 0.5f * f * f;
+  return s * (hfsq + r) - hfsq;
+}
+
+/* A positive normal float as m 2^k with m in [sqrt(1/2), sqrt(2)): returns m - 1 (exact) and
+ * sets *k. */
+FORMULA float split_log(float u, float *k) {
+  int32_t ix = (int32_t)(f_to_bits(u) - 0x3f3504f3u);
+  *k = (float)(ix >> 23);
+  return bits_to_f(((uint32_t)ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
+}
+
+/* log(x): x = m 2^k (subnormals scaled by 2^25 first), k ln2 with ln2 split in two (k ln2_hi
+ * exact), plus log(m) from log1p_core. Within 1 ulp (tests/python/test_elementwise_ulp.py);
+ * log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
+FORMULA float log_fast(float x) {
+  int sub = x < 1.17549435e-38f;
+  float xs = sub ? x * 33554432.0f : x;
+  float k, f = split_log(xs, &k);
+  k = sub ? k - 25.0f : k;
+  float y = k * 0.693145752f + ((log1p_core(f) + k * 1.42860677e-6f) + f);
+  y = x == 0 ? -INFINITY : y;
+  y = x < 0 ? NAN : y;
+  return x == INFINITY || x != x ? x : y;
+}
+
+/* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term restores what
+ * the rounding of u lost. Within 1.5 ulp; ±0 and subnormals return x, -1 gives -inf, x < -1
+ * NaN. */
+FORMULA float log1p_fast(float x) {
+  float u = 1.0f + x;
+  float c = (x - (u - 1.0f)) / u;
+  float k, f = split_log(u < 1.17549435e-38f ? 1.0f : u, &k);
+  float y = k * 0.693145752f + ((log1p_core(f) + (k * 1.42860677e-6f + c)) + f);
+  y = fabsf(x) < 1e-20f ? x : y; /* also keeps the sign of -0 */
+  y = x == -1.0f ? -INFINITY : y;
+  y = x < -1.0f ? NAN : y;
+  return x == INFINITY || x != x ? x : y;
+}
+
+/* expm1(x): x = n ln2 + r (|r| <= ln2/2, reduced as in exp_reduce), expm1(r) = r + r^2 q(r)
+ * (Taylor to r^9: below 2^-27 relative), then 2^n (expm1(r) + 1 - 2^-n) with 1 - 2^-n exact
+ * (n clamped where it no longer matters) and 2^n applied in two halves. Within 2 ulp;
+ * x < -30 gives -1, overflow inf, ±0 and subnormals return x. */
+FORMULA float expm1_fast(float x) {
+  float xc = x > -30.0f ? (x < 89.0f ? x : 89.0f) : -30.0f; /* NaN: -30 */
+  float t = xc * 1.44269504088896341f + 12582912.0f;
+  float nf = t - 12582912.0f;
+  float r = xc - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float q = 1.0f / 362880.0f;
+  q = q * r + 1.0f / 40320.0f;
+  q = q * r + 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  float pm = r + r * r * q;
+  int n = (int)nf, n1 = n / 2, n2 = n - n1, nm = n > 60 ? 60 : n;
+  float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), s2 = bits_to_f((uint32_t)(n2 + 127) << 23);
+  float tm = 1.0f - bits_to_f((uint32_t)(127 - nm) << 23);
+  float y = (pm + tm) * s1 * s2;
+  y = x > 88.7228394f ? INFINITY : y;
+  y = fabsf(x) < 1e-20f ? x : y;
+  return x != x ? x : y;
+}
+
+/* erf(x): x + x P(x^2) for |x| <= 1 (P of degree 6, a Chebyshev fit of erf(x)/x - 1 on [0, 1]:
+ * 1.4e-9 relative); 1 - exp(g(t) - x^2) for 1 < |x| < 3.92 with g(t) a degree-8 fit of
+ * log(erfc(x)) + x^2 in t = (x - 2.46) / 1.46 (1e-9 absolute); 1 beyond (erf rounds to 1
+ * there). Within 2 ulp (tests/python/test_elementwise_ulp.py); erf(±inf) = ±1, ±0 kept. */
+FORMULA float erf_fast(float x) {
+  float a = fabsf(x), z = x * x;
+  float p = 7.882500358e-05f;
+  p = p * z - 8.018859080e-04f;
+  p = p * z + 5.189312622e-03f;
+  p = p * z - 2.685432881e-02f;
+  p = p * z + 1.128359735e-01f;
+  p = p * z - 3.761262596e-01f;
+  p = p * z + 1.283791661e-01f;
+  float small = x + x * p; /* x (1 + p): the leading 1 added last, exactly scaled */
+  float ac = a > 1.0f ? (a < 3.92f ? a : 3.92f) : 1.0f; /* the fit's range (NaN: 1) */
+  float t = (ac - 2.46000004f) * 0.684931517f;
+  float g = 3.396065949e-05f;
+  g = g * t - 1.952551393e-04f;
+  g = g * t + 7.852147683e-04f;
+  g = g * t - 2.913793316e-03f;
+  g = g * t + 1.022892166e-02f;
+  g = g * t - 3.489235789e-02f;
+  g = g * t + 1.224186048e-01f;
+  g = g * t - 5.215439200e-01f;
+  g = g * t - 1.542617559e+00f;
+  float big = 1.0f - exp_normal(g - ac * ac); /* the argument lies in [-17, -1] */
+  big = a >= 3.92f ? 1.0f : big;
+  float y = a <= 1.0f ? small : copysignf(big, x);
+  return x != x ? x : y;
+}
+
+/* erfinv(y): Giles' single-precision approximation ("Approximating the erfinv function",
+ * 2010), a polynomial in w = -log((1 - y)(1 + y)) on w < 5 and one in sqrt(w) - 3 beyond, both
+ * evaluated and one picked. Within 4 ulp (tests/python/test_elementwise.py); ±1 give ±inf,
+ * |y| > 1 and NaN give NaN, ±0 kept. */
+FORMULA float erfinv_fast(float y) {
+  float w = -log_fast((1.0f - y) * (1.0f + y));
+  float wa = w - 2.5f;
+  float p = 2.81022636e-08f;
+  p = 3.43273939e-07f + p * wa;
+  p = -3.5233877e-06f + p * wa;
+  p = -4.39150654e-06f + p * wa;
+  p = 0.00021858087f + p * wa;
+  p = -0.00125372503f + p * wa;
+  p = -0.00417768164f + p * wa;
+  p = 0.246640727f + p * wa;
+  p = 1.50140941f + p * wa;
+  float wb = sqrtf(w > 5.0f ? w : 5.0f) - 3.0f; /* w is NaN or inf only where y is selected away */
+  float q = -0.000200214257f;
+  q = 0.000100950558f + q * wb;
+  q = 0.00134934322f + q * wb;
+  q = -0.00367342844f + q * wb;
+  q = 0.00573950773f + q * wb;
+  q = -0.0076224613f + q * wb;
+  q = 0.00943887047f + q * wb;
+  q = 1.00167406f + q * wb;
+  q = 2.83297682f + q * wb;
+  float r = (w < 5.0f ? p : q) * y;
+  r = fabsf(y) == 1.0f ? copysignf(INFINITY, y) : r;
+  return fabsf(y) <= 1.0f ? r : NAN; /* NaN too */
+}
+
+/* sin and cos for |x| < 2^20, in double: n = rint(x 2/pi), r = x - n pi/2 with pi/2 in two
+ * parts (the first of 33 bits, so n times it is exact), then the Taylor series of sin r (to
+ * r^9) and cos r (to r^10) on |r| <= pi/4 (truncation below 3e-9 relative) and the quadrant's
+ * sign and swap: one rounding to float at the end, within 1 ulp. Infinities and NaN give NaN;
+ * |x| >= 2^20 is left to libm by the loops (TRIG_LIMIT). */
+#define TRIG_LIMIT 1048576.0f
+FORMULA float sincos_fast(float x, int want_cos) {
+  int ok = fabsf(x) < TRIG_LIMIT;
+  double xd = ok ? (double)x : 0.0;
+  double nd = (xd * 0.6366197723675814 + 6755399441055744.0) - 6755399441055744.0;
+  double r = (xd - nd * 1.5707963267341256) - nd * 6.077100506506192e-11;
+  double z = r * r;
+  double sp = 1.0 / 362880.0;
+  sp = sp * z - 1.0 / 5040.0;
+  sp = sp * z + 1.0 / 120.0;
+  sp = sp * z - 1.0 / 6.0;
+  double sr = r + r * (z * sp);
+  double cp = -1.0 / 3628800.0;
+  cp = cp * z + 1.0 / 40320.0;
+  cp = cp * z - 1.0 / 720.0;
+  cp = cp * z + 1.0 / 24.0;
+  cp = cp * z - 0.5;
+  double cr = 1.0 + z * cp;
+  int q = ((int)nd + want_cos) & 3; /* cos x = sin(x + pi/2): one quadrant on */
+  double v = q & 1 ? cr : sr;
+  v = q & 2 ? -v : v;
+  float y = want_cos || x != 0 ? (float)v : x; /* sin(-0) = -0 (the series gives +0) */
+  return ok ? y : x - x; /* ±inf, NaN: NaN; finite large values are replaced by the loop */
+}
+FORMULA float sin_fast(float x) { return sincos_fast(x, 0); }
+FORMULA float cos_fast(float x) { return sincos_fast(x, 1); }
+
 /* ---- Unary ---- */
 
-#define UNARY_FAST(NAME, F)                                                       \
+/* A block's second pass for the functions whose formula covers only part of the range (sin
+ * and cos: |x| >= 2^20 goes to libm, elements picked by a compare, rare in practice). */
+#define NO_FIXUP(IN, OUT) ((void)0)
+#define TRIG_FIX(IN, OUT, LIBM)                                              \
+  for (int j = 0; j < BLOCK; j++)                                            \
+    if (fabsf(IN[j]) >= TRIG_LIMIT && fabsf(IN[j]) <= FLT_MAX) OUT[j] = LIBM(IN[j])
+#define SIN_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, sinf)
+#define COS_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, cosf)
+/* One element: the formula, or libm where the block pass would have used it. */
+#define SCALAR(F, FIXUP, X) scalar_##FIXUP(X, F)
+#define scalar_NO_FIXUP(X, F) F(X)
+#define scalar_SIN_FIXUP(X, F) trig_one(X, F, sinf)
+#define scalar_COS_FIXUP(X, F) trig_one(X, F, cosf)
+FORMULA float trig_one(float x, float (*f)(float), float (*libm)(float)) {
+  return fabsf(x) >= TRIG_LIMIT && fabsf(x) <= FLT_MAX ? libm(x) : f(x);
+}
+
+#define UNARY_FAST(NAME, F, FIXUP)                                                     \
   CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {    \
     (void)extra;                                                                  \
     float *o = (float *)p[0];                                                     \
@@ -93,21 +342,61 @@ static inline float sigmoid_fast(float x) {
         float in[BLOCK], out[BLOCK];                                              \
         memcpy(in, a + i, sizeof in);                                             \
         for (int j = 0; j < BLOCK; j++) out[j] = F(in[j]);                        \
+        FIXUP(in, out);                                                           \
         memcpy(o + i, out, sizeof out);                                           \
       }                                                                           \
     }                                                                             \
-    for (; i < n; i++) o[i] = F(a[i * sa]);                                       \
+    for (; i < n; i++) o[i] = SCALAR(F, FIXUP, a[i * sa]);                        \
   }
-UNARY_FAST(exp_f32, exp_fast)
-UNARY_FAST(tanh_f32, tanh_fast)
-UNARY_FAST(sigmoid_f32, sigmoid_fast)
+/* float16/bfloat16: blocks converted to float32, the float32 formula, one rounding back. */
+#define UNARY_FAST_HALF(NAME, F, FIXUP, LOAD, STORE)                                   \
+  CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {    \
+    (void)extra;                                                                  \
+    uint16_t *o = (uint16_t *)p[0];                                               \
+    const uint16_t *a = (const uint16_t *)p[1];                                   \
+    int64_t sa = s[1], i = 0;                                                     \
+    for (; i + BLOCK <= n; i += BLOCK) {                                          \
+      float v[BLOCK];                                                             \
+      for (int j = 0; j < BLOCK; j++) v[j] = LOAD(a[(i + j) * sa]);               \
+      float w[BLOCK];                                                             \
+      for (int j = 0; j < BLOCK; j++) w[j] = F(v[j]);                             \
+      FIXUP(v, w);                                                                \
+      for (int j = 0; j < BLOCK; j++) o[i + j] = STORE(w[j]);                     \
+    }                                                                             \
+    for (; i < n; i++) o[i] = STORE(SCALAR(F, FIXUP, LOAD(a[i * sa])));           \
+  }
+#define FAST_OP(OP, F, FIXUP)                                                   \
+  UNARY_FAST(OP##_f32, F, FIXUP)                                                \
+  UNARY_FAST_HALF(OP##_f16, F, FIXUP, nv__f16_to_f32, nv__f32_to_f16)           \
+  UNARY_FAST_HALF(OP##_bf16, F, FIXUP, nv__bf16_to_f32, nv__f32_to_bf16)
+FAST_OP(exp, exp_fast, NO_FIXUP)
+FAST_OP(tanh, tanh_fast, NO_FIXUP)
+FAST_OP(sigmoid, sigmoid_fast, NO_FIXUP)
+FAST_OP(log, log_fast, NO_FIXUP)
+FAST_OP(log1p, log1p_fast, NO_FIXUP)
+FAST_OP(expm1, expm1_fast, NO_FIXUP)
+FAST_OP(erf, erf_fast, NO_FIXUP)
+FAST_OP(erfinv, erfinv_fast, NO_FIXUP)
+FAST_OP(sin, sin_fast, SIN_FIXUP)
+FAST_OP(cos, cos_fast, COS_FIXUP)
+
+#define PICK(OP)                                                              \
+  return dtype == NV_DTYPE_FLOAT32 ? OP##_f32 : dtype == NV_DTYPE_FLOAT16 ? OP##_f16 : OP##_bf16
 
 nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype) {
-  if (dtype != NV_DTYPE_FLOAT32) return NULL;
+  if (dtype != NV_DTYPE_FLOAT32 && dtype != NV_DTYPE_FLOAT16 && dtype != NV_DTYPE_BFLOAT16)
+    return NULL;
   switch (prim) {
-    case NV__PRIM_EXP: return exp_f32;
-    case NV__PRIM_TANH: return tanh_f32;
-    case NV__PRIM_SIGMOID: return sigmoid_f32;
+    case NV__PRIM_EXP: PICK(exp);
+    case NV__PRIM_TANH: PICK(tanh);
+    case NV__PRIM_SIGMOID: PICK(sigmoid);
+    case NV__PRIM_LOG: PICK(log);
+    case NV__PRIM_LOG1P: PICK(log1p);
+    case NV__PRIM_EXPM1: PICK(expm1);
+    case NV__PRIM_ERF: PICK(erf);
+    case NV__PRIM_ERFINV: PICK(erfinv);
+    case NV__PRIM_SIN: PICK(sin);
+    case NV__PRIM_COS: PICK(cos);
     default: return NULL;
   }
 }

@@ -9,12 +9,6 @@
 
 /* ---- Scalar helpers ---- */
 
-static inline float sigmoid_f(float x) {
-  /* e^-|x| never overflows; the two branches are the same function mirrored. */
-  float e = expf(-fabsf(x));
-  float r = 1.0f / (1.0f + e);
-  return x >= 0 ? r : e * r;
-}
 static inline double sigmoid_d(double x) {
   double e = exp(-fabs(x));
   double r = 1.0 / (1.0 + e);
@@ -39,39 +33,6 @@ static double erfinv_d(double y) {
   }
   return copysign(x, y);
 }
-/* erfinv in float32: Giles' single-precision approximation ("Approximating the erfinv
- * function", 2010), a polynomial in w = -log(1 - y²) on two ranges, within 4 ulp of the
- * correctly rounded value over (-1, 1) (measured 3.5; tests/python/test_elementwise.py). */
-static inline float erfinv_f(float y) {
-  if (!(fabsf(y) <= 1.0f)) return NAN;
-  if (fabsf(y) == 1.0f) return copysignf(INFINITY, y);
-  float w = -logf((1.0f - y) * (1.0f + y)), p;
-  if (w < 5.0f) {
-    w -= 2.5f;
-    p = 2.81022636e-08f;
-    p = 3.43273939e-07f + p * w;
-    p = -3.5233877e-06f + p * w;
-    p = -4.39150654e-06f + p * w;
-    p = 0.00021858087f + p * w;
-    p = -0.00125372503f + p * w;
-    p = -0.00417768164f + p * w;
-    p = 0.246640727f + p * w;
-    p = 1.50140941f + p * w;
-  } else {
-    w = sqrtf(w) - 3.0f;
-    p = -0.000200214257f;
-    p = 0.000100950558f + p * w;
-    p = 0.00134934322f + p * w;
-    p = -0.00367342844f + p * w;
-    p = 0.00573950773f + p * w;
-    p = -0.0076224613f + p * w;
-    p = 0.00943887047f + p * w;
-    p = 1.00167406f + p * w;
-    p = 2.83297682f + p * w;
-  }
-  return p * y;
-}
-
 static inline double sign_d(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x == 0 ? 0.0 : x; }
 static inline float sign_f(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x == 0 ? 0.0f : x; }
 
@@ -160,6 +121,8 @@ static inline nv__cf c_nan_to_num(nv__cf x, const void *extra) {
   NV__UN_FN(OP##_f32, float, float, EXPRF)         \
   NV__UN_FN(OP##_f64, double, double, EXPRD)
 #define COMPLEX_OP(OP, EXPR) NV__UN_FN(OP##_c64, nv__cf, nv__cf, EXPR)
+/* An op whose float16/bfloat16/float32 loops are elementwise_fast.c's: float64 here. */
+#define F64_OP(OP, EXPRD) NV__UN_FN(OP##_f64, double, double, EXPRD)
 /* An op on every integer type with one expression (T is the element type). */
 #define INT_OP(OP, EXPR)                                            \
   NV__UN_FN(OP##_u8, uint8_t, uint8_t, (uint8_t)(EXPR))             \
@@ -189,26 +152,29 @@ static inline nv__cf c_nan_to_num(nv__cf x, const void *extra) {
 
 /* Math functions on the float dtypes and complex64. */
 #define MATH_OP(OP, FF, FD, FC) FLOAT_OP(OP, FF(x), FD(x)) COMPLEX_OP(OP, CW(FC))
-MATH_OP(sin, sinf, sin, csin)
-MATH_OP(cos, cosf, cos, ccos)
+F64_OP(sin, sin(x))
+COMPLEX_OP(sin, CW(csin))
+F64_OP(cos, cos(x))
+COMPLEX_OP(cos, CW(ccos))
 MATH_OP(tan, tanf, tan, ctan)
 MATH_OP(arcsin, asinf, asin, casin)
 MATH_OP(arccos, acosf, acos, cacos)
 MATH_OP(arctan, atanf, atan, catan)
 MATH_OP(sinh, sinhf, sinh, csinh)
 MATH_OP(cosh, coshf, cosh, ccosh)
-MATH_OP(tanh, tanhf, tanh, ctanh)
+F64_OP(tanh, tanh(x))
+COMPLEX_OP(tanh, CW(ctanh))
 MATH_OP(arcsinh, asinhf, asinh, casinh)
 MATH_OP(arccosh, acoshf, acosh, cacosh)
 MATH_OP(arctanh, atanhf, atanh, catanh)
 
-FLOAT_OP(expm1, expm1f(x), expm1(x))
+F64_OP(expm1, expm1(x))
 COMPLEX_OP(expm1, c_expm1(x))
 FLOAT_OP(log2, log2f(x), log2(x))
 COMPLEX_OP(log2, C_LOG2)
 FLOAT_OP(log10, log10f(x), log10(x))
 COMPLEX_OP(log10, C_LOG10)
-FLOAT_OP(log1p, log1pf(x), log1p(x))
+F64_OP(log1p, log1p(x))
 COMPLEX_OP(log1p, C_LOG1P)
 FLOAT_OP(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
 COMPLEX_OP(rsqrt, C_RSQRT)
@@ -218,9 +184,9 @@ FLOAT_OP(degrees, (float)((double)x * (180.0 / PI)), x * (180.0 / PI))
 COMPLEX_OP(degrees, narrow(wide(x) * (180.0 / PI)))
 FLOAT_OP(radians, (float)((double)x * (PI / 180.0)), x * (PI / 180.0))
 COMPLEX_OP(radians, narrow(wide(x) * (PI / 180.0)))
-FLOAT_OP(sigmoid, sigmoid_f(x), sigmoid_d(x))
-FLOAT_OP(erf, erff(x), erf(x))
-FLOAT_OP(erfinv, erfinv_f(x), erfinv_d(x))
+F64_OP(sigmoid, sigmoid_d(x))
+F64_OP(erf, erf(x))
+F64_OP(erfinv, erfinv_d(x))
 FLOAT_OP(floor, floorf(x), floor(x))
 FLOAT_OP(ceil, ceilf(x), ceil(x))
 FLOAT_OP(trunc, truncf(x), trunc(x))
@@ -269,6 +235,8 @@ TEST_OP(isneginf, 0, x == -INFINITY, crealf(x) == -INFINITY && cimagf(x) == 0)
   [NV_DTYPE_UINT64] = OP##_u64, [NV_DTYPE_INT8] = OP##_i8, [NV_DTYPE_INT16] = OP##_i16,   \
   [NV_DTYPE_INT32] = OP##_i32, [NV_DTYPE_INT64] = OP##_i64
 #define CPLX(OP) [NV_DTYPE_COMPLEX64] = OP##_c64
+/* float16/bfloat16/float32 from nv__ew_fast_unary (elementwise_fast.c), float64 here. */
+#define FAST(OP) [NV_DTYPE_FLOAT64] = OP##_f64
 #define ALL(OP) [NV_DTYPE_BOOL] = OP##_b, INTS(OP), FLOATS(OP), CPLX(OP)
 #define ROW(PRIM) [NV__PRIM_##PRIM - NV__PRIM_SIGN]
 
@@ -285,27 +253,27 @@ static const nv__run_fn table[NUNARY][NV_DTYPE_COUNT] = {
     ROW(ROUND) = {INTS(round), FLOATS(round), CPLX(round)},
     ROW(SQUARE) = {[NV_DTYPE_BOOL] = square_b, INTS(square), FLOATS(square), CPLX(square)},
     ROW(RSQRT) = {FLOATS(rsqrt), CPLX(rsqrt)},
-    ROW(EXPM1) = {FLOATS(expm1), CPLX(expm1)},
+    ROW(EXPM1) = {FAST(expm1), CPLX(expm1)},
     ROW(LOG2) = {FLOATS(log2), CPLX(log2)},
     ROW(LOG10) = {FLOATS(log10), CPLX(log10)},
-    ROW(LOG1P) = {FLOATS(log1p), CPLX(log1p)},
-    ROW(SIN) = {FLOATS(sin), CPLX(sin)},
-    ROW(COS) = {FLOATS(cos), CPLX(cos)},
+    ROW(LOG1P) = {FAST(log1p), CPLX(log1p)},
+    ROW(SIN) = {FAST(sin), CPLX(sin)},
+    ROW(COS) = {FAST(cos), CPLX(cos)},
     ROW(TAN) = {FLOATS(tan), CPLX(tan)},
     ROW(ARCSIN) = {FLOATS(arcsin), CPLX(arcsin)},
     ROW(ARCCOS) = {FLOATS(arccos), CPLX(arccos)},
     ROW(ARCTAN) = {FLOATS(arctan), CPLX(arctan)},
     ROW(SINH) = {FLOATS(sinh), CPLX(sinh)},
     ROW(COSH) = {FLOATS(cosh), CPLX(cosh)},
-    ROW(TANH) = {FLOATS(tanh), CPLX(tanh)},
+    ROW(TANH) = {FAST(tanh), CPLX(tanh)},
     ROW(ARCSINH) = {FLOATS(arcsinh), CPLX(arcsinh)},
     ROW(ARCCOSH) = {FLOATS(arccosh), CPLX(arccosh)},
     ROW(ARCTANH) = {FLOATS(arctanh), CPLX(arctanh)},
     ROW(DEGREES) = {FLOATS(degrees), CPLX(degrees)},
     ROW(RADIANS) = {FLOATS(radians), CPLX(radians)},
-    ROW(SIGMOID) = {FLOATS(sigmoid)},
-    ROW(ERF) = {FLOATS(erf)},
-    ROW(ERFINV) = {FLOATS(erfinv)},
+    ROW(SIGMOID) = {FAST(sigmoid)},
+    ROW(ERF) = {FAST(erf)},
+    ROW(ERFINV) = {FAST(erfinv)},
     ROW(ISNAN) = {ALL(isnan)},
     ROW(ISINF) = {ALL(isinf)},
     ROW(ISFINITE) = {ALL(isfinite)},
@@ -319,12 +287,11 @@ static const nv__run_fn table[NUNARY][NV_DTYPE_COUNT] = {
 nv_status nv__k_ew_unary(nv__node *node, const nv__operand *in, int donated) {
   nv__output *out = &node->out[0];
   nv_dtype dt = in[0].meta->dtype;
-  nv__run_fn fn = table[node->prim - NV__PRIM_SIGN][dt];
+  nv__run_fn fn = nv__ew_fast_unary(node->prim, dt);
+  if (!fn) fn = table[node->prim - NV__PRIM_SIGN][dt];
   if (!fn)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported",
                          nv__prims[node->prim].name, nv_dtype_name(dt));
-  nv__run_fn fast = nv__ew_fast_unary(node->prim, dt);
-  if (fast) fn = fast;
   if (donated < 0 && nv__output_alloc(out) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   nv__cpu_map(out, in, 1, fn, node->params);
   return NV_OK;
