@@ -351,6 +351,31 @@ NVG_INLINE typename cvt<TO>::T narrow(int kind, wide w) {
   }
 }
 
+
+/* Per float dtype (float16, bfloat16, float32, float64): the stored type S and conversions to
+ * and from float32 (to nearest even), for kernels that compute in float32. */
+template <int DT> struct f32io;
+template <> struct f32io<DT_F16> {
+  typedef uint16_t S;
+  static __device__ __forceinline__ float ld(S v) { return f16_to_f32(v); }
+  static __device__ __forceinline__ S st(float v) { return f32_to_f16(v); }
+};
+template <> struct f32io<DT_BF16> {
+  typedef uint16_t S;
+  static __device__ __forceinline__ float ld(S v) { return bf16_to_f32(v); }
+  static __device__ __forceinline__ S st(float v) { return f32_to_bf16(v); }
+};
+template <> struct f32io<DT_F32> {
+  typedef float S;
+  static __device__ __forceinline__ float ld(S v) { return v; }
+  static __device__ __forceinline__ S st(float v) { return v; }
+};
+template <> struct f32io<DT_F64> {
+  typedef double S;
+  static __device__ __forceinline__ float ld(S v) { return f64_to_f32(v); }
+  static __device__ __forceinline__ S st(float v) { return f32_to_f64(v); }
+};
+
 } /* namespace nvg */
 
 #endif

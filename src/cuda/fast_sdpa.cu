@@ -35,23 +35,6 @@ namespace {
 
 typedef nv__gpu_sdpa_params P;
 
-template <int DT> struct io;
-template <> struct io<DT_F16> {
-  typedef uint16_t S;
-  static __device__ __forceinline__ float ld(S x) { return f16_to_f32(x); }
-  static __device__ __forceinline__ S st(float x) { return f32_to_f16(x); }
-};
-template <> struct io<DT_BF16> {
-  typedef uint16_t S;
-  static __device__ __forceinline__ float ld(S x) { return bf16_to_f32(x); }
-  static __device__ __forceinline__ S st(float x) { return f32_to_bf16(x); }
-};
-template <> struct io<DT_F32> {
-  typedef float S;
-  static __device__ __forceinline__ float ld(S x) { return x; }
-  static __device__ __forceinline__ S st(float x) { return x; }
-};
-
 /* One mask element (bool, float16, bfloat16 or float32). */
 __device__ __forceinline__ float mask_at(const void *m, int dt, int64_t i) {
   switch (dt) {
@@ -97,7 +80,7 @@ template <int DT>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     sdpa_simt(void *out, const void *q, const void *k, const void *v, const void *mask,
               const void *sinks, void *part, P p) {
-  typedef typename io<DT>::S S;
+  typedef typename f32io<DT>::S S;
   extern __shared__ float smem[];
   const int R = p.rows, KB = p.keys, D = p.D, Dv = p.Dv, G = p.G;
   float *Qs = smem, *Ks = Qs + R * D, *Vs = Ks + KB * (D + 1), *Ps = Vs + KB * Dv;
@@ -120,7 +103,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     int r = e / D, d = e - r * D;
     int64_t f = flat0 + r;
     int i = (int)(f / G), hq = hkv * G + (int)(f % G);
-    Qs[e] = io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale;
+    Qs[e] = f32io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale;
   }
   for (int r = tid; r < nr; r += nt) {
     float m0 = -INFINITY, l0 = 0.0f;
@@ -143,9 +126,9 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     const int n = ke - j0 < KB ? ke - j0 : KB;
     for (int e = tid; e < n * D; e += nt) {
       int j = e / D, d = e - j * D;
-      Ks[j * (D + 1) + d] = io<DT>::ld(kb[(int64_t)(j0 + j) * D + d]);
+      Ks[j * (D + 1) + d] = f32io<DT>::ld(kb[(int64_t)(j0 + j) * D + d]);
     }
-    for (int e = tid; e < n * Dv; e += nt) Vs[e] = io<DT>::ld(vb[(int64_t)j0 * Dv + e]);
+    for (int e = tid; e < n * Dv; e += nt) Vs[e] = f32io<DT>::ld(vb[(int64_t)j0 * Dv + e]);
     __syncthreads();
     /* scores: `tpd` threads per (row, key), each over every tpd-th element of the dot */
     const int items = nr * n, part_id = tid % tpd;
@@ -201,7 +184,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     int i = (int)(f / G), hq = hkv * G + (int)(f % G);
     int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
     if (final_pass) {
-      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = io<DT>::st(Os[e] / Ls[r]);
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(Os[e] / Ls[r]);
     } else {
       float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
                   (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
@@ -224,7 +207,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   (void)k;
   (void)v;
   (void)mask;
-  typedef typename io<DT>::S S;
+  typedef typename f32io<DT>::S S;
   const int lane = threadIdx.x & 31, Dv = p.Dv, ns = p.nsplit;
   const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int64_t nrows = (int64_t)p.B * p.Hq * p.Lq;
@@ -247,7 +230,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
       const float *ps = pt + s * NV__GPU_SDPA_PART_FLOATS(Dv);
       acc = fmaf(ps[d], expf(ps[Dv] - mu), acc);
     }
-    ((S *)out)[p.off[NV__GPU_SDPA_OUT] + row * Dv + d] = io<DT>::st(acc / L);
+    ((S *)out)[p.off[NV__GPU_SDPA_OUT] + row * Dv + d] = f32io<DT>::st(acc / L);
   }
 }
 
@@ -264,7 +247,7 @@ template <int DT, int C>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     sdpa_decode(void *out, const void *q, const void *k, const void *v, const void *mask,
                 const void *sinks, void *part, P p) {
-  typedef typename io<DT>::S S;
+  typedef typename f32io<DT>::S S;
   constexpr int MR = NV__GPU_SDPA_DECODE_ROWS, NW = NV__GPU_SDPA_THREADS / 32;
   __shared__ float red_m[NW][MR], red_l[NW][MR], red_o[NW][MR][C * 32];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -288,7 +271,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
       const int d = lane + 32 * c;
       o[r][c] = 0.0f;
       qv[r][c] = r < R && d < D
-                     ? io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale
+                     ? f32io<DT>::ld(qb[(((int64_t)b * p.Hq + hq) * p.Lq + i) * D + d]) * p.scale
                      : 0.0f;
     }
   }
@@ -306,8 +289,8 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
 #pragma unroll
     for (int c = 0; c < C; c++) {
       const int d = lane + 32 * c, jj = j + u * NW;
-      kn[u][c] = jj < ke && d < D ? io<DT>::ld(kb[(int64_t)jj * D + d]) : 0.0f;
-      vn[u][c] = jj < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jj * Dv + d]) : 0.0f;
+      kn[u][c] = jj < ke && d < D ? f32io<DT>::ld(kb[(int64_t)jj * D + d]) : 0.0f;
+      vn[u][c] = jj < ke && d < Dv ? f32io<DT>::ld(vb[(int64_t)jj * Dv + d]) : 0.0f;
     }
   for (; j < ke; j += U * NW) {
     float kv[U][C], vv[U][C];
@@ -318,8 +301,8 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
         const int d = lane + 32 * c, jn = j + (U + u) * NW;
         kv[u][c] = kn[u][c];
         vv[u][c] = vn[u][c];
-        kn[u][c] = jn < ke && d < D ? io<DT>::ld(kb[(int64_t)jn * D + d]) : 0.0f;
-        vn[u][c] = jn < ke && d < Dv ? io<DT>::ld(vb[(int64_t)jn * Dv + d]) : 0.0f;
+        kn[u][c] = jn < ke && d < D ? f32io<DT>::ld(kb[(int64_t)jn * D + d]) : 0.0f;
+        vn[u][c] = jn < ke && d < Dv ? f32io<DT>::ld(vb[(int64_t)jn * Dv + d]) : 0.0f;
       }
 #pragma unroll
     for (int r = 0; r < MR; r++) {
@@ -385,7 +368,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     }
     const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
     if (final_pass) {
-      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = io<DT>::st(acc / L);
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(acc / L);
     } else {
       float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
                   (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);

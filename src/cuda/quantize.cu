@@ -20,29 +20,6 @@ using namespace nvg;
 
 namespace {
 
-/* Per float dtype: the stored type and conversions to and from float32 (nearest even). */
-template <int DT> struct fl;
-template <> struct fl<DT_F32> {
-  typedef float S;
-  static __device__ __forceinline__ float ld(S v) { return v; }
-  static __device__ __forceinline__ S st(float v) { return v; }
-};
-template <> struct fl<DT_F16> {
-  typedef uint16_t S;
-  static __device__ __forceinline__ float ld(S v) { return f16_to_f32(v); }
-  static __device__ __forceinline__ S st(float v) { return f32_to_f16(v); }
-};
-template <> struct fl<DT_BF16> {
-  typedef uint16_t S;
-  static __device__ __forceinline__ float ld(S v) { return bf16_to_f32(v); }
-  static __device__ __forceinline__ S st(float v) { return f32_to_bf16(v); }
-};
-template <> struct fl<DT_F64> {
-  typedef double S;
-  static __device__ __forceinline__ float ld(S v) { return f64_to_f32(v); }
-  static __device__ __forceinline__ S st(float v) { return f32_to_f64(v); }
-};
-
 /* A float scale or bias of runtime dtype `dt` (the affine scales of quantized_matmul). */
 __device__ __forceinline__ float load_any(int dt, const void *p, int64_t i) {
   switch (dt) {
@@ -68,8 +45,8 @@ __device__ __forceinline__ float element_value(int mode, uint32_t c) {
 
 template <int DT>
 __global__ void quantize_kernel(uint32_t *packed, void *scales, void *biases,
-                                const typename fl<DT>::S *w, nv__gpu_quant_params p) {
-  typedef fl<DT> F;
+                                const typename f32io<DT>::S *w, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
   packed += p.off[0];
   w += p.off[3];
   const int gs = p.group_size, bits = p.bits;
@@ -128,10 +105,10 @@ __global__ void quantize_kernel(uint32_t *packed, void *scales, void *biases,
 
 /* DT is the output's dtype, and the scales' in affine mode. */
 template <int DT>
-__global__ void dequantize_kernel(typename fl<DT>::S *out, const uint32_t *packed,
+__global__ void dequantize_kernel(typename f32io<DT>::S *out, const uint32_t *packed,
                                   const void *scales, const void *biases,
                                   nv__gpu_quant_params p) {
-  typedef fl<DT> F;
+  typedef f32io<DT> F;
   out += p.off[0];
   packed += p.off[1];
   const int gs = p.group_size, bits = p.bits;
@@ -209,10 +186,10 @@ __device__ __forceinline__ void load_run(const typename F::S *p, bool vec, float
  * words, 16-byte loads when the row is aligned for them) or 0 (any bits, element by element).
  */
 template <int DT, int BITS>
-__global__ void qmm_gemv_kernel(typename fl<DT>::S *out, const typename fl<DT>::S *x,
+__global__ void qmm_gemv_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x,
                                 const uint32_t *w, const void *scales, const void *biases,
                                 nv__gpu_quant_params p) {
-  typedef fl<DT> F;
+  typedef f32io<DT> F;
   out += p.off[0];
   x += p.off[1];
   w += p.off[2];
@@ -303,10 +280,10 @@ __global__ void qmm_gemv_kernel(typename fl<DT>::S *out, const typename fl<DT>::
  * of batch blockIdx.z, grid-stride over row tiles and batches. Element (k, n) of the
  * dequantized matrix is row n, element k of w (transposed) or row k, element n. */
 template <int DT>
-__global__ void qmm_tiled_kernel(typename fl<DT>::S *out, const typename fl<DT>::S *x,
+__global__ void qmm_tiled_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x,
                                  const uint32_t *w, const void *scales, const void *biases,
                                  nv__gpu_quant_params p) {
-  typedef fl<DT> F;
+  typedef f32io<DT> F;
   constexpr int T = NV__GPU_QMM_TILE, KS = NV__GPU_QMM_KSTEP;
   __shared__ float xs[T][KS + 1];
   __shared__ float ws[KS][T + 1];
