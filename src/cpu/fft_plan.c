@@ -18,6 +18,7 @@
 #include "core/internal.h"
 #include "cpu/fft_plan.h"
 #include "cpu/kernels.h"
+#include "ops/fft_params.h"
 
 #define FFT_MAX_STAGES 64
 #define FFT_MAX_DIRECT 31 /* larger prime factors go to Bluestein */
@@ -56,18 +57,6 @@ static int largest_prime(int64_t n) {
   return big > INT32_MAX ? INT32_MAX : (int)big;
 }
 
-/* The smallest 2^a 3^b 5^c >= n. */
-static int64_t smooth_at_least(int64_t n) {
-  int64_t best = INT64_MAX;
-  for (int64_t p5 = 1; p5 < best; p5 *= 5)
-    for (int64_t p35 = p5; p35 < best; p35 *= 3) {
-      int64_t v = p35;
-      while (v < n) v *= 2;
-      if (v < best) best = v;
-    }
-  return best;
-}
-
 void nv__fft_plan_free(nv__fft_plan *p) {
   if (!p) return;
   for (int i = 0; i < p->nstages; i++) nv__free(p->tw[i]);
@@ -83,7 +72,7 @@ static nv__fft_plan *plan_new(int64_t n);
 static bool plan_bluestein(nv__fft_plan *p) {
   /* The convolution length: a power of two (the cheapest radix-4 stages) unless a 2,3,5-smooth
    * length is more than 20% shorter. */
-  int64_t n = p->n, m = smooth_at_least(2 * n - 1), p2 = 1;
+  int64_t n = p->n, m = nv__fft_smooth(2 * n - 1), p2 = 1;
   while (p2 < 2 * n - 1) p2 *= 2;
   if (p2 * 5 <= m * 6) m = p2;
   p->m = m;

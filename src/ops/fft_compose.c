@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "nuvec.h"
+#include "ops/fft_params.h"
 #include "ops/ops_internal.h"
 
 #define WINDOW_LIMIT ((int64_t)1 << 22)
@@ -73,23 +74,12 @@ nv_array *nv_hadamard_transform(const nv_array *a, const double *scale) {
   return r;
 }
 
-/* The smallest 2^a 3^b 5^c >= n. */
-static int smooth(int64_t n) {
-  int64_t best = INT64_MAX;
-  for (int64_t p5 = 1; p5 < best; p5 *= 5)
-    for (int64_t p35 = p5; p35 < best; p35 *= 3) {
-      int64_t v = p35;
-      while (v < n) v *= 2;
-      if (v < best) best = v;
-    }
-  return best > INT_MAX ? -1 : (int)best;
-}
-
 /* The full convolution's rows [start, start + len) through real FFTs. */
 static nv_array *conv_fft(const nv_array *s, const nv_array *k, int N, int M, int start,
                           int len) {
-  int L = smooth((int64_t)N + M - 1);
-  if (L < 0) return nv__op_error(NV_ERR_INVALID_ARGUMENT, "convolve", "the inputs are too long");
+  int64_t Lw = nv__fft_smooth((int64_t)N + M - 1);
+  if (Lw > INT_MAX) return nv__op_error(NV_ERR_INVALID_ARGUMENT, "convolve", "the inputs are too long");
+  int L = (int)Lw;
   nv_array *fs = nv_fft_rfft(s, &L, -1, NV_FFT_NORM_BACKWARD);
   nv_array *fk = nv_fft_rfft(k, &L, -1, NV_FFT_NORM_BACKWARD);
   nv_array *pr = nv_multiply(fs, fk);

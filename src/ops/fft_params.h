@@ -28,4 +28,17 @@ typedef struct nv__fft_params {
  * build it directly. A new reference registered with the calling thread's scope. */
 nv_array *nv__fft_last(const nv_array *x, int kind, int64_t n, double scale);
 
+/* The smallest 2^a 3^b 5^c >= n (n >= 1): a length the mixed-radix transform takes fast
+ * (Bluestein's padded length, convolve's FFT length). */
+static inline int64_t nv__fft_smooth(int64_t n) {
+  int64_t best = INT64_MAX;
+  for (int64_t p5 = 1; p5 < best; p5 *= 5)
+    for (int64_t p35 = p5; p35 < best; p35 *= 3) {
+      int64_t v = p35;
+      while (v < n) v *= 2;
+      if (v < best) best = v;
+    }
+  return best;
+}
+
 #endif
