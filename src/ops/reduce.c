@@ -59,8 +59,22 @@ nv_array *nv__rows_node(int prim, nv_array *in, nv_dtype dt, const int *shape, i
   return nv__op_finish(op, n);
 }
 
+/* The dtype MLX sums and multiplies `dt` in: bool, int8 and int16 widen to int32, uint8 and
+ * uint16 to uint32; wider types keep theirs. */
+static nv_dtype sum_dtype(nv_dtype dt) {
+  switch (dt) {
+    case NV_DTYPE_BOOL:
+    case NV_DTYPE_INT8:
+    case NV_DTYPE_INT16: return NV_DTYPE_INT32;
+    case NV_DTYPE_UINT8:
+    case NV_DTYPE_UINT16: return NV_DTYPE_UINT32;
+    default: return dt;
+  }
+}
+
 /* The plain reductions: one node over the reduction engine, the input cast where MLX's result
- * dtype asks for it (bool sums to int32; integer means compute in float32). */
+ * dtype asks for it (small integers sum in 32 bits; integer means compute in float32), so the
+ * kernels only ever see their result dtype. */
 static nv_array *plain_reduce(int prim, const nv_array *x, const int *axes, int naxes,
                               bool keepdims) {
   const char *op = nv__prims[prim].name;
@@ -73,7 +87,7 @@ static nv_array *plain_reduce(int prim, const nv_array *x, const int *axes, int 
   switch (prim) {
     case NV__PRIM_SUM:
     case NV__PRIM_PROD:
-      if (in_dt == NV_DTYPE_BOOL) in_dt = out_dt = NV_DTYPE_INT32;
+      in_dt = out_dt = sum_dtype(in_dt);
       break;
     case NV__PRIM_MAX:
     case NV__PRIM_MIN:
@@ -220,17 +234,15 @@ nv_array *nv_trace(const nv_array *x, int offset, int axis1, int axis2, int dtyp
   int64_t start = len ? r0 * sh[a1] + c0 * sh[a2] : 0;
   shape[nd] = (int)len;
   st[nd++] = sh[a1] + sh[a2];
+  /* The diagonal cast to `dt` and summed, so the result has sum's dtype for `dt` (a bool or
+   * int8 trace is int32, as MLX's). */
   nv__scope_suspend();
-  /* The sum of bool counts in int32; trace's result is then cast back to `dt`, as MLX's. */
-  nv_dtype acc = dt == NV_DTYPE_BOOL ? NV_DTYPE_INT32 : dt;
-  nv_array *c = nv_astype(x, acc);
+  nv_array *c = nv_astype(x, dt);
   nv_array *d = nv_as_strided(c, shape, nd, st, start);
-  int last = -1;
-  nv_array *t = nv_sum(d, &last, 1, false);
   nv_release(c);
-  nv_release(d);
   nv__scope_resume();
-  nv_array *r = nv_astype(t, dt);
-  nv_release(t);
+  int last = -1;
+  nv_array *r = nv_sum(d, &last, 1, false);
+  nv_release(d);
   return r;
 }

@@ -84,6 +84,8 @@ def np_axes(axes):
 REDUCE_CASES = [((4, 5, 6), None), ((4, 5, 6), (0,)), ((4, 5, 6), (1,)), ((4, 5, 6), (-1,)),
                 ((4, 5, 6), (0, 2)), ((4, 5, 6), (2, 0, 1)), ((7,), (0,)), ((), None),
                 ((3, 0), (1,)), ((3, 0), (0,)), ((1, 9), (0,)), ((40, 33), (0,)), ((33, 40), (1,))]
+# MLX's sum/prod dtypes: small integers and bool widen to 32 bits, wider types keep theirs.
+SUM_DT = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32", "uint16": "uint32"}
 PLAIN = ["nv_sum", "nv_prod", "nv_max", "nv_min", "nv_all", "nv_any", "nv_mean", "nv_count_nonzero"]
 
 
@@ -96,7 +98,7 @@ def plain_ref(op, x, axes, keepdims):
             acc = np.uint64 if dt.startswith("uint") else np.int64
             with np.errstate(over="ignore"):
                 r = f(x.astype(acc), axis=ax, keepdims=keepdims)
-            out = "int32" if dt == "bool" else dt
+            out = SUM_DT.get(dt, dt)
             return np.asarray(r).astype(np_dtype(out)), out
         r = f(ref64(x), axis=ax, keepdims=keepdims)
         return r, dt
@@ -156,7 +158,9 @@ def test_integer_sum_and_prod_wrap(nv, dt):
     with np.errstate(over="ignore"):
         for op, f in [("nv_sum", np.sum), ("nv_prod", np.prod)]:
             got = nv.read(nv.own(getattr(lib, op)(nv.array(x), None, 0, False)))
-            np.testing.assert_array_equal(got, np.asarray(f(x.astype(acc))).astype(np_dtype(dt)))
+            out = SUM_DT.get(dt, dt)  # int8/16 widen (no wrap), int32/64 wrap
+            assert got.dtype == np_dtype(out)
+            np.testing.assert_array_equal(got, np.asarray(f(x.astype(acc))).astype(np_dtype(out)))
 
 
 def test_large_sums_are_accurate_and_parallel(nv, rng):
@@ -375,12 +379,13 @@ def test_trace_matches_numpy(nv, rng, dt, shape, offset, a1, a2, out):
     if out is not None and dt == "complex64":
         return
     got = nv.read(nv.own(lib.nv_trace(nv.array(x), offset, a1, a2, code)))
-    res = dt if out is None else out
-    if res in INTS or res == "bool":
+    cast = dt if out is None else out
+    res = SUM_DT.get(cast, cast)  # the diagonal cast to `cast`, summed with sum's dtype (MLX)
+    if res in INTS:
         acc = np.uint64 if res.startswith("uint") else np.int64
         with np.errstate(over="ignore"):
-            want = np.trace(x.astype(acc), offset, a1, a2)
-        want = np.asarray(want).astype(np_dtype(res)) if res != "bool" else np.asarray(want) != 0
+            want = np.trace(x.astype(np_dtype(cast)).astype(acc), offset, a1, a2)
+        want = np.asarray(want).astype(np_dtype(res))
     else:
         want = np.trace(x.astype(np.complex128 if dt == "complex64" else np.float64), offset, a1, a2)
     rtol, atol = HALF_TOL.get(res, (None, None))
@@ -397,7 +402,8 @@ def scan_ref(op, x, axis, reverse, inclusive):
     if reverse:
         x = np.flip(x, axis)
     if op in ("cumsum", "cumprod"):
-        out = "int32" if dt == "bool" else dt
+        # MLX: cumsum of bool counts in int32, cumprod of bool stays bool (a running "all").
+        out = "int32" if dt == "bool" and op == "cumsum" else dt
         if dt == "bool" or dt in INTS:
             acc = np.uint64 if dt.startswith("uint") else np.int64
             with np.errstate(over="ignore"):
