@@ -1,0 +1,178 @@
+"""mlx.core behaviours nuvec follows (issue 23): reduction dtypes, grad over trees with non-array
+leaves, setitem broadcasting, construction errors. Each is stated explicitly and, where mlx.core
+imports, checked against MLX itself."""
+import numpy as np
+import pytest
+
+import nuvec as nx
+
+SMALL = ["bool_", "int8", "int16", "uint8", "uint16", "int32", "uint32", "int64", "uint64",
+         "float16", "bfloat16", "float32", "complex64"]
+# MLX 0.32's result dtypes of sum and prod: small integers and bool widen to 32 bits.
+SUM_DT = {"bool_": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
+          "uint16": "uint32"}
+
+
+def mlx_or_skip():
+    return pytest.importorskip("mlx.core")
+
+
+def dt_name(d):
+    return str(d).split(".")[-1]
+
+
+@pytest.mark.parametrize("dt", SMALL)
+@pytest.mark.parametrize("op", ["sum", "prod"])
+def test_sum_prod_dtypes_and_values(op, dt):
+    vals = [100, 100, 3] if dt != "bool_" else [True, True, False]
+    x = nx.array(vals, dtype=getattr(nx, dt))
+    r = getattr(nx, op)(x)
+    want = SUM_DT.get(dt, dt)
+    assert dt_name(r.dtype) == ("bool" if want == "bool_" else want)
+    if dt in ("int8", "int16", "uint8", "uint16"):
+        # Widened before reducing: no wrap at 8 or 16 bits.
+        assert r.item() == (203 if op == "sum" else 30000)
+    r = getattr(nx, op)(nx.reshape(x, (1, 3)), axis=1, keepdims=True)
+    assert r.shape == (1, 1)
+
+
+@pytest.mark.parametrize("dt", SMALL)
+def test_reduction_and_scan_dtypes_match_mlx(dt):
+    mx = mlx_or_skip()
+    vals = [1, 2, 0] if dt != "bool_" else [True, True, False]
+    ours, theirs = nx.array(vals, dtype=getattr(nx, dt)), mx.array(vals, dtype=getattr(mx, dt))
+    for op in ["sum", "prod", "mean", "max", "min", "cumsum", "cumprod"]:
+        a, b = getattr(nx, op)(ours), getattr(mx, op)(theirs)
+        assert dt_name(a.dtype) == dt_name(b.dtype), op
+        np.testing.assert_allclose(np.array(a.astype(nx.float32)), np.array(b.astype(mx.float32)),
+                                   err_msg=op)
+    m = [[1, 0], [1, 1]]
+    a = nx.trace(nx.array(m, dtype=getattr(nx, dt)))
+    b = mx.trace(mx.array(m, dtype=getattr(mx, dt)))
+    assert dt_name(a.dtype) == dt_name(b.dtype) and a.item() == b.item()
+
+
+def test_cumprod_of_bool_is_a_running_all():
+    x = nx.array([[True, True, False, True], [True, True, True, True]])
+    r = nx.cumprod(x, axis=1)
+    assert r.dtype == nx.bool_
+    np.testing.assert_array_equal(np.array(r), np.logical_and.accumulate(np.array(x), axis=1))
+    r = nx.cumprod(x, axis=1, reverse=True, inclusive=False)
+    assert r.dtype == nx.bool_
+    want = np.flip(np.logical_and.accumulate(np.flip(np.array(x), 1), axis=1), 1)
+    want = np.concatenate([want[:, 1:], np.ones((2, 1), bool)], axis=1)
+    np.testing.assert_array_equal(np.array(r), want)
+    assert nx.cumsum(x).dtype == nx.int32
+
+
+def loss_first(t):
+    return nx.sum(t[0] * 2)
+
+
+@pytest.mark.parametrize("arg", [(nx.array([1.0]), 3), (nx.array([1.0]), "a"),
+                                 [nx.array([1.0]), None], {"w": nx.array(1.0), "n": 2.0}])
+def test_grad_over_non_array_leaves_raises(arg):
+    f = (lambda t: nx.sum(t["w"])) if isinstance(arg, dict) else loss_first
+    with pytest.raises(ValueError, match=r"\[tree_flatten\] The argument should contain only arrays"):
+        nx.grad(f)(arg)
+    with pytest.raises(ValueError, match=r"\[tree_flatten\]"):
+        nx.value_and_grad(f)(arg)
+
+
+def test_grad_non_array_leaves_keyword_and_undifferentiated():
+    f = lambda x, y: nx.sum(x["a"])
+    with pytest.raises(ValueError, match=r"\[tree_flatten\]"):
+        nx.grad(f, argnames="x", argnums=[])(x={"a": nx.array(1.0), "b": 2}, y=1)
+    with pytest.raises(ValueError, match=r"\[tree_flatten\]"):
+        nx.grad(lambda x: x)(3.0)
+    # A non-array argument that is not differentiated is fine, as in MLX.
+    g = nx.grad(lambda x, n: nx.sum(x) * n)(nx.array([1.0, 2.0]), 3)
+    np.testing.assert_array_equal(np.array(g), [3.0, 3.0])
+    g = nx.grad(lambda t: nx.sum(t[0]) + nx.sum(t[1]["b"]))(
+        (nx.array([1.0]), {"b": nx.array([2.0, 3.0])}))
+    np.testing.assert_array_equal(np.array(g[1]["b"]), [1.0, 1.0])
+
+
+def test_grad_non_array_leaves_as_mlx():
+    mx = mlx_or_skip()
+    for lib in (mx, nx):
+        with pytest.raises(ValueError, match=r"\[tree_flatten\]"):
+            lib.grad(lambda t: lib.sum(t[0]))((lib.array([1.0]), 3))
+
+
+def assign(lib, target, key, value):
+    a = target
+    a[key] = value
+    return a
+
+
+SETITEM = [  # (target, key, value): value broadcasts after its leading 1s are dropped
+    ("scalar", Ellipsis, [5]),
+    ("scalar", Ellipsis, [[5]]),
+    ("matrix", 0, [[5, 6]]),
+    ("matrix", slice(None), [[[5, 6]]]),
+    ("matrix", (None, 0), [[[5, 6]]]),
+    ("matrix", "idx", [[[5, 6]]]),
+    ("matrix", "mask", [[7, 8]]),
+]
+
+
+def make(lib, target, key, value):
+    t = lib.array(1) if target == "scalar" else lib.zeros((2, 2))
+    k = {"idx": lib.array([0, 1]), "mask": lib.array([True, False])}.get(key, key) \
+        if isinstance(key, str) else key
+    return t, k, lib.array(value)
+
+
+@pytest.mark.parametrize("case", range(len(SETITEM)))
+def test_setitem_drops_leading_unit_dims(case):
+    target, key, value = SETITEM[case]
+    t, k, v = make(nx, target, key, value)
+    n = np.array(t)
+    nk = {"idx": np.array([0, 1]), "mask": np.array([True, False])}.get(key, key) \
+        if isinstance(key, str) else key
+    nv = np.array(value)
+    while nv.ndim > n[nk].ndim and nv.shape[0] == 1:
+        nv = nv[0]
+    n[nk] = nv
+    r = assign(nx, t, k, v)
+    assert r.dtype == (nx.int32 if target == "scalar" else nx.float32)
+    np.testing.assert_array_equal(np.array(r), n)
+
+
+@pytest.mark.parametrize("case", range(len(SETITEM)))
+def test_setitem_broadcasting_as_mlx(case):
+    mx = mlx_or_skip()
+    target, key, value = SETITEM[case]
+    ours, theirs = assign(nx, *make(nx, target, key, value)), assign(mx, *make(mx, target, key, value))
+    np.testing.assert_array_equal(np.array(ours), np.array(theirs))
+
+
+@pytest.mark.parametrize("value", [[[5], [6]], [[[5, 6]], [[5, 6]]]])
+def test_setitem_non_unit_extra_dims_raise(value):
+    a = nx.zeros((2, 2))
+    with pytest.raises(ValueError, match="broadcast"):
+        a[0] = nx.array(value)
+    np.testing.assert_array_equal(np.array(a), np.zeros((2, 2)))
+
+
+BAD_LISTS = [
+    lambda lib: [lib.array([1, 2]), lib.array([1])],
+    lambda lib: [lib.array([[1, 2]]), lib.array([1, 2])],
+    lambda lib: [lib.array([1, 2]), [1, 2, 3]],
+    lambda lib: [[1, 2], [1]],
+    lambda lib: [[1, 2], 3],
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_LISTS)))
+def test_construction_of_non_uniform_lists_raises(case):
+    with pytest.raises(ValueError, match="Initialization encountered non-uniform length"):
+        nx.array(BAD_LISTS[case](nx))
+
+
+@pytest.mark.parametrize("case", range(len(BAD_LISTS)))
+def test_construction_of_non_uniform_lists_as_mlx(case):
+    mx = mlx_or_skip()
+    with pytest.raises(ValueError, match="Initialization encountered non-uniform length"):
+        mx.array(BAD_LISTS[case](mx))
