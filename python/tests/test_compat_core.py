@@ -176,3 +176,56 @@ def test_construction_of_non_uniform_lists_as_mlx(case):
     mx = mlx_or_skip()
     with pytest.raises(ValueError, match="Initialization encountered non-uniform length"):
         mx.array(BAD_LISTS[case](mx))
+
+
+PRINT_CASES = [
+    lambda lib: lib.array([1.123456789, 2.5]),
+    lambda lib: lib.array(3.14159),
+    lambda lib: lib.array([[1.5, -2.25], [1e3, 0.0]]),
+    lambda lib: lib.array([1.0, 2.0], dtype=lib.float16),
+    lambda lib: lib.array([1 + 2j, -0.5 - 1j], dtype=lib.complex64),
+    lambda lib: lib.array([1, 2]),
+    lambda lib: lib.array([True, False]),
+]
+
+
+def reprs(lib, precision):
+    with lib.printoptions(precision=precision):
+        inside = [repr(c(lib)) for c in PRINT_CASES]
+    return inside
+
+
+@pytest.mark.parametrize("precision", [0, 2, 3, 7])
+def test_printoptions_fixed_decimals(precision):
+    before = [repr(c(nx)) for c in PRINT_CASES]
+    got = reprs(nx, precision)
+    assert got[0] == f"array([{1.123456789:.{precision}f}, {2.5:.{precision}f}], dtype=float32)"
+    assert got[5] == "array([1, 2], dtype=int32)" and got[6] == before[6]
+    assert [repr(c(nx)) for c in PRINT_CASES] == before  # restored on exit
+    assert nx.get_printoptions().precision == -1
+
+
+def test_set_and_get_printoptions():
+    try:
+        nx.set_printoptions(precision=2)
+        assert nx.get_printoptions().precision == 2
+        assert repr(nx.array([1.0, 2.345])) == "array([1.00, 2.35], dtype=float32)"
+        with nx.printoptions(precision=4):
+            assert nx.get_printoptions().precision == 4
+        assert nx.get_printoptions().precision == 2
+        nx.set_printoptions(precision=10**30)  # huge: capped, never a crash
+        assert len(repr(nx.array([1e38]))) < 1000
+    finally:
+        nx.set_printoptions()
+    assert nx.get_printoptions().precision == -1
+    assert repr(nx.array([1.5, 2.0])) == "array([1.5, 2], dtype=float32)"
+    with pytest.raises(TypeError):
+        nx.set_printoptions(precision=1.5)
+    with pytest.raises(TypeError):
+        nx.printoptions(precision="3")
+
+
+@pytest.mark.parametrize("precision", [-1, 0, 2, 3, 7])
+def test_printoptions_as_mlx(precision):
+    mx = mlx_or_skip()
+    assert reprs(nx, precision) == reprs(mx, precision)
