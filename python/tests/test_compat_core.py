@@ -229,3 +229,110 @@ def test_set_and_get_printoptions():
 def test_printoptions_as_mlx(precision):
     mx = mlx_or_skip()
     assert reprs(nx, precision) == reprs(mx, precision)
+
+
+MVN = [  # (mean, cov, shape)
+    ([1.0, 2.0], [[2.0, 0.5], [0.5, 1.0]], (3,)),
+    ([1.0, 2.0], [[2.0, 0.5], [0.5, 1.0]], ()),
+    (np.ones((3, 2)).tolist(), [[2.0, 0.5], [0.5, 1.0]], (4, 3)),
+    ([0.0, 0.0, 0.0], np.diag([1.0, 4.0, 0.0]).tolist(), (5,)),  # singular: still PSD
+    ([0.5], [[[2.0]], [[3.0]]], ()),  # batched cov
+]
+
+
+def test_multivariate_normal_signature():
+    import inspect
+    params = list(inspect.signature(nx.random.multivariate_normal).parameters)
+    assert params == ["mean", "cov", "shape", "dtype", "key", "stream"]
+
+
+@pytest.mark.parametrize("case", range(len(MVN)))
+def test_multivariate_normal_shapes_and_moments(case):
+    mean, cov, shape = MVN[case]
+    r = nx.random.multivariate_normal(nx.array(mean), nx.array(cov), shape, key=nx.random.key(5))
+    m, c = np.array(mean), np.array(cov)
+    want = np.broadcast_shapes(tuple(shape), m.shape[:-1], c.shape[:-2]) + (m.shape[-1],)
+    assert r.shape == want and r.dtype == nx.float32
+    # The draw is mean + z @ sqrt(cov) with z = normal(shape + (n,)) at the same key.
+    z = np.array(nx.random.normal(want, key=nx.random.key(5))).astype(np.float64)
+    w, v = np.linalg.eigh(c)
+    root = (v * np.sqrt(np.clip(w, 0, None))[..., None, :]) @ np.swapaxes(v, -1, -2)
+    np.testing.assert_allclose(np.array(r), m + (z[..., None, :] @ root)[..., 0, :],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_multivariate_normal_distribution():
+    cov = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]])
+    r = np.array(nx.random.multivariate_normal(nx.array([1.0, -1.0, 0.0]), nx.array(cov),
+                                               (20000,), key=nx.random.key(0)))
+    np.testing.assert_allclose(r.mean(0), [1.0, -1.0, 0.0], atol=0.05)
+    np.testing.assert_allclose(np.cov(r.T), cov, atol=0.06)
+
+
+@pytest.mark.parametrize("args,msg", [
+    ((nx.array(1.0), nx.eye(2)), "mean must have at least one dimension"),
+    ((nx.array([1.0, 2.0]), nx.array([1.0, 2.0])), "cov must have at least two dimensions"),
+    ((nx.array([1.0, 2.0]), nx.ones((3, 3))), "compatible shapes"),
+    ((nx.array([1.0, 2.0]), nx.ones((2, 3))), "compatible shapes|must be equal"),
+    ((nx.ones((2, 2)), nx.ones((3, 2, 2))), "broadcast"),
+])
+def test_multivariate_normal_errors(args, msg):
+    with pytest.raises(ValueError, match=msg):
+        nx.random.multivariate_normal(*args, key=nx.random.key(0))
+    with pytest.raises(ValueError, match="dtype must be float32"):
+        nx.random.multivariate_normal(nx.zeros(2), nx.eye(2), dtype=nx.float16)
+
+
+@pytest.mark.parametrize("case", range(len(MVN)))
+def test_multivariate_normal_as_mlx(case):
+    mx = mlx_or_skip()
+    mean, cov, shape = MVN[case]
+    a = nx.random.multivariate_normal(nx.array(mean), nx.array(cov), shape, key=nx.random.key(1))
+    b = mx.random.multivariate_normal(mx.array(mean), mx.array(cov), shape, key=mx.random.key(1))
+    assert a.shape == b.shape
+    np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-5)
+
+
+def test_random_state_is_the_key_sequence():
+    st = nx.random.state
+    assert isinstance(st, list) and len(st) == 1
+    nx.random.seed(3)
+    np.testing.assert_array_equal(np.array(st[0]), [0, 3])
+    a = np.array(nx.random.uniform(shape=(4,)))
+    after = np.array(st[0])
+    assert not np.array_equal(after, [0, 3])
+    # The draw used the second half of split(key(3)); the state holds the first.
+    pair = np.array(nx.random.split(nx.random.key(3)))
+    np.testing.assert_array_equal(after, pair[0])
+    np.testing.assert_array_equal(a, np.array(nx.random.uniform(shape=(4,), key=nx.array(pair[1]))))
+    st[0] = nx.random.key(3)  # writable, as MLX's
+    np.testing.assert_array_equal(np.array(nx.random.uniform(shape=(4,))), a)
+    saved = st[0]
+    st[0] = "not a key"
+    with pytest.raises(TypeError, match="random.state"):
+        nx.random.normal((2,))
+    st[0] = saved
+
+
+def test_random_state_captured_by_compile_draws_fresh_numbers():
+    st = nx.random.state
+    nx.random.seed(7)
+    f = nx.compile(lambda x: x + nx.random.uniform(shape=(3,)), inputs=[st], outputs=[st])
+    a, b = np.array(f(nx.zeros(3))), np.array(f(nx.zeros(3)))
+    assert not np.array_equal(a, b)
+    nx.random.seed(7)
+    np.testing.assert_array_equal(np.array(nx.random.uniform(shape=(3,))), a)
+    np.testing.assert_array_equal(np.array(nx.random.uniform(shape=(3,))), b)
+
+
+def test_random_state_as_mlx():
+    mx = mlx_or_skip()
+    out = []
+    for lib in (nx, mx):
+        lib.random.seed(11)
+        f = lib.compile(lambda x: x * lib.random.normal((2,)), inputs=[lib.random.state],
+                        outputs=[lib.random.state])
+        out.append([np.array(f(lib.ones(2))) for _ in range(3)] +
+                   [np.array(lib.random.uniform(shape=(3,))), np.array(lib.random.state[0])])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
