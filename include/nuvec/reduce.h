@@ -51,7 +51,8 @@ NV_API nv_array *nv_mean(const nv_array *x, const int *axes, int naxes, bool kee
 /* The variance / standard deviation over `axes` with `ddof` delta degrees of freedom: the sum
  * of squared deviations from the mean (computed in two passes in float64) divided by
  * max(N - ddof, 0), so N <= ddof gives inf (or NaN for 0/0), as NumPy. Result dtype as
- * nv_mean. complex64 is not supported (fails). */
+ * nv_mean, but complex64 gives float32, the mean of |x - mean|^2 (NumPy's and MLX's), composed
+ * as var(real(x)) + var(imag(x)). */
 NV_API nv_array *nv_var(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof);
 NV_API nv_array *nv_std(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof);
 

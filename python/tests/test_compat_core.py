@@ -336,3 +336,18 @@ def test_random_state_as_mlx():
                    [np.array(lib.random.uniform(shape=(3,))), np.array(lib.random.state[0])])
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_complex_var_std_are_real(op):
+    v = [[1 + 2j, 3 - 1j, -2 + 0.5j], [0j, 1j, 2 + 2j]]
+    for kw in [{}, {"axis": 0, "ddof": 1}, {"axis": 1, "keepdims": True}]:
+        r = getattr(nx, op)(nx.array(v, dtype=nx.complex64), **kw)
+        assert r.dtype == nx.float32
+        np_kw = {"axis": kw.get("axis"), "ddof": kw.get("ddof", 0), "keepdims": kw.get("keepdims", False)}
+        np.testing.assert_allclose(np.array(r), getattr(np, op)(np.array(v), **np_kw), rtol=1e-5)
+        mx = pytest.importorskip("mlx.core") if kw == {} else None
+        if mx is not None:
+            m = getattr(mx, op)(mx.array(v, dtype=mx.complex64))
+            assert dt_name(m.dtype) == "float32"
+            np.testing.assert_allclose(np.array(r), np.array(m), rtol=1e-5)

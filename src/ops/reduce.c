@@ -173,10 +173,40 @@ static nv_array *row_reduce(int prim, const nv_array *x, const int *axes, int na
   return r;
 }
 
+/* The variance of a complex64 `x`, as NumPy's and MLX's: the mean of |x - mean|^2, a float32,
+ * which is var(real(x)) + var(imag(x)) — composed, so no kernel takes complex rows. */
+static nv_array *complex_var(const nv_array *x, const int *axes, int naxes, bool keepdims,
+                             int ddof) {
+  nv__scope_suspend();
+  nv_array *re = nv_real(x), *im = nv_imag(x);
+  nv_array *vr = row_reduce(NV__PRIM_VAR, re, axes, naxes, keepdims, ddof);
+  nv_array *vi = row_reduce(NV__PRIM_VAR, im, axes, naxes, keepdims, ddof);
+  nv_release(re);
+  nv_release(im);
+  nv__scope_resume();
+  nv_array *r = nv_add(vr, vi);
+  nv_release(vr);
+  nv_release(vi);
+  return r;
+}
+
+static bool is_complex(const nv_array *x) {
+  return nv_array_status(x) == NV_OK && nv_array_dtype(x) == NV_DTYPE_COMPLEX64;
+}
+
 nv_array *nv_var(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof) {
+  if (x && is_complex(x)) return complex_var(x, axes, naxes, keepdims, ddof);
   return row_reduce(NV__PRIM_VAR, x, axes, naxes, keepdims, ddof);
 }
 nv_array *nv_std(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof) {
+  if (x && is_complex(x)) {
+    nv__scope_suspend();
+    nv_array *v = complex_var(x, axes, naxes, keepdims, ddof);
+    nv__scope_resume();
+    nv_array *r = nv_sqrt(v);
+    nv_release(v);
+    return r;
+  }
   return row_reduce(NV__PRIM_STD, x, axes, naxes, keepdims, ddof);
 }
 nv_array *nv_median(const nv_array *x, const int *axes, int naxes, bool keepdims) {

@@ -635,7 +635,8 @@ def test_errors_name_the_op_and_problem(nv):
     assert error_of(nv, lib.nv_max(e, None, 0, False)).startswith("max: cannot")
     assert error_of(nv, lib.nv_argmax(e, None, False)).startswith("argmax:")
     assert error_of(nv, lib.nv_logsumexp(e, None, 0, False)).startswith("logsumexp:")
-    assert "complex64" in error_of(nv, lib.nv_var(c, None, 0, False, 0))
+    assert "complex64" in error_of(nv, lib.nv_median(c, None, 0, False))
+    assert "var: axis 2" in error_of(nv, call_axes(lib.nv_var, c, (2,), False, 0))
     assert "complex64" in error_of(nv, lib.nv_softmax(c, None, 0, False))
     assert error_of(nv, lib.nv_trace(nv.array(np.ones(3)), 0, 0, 1, -1)).startswith("trace: needs")
     assert "both" in error_of(nv, lib.nv_trace(x, 0, 1, -1, -1))
@@ -682,3 +683,23 @@ def test_float32_sort_every_layout_of_values(nv, rng, n):
         assert np.all(np.diff(np.signbit(got[z]).astype(np.int8)) <= 0), name
         assert np.sum(np.signbit(got[z])) == np.sum(np.signbit(x[x == 0])), name
         assert np.all(np.isnan(got[n - np.isnan(x).sum():])), name
+
+
+@pytest.mark.parametrize("op", ["nv_var", "nv_std"])
+@pytest.mark.parametrize("shape,axes,ddof", [((7,), None, 0), ((4, 5), (0,), 1), ((4, 5), (1,), 0),
+                                             ((3, 4, 5), (2, 0), 2), ((0, 3), (0,), 0),
+                                             ((1,), None, 1), ((), None, 0)])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_complex_var_std_are_float32_as_numpy(nv, rng, op, shape, axes, ddof, layout):
+    # MLX and NumPy: the mean of |x - mean|^2 (a real float32), also for NaN and inf parts.
+    x = (rand(rng, shape, "float32") + 1j * rand(rng, shape, "float32")).astype(np.complex64)
+    if x.size > 2:
+        x.flat[1] = complex(np.nan, 1.0)
+        x.flat[2] = complex(1.0, np.inf)
+    for keep in [False, True]:
+        got = nv.read(nv.own(call_axes(getattr(lib, op), nv.view(x, layout), axes, keep, ddof)))
+        with np.errstate(all="ignore"):
+            want = (np.var if op == "nv_var" else np.std)(x.astype(np.complex128), axis=np_axes(axes),
+                                                          keepdims=keep, ddof=ddof)
+        assert got.dtype == np.float32
+        assert_close(got, want, "float32", rtol=1e-5, atol=1e-6)
