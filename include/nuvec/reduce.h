@@ -58,7 +58,8 @@ NV_API nv_array *nv_std(const nv_array *x, const int *axes, int naxes, bool keep
 
 /* The median over `axes`: the middle value of the sorted reduction (the mean of the two middle
  * values for an even count), NaN if any value is NaN or the reduction is empty, as NumPy.
- * Result dtype as nv_mean; complex64 is not supported. */
+ * Result dtype as nv_mean; complex64 keeps its dtype, ordered lexicographically (real part
+ * first) as MLX's, composed from sort. */
 NV_API nv_array *nv_median(const nv_array *x, const int *axes, int naxes, bool keepdims);
 
 /* The number of nonzero elements over `axes` (NaN counts), as int32 — the dtype MLX gives the

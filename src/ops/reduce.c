@@ -1,6 +1,8 @@
 /* Reduction builders: the plain reductions that share the CPU reduction engine (sum, prod, max,
  * min, all, any, mean, count_nonzero) and the row reductions (var, std, median, logsumexp,
  * argmax, argmin), plus trace composed from them. Dtype rules are MLX's (include/nuvec/reduce.h). */
+#include <math.h>
+
 #include "ops/ops_internal.h"
 #include "ops/reduce_internal.h"
 
@@ -209,7 +211,62 @@ nv_array *nv_std(const nv_array *x, const int *axes, int naxes, bool keepdims, i
   }
   return row_reduce(NV__PRIM_STD, x, axes, naxes, keepdims, ddof);
 }
+/* The median of a complex64 `x`, as MLX's: the reduced axes moved last and flattened, sorted
+ * (lexicographically, real part first), the middle element or the mean of the two middle ones;
+ * NaN when a row holds a NaN or is empty, as NumPy. Composed from existing ops. */
+static nv_array *complex_median(const nv_array *x, const int *axes, int naxes, bool keepdims) {
+  nv__output *o = nv__out(x);
+  int ax[NV__MAX_DIMS], nax = 0;
+  nv_array *f = nv__reduce_axes("median", o, axes, naxes, ax, &nax);
+  if (f) return f;
+  int perm[NV__MAX_DIMS], rows[NV__MAX_DIMS + 1], nkeep = 0, out[NV__MAX_DIMS];
+  bool red[NV__MAX_DIMS] = {false};
+  for (int i = 0; i < nax; i++) red[ax[i]] = true;
+  int64_t len = 1;
+  for (int i = 0; i < o->ndim; i++)
+    if (!red[i]) {
+      perm[nkeep] = i;
+      rows[nkeep++] = o->shape[i];
+    } else {
+      len *= o->shape[i];
+    }
+  for (int i = 0; i < nax; i++) perm[nkeep + i] = ax[i];
+  if (len > INT32_MAX)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "median", "a reduction of %lld elements is too long",
+                        (long long)len);
+  rows[nkeep] = (int)len;
+  int nd = nv__reduced_shape(o, ax, nax, keepdims, out), last = -1;
+  nv__scope_suspend();
+  nv_array *t = nv_transpose(x, perm, o->ndim);
+  nv_array *flat = nv_reshape(t, rows, nkeep + 1);
+  nv_array *sorted = nv_sort(flat, &last);
+  int start[NV__MAX_DIMS + 1] = {0}, stop[NV__MAX_DIMS + 1], step[NV__MAX_DIMS + 1];
+  for (int i = 0; i <= nkeep; i++) stop[i] = rows[i], step[i] = 1;
+  /* The middle pair (one element twice for an odd count); an empty row takes none. */
+  int64_t lo = len ? (len - 1) / 2 : 0, hi = len ? len / 2 : 0;
+  start[nkeep] = (int)lo, stop[nkeep] = len ? (int)lo + 1 : 0;
+  nv_array *a = nv_slice(sorted, start, stop, step, nkeep + 1);
+  start[nkeep] = (int)hi, stop[nkeep] = len ? (int)hi + 1 : 0;
+  nv_array *b = nv_slice(sorted, start, stop, step, nkeep + 1);
+  nv_array *sum = nv_add(a, b), *half = nv_array_scalar(0.5, NV_DTYPE_COMPLEX64);
+  nv_array *mid = nv_multiply(sum, half);
+  /* A NaN anywhere in the row (or an empty row) gives NaN. */
+  nv_array *isn = nv_isnan(flat);
+  nv_array *anyn = nv_any(isn, &last, 1, true);
+  nv_array *empty = nv_array_scalar(len == 0, NV_DTYPE_BOOL);
+  nv_array *bad = nv_logical_or(anyn, empty);
+  nv_array *nan = nv_array_scalar(NAN, NV_DTYPE_COMPLEX64);
+  nv_array *m = nv_where(bad, nan, len ? mid : nan);
+  nv_array *rel[] = {t, flat, sorted, a, b, sum, half, mid, isn, anyn, empty, bad, nan};
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) nv_release(rel[i]);
+  nv__scope_resume();
+  nv_array *r = nv_reshape(m, out, nd);
+  nv_release(m);
+  return r;
+}
+
 nv_array *nv_median(const nv_array *x, const int *axes, int naxes, bool keepdims) {
+  if (x && is_complex(x)) return complex_median(x, axes, naxes, keepdims);
   return row_reduce(NV__PRIM_MEDIAN, x, axes, naxes, keepdims, 0);
 }
 nv_array *nv_logsumexp(const nv_array *x, const int *axes, int naxes, bool keepdims) {
