@@ -84,7 +84,8 @@ static void put_elem(strbuf *b, const char *p, nv_dtype dt) {
     size_t half = sizeof t / 2;
     put_float(t, half, (double)z->re);
     size_t k = strlen(t);
-    snprintf(t + k, sizeof t - k, "%s", z->im >= 0 ? "+" : "");
+    /* "+" unless the imaginary part is below 0: NaN gives 1+nanj, -0 gives 1+-0j, as MLX. */
+    snprintf(t + k, sizeof t - k, "%s", z->im < 0 ? "" : "+");
     k = strlen(t);
     put_float(t + k, sizeof t - k - 1, (double)z->im);
     k = strlen(t);

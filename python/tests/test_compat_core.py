@@ -367,3 +367,15 @@ def test_complex_median_as_mlx():
         b = mx.median(mx.array(v, dtype=mx.complex64), **kw)
         assert dt_name(a.dtype) == dt_name(b.dtype) and a.shape == b.shape
         np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-6)
+
+
+def test_complex_logaddexp_as_mlx():
+    a = [1 + 3j, 100 + 1j, -1e3 + 1j, 2 - 3j, float("-inf") + 0j, 1 + 1j]
+    b = [0.5 + 3j, 99 + 2j, 0j, 2.5 - 3.1j, float("-inf") + 0j, 2.0]
+    r = nx.logaddexp(nx.array(a, dtype=nx.complex64), nx.array(b, dtype=nx.complex64))
+    assert r.dtype == nx.complex64
+    mx = mlx_or_skip()
+    m = mx.logaddexp(mx.array(a, dtype=mx.complex64), mx.array(b, dtype=mx.complex64))
+    np.testing.assert_allclose(np.array(r), np.array(m), rtol=1e-6)
+    assert repr(nx.array([complex(1, float("nan")), complex(1, -0.0)])) == \
+        repr(mx.array([complex(1, float("nan")), complex(1, -0.0)]))
