@@ -131,7 +131,8 @@ NV_API nv_status nv_divmod(const nv_array *a, const nv_array *b, nv_vec *out);
 NV_API nv_array *nv_power(const nv_array *a, const nv_array *b);
 
 /* atan2(a, b) and log(e^a + e^b) (without overflow; -inf with -inf is -inf). Integers and bool
- * compute in float32; complex64 fails with NV_ERR_INVALID_ARGUMENT. */
+ * compute in float32. complex64: arctan2 fails with NV_ERR_INVALID_ARGUMENT; logaddexp gives
+ * complex64, as MLX's (m + log1p(exp(o - m)), m the operand of larger real part). */
 NV_API nv_array *nv_arctan2(const nv_array *a, const nv_array *b);
 NV_API nv_array *nv_logaddexp(const nv_array *a, const nv_array *b);
 

@@ -9,7 +9,8 @@
  * as size 1. Values follow NumPy computed in float64; result dtypes follow MLX (0.32):
  *   - floats accumulate accurately (blocked and compensated); float16/bfloat16 compute in
  *     float32 or wider and round once;
- *   - integer sums and products wrap in their own type (int8 stays int8), bool sums to int32;
+ *   - sums and products of bool, int8 and int16 give int32, of uint8 and uint16 uint32; wider
+ *     integers wrap in their own type;
  *   - max/min/argmax/argmin/cummax/cummin propagate NaN as NumPy (argmax/argmin return the
  *     first NaN); sorts put NaN last;
  *   - complex64 orders lexicographically (real part, then imaginary part), as NumPy.
@@ -34,8 +35,8 @@ extern "C" {
 NV_API nv_array *nv_all(const nv_array *x, const int *axes, int naxes, bool keepdims);
 NV_API nv_array *nv_any(const nv_array *x, const int *axes, int naxes, bool keepdims);
 
-/* The product over `axes`. bool gives int32, other dtypes keep theirs (integers wrap); an empty
- * product is 1. Floats multiply in float64 and round once. */
+/* The product over `axes`. bool/int8/int16 give int32, uint8/uint16 uint32, other dtypes keep
+ * theirs (integers wrap); an empty product is 1. Floats multiply in float64 and round once. */
 NV_API nv_array *nv_prod(const nv_array *x, const int *axes, int naxes, bool keepdims);
 
 /* The maximum / minimum over `axes`, in the input's dtype. NaN propagates. Fails, as MLX, when
@@ -50,13 +51,15 @@ NV_API nv_array *nv_mean(const nv_array *x, const int *axes, int naxes, bool kee
 /* The variance / standard deviation over `axes` with `ddof` delta degrees of freedom: the sum
  * of squared deviations from the mean (computed in two passes in float64) divided by
  * max(N - ddof, 0), so N <= ddof gives inf (or NaN for 0/0), as NumPy. Result dtype as
- * nv_mean. complex64 is not supported (fails). */
+ * nv_mean, but complex64 gives float32, the mean of |x - mean|^2 (NumPy's and MLX's), composed
+ * as var(real(x)) + var(imag(x)). */
 NV_API nv_array *nv_var(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof);
 NV_API nv_array *nv_std(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof);
 
 /* The median over `axes`: the middle value of the sorted reduction (the mean of the two middle
  * values for an even count), NaN if any value is NaN or the reduction is empty, as NumPy.
- * Result dtype as nv_mean; complex64 is not supported. */
+ * Result dtype as nv_mean; complex64 keeps its dtype, ordered lexicographically (real part
+ * first) as MLX's, composed from sort. */
 NV_API nv_array *nv_median(const nv_array *x, const int *axes, int naxes, bool keepdims);
 
 /* The number of nonzero elements over `axes` (NaN counts), as int32 — the dtype MLX gives the
@@ -84,9 +87,8 @@ NV_API nv_array *nv_logsumexp(const nv_array *x, const int *axes, int naxes, boo
 NV_API nv_array *nv_softmax(const nv_array *x, const int *axes, int naxes, bool precise);
 
 /* The sum of the diagonal at `offset` of the planes spanned by `axis1` and `axis2`, as MLX's
- * trace(a, offset, axis1, axis2, dtype); `dtype` < 0 means x's dtype (MLX's default, so the
- * trace of a bool matrix is bool). The sum accumulates in `dtype` (NumPy's values: an int8
- * matrix traced as int32 does not wrap at 8 bits). Fails for fewer than 2 dimensions or equal
+ * trace(a, offset, axis1, axis2, dtype); `dtype` < 0 means x's dtype. The diagonal is cast to `dtype` and summed, so the
+ * result has nv_sum's dtype for it, as MLX's (a bool or int8 trace is int32). Fails for fewer than 2 dimensions or equal
  * axes; an offset past the matrix gives 0. */
 NV_API nv_array *nv_trace(const nv_array *x, int offset, int axis1, int axis2, int dtype);
 
@@ -95,8 +97,8 @@ NV_API nv_array *nv_trace(const nv_array *x, int offset, int axis1, int axis2, i
 /* The cumulative sum / product / maximum / minimum / log-sum-exp along `axis` (NULL: of the
  * flattened array). `reverse` scans from the end; without `inclusive` each element holds the
  * scan of the elements before it (the first holds the identity: 0, 1, the dtype's lowest /
- * highest value (-inf / +inf for floats), -inf). Dtypes: cumsum/cumprod of bool give int32,
- * other dtypes keep theirs (integers wrap); cummax/cummin keep the dtype; logcumsumexp gives
+ * highest value (-inf / +inf for floats), -inf). Dtypes: cumsum of bool gives int32, cumprod of
+ * bool is bool (MLX), other dtypes keep theirs (integers wrap); cummax/cummin keep the dtype; logcumsumexp gives
  * float32 for integers and bool. Floats accumulate in float64. */
 NV_API nv_array *nv_cumsum(const nv_array *x, const int *axis, bool reverse, bool inclusive);
 NV_API nv_array *nv_cumprod(const nv_array *x, const int *axis, bool reverse, bool inclusive);

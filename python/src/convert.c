@@ -2,6 +2,7 @@
  * protocol, DLPack, __array__) and arrays back to Python values, with mlx.core's rules:
  * ints give int32 (int64 when a value needs it), floats float32, bools bool, complex
  * complex64; mixed kinds promote; float64 buffers give float32 unless a dtype is asked for. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,16 @@ static nv_array *cast_to(nv_array *x, int dtype) {
   return y;
 }
 
+/* `x`'s shape as "(2, 3)" in `buf` (cut short, not overflowed, past `cap`). */
+static const char *shape_text(const nv_array *x, char *buf, size_t cap) {
+  size_t k = (size_t)snprintf(buf, cap, "(");
+  int nd = nv_array_ndim(x);
+  for (int d = 0; d < nd && k < cap; d++)
+    k += (size_t)snprintf(buf + k, cap - k, nd == 1 ? "%d," : d ? ", %d" : "%d", nv_array_shape(x)[d]);
+  if (k < cap) snprintf(buf + k, cap - k, ")");
+  return buf;
+}
+
 /* Arrays given inside a list are stacked, as MLX's array([array, array]). The items are read
  * from a snapshot: converting one may run its __array__, which could change the list. */
 static nv_array *stack_items(PyObject *o, int dtype) {
@@ -158,6 +169,16 @@ static nv_array *stack_items(PyObject *o, int dtype) {
   for (i = 0; i < n; i++) {
     xs[i] = nvpy_to_array(PyTuple_GET_ITEM(t, i), -1);
     if (!xs[i]) goto done;
+    /* Items of unequal shapes are MLX's non-uniform-length error, not a stack error. */
+    if (i > 0 && (nv_array_ndim(xs[i]) != nv_array_ndim(xs[0]) ||
+                  memcmp(nv_array_shape(xs[i]), nv_array_shape(xs[0]),
+                         (size_t)nv_array_ndim(xs[0]) * sizeof(int)) != 0)) {
+      char si[256], s0[256];
+      PyErr_Format(PyExc_ValueError,
+                   "Initialization encountered non-uniform length. (item %zd has shape %s, "
+                   "item 0 %s)", i, shape_text(xs[i], si, sizeof si), shape_text(xs[0], s0, sizeof s0));
+      goto done;
+    }
   }
   r = nv_stack((const nv_array *const *)xs, (int)n, 0);
   if (!r) PyErr_NoMemory();

@@ -329,6 +329,15 @@ static nv_array *update(nv_array *x, PyObject *key, nv_array *v, int mode) {
   int pnd = nv_array_ndim(probe), full[NVPY_MAXDIM * 2];
   const int *psh = nv_array_shape(probe);
   for (int i = 0, j = 0, q = 0; i < pnd + nn; i++) full[i] = (q < nn && pos[q] == i) ? (q++, 1) : psh[j++];
+  /* As MLX, v may have more dimensions than x[key] when the extra leading ones have length 1
+   * (a[...] = array([5]) on a 0-d a): they are dropped before broadcasting. */
+  int vnd = nv_array_status(vc) == NV_OK ? nv_array_ndim(vc) : 0, drop = 0;
+  while (vnd - drop > pnd + nn && nv_array_shape(vc)[drop] == 1) drop++;
+  if (drop > 0) {
+    nv_array *vs = nv_reshape(vc, nv_array_shape(vc) + drop, vnd - drop);
+    nv_release(vc);
+    vc = vs;
+  }
   nv_array *vb = nv_broadcast_to(vc, full, pnd + nn);
   nv_release(vc);
   nv_array *vu = nv_reshape(vb, psh, pnd);

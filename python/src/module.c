@@ -524,6 +524,8 @@ static PyObject *py_set_cache_limit(PyObject *s, PyObject *arg) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"_set_print_precision", nvpy_set_print_precision, METH_O, "Sets repr's float decimals (-1: %g)."},
+    {"_get_print_precision", nvpy_get_print_precision, METH_NOARGS, "repr's float decimals (-1: %g)."},
     {"issubdtype", py_issubdtype, METH_VARARGS, "Whether a dtype or category is a subtype of another."},
     {"default_device", py_default_device, METH_NOARGS, "The default device."},
     {"set_default_device", py_set_default_device, METH_O, "Sets the default device."},

@@ -170,5 +170,8 @@ PyObject *nvpy_at_new(PyObject *self);
 
 /* Repr (repr.c). */
 PyObject *nvpy_repr(PyObject *self);
+/* The float print precision (-1: %g) behind nuvec.set_printoptions / get_printoptions. */
+PyObject *nvpy_set_print_precision(PyObject *self, PyObject *arg);
+PyObject *nvpy_get_print_precision(PyObject *self, PyObject *unused);
 
 #endif /* NVPY_H */

@@ -7,6 +7,7 @@
  * typed scalar form is called instead (the same values). The entries are op-table lines
  * (optable.h), so argument parsing and `stream=` are the module functions' own. */
 #include <string.h>
+#include <time.h>
 
 #include "optable.h"
 
@@ -16,10 +17,68 @@ static bool is_number(PyObject *o) {
   return o && (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o));
 }
 
-/* The `key=` argument at i: NULL (the key sequence) for None. MLX takes arrays only. */
+/* nuvec.random.state: MLX's global key state, a list holding one key. A sampler called with
+ * key=None splits state[0] into (next, sub), stores next in state[0] and draws with sub, as
+ * MLX's KeySequence; seed() replaces state[0]. Being a list of arrays, it can be captured by
+ * compile(inputs=[state], outputs=[state]): traced, the split is part of the compiled graph, so
+ * each call draws fresh numbers. An evaluated key is split eagerly, so the state never grows a
+ * lazy chain between draws. */
+static PyObject *rng_state;
+
+static int state_set(nv_array *key) {
+  PyObject *k = nvpy_wrap(key);
+  if (!k) return -1;
+  if (PyList_GET_SIZE(rng_state) == 0) {
+    int rc = PyList_Append(rng_state, k);
+    Py_DECREF(k);
+    return rc;
+  }
+  return PyList_SetItem(rng_state, 0, k); /* steals k */
+}
+
+/* The next key of nuvec.random.state (a new reference), or NULL with an exception. */
+static nv_array *state_next(void) {
+  PyObject *k = PyList_GET_SIZE(rng_state) ? PyList_GET_ITEM(rng_state, 0) : NULL;
+  if (!k || !NVPY_IS_ARRAY(k)) {
+    PyErr_Format(PyExc_TypeError, "random: random.state[0] must be a key array, got %s",
+                 k ? Py_TYPE(k)->tp_name : "an empty state");
+    return NULL;
+  }
+  Py_INCREF(k); /* held while the list may change */
+  nv_array *pair = nv_random_split(NVPY_A(k), 2);
+  int two = 2, s0[2] = {0, 0}, e0[2] = {1, 2}, s1[2] = {1, 0}, e1[2] = {2, 2}, st[2] = {1, 1};
+  nv_array *r0 = nv_slice(pair, s0, e0, st, 2), *r1 = nv_slice(pair, s1, e1, st, 2);
+  nv_array *next = nv_reshape(r0, &two, 1), *sub = nv_reshape(r1, &two, 1);
+  nv_release(pair);
+  nv_release(r0);
+  nv_release(r1);
+  nv_status status = nv_array_status(sub);
+  if (status == NV_OK && nv_array_is_evaluated(NVPY_A(k))) {
+    nv_array *both[2] = {next, sub};
+    status = nv_eval(both, 2);
+  }
+  Py_DECREF(k);
+  if (status != NV_OK) {
+    nvpy_raise_status(status, nv_array_error(sub));
+    nv_release(next);
+    nv_release(sub);
+    return NULL;
+  }
+  if (state_set(next) < 0) {
+    nv_release(sub);
+    return NULL;
+  }
+  return sub;
+}
+
+/* The `key=` argument at i: the next key of nuvec.random.state for None (held by the call).
+ * MLX takes arrays only. */
 static int key_at(call *c, int i, nv_array **key) {
   *key = NULL;
-  if (!given(c, i)) return 0;
+  if (!given(c, i)) {
+    *key = hold(c, state_next());
+    return *key ? 0 : -1;
+  }
   if (!NVPY_IS_ARRAY(c->argv[i])) {
     PyErr_Format(PyExc_TypeError, "random.%s: key must be an array (from random.key or split), got %s",
                  c->op->name, Py_TYPE(c->argv[i])->tp_name);
@@ -86,7 +145,8 @@ static PyObject *sig_key(call *c) {
 static PyObject *sig_seed(call *c) {
   uint64_t s;
   if (seed_arg(c->argv[0], "seed", &s) < 0) return NULL;
-  nv_random_seed(s);
+  nv_random_seed(s); /* the C library's own sequence (NULL keys in C) too */
+  if (state_set(nv_random_key(s)) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -300,6 +360,15 @@ int nvpy_init_random(PyObject *m) {
   PyObject *r = PyModule_Create(&random_def);
   if (!r) return -1;
   if (nvpy_add_ops(r, random_ops, sizeof random_ops / sizeof random_ops[0], "random.") < 0) {
+    Py_DECREF(r);
+    return -1;
+  }
+  /* The state starts from the clock, as MLX's (and the C sequence's) does. */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  rng_state = PyList_New(0);
+  if (!rng_state || state_set(nv_random_key((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec)) < 0 ||
+      PyModule_AddObjectRef(r, "state", rng_state) < 0) {
     Py_DECREF(r);
     return -1;
   }

@@ -1,10 +1,45 @@
 /* nuvec's CPython extension: repr of arrays as MLX prints them — C++ stream formatting of
  * each value (%g: six significant digits), rows of 2-D and deeper arrays on their own lines
- * aligned under the first bracket, and axes longer than 6 summarized as 3 ... 3. */
+ * aligned under the first bracket, and axes longer than 6 summarized as 3 ... 3. With a
+ * precision set by set_printoptions, floats print in fixed notation with that many decimals. */
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "nvpy.h"
+
+/* The decimals floats print with (set_printoptions(precision=)); -1 for %g, MLX's default.
+ * Values past PRINT_MAX_DECIMALS print with that many, so an element always fits its buffer. */
+static int print_precision = -1;
+enum { PRINT_MAX_DECIMALS = 64 };
+
+PyObject *nvpy_set_print_precision(PyObject *self, PyObject *arg) {
+  (void)self;
+  if (!PyLong_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "set_printoptions: precision must be an int, not %s",
+                 Py_TYPE(arg)->tp_name);
+    return NULL;
+  }
+  int overflow = 0;
+  long p = PyLong_AsLongAndOverflow(arg, &overflow);
+  if (p == -1 && PyErr_Occurred()) return NULL;
+  if (overflow > 0 || p > INT_MAX) p = INT_MAX;
+  print_precision = overflow < 0 || p < 0 ? -1 : (int)p;
+  Py_RETURN_NONE;
+}
+
+PyObject *nvpy_get_print_precision(PyObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  return PyLong_FromLong(print_precision);
+}
+
+/* A float in %g (no precision set) or fixed with the set decimals. */
+static void put_float(char *t, size_t cap, double v) {
+  if (print_precision < 0 || !isfinite(v)) snprintf(t, cap, "%g", v);
+  else snprintf(t, cap, "%.*f", print_precision < PRINT_MAX_DECIMALS ? print_precision : PRINT_MAX_DECIMALS, v);
+}
 
 typedef struct {
   char *s;
@@ -31,7 +66,7 @@ static void put(strbuf *b, const char *s, size_t n) {
 static void puts_(strbuf *b, const char *s) { put(b, s, strlen(s)); }
 
 static void put_elem(strbuf *b, const char *p, nv_dtype dt) {
-  char t[96];
+  char t[2 * (DBL_MAX_10_EXP + PRINT_MAX_DECIMALS + 8)]; /* two fixed doubles at most */
   switch (dt) {
   case NV_DTYPE_BOOL: puts_(b, *(const bool *)p ? "True" : "False"); return;
   case NV_DTYPE_UINT8: snprintf(t, sizeof t, "%u", *(const uint8_t *)p); break;
@@ -42,11 +77,19 @@ static void put_elem(strbuf *b, const char *p, nv_dtype dt) {
   case NV_DTYPE_INT16: snprintf(t, sizeof t, "%d", *(const int16_t *)p); break;
   case NV_DTYPE_INT32: snprintf(t, sizeof t, "%d", *(const int32_t *)p); break;
   case NV_DTYPE_INT64: snprintf(t, sizeof t, "%lld", (long long)*(const int64_t *)p); break;
-  case NV_DTYPE_FLOAT32: snprintf(t, sizeof t, "%g", (double)*(const float *)p); break;
-  case NV_DTYPE_FLOAT64: snprintf(t, sizeof t, "%g", *(const double *)p); break;
+  case NV_DTYPE_FLOAT32: put_float(t, sizeof t, (double)*(const float *)p); break;
+  case NV_DTYPE_FLOAT64: put_float(t, sizeof t, *(const double *)p); break;
   case NV_DTYPE_COMPLEX64: {
     const nv_complex64 *z = (const nv_complex64 *)p;
-    snprintf(t, sizeof t, "%g%s%gj", (double)z->re, z->im >= 0 ? "+" : "", (double)z->im);
+    size_t half = sizeof t / 2;
+    put_float(t, half, (double)z->re);
+    size_t k = strlen(t);
+    /* "+" unless the imaginary part is below 0: NaN gives 1+nanj, -0 gives 1+-0j, as MLX. */
+    snprintf(t + k, sizeof t - k, "%s", z->im < 0 ? "" : "+");
+    k = strlen(t);
+    put_float(t + k, sizeof t - k - 1, (double)z->im);
+    k = strlen(t);
+    snprintf(t + k, sizeof t - k, "j");
     break;
   }
   default: t[0] = '?', t[1] = 0;

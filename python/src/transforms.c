@@ -21,6 +21,7 @@ typedef struct {
   const char *what;
   PyObject **path;
   size_t depth, cap;
+  bool arrays_only; /* a leaf that is not an array raises ValueError (grad's arguments, as MLX) */
 } tree_walk;
 
 static bool is_node(PyObject *o) { return PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o); }
@@ -65,7 +66,13 @@ static void walk_free(tree_walk *w) { PyMem_Free(w->path); }
 
 static int flatten_rec(tree_walk *w, PyObject *o, nv_vec *v) {
   if (NVPY_IS_ARRAY(o)) return nv_vec_push(v, NVPY_A(o)) == NV_OK ? 0 : (PyErr_NoMemory(), -1);
-  if (!is_node(o)) return 0;
+  if (!is_node(o)) {
+    if (!w->arrays_only) return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "[tree_flatten] The argument should contain only arrays (%s got a %s leaf)",
+                 w->what, Py_TYPE(o)->tp_name);
+    return -1;
+  }
   if (walk_enter(w, o) < 0) return -1;
   int rc = 0;
   if (PyDict_Check(o)) {
@@ -89,7 +96,15 @@ static int flatten_rec(tree_walk *w, PyObject *o, nv_vec *v) {
 
 /* Pushes the arrays of the pytree `o` onto `v` (borrowed). 0, or -1 with an exception. */
 static int tree_flatten(PyObject *o, nv_vec *v, const char *what) {
-  tree_walk w = {what, NULL, 0, 0};
+  tree_walk w = {what, NULL, 0, 0, false};
+  int rc = flatten_rec(&w, o, v);
+  walk_free(&w);
+  return rc;
+}
+
+/* As tree_flatten, but every leaf must be an array (MLX's rule for differentiated arguments). */
+static int tree_flatten_arrays(PyObject *o, nv_vec *v, const char *what) {
+  tree_walk w = {what, NULL, 0, 0, true};
   int rc = flatten_rec(&w, o, v);
   walk_free(&w);
   return rc;
@@ -137,7 +152,7 @@ static PyObject *unflatten_rec(tree_walk *w, PyObject *tmpl, const nv_vec *v, si
 
 /* `tmpl` with its arrays replaced, in flatten order, by arrays of `v` from `*pos`. */
 static PyObject *tree_unflatten(PyObject *tmpl, const nv_vec *v, size_t *pos, const char *what) {
-  tree_walk w = {what, NULL, 0, 0};
+  tree_walk w = {what, NULL, 0, 0, false};
   PyObject *r = unflatten_rec(&w, tmpl, v, pos);
   walk_free(&w);
   return r;
@@ -578,11 +593,11 @@ static PyObject *grad_call(nvpy_function *self, PyObject *args, PyObject *kw) {
    * rebuilds them so); grads are reordered by grad_result. */
   for (Py_ssize_t k = 0; k < nargs; k++) {
     starts[k] = nv_vec_size(primals);
-    if (traced[k] && tree_flatten(PyTuple_GET_ITEM(args, k), primals, what) < 0) goto fail;
+    if (traced[k] && tree_flatten_arrays(PyTuple_GET_ITEM(args, k), primals, what) < 0) goto fail;
   }
   starts[nargs] = nv_vec_size(primals);
   for (Py_ssize_t i = 0; self->argnames && i < PyTuple_GET_SIZE(self->argnames); i++)
-    if (tree_flatten(PyDict_GetItem(kw, PyTuple_GET_ITEM(self->argnames, i)), primals, what) < 0)
+    if (tree_flatten_arrays(PyDict_GetItem(kw, PyTuple_GET_ITEM(self->argnames, i)), primals, what) < 0)
       goto fail;
   PyObject *r = grad_run(self, args, kw, primals, traced, starts, what);
   PyMem_Free(traced);

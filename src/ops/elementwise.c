@@ -209,7 +209,7 @@ nv_array *nv_nan_to_num(const nv_array *x, double nan, const double *posinf,
 enum {
   B_ARITH,   /* promoted dtype; complex64 rejected (floor_divide, remainder) */
   B_POWER,   /* promoted dtype, any */
-  B_FLOAT,   /* promoted, exact → float32; complex64 rejected (arctan2, logaddexp) */
+  B_FLOAT,   /* promoted, exact → float32; complex64 rejected (arctan2; logaddexp composes it) */
   B_COMPARE, /* promoted inputs, bool result */
   B_LOGICAL, /* promoted inputs, bool result */
   B_BITWISE, /* integer or bool, promoted */
@@ -320,7 +320,44 @@ nv_array *nv_power(const nv_array *a, const nv_array *b) { return binary(NV__PRI
 nv_array *nv_arctan2(const nv_array *a, const nv_array *b) {
   return binary(NV__PRIM_ARCTAN2, a, b);
 }
+/* logaddexp of complex64 operands, as MLX's: m + log1p(exp(o - m)) with m the operand of the
+ * larger real part and o the other (|exp(o - m)| <= 1, so nothing overflows); the imaginary
+ * part is then that of log(exp(a) + exp(b)) up to a multiple of 2*pi. Composed from existing
+ * ops, so no kernel takes complex operands. */
+static nv_array *complex_logaddexp(const nv_array *a, const nv_array *b) {
+  nv__scope_suspend();
+  nv_array *ac = nv__cast_unscoped(a, NV_DTYPE_COMPLEX64), *bc = nv__cast_unscoped(b, NV_DTYPE_COMPLEX64);
+  nv_array *ra = nv_real(ac), *rb = nv_real(bc);
+  nv_array *ge = nv_greater_equal(ra, rb);
+  nv_array *m = nv_where(ge, ac, bc), *o = nv_where(ge, bc, ac);
+  nv_array *d = nv_subtract(o, m);
+  nv_array *e = nv_exp(d);
+  nv_array *l = nv_log1p(e);
+  nv_array *sum = nv_add(m, l);
+  /* Both real parts -inf: o - m is NaN, but the result is m (-inf), as for real operands. */
+  nv_array *rm = nv_real(m);
+  nv_array *ninf = nv_isneginf(rm);
+  nv_array *rel[] = {ac, bc, ra, rb, ge, o, d, e, l, rm};
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) nv_release(rel[i]);
+  nv__scope_resume();
+  nv_array *r = nv_where(ninf, m, sum);
+  nv_release(ninf);
+  nv_release(m);
+  nv_release(sum);
+  return r;
+}
+
 nv_array *nv_logaddexp(const nv_array *a, const nv_array *b) {
+  const nv_array *xs[2] = {a, b};
+  nv_array *f = nv__op_check("logaddexp", xs, 2);
+  if (f) return f;
+  if (nv__result_type(a, b) == NV_DTYPE_COMPLEX64) {
+    const nv__output *oa = nv__out(a), *ob = nv__out(b);
+    int shape[NV__MAX_DIMS], nd;
+    /* Shapes that do not broadcast fail in binary() with logaddexp's message. */
+    if (nv__broadcast_shapes(oa->shape, oa->ndim, ob->shape, ob->ndim, shape, &nd))
+      return complex_logaddexp(a, b);
+  }
   return binary(NV__PRIM_LOGADDEXP, a, b);
 }
 nv_array *nv_equal(const nv_array *a, const nv_array *b) { return binary(NV__PRIM_EQUAL, a, b); }

@@ -1,6 +1,8 @@
 /* Reduction builders: the plain reductions that share the CPU reduction engine (sum, prod, max,
  * min, all, any, mean, count_nonzero) and the row reductions (var, std, median, logsumexp,
  * argmax, argmin), plus trace composed from them. Dtype rules are MLX's (include/nuvec/reduce.h). */
+#include <math.h>
+
 #include "ops/ops_internal.h"
 #include "ops/reduce_internal.h"
 
@@ -59,8 +61,22 @@ nv_array *nv__rows_node(int prim, nv_array *in, nv_dtype dt, const int *shape, i
   return nv__op_finish(op, n);
 }
 
+/* The dtype MLX sums and multiplies `dt` in: bool, int8 and int16 widen to int32, uint8 and
+ * uint16 to uint32; wider types keep theirs. */
+static nv_dtype sum_dtype(nv_dtype dt) {
+  switch (dt) {
+    case NV_DTYPE_BOOL:
+    case NV_DTYPE_INT8:
+    case NV_DTYPE_INT16: return NV_DTYPE_INT32;
+    case NV_DTYPE_UINT8:
+    case NV_DTYPE_UINT16: return NV_DTYPE_UINT32;
+    default: return dt;
+  }
+}
+
 /* The plain reductions: one node over the reduction engine, the input cast where MLX's result
- * dtype asks for it (bool sums to int32; integer means compute in float32). */
+ * dtype asks for it (small integers sum in 32 bits; integer means compute in float32), so the
+ * kernels only ever see their result dtype. */
 static nv_array *plain_reduce(int prim, const nv_array *x, const int *axes, int naxes,
                               bool keepdims) {
   const char *op = nv__prims[prim].name;
@@ -73,7 +89,7 @@ static nv_array *plain_reduce(int prim, const nv_array *x, const int *axes, int 
   switch (prim) {
     case NV__PRIM_SUM:
     case NV__PRIM_PROD:
-      if (in_dt == NV_DTYPE_BOOL) in_dt = out_dt = NV_DTYPE_INT32;
+      in_dt = out_dt = sum_dtype(in_dt);
       break;
     case NV__PRIM_MAX:
     case NV__PRIM_MIN:
@@ -159,13 +175,98 @@ static nv_array *row_reduce(int prim, const nv_array *x, const int *axes, int na
   return r;
 }
 
+/* The variance of a complex64 `x`, as NumPy's and MLX's: the mean of |x - mean|^2, a float32,
+ * which is var(real(x)) + var(imag(x)) — composed, so no kernel takes complex rows. */
+static nv_array *complex_var(const nv_array *x, const int *axes, int naxes, bool keepdims,
+                             int ddof) {
+  nv__scope_suspend();
+  nv_array *re = nv_real(x), *im = nv_imag(x);
+  nv_array *vr = row_reduce(NV__PRIM_VAR, re, axes, naxes, keepdims, ddof);
+  nv_array *vi = row_reduce(NV__PRIM_VAR, im, axes, naxes, keepdims, ddof);
+  nv_release(re);
+  nv_release(im);
+  nv__scope_resume();
+  nv_array *r = nv_add(vr, vi);
+  nv_release(vr);
+  nv_release(vi);
+  return r;
+}
+
+static bool is_complex(const nv_array *x) {
+  return nv_array_status(x) == NV_OK && nv_array_dtype(x) == NV_DTYPE_COMPLEX64;
+}
+
 nv_array *nv_var(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof) {
+  if (x && is_complex(x)) return complex_var(x, axes, naxes, keepdims, ddof);
   return row_reduce(NV__PRIM_VAR, x, axes, naxes, keepdims, ddof);
 }
 nv_array *nv_std(const nv_array *x, const int *axes, int naxes, bool keepdims, int ddof) {
+  if (x && is_complex(x)) {
+    nv__scope_suspend();
+    nv_array *v = complex_var(x, axes, naxes, keepdims, ddof);
+    nv__scope_resume();
+    nv_array *r = nv_sqrt(v);
+    nv_release(v);
+    return r;
+  }
   return row_reduce(NV__PRIM_STD, x, axes, naxes, keepdims, ddof);
 }
+/* The median of a complex64 `x`, as MLX's: the reduced axes moved last and flattened, sorted
+ * (lexicographically, real part first), the middle element or the mean of the two middle ones;
+ * NaN when a row holds a NaN or is empty, as NumPy. Composed from existing ops. */
+static nv_array *complex_median(const nv_array *x, const int *axes, int naxes, bool keepdims) {
+  nv__output *o = nv__out(x);
+  int ax[NV__MAX_DIMS], nax = 0;
+  nv_array *f = nv__reduce_axes("median", o, axes, naxes, ax, &nax);
+  if (f) return f;
+  int perm[NV__MAX_DIMS], rows[NV__MAX_DIMS + 1], nkeep = 0, out[NV__MAX_DIMS];
+  bool red[NV__MAX_DIMS] = {false};
+  for (int i = 0; i < nax; i++) red[ax[i]] = true;
+  int64_t len = 1;
+  for (int i = 0; i < o->ndim; i++)
+    if (!red[i]) {
+      perm[nkeep] = i;
+      rows[nkeep++] = o->shape[i];
+    } else {
+      len *= o->shape[i];
+    }
+  for (int i = 0; i < nax; i++) perm[nkeep + i] = ax[i];
+  if (len > INT32_MAX)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "median", "a reduction of %lld elements is too long",
+                        (long long)len);
+  rows[nkeep] = (int)len;
+  int nd = nv__reduced_shape(o, ax, nax, keepdims, out), last = -1;
+  nv__scope_suspend();
+  nv_array *t = nv_transpose(x, perm, o->ndim);
+  nv_array *flat = nv_reshape(t, rows, nkeep + 1);
+  nv_array *sorted = nv_sort(flat, &last);
+  int start[NV__MAX_DIMS + 1] = {0}, stop[NV__MAX_DIMS + 1], step[NV__MAX_DIMS + 1];
+  for (int i = 0; i <= nkeep; i++) stop[i] = rows[i], step[i] = 1;
+  /* The middle pair (one element twice for an odd count); an empty row takes none. */
+  int64_t lo = len ? (len - 1) / 2 : 0, hi = len ? len / 2 : 0;
+  start[nkeep] = (int)lo, stop[nkeep] = len ? (int)lo + 1 : 0;
+  nv_array *a = nv_slice(sorted, start, stop, step, nkeep + 1);
+  start[nkeep] = (int)hi, stop[nkeep] = len ? (int)hi + 1 : 0;
+  nv_array *b = nv_slice(sorted, start, stop, step, nkeep + 1);
+  nv_array *sum = nv_add(a, b), *half = nv_array_scalar(0.5, NV_DTYPE_COMPLEX64);
+  nv_array *mid = nv_multiply(sum, half);
+  /* A NaN anywhere in the row (or an empty row) gives NaN. */
+  nv_array *isn = nv_isnan(flat);
+  nv_array *anyn = nv_any(isn, &last, 1, true);
+  nv_array *empty = nv_array_scalar(len == 0, NV_DTYPE_BOOL);
+  nv_array *bad = nv_logical_or(anyn, empty);
+  nv_array *nan = nv_array_scalar(NAN, NV_DTYPE_COMPLEX64);
+  nv_array *m = nv_where(bad, nan, len ? mid : nan);
+  nv_array *rel[] = {t, flat, sorted, a, b, sum, half, mid, isn, anyn, empty, bad, nan};
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) nv_release(rel[i]);
+  nv__scope_resume();
+  nv_array *r = nv_reshape(m, out, nd);
+  nv_release(m);
+  return r;
+}
+
 nv_array *nv_median(const nv_array *x, const int *axes, int naxes, bool keepdims) {
+  if (x && is_complex(x)) return complex_median(x, axes, naxes, keepdims);
   return row_reduce(NV__PRIM_MEDIAN, x, axes, naxes, keepdims, 0);
 }
 nv_array *nv_logsumexp(const nv_array *x, const int *axes, int naxes, bool keepdims) {
@@ -220,17 +321,15 @@ nv_array *nv_trace(const nv_array *x, int offset, int axis1, int axis2, int dtyp
   int64_t start = len ? r0 * sh[a1] + c0 * sh[a2] : 0;
   shape[nd] = (int)len;
   st[nd++] = sh[a1] + sh[a2];
+  /* The diagonal cast to `dt` and summed, so the result has sum's dtype for `dt` (a bool or
+   * int8 trace is int32, as MLX's). */
   nv__scope_suspend();
-  /* The sum of bool counts in int32; trace's result is then cast back to `dt`, as MLX's. */
-  nv_dtype acc = dt == NV_DTYPE_BOOL ? NV_DTYPE_INT32 : dt;
-  nv_array *c = nv_astype(x, acc);
+  nv_array *c = nv_astype(x, dt);
   nv_array *d = nv_as_strided(c, shape, nd, st, start);
-  int last = -1;
-  nv_array *t = nv_sum(d, &last, 1, false);
   nv_release(c);
-  nv_release(d);
   nv__scope_resume();
-  nv_array *r = nv_astype(t, dt);
-  nv_release(t);
+  int last = -1;
+  nv_array *r = nv_sum(d, &last, 1, false);
+  nv_release(d);
   return r;
 }

@@ -47,8 +47,19 @@ static nv_array *scan(int prim, const nv_array *x, const int *axis, bool reverse
   int ax[NV__MAX_DIMS], nax, shape[NV__MAX_DIMS], nd;
   if ((f = row_axis(op, o, axis, ax, &nax, shape, &nd))) return f;
   nv_dtype dt = o->dtype;
-  if ((prim == NV__PRIM_CUMSUM || prim == NV__PRIM_CUMPROD) && dt == NV_DTYPE_BOOL)
-    dt = NV_DTYPE_INT32;
+  if (prim == NV__PRIM_CUMSUM && dt == NV_DTYPE_BOOL) dt = NV_DTYPE_INT32;
+  if (prim == NV__PRIM_CUMPROD && dt == NV_DTYPE_BOOL) {
+    /* MLX keeps bool: the running product of 0/1 values (a running "all"), computed in int32
+     * by the existing kernel and cast back. */
+    nv__scope_suspend();
+    nv_array *c = nv_astype(x, NV_DTYPE_INT32);
+    nv_array *i = scan(prim, c, axis, reverse, inclusive);
+    nv_release(c);
+    nv__scope_resume();
+    nv_array *r = nv_astype(i, NV_DTYPE_BOOL);
+    nv_release(i);
+    return r;
+  }
   if (prim == NV__PRIM_LOGCUMSUMEXP) {
     if (dt == NV_DTYPE_COMPLEX64)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "complex64 is not supported");

@@ -45,8 +45,9 @@ def dtypes_of(op):
 
 def out_dtype(op, dt):
     """The result dtype (MLX's rules, as nuvec's builders)."""
-    if op in ("sum", "prod"):
-        return "int32" if dt == "bool" else dt
+    if op in ("sum", "prod"):  # small integers and bool widen to 32 bits
+        return {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
+                "uint16": "uint32"}.get(dt, dt)
     if op in ("max", "min"):
         return dt
     if op in ("all", "any"):

@@ -224,7 +224,9 @@ def test_sum_matches_numpy(nv, rng, dt, axes, keepdims):
         h = lib.nv_sum(nv.view(x, "transposed"), arr, n, keepdims)
         x = x  # the transposed view has the same values
     got = nv.read(nv.own(h))
-    out_dt = "int32" if dt == "bool" else dt
+    # MLX's dtypes: bool/int8/int16 sum to int32, uint8/uint16 to uint32.
+    out_dt = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
+              "uint16": "uint32"}.get(dt, dt)
     if dt in INTS or dt == "bool":
         with np.errstate(over="ignore"):
             want = np.sum(x.astype(np.int64), axis=axes, keepdims=keepdims).astype(np_dtype(out_dt))

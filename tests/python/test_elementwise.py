@@ -949,3 +949,24 @@ def test_large_parallel_contiguous(nv, rng, name):
     x = rand(rng, (300001,), "float32", -8, 8)
     got = nv.read(call(nv, name, nv.array(x)))
     assert_close(got, math_ref(name, x), "float32", rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [((5,), (5,)), ((3, 1), (4,)), ((), (2, 2)), ((0, 3), (3,))])
+@pytest.mark.parametrize("other", ["complex64", "float32", "int8"])
+def test_complex_logaddexp_is_log_of_exp_sum(nv, rng, shapes, other):
+    # MLX takes complex64: log(exp(a) + exp(b)), computed from the operand of larger real part.
+    sa, sb = shapes
+    a = (rng.normal(size=sa) * 3 + 1j * rng.uniform(-3, 3, size=sa)).astype(np.complex64)
+    b = (rng.normal(size=sb) * 3).astype(np_dtype(other)) if other != "complex64" else \
+        (rng.normal(size=sb) * 3 + 1j * rng.uniform(-3, 3, size=sb)).astype(np.complex64)
+    for x, y in [(a, b), (b, a)]:
+        got = nv.read(call(nv, "logaddexp", nv.array(x), nv.array(y)))
+        assert got.dtype == np.complex64
+        want = np.log(np.exp(x.astype(np.complex128)) + np.exp(y.astype(np.complex128)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # Large real parts do not overflow; -inf operands give the other one.
+    x = np.array([1000 + 1j, -np.inf + 0j, -np.inf + 0j, 2 + 0j], np.complex64)
+    y = np.array([999 + 2j, 2 + 1j, -np.inf + 0j, -np.inf + 0j], np.complex64)
+    got = nv.read(call(nv, "logaddexp", nv.array(x), nv.array(y)))
+    want = [1000 + np.log1p(np.exp(-1 + 1j)) + 1j, 2 + 1j, -np.inf + 0j, 2 + 0j]
+    np.testing.assert_allclose(got, np.array(want, np.complex128), rtol=1e-6)

@@ -84,6 +84,8 @@ def np_axes(axes):
 REDUCE_CASES = [((4, 5, 6), None), ((4, 5, 6), (0,)), ((4, 5, 6), (1,)), ((4, 5, 6), (-1,)),
                 ((4, 5, 6), (0, 2)), ((4, 5, 6), (2, 0, 1)), ((7,), (0,)), ((), None),
                 ((3, 0), (1,)), ((3, 0), (0,)), ((1, 9), (0,)), ((40, 33), (0,)), ((33, 40), (1,))]
+# MLX's sum/prod dtypes: small integers and bool widen to 32 bits, wider types keep theirs.
+SUM_DT = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32", "uint16": "uint32"}
 PLAIN = ["nv_sum", "nv_prod", "nv_max", "nv_min", "nv_all", "nv_any", "nv_mean", "nv_count_nonzero"]
 
 
@@ -96,7 +98,7 @@ def plain_ref(op, x, axes, keepdims):
             acc = np.uint64 if dt.startswith("uint") else np.int64
             with np.errstate(over="ignore"):
                 r = f(x.astype(acc), axis=ax, keepdims=keepdims)
-            out = "int32" if dt == "bool" else dt
+            out = SUM_DT.get(dt, dt)
             return np.asarray(r).astype(np_dtype(out)), out
         r = f(ref64(x), axis=ax, keepdims=keepdims)
         return r, dt
@@ -156,7 +158,9 @@ def test_integer_sum_and_prod_wrap(nv, dt):
     with np.errstate(over="ignore"):
         for op, f in [("nv_sum", np.sum), ("nv_prod", np.prod)]:
             got = nv.read(nv.own(getattr(lib, op)(nv.array(x), None, 0, False)))
-            np.testing.assert_array_equal(got, np.asarray(f(x.astype(acc))).astype(np_dtype(dt)))
+            out = SUM_DT.get(dt, dt)  # int8/16 widen (no wrap), int32/64 wrap
+            assert got.dtype == np_dtype(out)
+            np.testing.assert_array_equal(got, np.asarray(f(x.astype(acc))).astype(np_dtype(out)))
 
 
 def test_large_sums_are_accurate_and_parallel(nv, rng):
@@ -375,12 +379,13 @@ def test_trace_matches_numpy(nv, rng, dt, shape, offset, a1, a2, out):
     if out is not None and dt == "complex64":
         return
     got = nv.read(nv.own(lib.nv_trace(nv.array(x), offset, a1, a2, code)))
-    res = dt if out is None else out
-    if res in INTS or res == "bool":
+    cast = dt if out is None else out
+    res = SUM_DT.get(cast, cast)  # the diagonal cast to `cast`, summed with sum's dtype (MLX)
+    if res in INTS:
         acc = np.uint64 if res.startswith("uint") else np.int64
         with np.errstate(over="ignore"):
-            want = np.trace(x.astype(acc), offset, a1, a2)
-        want = np.asarray(want).astype(np_dtype(res)) if res != "bool" else np.asarray(want) != 0
+            want = np.trace(x.astype(np_dtype(cast)).astype(acc), offset, a1, a2)
+        want = np.asarray(want).astype(np_dtype(res))
     else:
         want = np.trace(x.astype(np.complex128 if dt == "complex64" else np.float64), offset, a1, a2)
     rtol, atol = HALF_TOL.get(res, (None, None))
@@ -397,7 +402,8 @@ def scan_ref(op, x, axis, reverse, inclusive):
     if reverse:
         x = np.flip(x, axis)
     if op in ("cumsum", "cumprod"):
-        out = "int32" if dt == "bool" else dt
+        # MLX: cumsum of bool counts in int32, cumprod of bool stays bool (a running "all").
+        out = "int32" if dt == "bool" and op == "cumsum" else dt
         if dt == "bool" or dt in INTS:
             acc = np.uint64 if dt.startswith("uint") else np.int64
             with np.errstate(over="ignore"):
@@ -629,7 +635,8 @@ def test_errors_name_the_op_and_problem(nv):
     assert error_of(nv, lib.nv_max(e, None, 0, False)).startswith("max: cannot")
     assert error_of(nv, lib.nv_argmax(e, None, False)).startswith("argmax:")
     assert error_of(nv, lib.nv_logsumexp(e, None, 0, False)).startswith("logsumexp:")
-    assert "complex64" in error_of(nv, lib.nv_var(c, None, 0, False, 0))
+    assert "median: axis 2" in error_of(nv, call_axes(lib.nv_median, c, (2,), False))
+    assert "var: axis 2" in error_of(nv, call_axes(lib.nv_var, c, (2,), False, 0))
     assert "complex64" in error_of(nv, lib.nv_softmax(c, None, 0, False))
     assert error_of(nv, lib.nv_trace(nv.array(np.ones(3)), 0, 0, 1, -1)).startswith("trace: needs")
     assert "both" in error_of(nv, lib.nv_trace(x, 0, 1, -1, -1))
@@ -676,3 +683,43 @@ def test_float32_sort_every_layout_of_values(nv, rng, n):
         assert np.all(np.diff(np.signbit(got[z]).astype(np.int8)) <= 0), name
         assert np.sum(np.signbit(got[z])) == np.sum(np.signbit(x[x == 0])), name
         assert np.all(np.isnan(got[n - np.isnan(x).sum():])), name
+
+
+@pytest.mark.parametrize("op", ["nv_var", "nv_std"])
+@pytest.mark.parametrize("shape,axes,ddof", [((7,), None, 0), ((4, 5), (0,), 1), ((4, 5), (1,), 0),
+                                             ((3, 4, 5), (2, 0), 2), ((0, 3), (0,), 0),
+                                             ((1,), None, 1), ((), None, 0)])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_complex_var_std_are_float32_as_numpy(nv, rng, op, shape, axes, ddof, layout):
+    # MLX and NumPy: the mean of |x - mean|^2 (a real float32), also for NaN and inf parts.
+    x = (rand(rng, shape, "float32") + 1j * rand(rng, shape, "float32")).astype(np.complex64)
+    if x.size > 2:
+        x.flat[1] = complex(np.nan, 1.0)
+        x.flat[2] = complex(1.0, np.inf)
+    for keep in [False, True]:
+        got = nv.read(nv.own(call_axes(getattr(lib, op), nv.view(x, layout), axes, keep, ddof)))
+        with np.errstate(all="ignore"):
+            want = (np.var if op == "nv_var" else np.std)(x.astype(np.complex128), axis=np_axes(axes),
+                                                          keepdims=keep, ddof=ddof)
+        assert got.dtype == np.float32
+        assert_close(got, want, "float32", rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,axes", [((7,), None), ((4, 6), (0,)), ((4, 5), (1,)),
+                                        ((3, 4, 5), (2, 0)), ((2, 3), None), ((), None),
+                                        ((1,), (0,))])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_complex_median_matches_numpy(nv, rng, shape, axes, layout):
+    # MLX: lexicographic order (real part first), the mean of the two middle values.
+    x = (rng.integers(-3, 4, shape) + 1j * rng.integers(-3, 4, shape)).astype(np.complex64)
+    for keep in [False, True]:
+        got = nv.read(nv.own(call_axes(lib.nv_median, nv.view(x, layout), axes, keep)))
+        want = np.median(x.astype(np.complex128), axis=np_axes(axes), keepdims=keep)
+        assert got.dtype == np.complex64
+        assert_close(got, want, "complex64", rtol=1e-6, atol=1e-6)
+    if x.size > 1:
+        x.flat[0] = complex(np.nan, 0.0)
+        got = nv.read(nv.own(lib.nv_median(nv.array(x), None, 0, False)))
+        assert np.isnan(got.real)
+    e = nv.read(nv.own(call_axes(lib.nv_median, nv.array(np.zeros((0, 3), np.complex64)), (0,), False)))
+    assert e.shape == (3,) and np.all(np.isnan(e.real))
