@@ -8,6 +8,7 @@ from .convolution import *  # noqa: F401,F403
 from .layers import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .quantized import *  # noqa: F401,F403
 from .positional_encoding import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .transformer import (MultiHeadAttention, Transformer, TransformerDecoder,  # noqa: F401
