@@ -255,14 +255,14 @@ nv_status nv_dist_set_default_group(nv_group g) {
 }
 
 nv_status nv_group_rank(nv_group g, int *rank) {
-  nv__group_info in;
+  nv__group_info in = {0};
   nv_status st = nv__group_info_get(g, "rank", &in);
   if (st == NV_OK && rank) *rank = in.rank;
   return st;
 }
 
 nv_status nv_group_size(nv_group g, int *size) {
-  nv__group_info in;
+  nv__group_info in = {0};
   nv_status st = nv__group_info_get(g, "size", &in);
   if (st == NV_OK && size) *size = in.size;
   return st;

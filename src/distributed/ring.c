@@ -748,7 +748,7 @@ static nv_status gather_phase(ring *r, const segs *s) {
 static nv_status ring_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op) {
   ring *r = RING(c);
   segs s;
-  size_t *store;
+  size_t *store = NULL;
   nv_status st = segs_make(&s, c->size, buf, count, nv_dtype_size(dtype), false, &store);
   if (st != NV_OK) return st;
   reduce_spec rs = {dtype, op};
@@ -764,7 +764,7 @@ static nv_status ring_all_gather(nv__comm *c, const void *in, void *out, size_t 
   ring *r = RING(c);
   memcpy((char *)out + (size_t)c->rank * n, in, n);
   segs s;
-  size_t *store;
+  size_t *store = NULL;
   nv_status st = segs_make(&s, c->size, out, n, 1, true, &store);
   if (st != NV_OK) return st;
   pthread_mutex_lock(&r->m->lock);
@@ -782,7 +782,7 @@ static nv_status ring_sum_scatter(nv__comm *c, const void *in, void *out, size_t
   if (!work) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", total);
   memcpy(work, in, total);
   segs s;
-  size_t *store;
+  size_t *store = NULL;
   nv_status st = segs_make(&s, c->size, work, count, isz, true, &store);
   if (st == NV_OK) {
     reduce_spec rs = {dtype, NV__RED_SUM};
