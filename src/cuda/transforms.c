@@ -1,6 +1,7 @@
 /* The transforms family on the GPU: custom functions, whose outputs are their inputs' data (the
  * CPU kernel's sharing, as the GPU view kernels share: no copy, nothing recorded), and vmap's
- * and compile's stand-in inputs, which have no values: evaluating one fails with the CPU kernel's message. */
+ * and compile's stand-in inputs, which have no values: evaluating one fails with the CPU
+ * kernel's message. */
 #include "cuda/gpu.h"
 
 static nv_status k_vmap_input(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
