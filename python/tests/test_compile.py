@@ -254,6 +254,24 @@ def test_against_mlx(rng):
 # ---- Fusion into generated kernels (CPU) ----
 
 
+# CPU fusion: these run on the CPU whatever the default device (the GPU does not fuse yet).
+CPU_FUSION = ("test_fused_", "test_grad_of_a_fused_function", "test_disk_cache_shared_by_processes")
+
+
+@pytest.fixture(autouse=True)
+def _cpu_for_fusion(request, monkeypatch):
+    if not request.node.name.startswith(CPU_FUSION):
+        yield
+        return
+    prev = nv.default_device()
+    nv.set_default_device(nv.cpu)
+    monkeypatch.setenv("NUVEC_DEFAULT_DEVICE", "cpu")  # the subprocesses' too
+    try:
+        yield
+    finally:
+        nv.set_default_device(prev)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fused_axpy_is_one_kernel_and_exact(rng, dtype):
     f = lambda x, y, z: x * y + z  # noqa: E731

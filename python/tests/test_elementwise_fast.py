@@ -4,6 +4,7 @@ stated ulp bounds of a float64 NumPy reference, half dtypes within one ulp of th
 edge values exactly, and beside MLX where it is installed (within the sum of both libraries'
 errors)."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -19,6 +20,11 @@ REF = {
 }
 BOUND = {"exp": 1.5, "log": 1, "log1p": 1.5, "expm1": 2, "tanh": 1.5, "sigmoid": 2, "erf": 2,
          "sin": 1, "cos": 1}
+# The CUDA kernels (default device gpu): CUDA's stated single-precision maximum errors.
+ON_GPU = os.environ.get("NUVEC_DEFAULT_DEVICE", "").lower() == "gpu"
+if ON_GPU:
+    BOUND = {"exp": 2, "log": 1, "log1p": 1, "expm1": 1, "tanh": 2, "sigmoid": 3.5, "erf": 2,
+             "sin": 2, "cos": 2}
 RANGE = {"log": (1e-6, 50), "log1p": (-0.999, 50)}
 
 
@@ -93,7 +99,9 @@ def test_gelu_forms():
     got = np.array(nn.gelu(nv.array(x))).astype(np.float64)
     xd = x.astype(np.float64)
     want = xd * (1 + _erf(xd / math.sqrt(2))) / 2
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    # 1 + erf cancels for x < -3: erf's error (1 ulp of 1 on the CPU, 2 with CUDA's erff) times
+    # |x| / 2 is what is left of the result there.
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=4e-7 if ON_GPU else 1e-7)
     got = np.array(nn.gelu_approx(nv.array(x))).astype(np.float64)
     want = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

@@ -5,6 +5,7 @@
  * exactly that one. Prepared graphs are cached by structure and updated in place for new
  * buffers, so a repeated step replays. A primitive without a CUDA kernel runs its CPU kernel
  * on data read back (counted, NUVEC_LOG_FALLBACK=1 names it). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,41 @@ nv_status nv__gpu_hrx_error(hrx_status s, const char *what) {
   char why[512];
   snprintf(why, sizeof why, "%s", hrx_last_error());
   return nv__set_error(st, "%s: %s (%s)", what, why[0] ? why : "GPU failure", hrx_status_name(s));
+}
+
+/* ---- callbacks' failure notes ---- */
+
+nv__gpu_note *nv__gpu_note_take(nv__gpu_ctx *ctx) {
+  if (!ctx->note) {
+    nv__gpu_note *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    atomic_init(&n->refs, 1);
+    atomic_init(&n->status, 0);
+    ctx->note = n;
+  }
+  atomic_fetch_add(&ctx->note->refs, 1);
+  return ctx->note;
+}
+
+void nv__gpu_note_fail(nv__gpu_note *n, nv_status status, const char *fmt, ...) {
+  int zero = 0;
+  if (!n || !atomic_compare_exchange_strong(&n->status, &zero, -1)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(n->msg, sizeof n->msg, fmt, ap);
+  va_end(ap);
+  atomic_store(&n->status, status != NV_OK ? (int)status : (int)NV_ERR_BACKEND);
+}
+
+nv_status nv__gpu_note_read(nv__gpu_note *n, char *msg, size_t cap) {
+  int st = n ? atomic_load(&n->status) : 0;
+  if (st <= 0) return NV_OK; /* none, or one still being written (not a finished run's) */
+  snprintf(msg, cap, "%s", n->msg);
+  return (nv_status)st;
+}
+
+void nv__gpu_note_release(nv__gpu_note *n) {
+  if (n && atomic_fetch_sub(&n->refs, 1) == 1) free(n);
 }
 
 /* ---- submissions ---- */
@@ -76,6 +112,7 @@ void nv__gpu_sub_release(nv__gpu_sub *s) {
   }
   for (int i = 0; i < s->nafter; i++) nv__gpu_sub_release(s->after[i]);
   hrx_completion_release(s->c);
+  nv__gpu_note_release(s->note);
   pthread_mutex_destroy(&s->lock);
   free(s);
 }
@@ -88,6 +125,9 @@ static void sub_record_locked(nv__gpu_sub *s, hrx_status hs) {
     s->status = hs == HRX_E_OUT_OF_MEMORY ? NV_ERR_OUT_OF_MEMORY : NV_ERR_DEVICE_LOST;
     snprintf(s->msg, sizeof s->msg, "GPU work failed: %s (%s)", why[0] ? why : "failure",
              hrx_status_name(hs));
+    /* A callback that failed said why (a lost peer, a library's status): that is the error. */
+    nv_status cs = nv__gpu_note_read(s->note, s->msg, sizeof s->msg);
+    if (cs != NV_OK) s->status = cs;
   }
   /* A raised index check fails it; so does a failed submission it ran after (hrx saw that one
    * succeed: an index check of its failed it, and what this one read from it is not valid). */
@@ -555,6 +595,10 @@ static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
   prof_add(PROF_COMMITS, 1);
   if (st != NV_OK) {
     hrx_graph_release(g);
+    /* A captured library call that failed while the graph was prepared said why. */
+    char why[512];
+    nv_status cs = nv__gpu_note_read(ctx->note, why, sizeof why);
+    if (cs != NV_OK) st = nv__set_error(cs, "%s", why);
   } else {
     hrx_completion *c = NULL;
     hrx_status hs;
@@ -603,8 +647,12 @@ static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
         s->after[s->nafter++] = w;
       }
       nv__gpu_checks_submit(ctx, s);
+      s->note = ctx->note; /* the recording's reference goes with its submission */
+      ctx->note = NULL;
     }
   }
+  nv__gpu_note_release(ctx->note); /* not submitted: nothing of it runs */
+  ctx->note = NULL;
   nv__gpu_checks_submit(ctx, NULL); /* not submitted: its records are free at once */
   if (st == NV_OK && ctx->last && ctx->last->done && ctx->last->status != NV_OK) {
     /* An earlier submission of this evaluation failed: this one fails with it (E6b). */
@@ -1078,6 +1126,7 @@ static void gpu_end(nv__ectx *ectx) {
     free(ctx->temps);
     free(ctx->staging);
     free(ctx->checks);
+    nv__gpu_note_release(ctx->note);
     free(ctx);
   }
   free(ge);

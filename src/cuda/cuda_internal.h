@@ -4,6 +4,7 @@
 #define NUVEC_CUDA_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "core/backend.h"
 #include "cuda/gpu.h"
@@ -23,6 +24,25 @@ typedef struct nv__gpu_check {
 /* A submission also holds the index checks its nodes recorded and the unfinished submissions it
  * ran after (it read what they wrote): when it is seen finished, a raised check or a failed one
  * of those fails it (a dependency hrx saw succeed may have written data from a failed check). */
+/* What a callback of a recording (a host collective, a library call in a scoped region or a
+ * capture) reports when it fails: its status and message, which become the submission's error
+ * in place of hrx's "callback failed". The recording holds one reference, each callback's
+ * user data one, the submission one. The first failure is kept. */
+typedef struct nv__gpu_note {
+  atomic_int refs;
+  atomic_int status; /* 0 until a failure; -1 while its message is written */
+  char msg[512];
+} nv__gpu_note;
+
+/* A new reference to the open recording's note (made on first use); NULL when out of memory. */
+nv__gpu_note *nv__gpu_note_take(nv__gpu_ctx *ctx);
+/* Records a failure (printf-style message) unless one is recorded already. */
+void nv__gpu_note_fail(nv__gpu_note *n, nv_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The failure recorded (NV_OK: none); copies its message into msg[cap]. */
+nv_status nv__gpu_note_read(nv__gpu_note *n, char *msg, size_t cap);
+void nv__gpu_note_release(nv__gpu_note *n);
+
 typedef struct nv__gpu_sub {
   atomic_int refs;
   pthread_mutex_t lock;
@@ -35,6 +55,7 @@ typedef struct nv__gpu_sub {
   size_t nchecks;
   struct nv__gpu_sub *after[17];
   int nafter;
+  nv__gpu_note *note; /* the recording's callbacks' failure, if any of them failed */
 } nv__gpu_sub;
 
 nv__gpu_sub *nv__gpu_sub_new(hrx_completion *c);
@@ -167,6 +188,7 @@ typedef struct nv__gpu_ctx {
   int ndeps;
   nv__gpu_check *checks; /* the index checks of the open recording */
   size_t nchecks, cchecks;
+  nv__gpu_note *note; /* the open recording's callbacks' failure note (nv__gpu_note_take) */
 } nv__gpu_ctx;
 
 /* The recordings of one evaluation (nv__ectx.gpu). */

@@ -21,6 +21,7 @@
 typedef struct gpu_job {
   nv__dist_job job;
   size_t in_at, out_at; /* byte offsets in the staging buffer */
+  nv__gpu_note *note;   /* where a failure's status and message go (the submission's error) */
 } gpu_job;
 
 static hrx_status run_job(const hrx_callback_view *views, size_t count, void *user) {
@@ -29,10 +30,16 @@ static hrx_status run_job(const hrx_callback_view *views, size_t count, void *us
   char *host = views[0].address;
   nv_status st = nv__dist_run(&g->job, g->job.prim == NV__PRIM_RECV ? NULL : host + g->in_at,
                               host + g->out_at);
-  return st == NV_OK ? HRX_OK : HRX_E_CALLBACK;
+  if (st == NV_OK) return HRX_OK;
+  nv__gpu_note_fail(g->note, st, "%s", nv_last_error());
+  return HRX_E_CALLBACK;
 }
 
-static void free_job(void *user) { nv__free(user); }
+static void free_job(void *user) {
+  gpu_job *g = user;
+  if (g) nv__gpu_note_release(g->note);
+  nv__free(g);
+}
 
 /* Keeps pinned staging until the recording's submission is published (as uploads do). */
 static nv_status keep_staging(nv__gpu_ctx *ctx, nv__pinned p) {
@@ -60,6 +67,7 @@ typedef struct nccl_job {
   nv_dtype dtype;
   size_t count;
   bool in_place; /* one binding, read and written */
+  nv__gpu_note *note;
 } nccl_job;
 
 static hrx_status capture_nccl(const hrx_callback_view *views, size_t count, void *stream,
@@ -67,12 +75,17 @@ static hrx_status capture_nccl(const hrx_callback_view *views, size_t count, voi
   const nccl_job *j = user;
   const void *send = views[0].address;
   void *recv = views[count - 1].address;
-  return nv__nccl_enqueue(j->comm, j->prim, j->dtype, send, recv, j->count, stream) == NV_OK
-             ? HRX_OK
-             : HRX_E_CALLBACK;
+  nv_status st = nv__nccl_enqueue(j->comm, j->prim, j->dtype, send, recv, j->count, stream);
+  if (st == NV_OK) return HRX_OK;
+  nv__gpu_note_fail(j->note, st, "%s", nv_last_error());
+  return HRX_E_CALLBACK;
 }
 
-static void free_nccl(void *user) { nv__free(user); }
+static void free_nccl(void *user) {
+  nccl_job *j = user;
+  if (j) nv__gpu_note_release(j->note);
+  nv__free(j);
+}
 
 /* The collective as one NCCL call over the input and output device views (the same view when
  * the output took over the input's buffer). */
@@ -85,7 +98,8 @@ static nv_status record_nccl(nv__gpu_ctx *ctx, nv__node *node, void *comm, nv__g
   if (!j) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory recording a collective");
   bool same = in.buffer == out.buffer && in.offset == out.offset;
   *j = (nccl_job){comm, node->prim, node->out[0].dtype,
-                  node->prim == NV__PRIM_SUM_SCATTER ? out_bytes / isz : in_bytes / isz, same};
+                  node->prim == NV__PRIM_SUM_SCATTER ? out_bytes / isz : in_bytes / isz, same,
+                  nv__gpu_note_take(ctx)};
   hrx_binding b[2] = {{in, same ? HRX_ACCESS_READ_WRITE : HRX_ACCESS_READ},
                       {out, HRX_ACCESS_WRITE}};
   struct {
@@ -116,6 +130,10 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
                    : NULL;
   if (nccl) return record_nccl(ctx, node, nccl, src, dst, in_bytes, out_bytes);
   gpu_job *job = nv__calloc(1, sizeof *job);
+  if (job && !(job->note = nv__gpu_note_take(ctx))) {
+    nv__free(job);
+    job = NULL;
+  }
   if (!job) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   nv__dist_job_of(node, &job->job);
   job->in_at = 0;
@@ -123,7 +141,7 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
   nv__pinned p;
   if ((st = nv__gpu_pinned_get(ctx->dev, job->out_at + out_bytes + 1, &p)) != NV_OK ||
       (st = keep_staging(ctx, p)) != NV_OK) {
-    nv__free(job);
+    free_job(job);
     return st;
   }
   hrx_status hs = HRX_OK;
@@ -133,13 +151,13 @@ static nv_status k_collective(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
                                       in_bytes),
                         NULL);
   if (hs != HRX_OK) {
-    nv__free(job);
+    free_job(job);
     return nv__gpu_hrx_error(hs, "recording a collective's input copy");
   }
   hrx_binding b = {hrx_view_make(p.hb, 0, job->out_at + out_bytes + 1), HRX_ACCESS_READ_WRITE};
   hs = hrx_graph_host(ctx->g, &b, 1, run_job, job, free_job, NULL);
   if (hs != HRX_OK) {
-    nv__free(job); /* the caller keeps user data when recording fails */
+    free_job(job); /* the caller keeps user data when recording fails */
     return nv__gpu_hrx_error(hs, "recording a collective");
   }
   if (out_bytes)

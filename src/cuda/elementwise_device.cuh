@@ -681,8 +681,8 @@ __device__ __forceinline__ double m_atan2(double x, double y) { return atan2(x, 
 
 __device__ __forceinline__ float sigmoid_c(float x) {
   float e = expf(-fabsf(x));
-  float r = 1.0f / (1.0f + e);
-  return x >= 0 ? r : e * r;
+  /* one rounding after expf's: a division, not a reciprocal times e */
+  return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 __device__ __forceinline__ double sigmoid_c(double x) {
   double e = exp(-fabs(x));

@@ -162,6 +162,11 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+/* g w rounded on its own (never contracted into the sum's FMA): the sum of one row of d = 1 is
+ * then exactly the value dx subtracts it from, so dx is 0 there, as on the CPU. */
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 /* norm_vjp (src/ops/fast_params.h): element by element, a pass for the mean (layer), a pass for
  * the three sums, a pass writing dx; the row's later passes read it from L1/L2. */
 template <int DT>
@@ -190,7 +195,7 @@ __global__ void __launch_bounds__(1024)
   C q = 0, a = 0, b = 0;
   if (active)
     for (int64_t i = threadIdx.x; i < d; i += tpr) {
-      const C t = A::ld(x[i]) - mu, gw = p.has_w ? A::ld(g[i]) * A::ld(w[i]) : A::ld(g[i]);
+      const C t = A::ld(x[i]) - mu, gw = p.has_w ? mul_rn(A::ld(g[i]), A::ld(w[i])) : A::ld(g[i]);
       q += t * t;
       a += gw;
       b += gw * t;
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(1024)
   const C c = p.layer ? a * inv_d : (C)0, s = r * r * r * (b * inv_d);
   if (!active) return;
   for (int64_t i = threadIdx.x; i < d; i += tpr) {
-    const C gw = p.has_w ? A::ld(g[i]) * A::ld(w[i]) : A::ld(g[i]);
+    const C gw = p.has_w ? mul_rn(A::ld(g[i]), A::ld(w[i])) : A::ld(g[i]);
     dx[i] = A::st(r * (gw - c) - (A::ld(x[i]) - mu) * s);
   }
 }

@@ -1,11 +1,12 @@
 /* The decompositions on the GPU: cuSOLVER (potrf, getrf, geqrf + orgqr, syevd / heevd,
  * gesvdj, Xgeev) and cuBLAS (trsm), with the layout kernels of linalg_solver.cu around the
- * library calls. cholesky, lu_factor, solve_triangular and qr (device-only routines) are one
- * captured operation each (nv__gpu_captured: part of the evaluation's CUDA graph). svd, eigh
- * and eig are one hrx scoped callback each (hrx_graph_scoped: a region of their own, run on an
- * hrx worker on this file's own stream and waited for there), because cuSOLVER's Jacobi SVD and
- * its eigensolvers (Xgeev has a host workspace) may wait on the host inside the call, which a
- * stream capture forbids. Either way nothing reads results on the host: the solvers' info
+ * library calls. cholesky, solve_triangular and lu_factor on cuBLAS's batched getrf are one
+ * captured operation each (nv__gpu_captured: part of the evaluation's CUDA graph). svd, eigh,
+ * eig, qr and cuSOLVER's getrf are one hrx scoped callback each (hrx_graph_scoped: a region of
+ * their own, run on an hrx worker on this file's own stream and waited for there): cuSOLVER's
+ * Jacobi SVD and its eigensolvers (Xgeev has a host workspace) may wait on the host inside the
+ * call, which a stream capture forbids, and the others failed to instantiate once captured
+ * (ls_is_scoped). Either way nothing reads results on the host: the solvers' info
  * outputs stay on the device, where a kernel turns a nonzero one (or a NaN found in the input)
  * into the NaN results of ops/linalg_decomp_params.h, as the CPU kernels do.
  *
@@ -72,12 +73,6 @@ static nv_status cuda_error(const char *op, const char *call, cudaError_t e) {
                        cudaGetErrorString(e));
 }
 
-/* A failure inside a capture reaches the evaluation only as hrx's status, so the library's
- * words go to stderr. */
-static hrx_status capture_failed(const char *op, const char *call, int status) {
-  fprintf(stderr, "nuvec: %s on the GPU: %s failed with status %d\n", op, call, status);
-  return HRX_E_CUDA;
-}
 
 /* Makes the handles on the current device and runs one tiny factorization on a private
  * stream, waited for: the libraries' first-use allocations happen here, not under capture. */
@@ -211,7 +206,16 @@ typedef struct ls_plan {
   cusolverDnParams_t xp;  /* eig */
   void *host_ws;          /* eig: Xgeev's host workspace */
   size_t host_ws_size;
+  nv__gpu_note *note;     /* where a failed library call says why */
 } ls_plan;
+
+/* A failure inside a capture or a scoped callback reaches the evaluation through the plan's
+ * note (nv__gpu_note): the submission fails with this message. */
+static hrx_status capture_failed(const ls_plan *p, const char *call, int status) {
+  nv__gpu_note_fail(p->note, NV_ERR_BACKEND, "%s on the GPU: %s failed with status %d", p->op,
+                    call, status);
+  return HRX_E_CUDA;
+}
 
 static void plan_free(void *user) {
   ls_plan *p = user;
@@ -220,6 +224,7 @@ static void plan_free(void *user) {
   if (p->evj) cusolverDnDestroySyevjInfo(p->evj);
   if (p->xp) cusolverDnDestroyParams(p->xp);
   nv__free(p->host_ws);
+  nv__gpu_note_release(p->note);
   nv__free(p);
 }
 
@@ -252,17 +257,17 @@ static char *at(const cap *c, int64_t off) { return c->scratch + off; }
 #define CK_CUDA(call, what)                                                                    \
   do {                                                                                         \
     int e_ = (call);                                                                           \
-    if (e_ != 0) return capture_failed(c->p->op, what, e_);                                    \
+    if (e_ != 0) return capture_failed(c->p, what, e_);                                    \
   } while (0)
 #define CK_SOL(call, what)                                                                     \
   do {                                                                                         \
     cusolverStatus_t s_ = (call);                                                              \
-    if (s_ != CUSOLVER_STATUS_SUCCESS) return capture_failed(c->p->op, what, (int)s_);          \
+    if (s_ != CUSOLVER_STATUS_SUCCESS) return capture_failed(c->p, what, (int)s_);          \
   } while (0)
 #define CK_BLAS(call, what)                                                                    \
   do {                                                                                         \
     cublasStatus_t s_ = (call);                                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) return capture_failed(c->p->op, what, (int)s_);            \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return capture_failed(c->p, what, (int)s_);            \
   } while (0)
 
 /* The device address of input i's element 0. */
@@ -528,7 +533,10 @@ static hrx_status run_svd(const cap *c) {
     return HRX_OK;
   }
   cusolverDnHandle_t h = c->p->dev->sol;
-  cusolverEigMode_t jobz = k->vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  /* Vectors always: gesvdj without them raised an illegal instruction on the H200 (CUDA 13.0).
+   * Without compute_uv they go to the scratch (tau: V's transpose, aux: U's). */
+  cusolverEigMode_t jobz = CUSOLVER_EIG_MODE_VECTOR;
+  char *vt_all = k->vectors ? vh : at(c, k->tau);
   int lw = (int)k->lwork;
   CK_CUDA(cudaMemcpyAsync(work, input(c, 0), (size_t)(k->batch * mn) * es, cudaMemcpyDeviceToDevice,
                           c->s),
@@ -536,8 +544,7 @@ static hrx_status run_svd(const cap *c) {
   CK_CUDA(cudaMemsetAsync(flags, 0, sizeof(int) * (size_t)k->batch, c->s), "cudaMemsetAsync");
   CK_CUDA(nv__ls_nan_flags(c->s, k->kind, work, k->batch, mn, flags), "NaN kernel");
   if (k->small) {
-    /* Without vectors U and V are not referenced: the work matrices stand in for them. */
-    char *ub = k->vectors ? vh : work, *vb = k->vectors ? vb_all : work;
+    char *ub = vt_all, *vb = vb_all;
     int nb = (int)k->batch;
     gesvdjInfo_t pj = c->p->svj;
     switch (k->kind) {
@@ -560,9 +567,7 @@ static hrx_status run_svd(const cap *c) {
   }
   for (int64_t b = 0; !k->small && b < k->batch; b++) {
     char *wb = work + b * mn * (int64_t)es, *sb = s + b * kk * (int64_t)rs;
-    /* Without vectors U and V are not referenced: the work matrix stands in for them. */
-    char *ub = k->vectors ? vh + b * nn * (int64_t)es : wb;
-    char *vb = k->vectors ? vb_all + b * mm * (int64_t)es : wb;
+    char *ub = vt_all + b * nn * (int64_t)es, *vb = vb_all + b * mm * (int64_t)es;
     switch (k->kind) {
     case NV__LS_F64:
       CK_SOL(cusolverDnDgesvdj(h, jobz, 0, n, m, (double *)wb, n, (double *)sb, (double *)ub, n,
@@ -624,8 +629,29 @@ static hrx_status run_eig(const cap *c) {
   return HRX_OK;
 }
 
-/* The captured operation (cholesky, lu_factor, solve_triangular, qr: cuSOLVER's and cuBLAS's
- * pure-device routines), enqueued on hrx's capture stream. */
+static hrx_status run_prim(const cap *c) {
+  switch (c->p->key.prim) {
+  case NV__PRIM_CHOLESKY: return run_cholesky(c);
+  case NV__PRIM_LU_FACTOR: return run_lu(c);
+  case NV__PRIM_SOLVE_TRIANGULAR: return run_trsm(c);
+  case NV__PRIM_QR: return run_qr(c);
+  case NV__PRIM_EIGH: return run_eigh(c);
+  case NV__PRIM_SVD: return run_svd(c);
+  default: return run_eig(c);
+  }
+}
+
+/* Whether the node runs as a scoped callback rather than captured (the file comment): svd,
+ * eigh, eig, qr and cuSOLVER's getrf. On the H200 (CUDA 13.0) a graph holding a captured
+ * getrf of a non-square matrix, or geqrf + orgqr of some shapes, failed to instantiate
+ * (cudaErrorNotSupported); potrf, trsm and cuBLAS's batched getrf capture. */
+static bool ls_is_scoped(const ls_key *k) {
+  return k->prim == NV__PRIM_SVD || k->prim == NV__PRIM_EIGH || k->prim == NV__PRIM_EIG ||
+         k->prim == NV__PRIM_QR || (k->prim == NV__PRIM_LU_FACTOR && !k->small);
+}
+
+/* The captured operation (cholesky, solve_triangular, lu_factor on cuBLAS's batched getrf),
+ * enqueued on hrx's capture stream. */
 static hrx_status ls_run(const hrx_callback_view *views, size_t count, void *stream, void *user) {
   const ls_plan *p = user;
   if ((int)count != p->key.nviews) return HRX_E_INVALID;
@@ -635,22 +661,17 @@ static hrx_status ls_run(const hrx_callback_view *views, size_t count, void *str
   cusolverStatus_t ss = cusolverDnSetStream(p->dev->sol, c.s);
   cublasStatus_t bs = cublasSetStream(p->dev->blas, c.s);
   if (ss != CUSOLVER_STATUS_SUCCESS) {
-    r = capture_failed(p->op, "cusolverDnSetStream", (int)ss);
+    r = capture_failed(p, "cusolverDnSetStream", (int)ss);
   } else if (bs != CUBLAS_STATUS_SUCCESS) {
-    r = capture_failed(p->op, "cublasSetStream", (int)bs);
+    r = capture_failed(p, "cublasSetStream", (int)bs);
   } else {
-    switch (p->key.prim) {
-    case NV__PRIM_CHOLESKY: r = run_cholesky(&c); break;
-    case NV__PRIM_LU_FACTOR: r = run_lu(&c); break;
-    case NV__PRIM_SOLVE_TRIANGULAR: r = run_trsm(&c); break;
-    default: r = run_qr(&c); break;
-    }
+    r = run_prim(&c);
   }
   pthread_mutex_unlock(&p->dev->run);
   return r;
 }
 
-/* The scoped callback (svd, eigh, eig: cuSOLVER's iterative and hybrid eigensolvers may wait
+/* The scoped callback (ls_is_scoped; cuSOLVER's iterative and hybrid eigensolvers may wait
  * on the host inside the call, which a stream capture forbids): the same work on the device's
  * own stream, waited for before returning, as hrx's scoped callbacks require. */
 static hrx_status ls_scoped(const hrx_callback_view *views, size_t count, void *user) {
@@ -662,19 +683,19 @@ static hrx_status ls_scoped(const hrx_callback_view *views, size_t count, void *
   cudaError_t e = cudaSetDevice(p->dev->index);
   cusolverStatus_t ss = e == cudaSuccess ? cusolverDnSetStream(p->dev->sol, c.s)
                                          : CUSOLVER_STATUS_NOT_INITIALIZED;
+  cublasStatus_t bs = e == cudaSuccess ? cublasSetStream(p->dev->blas, c.s)
+                                       : CUBLAS_STATUS_NOT_INITIALIZED;
   if (e != cudaSuccess) {
-    r = capture_failed(p->op, "cudaSetDevice", (int)e);
+    r = capture_failed(p, "cudaSetDevice", (int)e);
   } else if (ss != CUSOLVER_STATUS_SUCCESS) {
-    r = capture_failed(p->op, "cusolverDnSetStream", (int)ss);
+    r = capture_failed(p, "cusolverDnSetStream", (int)ss);
+  } else if (bs != CUBLAS_STATUS_SUCCESS) {
+    r = capture_failed(p, "cublasSetStream", (int)bs);
   } else {
-    switch (p->key.prim) {
-    case NV__PRIM_EIGH: r = run_eigh(&c); break;
-    case NV__PRIM_SVD: r = run_svd(&c); break;
-    default: r = run_eig(&c); break;
-    }
+    r = run_prim(&c);
     /* Waited for even after a failed enqueue: nothing of this call may still run. */
     e = cudaStreamSynchronize(c.s);
-    if (r == HRX_OK && e != cudaSuccess) r = capture_failed(p->op, "cudaStreamSynchronize", (int)e);
+    if (r == HRX_OK && e != cudaSuccess) r = capture_failed(p, "cudaStreamSynchronize", (int)e);
   }
   pthread_mutex_unlock(&p->dev->run);
   return r;
@@ -750,7 +771,7 @@ static nv_status size_workspace(ls_plan *p) {
     if (k->k == 0) break;
     s = cusolverDnCreateGesvdjInfo(&p->svj);
     if (s != CUSOLVER_STATUS_SUCCESS) break;
-    cusolverEigMode_t jobz = k->vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+    cusolverEigMode_t jobz = CUSOLVER_EIG_MODE_VECTOR; /* as run_svd */
     if (k->small) {
       int nb = (int)k->batch;
       s = f64 ? cusolverDnDgesvdjBatched_bufferSize(h, jobz, n, m, NULL, n, NULL, NULL, n, NULL, m,
@@ -832,7 +853,8 @@ static void layout(ls_key *k, size_t *total) {
   case NV__PRIM_SVD:
     k->work = carve(total, mn * b * es);
     k->ws = carve(total, (size_t)k->lwork * es);
-    k->aux = carve(total, k->vectors ? mm * b * es : 1);
+    k->aux = carve(total, mm * b * es);
+    k->tau = carve(total, k->vectors ? 1 : nn * b * es);
     break;
   default: /* eig: w (complex of the compute precision), vr, Xgeev's device workspace (bytes) */
     k->work = carve(total, nn * b * es);
@@ -890,6 +912,10 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   ls_plan *p = nv__calloc(1, sizeof *p);
   if (!p) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
   p->op = op;
+  if (!(p->note = nv__gpu_note_take(ctx))) {
+    nv__free(p);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  }
   hrx_buffer *blas_ws = NULL;
   bool trsm = node->prim == NV__PRIM_SOLVE_TRIANGULAR;
   nv_status st = ls_device_get(ctx, op, &p->dev, trsm ? &blas_ws : NULL);
@@ -926,8 +952,7 @@ static nv_status k_decomp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *i
   }
   bind[nb++] = (hrx_binding){scratch, HRX_ACCESS_READ_WRITE};
   p->key.nviews = nb;
-  if (node->prim == NV__PRIM_SVD || node->prim == NV__PRIM_EIGH || node->prim == NV__PRIM_EIG)
-    return record_scoped(ctx, bind, (size_t)nb, p);
+  if (ls_is_scoped(&p->key)) return record_scoped(ctx, bind, (size_t)nb, p);
   ls_key kcopy = p->key;
   st = nv__gpu_captured(ctx, bind, (size_t)nb, ls_run, p, plan_free, &kcopy, sizeof kcopy);
   hrx_buffer_release(blas_ws); /* hrx holds its own reference once recorded */

@@ -145,7 +145,13 @@ Test(charlm, checkpoint_resume_reproduces_next_loss) {
   cr_expect_eq(b.options.steps, 40);
   cr_assert_eq(charlm_trainer_step(&b, &next_b, &norm, &lr_b), NV_OK);
   cr_assert_eq(charlm_trainer_step(&b, &next_b, &norm, &lr_b), NV_OK);
-  cr_expect_eq(next_a, next_b, "loss after resuming: %.9g, uninterrupted: %.9g", next_b, next_a);
+  /* Bit for bit on the CPU. On the GPU the embedding's gradient adds duplicate rows with
+   * atomics, in whatever order they land: the two runs agree to float32 rounding. */
+  if (nv_default_device().type == NV_DEVICE_CPU)
+    cr_expect_eq(next_a, next_b, "loss after resuming: %.9g, uninterrupted: %.9g", next_b, next_a);
+  else
+    cr_expect_leq(fabs(next_a - next_b), 1e-6 * fabs(next_a),
+                  "loss after resuming: %.9g, uninterrupted: %.9g", next_b, next_a);
   cr_expect_eq(lr_a, lr_b);
   charlm_trainer_free(&a);
   charlm_trainer_free(&b);

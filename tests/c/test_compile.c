@@ -460,7 +460,15 @@ static nv_status f_fma_rows(void *p, const nv_vec *in, nv_vec *out) {
   return s;
 }
 
-Test(compile, fused_kernels_equal_unfused) {
+/* CPU fusion (the GPU does not fuse yet): these run on the CPU whatever the default device. */
+static nv_device prev_device;
+static void on_cpu(void) {
+  prev_device = nv_default_device();
+  nv_set_default_device((nv_device){NV_DEVICE_CPU, 0});
+}
+static void back(void) { nv_set_default_device(prev_device); }
+
+Test(compile, fused_kernels_equal_unfused, .init = on_cpu, .fini = back) {
   unsigned st = test_seed();
   nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);
   nv_closure *c = nv_compile(f, NULL);
@@ -487,7 +495,7 @@ Test(compile, fused_kernels_equal_unfused) {
   nv_closure_release(f);
 }
 
-Test(compile, releases_everything) {
+Test(compile, releases_everything, .init = on_cpu, .fini = back) {
   unsigned st = test_seed();
   long before = nv__test_live_buffers();
   nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);

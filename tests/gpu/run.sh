@@ -74,9 +74,27 @@ stage2() {
     grep -E "\[FAIL\]|Assertion|signal" "$OUT/hrx.log" | head -10 | tee -a "$SUM"
   done
   if [ -z "${SKIP_GPU_PYTEST:-}" ]; then
-    NUVEC_DEFAULT_DEVICE=gpu timeout 240 python3 -m pytest -q -p no:cacheprovider ${GPU_PYTEST:-tests/gpu} >>"$OUT/gpu_tests.log" 2>&1
-    note "2b. tests/gpu pytest: rc=$? $(tail -1 "$OUT/gpu_tests.log")"
-    grep -E "^FAILED|Error" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
+    # One process per file, four at a time: a device lost in one file (a sticky CUDA error ends
+    # its process's context) cannot fail the files after it.
+    P=/tmp/gpu-pytest; rm -rf $P; mkdir -p $P
+    ls ${GPU_PYTEST:-tests/gpu/test_*.py} | NUVEC_DEFAULT_DEVICE=gpu timeout 240 xargs -P 4 -I{} \
+      sh -c 'python3 -m pytest -q -p no:cacheprovider {} > '$P'/$(basename {} .py).log 2>&1; echo "$? {}" >> '$P'/rc'
+    for f in $P/*.log; do echo "== $(basename $f)"; cat $f; done >>"$OUT/gpu_tests.log"
+    note "2b. tests/gpu pytest, per file: $(python3 - "$P" <<'PY'
+import re, sys, pathlib
+tot = {}
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.log")):
+    last = (f.read_text().strip().splitlines() or [""])[-1]
+    for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last):
+        tot[k] = tot.get(k, 0) + int(n)
+    if not re.search(r"\d+ passed", last) or "failed" in last or "error" in last:
+        print(f.stem, "->", last[-100:], file=sys.stderr)
+print(", ".join(f"{v} {k}" for k, v in sorted(tot.items())))
+PY
+)"
+    grep -v "^0 " $P/rc | sed 's/^/   rc /' | tee -a "$SUM"
+    grep -hE "^FAILED" $P/*.log | sed 's/ - .*//' | head -30 | tee -a "$SUM"
+    grep -hE "^E .*(Error|error)" $P/*.log | sort | uniq -c | sort -rn | head -12 | cut -c1-220 | tee -a "$SUM"
   fi
   note "   ($(( $(date +%s) - t )) s)"
 }
