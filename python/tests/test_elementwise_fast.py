@@ -23,7 +23,7 @@ BOUND = {"exp": 1.5, "log": 1, "log1p": 1.5, "expm1": 2, "tanh": 1.5, "sigmoid":
 # The CUDA kernels (default device gpu): CUDA's stated single-precision maximum errors.
 ON_GPU = os.environ.get("NUVEC_DEFAULT_DEVICE", "").lower() == "gpu"
 if ON_GPU:
-    BOUND = {"exp": 2, "log": 1, "log1p": 1, "expm1": 1, "tanh": 2, "sigmoid": 3.5, "erf": 2,
+    BOUND = {"exp": 2, "log": 1, "log1p": 1, "expm1": 1.5, "tanh": 2, "sigmoid": 3.5, "erf": 2,
              "sin": 2, "cos": 2}
 RANGE = {"log": (1e-6, 50), "log1p": (-0.999, 50)}
 

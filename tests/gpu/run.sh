@@ -176,10 +176,12 @@ stage9() {
   # Nsight Compute over bench cases (NCU_CASES: bench_gpu filters): the kernels they ran, with
   # their durations and memory throughput (the clocks left alone).
   for c in ${NCU_CASES:-ops_add_transposed ops_cumsum_axis2}; do
-    timeout 120 ncu --clock-control none -k regex:"${NCU_KERNELS:-k_tile|k_row|k_strided|k_contig}" -c 4 \
-      --section SpeedOfLight $B/bench/gpu/bench_gpu $c >"$OUT/ncu_$c.log" 2>&1
+    secs=""; for x in ${NCU_SECTIONS:-SpeedOfLight}; do secs="$secs --section $x"; done
+    timeout ${NCU_TIME:-120} ncu --clock-control none -k regex:"${NCU_KERNELS:-k_tile|k_row|k_strided|k_contig}" \
+      -c ${NCU_COUNT:-4} $secs $B/bench/gpu/bench_gpu $c >"$OUT/ncu_$c.log" 2>&1
     note "9. ncu $c: rc=$?"
-    grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput" "$OUT/ncu_$c.log" | sed -E 's/\(const .*//' | head -16 | tee -a "$SUM"
+    grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Local Memory|Bank Conflict" \
+      "$OUT/ncu_$c.log" | sed -E 's/\(const .*//' | head -${NCU_LINES:-16} | tee -a "$SUM"
   done
 }
 
@@ -192,3 +194,6 @@ stage10() {
 
 for st in $STAGES; do stage$st; done
 note "total: $(( $(date +%s) - T0 )) s"
+# At most 8 files come back: the logs travel as one archive beside the summary.
+(cd "$OUT" && tar czf logs.tgz --exclude=summary.txt --exclude=logs.tgz -- * 2>/dev/null &&
+  find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tgz -delete)
