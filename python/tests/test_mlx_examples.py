@@ -84,6 +84,89 @@ def transformer_program(mx, nn, optim, steps=5):
     return losses
 
 
+# A small CNN (Conv2d, BatchNorm, MaxPool2d, GroupNorm, gelu, Dropout, label smoothing, Adam),
+# recurrent layers (LSTM, GRU, RNN with RMSprop) and attention (Sequential, SiLU, LayerNorm,
+# MultiHeadAttention, RoPE with Lion). The CNN's conv bias sits before a BatchNorm, whose
+# gradient is rounding noise that Adam amplifies: only the losses are compared there.
+def train(mx, nn, opt, model, loss, batches):
+    """The losses of one optimizer step per batch (MLX's training-loop idiom)."""
+    mx.eval(model.parameters())
+    loss_and_grad = nn.value_and_grad(model, loss)
+    out = []
+    for batch in batches:
+        value, grads = loss_and_grad(model, *[mx.array(b) for b in batch])
+        opt.update(model, grads)
+        mx.eval(model.parameters(), opt.state)
+        out.append(value.item())
+    return out
+
+
+def cnn_program(mx, nn, optim, steps=4):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = nn.BatchNorm(8)
+            self.pool = nn.MaxPool2d(2, 2)
+            self.c2 = nn.Conv2d(8, 16, 3, stride=2)
+            self.gn = nn.GroupNorm(4, 16)
+            self.drop = nn.Dropout(0.0)
+            self.fc = nn.Linear(16 * 3 * 3, 5)
+
+        def __call__(self, x):
+            x = self.pool(nn.relu(self.bn(self.c1(x))))
+            x = nn.gelu(self.gn(self.c2(x)))
+            return self.fc(self.drop(x.reshape(x.shape[0], -1)))
+
+    def loss(model, x, y):
+        return nn.losses.cross_entropy(model(x), y, reduction="mean", label_smoothing=0.1)
+
+    mx.random.seed(5)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 16, 16, 3)).astype(np.float32)
+    y = rng.integers(0, 5, 8).astype(np.int32)
+    return train(mx, nn, optim.Adam(learning_rate=1e-2), Net(), loss, [(x, y)] * steps)
+
+
+def rnn_program(mx, nn, optim, steps=4):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(6, 12)
+            self.gru = nn.GRU(12, 8)
+            self.rnn = nn.RNN(8, 4)
+            self.out = nn.Linear(4, 3)
+
+        def __call__(self, x):
+            h, _ = self.lstm(x)
+            return self.out(self.rnn(self.gru(h))[:, -1])
+
+    mx.random.seed(9)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7, 6)).astype(np.float32)
+    y = rng.standard_normal((5, 3)).astype(np.float32)
+    loss = lambda model, x, y: nn.losses.mse_loss(model(x), y)  # noqa: E731
+    return train(mx, nn, optim.RMSprop(learning_rate=1e-2), Net(), loss, [(x, y)] * steps)
+
+
+def attention_program(mx, nn, optim, steps=3):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = nn.Sequential(nn.Linear(10, 16), nn.SiLU(), nn.LayerNorm(16), nn.Linear(16, 16))
+            self.att = nn.MultiHeadAttention(16, 4, bias=True)
+            self.rope = nn.RoPE(4)
+
+        def __call__(self, q):
+            h = self.m(q)
+            return self.att(h, h, h).sum() + self.rope(h.reshape(2, 5, 4, 4)).sum()
+
+    mx.random.seed(1)
+    q = np.random.default_rng(4).standard_normal((2, 5, 10)).astype(np.float32)
+    loss = lambda model, q: model(q) ** 2  # noqa: E731
+    return train(mx, nn, optim.Lion(learning_rate=1e-3), Net(), loss, [(q,)] * steps)
+
+
 def mlx_modules():
     mx = pytest.importorskip("mlx.core")
     import mlx.nn as nn
@@ -109,3 +192,10 @@ def test_transformer_lm_same_losses():
     theirs = transformer_program(*mlx)
     np.testing.assert_allclose(ours, theirs, rtol=5e-5, atol=5e-6)
     assert ours[-1] < ours[0]
+
+
+@pytest.mark.parametrize("program", ["cnn_program", "rnn_program", "attention_program"])
+def test_more_layers_same_losses(program):
+    mlx = mlx_modules()
+    fn = globals()[program]
+    np.testing.assert_allclose(fn(*NUVEC), fn(*mlx), rtol=5e-5, atol=5e-6)
