@@ -84,10 +84,6 @@ def transformer_program(mx, nn, optim, steps=5):
     return losses
 
 
-# A small CNN (Conv2d, BatchNorm, MaxPool2d, GroupNorm, gelu, Dropout, label smoothing, Adam),
-# recurrent layers (LSTM, GRU, RNN with RMSprop) and attention (Sequential, SiLU, LayerNorm,
-# MultiHeadAttention, RoPE with Lion). The CNN's conv bias sits before a BatchNorm, whose
-# gradient is rounding noise that Adam amplifies: only the losses are compared there.
 def train(mx, nn, opt, model, loss, batches):
     """The losses of one optimizer step per batch (MLX's training-loop idiom)."""
     mx.eval(model.parameters())
@@ -101,6 +97,10 @@ def train(mx, nn, opt, model, loss, batches):
     return out
 
 
+# A small CNN (Conv2d, BatchNorm, MaxPool2d, GroupNorm, gelu, Dropout, label smoothing, Adam),
+# recurrent layers (LSTM, GRU, RNN with RMSprop) and attention (Sequential, SiLU, LayerNorm,
+# MultiHeadAttention, RoPE with Lion). The CNN's conv bias sits before a BatchNorm, whose
+# gradient is rounding noise that Adam amplifies: only the losses are compared there.
 def cnn_program(mx, nn, optim, steps=4):
     class Net(nn.Module):
         def __init__(self):
