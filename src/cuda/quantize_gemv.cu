@@ -4,14 +4,16 @@
  * nvfp4's 16) and walks the row's units 32 apart. Per step it first issues every load of the
  * step (UNROLL units of R rows of w with 16-, 8- or 4-byte loads that do not allocate in L1,
  * plus their scales and biases), then dequantizes in registers and multiplies with x, read
- * 8 elements at a time with 16-byte loads (x stays in L1: it is shared by every warp of the SM).
+ * 4 or 8 elements at a time with 8- or 16-byte loads (x stays in L1: every warp of the SM
+ * reads it).
  * One float32 sum per row of x and row of w; a warp-shuffle reduction once at the end.
  *
  * Affine dequantization for bits 2, 4 and 8 without shifts: a code at bit o (< 16) of a
  * 16-bit half of a word, or'ed into the float 2^23, reads as 2^23 + c * 2^o; minus 2^23 that
  * is exactly c * 2^o, and fma(c * 2^o, s * 2^-o, bias) is the fma(c, s, bias) of the CPU
  * kernel and the element-by-element gemv (s * 2^-o is exact for every scale but those below
- * 2^-112). Bits 1, 3, 5 and 6 extract each code with a (funnel) shift instead.
+ * 2^-112). Bits 1, 3, 5 and 6 (and 2 where a warp has several rows of w: the 8 variants of
+ * s * 2^-o per row would cost too many registers) extract each code with a (funnel) shift.
  *
  * The host (quantize.c) sends here float16, bfloat16 and float32 products with K a multiple of
  * 32 (anything else goes to quantize.cu's gemv); x or w not aligned for the vector loads (a

@@ -1,8 +1,9 @@
 """The CUDA backend's quantize family on the GPU against nuvec's CPU results: quantize and
 dequantize in every mode, bits and group size (bit for bit: both run src/ops/quantize_codec.h's
 arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
-values; quantized_matmul through the decode gemv (M <= 8, transposed; 16-byte loads for bits
-1, 2, 4, 8 and the element-by-element path for 3, 5, 6; unaligned rows), the tiled kernel
+values; quantized_matmul through the decode gemvs (M <= 8, transposed: the streaming one of
+src/cuda/quantize_gemv.cu for K a multiple of 32, its element-by-element loop for unaligned
+views, quantize.cu's for other K), the tiled kernel
 (up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
 product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
 built with the GPU as the default device (skipped where no GPU is usable) and must run there
