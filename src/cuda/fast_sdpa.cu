@@ -387,8 +387,16 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
 
 /* ---- The vectorized decode kernel ---- */
 
-/* 16 bytes of global memory read through the non-coherent (read-only) path. */
-__device__ __forceinline__ uint4 ld16(const void *ptr) { return __ldg((const uint4 *)ptr); }
+/* 16 bytes of global memory read through the non-coherent (read-only) path, streamed: not kept
+ * in L1, and L2 fetching the whole 256-byte block (the neighbouring lanes' and keys' bytes).
+ * Volatile: issued where written, never speculated past its guard. */
+__device__ __forceinline__ uint4 ld16(const void *ptr) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(ptr));
+  return r;
+}
 
 /* One float16 (the low 16 bits of `h`) as float32: the hardware's exact conversion. */
 __device__ __forceinline__ float h2f(uint32_t h) {
