@@ -7,14 +7,18 @@
  *     two rows' values; maxima reduced over the 4 threads of a row); k and v tiles arrive by
  *     cp.async, each overlapping the other's product. Causal blocks past the tile's last query
  *     are skipped. GQA: head h reads key/value head h / G.
- *   - sdpa_decode: at most 4 query rows per key/value head (decode) and D, Dv <= 256: k and v
- *     streamed from global memory by warps (two keys per warp step, scores by shuffles),
- *     blocks over splits of the keys.
+ *   - sdpa_decode_vec: at most 4 query rows per key/value head (decode), D, Dv <= 256 and
+ *     multiples of 16 bytes' elements, q, k and v 16-byte aligned: k and v streamed from global
+ *     memory in 16-byte loads by groups of D/8 (16-bit) or D/4 (float32) lanes, one key per
+ *     group, blocks over splits of the keys.
+ *   - sdpa_decode: the other decode cases (scalar loads): k and v streamed by warps (two keys
+ *     per warp step, scores by shuffles), blocks over splits of the keys.
  *   - sdpa_simt: any float dtype and head size. A block takes `rows` query rows of one
  *     key/value head (the G query heads of the group, so they share each key block) and one
  *     split of the keys; key/value blocks go through shared memory as float32. With several
  *     splits (decode: few rows, long keys) it writes per-split partials (unnormalized output,
- *     maximum, sum) that sdpa_combine reduces, one warp per output row.
+ *     maximum, sum) that sdpa_combine reduces, one block per output row (the decode kernels'
+ *     splits too).
  * Masked scores count as float32's lowest value (a fully masked row averages v, as the CPU);
  * keys past the end are excluded (-inf, whose exponential is 0; a running maximum of -inf
  * uses 0 as its reference, so no NaN arises from -inf - -inf). Sinks start the running state
