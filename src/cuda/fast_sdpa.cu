@@ -438,8 +438,9 @@ template <int DT> __device__ __forceinline__ void unpack16(const uint4 &u, float
  * chunks t, t + T, ... (NC of them, VE elements each) of q (every row), of the key's k and v
  * rows and of the output accumulators, so a score is the group's sum (log2 T shuffles) and
  * each group runs its own online softmax (state per row in registers, the same in the group's
- * lanes). A block step covers NG x U keys: group g takes keys j0 + g + u NG (u < U; a warp's
- * groups read consecutive rows); the next step's k rows are loaded once the scores are made and
+ * lanes). A block step covers NG x U keys (U = 4, or 2 for more than 2 rows or two chunks per
+ * lane, whose registers are more): group g takes keys j0 + g + u NG (u < U; a warp's groups
+ * read consecutive rows); the next step's k rows are loaded once the scores are made and
  * its v rows once p·v is done, so 2 U vectors per lane stay in flight. At the end the groups
  * of a warp merge by shuffles, the 4 warps through shared memory, into the output (one split)
  * or the split's partial (reference: the warps' maximum; the sink joins in the combine). */
@@ -450,7 +451,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
   typedef typename f32io<DT>::S S;
   constexpr int VE = 16 / (int)sizeof(S), W = NC * VE; /* elements per vector, per lane */
   constexpr int NW = NV__GPU_SDPA_THREADS / 32, GPW = 32 / T, NG = NW * GPW;
-  constexpr int U = MR == 1 && NC == 1 ? 4 : 2, STEP = NG * U;
+  constexpr int U = NC == 1 && MR <= 2 ? 4 : 2, STEP = NG * U;
   static_assert(T >= 4 && T <= 32 && (T & (T - 1)) == 0, "T: a power of two in [4, 32]");
   __shared__ float red_m[NW][MR], red_l[NW][MR];
   __shared__ float red_o[NW][MR][T * W];

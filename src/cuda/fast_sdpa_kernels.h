@@ -66,7 +66,7 @@ const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows);
  * lane (2: float32 rows of more than 128 elements, else 1) is built for: its registers per
  * thread are at most 65536 / (128 x that). */
 #define NV__GPU_SDPA_DVEC_BLOCKS_PER_SM(mr, nc) \
-  ((nc) == 1 ? ((mr) == 1 ? 7 : (mr) == 2 ? 6 : 4) : ((mr) == 1 ? 6 : (mr) == 2 ? 4 : 3))
+  ((nc) == 1 ? ((mr) == 1 ? 7 : (mr) == 2 ? 5 : 4) : ((mr) == 1 ? 6 : (mr) == 2 ? 4 : 3))
 uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv);
 uint32_t nv__gpu_sdpa_mma_smem(int d);
 
