@@ -465,13 +465,37 @@ __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, i
   cp_commit();
 }
 
+/* 2^x on the SFU (ex2.approx: relative error about 2^-22, subnormal results flushed to 0):
+ * 2^-inf = 0 and NaN stays NaN. */
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* A masked score (natural units) in the tensor-core kernel's units, log2(e) times larger, so
+ * that exponentials are single ex2 instructions: -inf stays -inf and NaN stays NaN, and no
+ * finite score becomes -inf (float32's lowest value, a masked score, stays the lowest finite
+ * value, so a fully masked row still weighs its keys equally). */
+__device__ __forceinline__ float to_log2(float x) {
+  float y = x * 1.4426950408889634f;
+  return y < -FLT_MAX && x != -INFINITY ? -FLT_MAX : y;
+}
+
+/* Blocks of the tensor-core kernel per SM that its register allocation aims at: four for
+ * D <= 128 (at most 128 registers a thread: 16 warps an SM, whose shared tiles fit), two for
+ * D = 256 (its 101 KiB of tiles allow no more). */
+constexpr int mma_min_blocks(int d) { return d <= 96 ? 4 : d <= 128 ? 3 : 2; }
+
 template <int DT, int D>
-__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
     sdpa_mma(void *out, const void *q, const void *k, const void *v, const void *mask,
              const void *sinks, void *part, P p) {
   (void)part;
   constexpr int BR = NV__GPU_SDPA_MMA_ROWS, BC = NV__GPU_SDPA_MMA_KEYS, LDS = D + 8;
-  constexpr int NT = D / 8; /* 8-wide tiles of the output row */
+  constexpr int NT = D / 8;  /* 8-wide tiles of the output row (and its 16-byte chunks) */
+  constexpr int NS = BC / 8; /* 8-wide tiles of a step's scores */
+  static_assert((NS & (NS - 1)) == 0, "the row reductions pair the score tiles");
   extern __shared__ __align__(16) uint16_t tiles[];
   uint16_t *Qs = tiles, *Ks = Qs + BR * LDS, *Vs = Ks + BC * LDS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -481,7 +505,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const int qt = ntq - 1 - (int)(bid % ntq);
   bid /= ntq;
   const int hq = (int)(bid % p.Hq), b = (int)(bid / p.Hq), hkv = hq / p.G;
-  const int q0 = qt * BR, nq = p.Lq - q0 < BR ? p.Lq - q0 : BR;
+  const int q0 = qt * BR, nq = p.Lq - q0 < BR ? p.Lq - q0 : BR, shift = p.Lk - p.Lq;
   const uint16_t *qb = (const uint16_t *)q + p.off[NV__GPU_SDPA_Q] +
                        ((int64_t)b * p.Hq + hq) * p.Lq * D;
   const uint16_t *kb = (const uint16_t *)k + p.off[NV__GPU_SDPA_K] +
@@ -491,11 +515,13 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const bool vec = (((uintptr_t)qb | (uintptr_t)kb | (uintptr_t)vb) & 15) == 0;
   load_tile<D>(Qs, qb, q0, nq, vec);
 
+  /* Scores, maxima and m are in log2 units (natural units times log2(e)). */
+  const float sl2 = p.scale * 1.4426950408889634f;
   const int ra = q0 + warp * 16 + g, rb = ra + 8; /* this thread's two query rows */
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   if (p.sinks) {
     float s = sink_of(p, sinks, hq);
-    m[0] = m[1] = s;
+    m[0] = m[1] = to_log2(s);
     /* the row sum is split over the row's 4 threads and added up at the end: one holds it */
     l[0] = l[1] = (t == 0 && s != -INFINITY) ? 1.0f : 0.0f;
   }
@@ -511,16 +537,18 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
                                    (lane >> 4) * 8);
 
   /* Flash attention 2's overlap: v of a step loads while its scores compute, k of the next step
-   * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1. */
+   * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1.
+   * kend >= 1 (Lk = 0 never launches), so the loop runs at least once and its last step
+   * waits for every group. */
   load_tile<D>(Ks, kb, 0, kend < BC ? kend : BC, vec);
   for (int j0 = 0; j0 < kend; j0 += BC) {
     const int nk = kend - j0 < BC ? kend - j0 : BC;
     load_tile<D>(Vs, vb, j0, nk, vec);
     cp_wait<1>(); /* q and k_j have landed (v_j may still be in flight) */
     __syncthreads();
-    float s[BC / 8][4];
+    float s[NS][4];
 #pragma unroll
-    for (int i = 0; i < BC / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    for (int i = 0; i < NS; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       uint32_t a[4];
@@ -536,45 +564,79 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     __syncthreads(); /* every warp is done with k_j */
     const bool more = j0 + BC < kend;
     if (more) load_tile<D>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
-    /* scale, mask, and the rows' new maxima */
-    float mx[2] = {-INFINITY, -INFINITY};
+    /* Scale and mask. A step with no mask array, all BC keys present and (causal) its last key
+     * visible to the block's first query needs no per-score test (block-uniform: no
+     * divergence); rows past Lq are never stored and need none either. */
+    const bool plain = p.mask == 0 && nk == BC && (!p.causal || j0 + BC - 1 <= q0 + shift);
+    /* With a positive scale a plain step keeps the raw products: the maximum scales with them
+     * (rounding is monotonic) and each exponent is one fma, 2^(s·sl2 - mu). */
+    const bool fold = plain && sl2 > 0.0f;
+    const float f = fold ? sl2 : 1.0f;
+    if (plain && !fold) {
 #pragma unroll
-    for (int i = 0; i < BC / 8; i++)
+      for (int i = 0; i < NS; i++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int row = e < 2 ? ra : rb, col = j0 + i * 8 + 2 * t + (e & 1);
-        float x = s[i][e] * p.scale;
-        if (col >= j0 + nk) x = -INFINITY;
-        else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
-        s[i][e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
+        for (int e = 0; e < 4; e++) s[i][e] *= sl2;
+    } else if (!plain) {
+#pragma unroll
+      for (int i = 0; i < NS; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          int row = e < 2 ? ra : rb, col = j0 + i * 8 + 2 * t + (e & 1);
+          float x = s[i][e] * p.scale;
+          if (col >= j0 + nk) x = -INFINITY;
+          else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
+          s[i][e] = to_log2(x);
+        }
+    }
+    /* the rows' new maxima: a tree over the thread's 16 scores of each row (short dependency
+     * chains), then over the row's 4 threads */
     float corr[2], mu[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      float mnew = fmaxf(m[h], mx[h]);
+      float r[NS];
+#pragma unroll
+      for (int i = 0; i < NS; i++) r[i] = fmaxf(s[i][2 * h], s[i][2 * h + 1]);
+#pragma unroll
+      for (int w = NS / 2; w > 0; w >>= 1)
+#pragma unroll
+        for (int i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
+      float mx = r[0];
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx *= f;
+      float mnew = fmaxf(m[h], mx);
       mu[h] = ref_of(mnew);
-      corr[h] = expf(m[h] - mu[h]);
+      corr[h] = fast_exp2(m[h] - mu[h]);
       m[h] = mnew;
-      l[h] *= corr[h];
     }
+    /* rescaling by exactly 1 (no row's maximum moved: common once the rows have seen their
+     * largest scores) changes nothing and is skipped, warp by warp */
+    if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
 #pragma unroll
-    for (int i = 0; i < NT; i++) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
-    }
-#pragma unroll
-    for (int i = 0; i < BC / 8; i++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float x = expf(s[i][e] - mu[e >> 1]);
-        s[i][e] = x;
-        l[e >> 1] += x;
+      for (int i = 0; i < NT; i++) {
+        o[i][0] *= corr[0];
+        o[i][1] *= corr[0];
+        o[i][2] *= corr[1];
+        o[i][3] *= corr[1];
       }
+    }
+#pragma unroll
+    for (int i = 0; i < NS; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[i][e] = fast_exp2(fmaf(s[i][e], f, -mu[e >> 1]));
+    /* the rows' sums of this step, as trees */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float r[NS];
+#pragma unroll
+      for (int i = 0; i < NS; i++) r[i] = s[i][2 * h] + s[i][2 * h + 1];
+#pragma unroll
+      for (int w = NS / 2; w > 0; w >>= 1)
+#pragma unroll
+        for (int i = 0; i < w; i++) r[i] += r[i + w];
+      l[h] = l[h] * corr[h] + r[0];
+    }
     if (more) cp_wait<1>(); /* v_j has landed (k_j+1 may still be in flight) */
     else cp_wait<0>();
     __syncthreads();
@@ -594,17 +656,38 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     }
     __syncthreads(); /* every warp is done with v_j before v_j+1 overwrites it */
   }
+  float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    inv[h] = 1.0f / l[h];
   }
-  uint16_t *ob = (uint16_t *)out + p.off[NV__GPU_SDPA_OUT] + ((int64_t)b * p.Hq + hq) * p.Lq * D;
+  /* The output goes through the warp's own 16 rows of the q tile (no other warp reads them,
+   * and this warp's last read of them is behind it), then to global memory in 16-byte chunks
+   * per lane (whole rows: full sectors). */
+  uint16_t *os = Qs + warp * 16 * LDS;
 #pragma unroll
   for (int i = 0; i < NT; i++) {
-    int col = i * 8 + 2 * t;
-    if (ra < p.Lq) *(uint32_t *)(ob + (int64_t)ra * D + col) = pack2<DT>(o[i][0] / l[0], o[i][1] / l[0]);
-    if (rb < p.Lq) *(uint32_t *)(ob + (int64_t)rb * D + col) = pack2<DT>(o[i][2] / l[1], o[i][3] / l[1]);
+    const int col = i * 8 + 2 * t;
+    *(uint32_t *)(os + g * LDS + col) = pack2<DT>(o[i][0] * inv[0], o[i][1] * inv[0]);
+    *(uint32_t *)(os + (g + 8) * LDS + col) = pack2<DT>(o[i][2] * inv[1], o[i][3] * inv[1]);
+  }
+  __syncwarp();
+  uint16_t *ob = (uint16_t *)out + p.off[NV__GPU_SDPA_OUT] + ((int64_t)b * p.Hq + hq) * p.Lq * D;
+  const int r0 = q0 + warp * 16;
+  const bool ovec = ((uintptr_t)ob & 15) == 0;
+  for (int c = lane; c < 16 * NT; c += 32) {
+    const int r = c / NT, cc = c - r * NT;
+    if (r0 + r >= p.Lq) break; /* rows only grow with c */
+    const uint16_t *src = os + r * LDS + cc * 8;
+    uint16_t *dst = ob + (int64_t)(r0 + r) * D + cc * 8;
+    if (ovec) {
+      *(uint4 *)dst = *(const uint4 *)src;
+    } else {
+#pragma unroll
+      for (int x = 0; x < 8; x++) dst[x] = src[x];
+    }
   }
 }
 
