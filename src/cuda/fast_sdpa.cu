@@ -4,9 +4,12 @@
  *     takes 64 query rows of one head (16 per warp) and walks the keys 64 at a time: q·kᵀ and
  *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
- *     two rows' values; maxima reduced over the 4 threads of a row); k and v tiles arrive by
- *     cp.async, each overlapping the other's product. Causal blocks past the tile's last query
- *     are skipped. GQA: head h reads key/value head h / G.
+ *     two rows' values; maxima reduced over the 4 threads of a row), in log2 units so that
+ *     each exponential is one ex2; k and v tiles arrive by cp.async, each overlapping the
+ *     other's product. Key steps with nothing to mask (no mask array, a full tile, causal
+ *     tiles left of the diagonal) skip the per-score tests. Causal blocks past the tile's last
+ *     query are skipped. The output leaves through shared memory in 16-byte stores. GQA: head
+ *     h reads key/value head h / G.
  *   - sdpa_decode: at most 4 query rows per key/value head (decode) and D, Dv <= 256: k and v
  *     streamed from global memory by warps (two keys per warp step, scores by shuffles),
  *     blocks over splits of the keys.
@@ -485,7 +488,7 @@ __device__ __forceinline__ float to_log2(float x) {
 /* Blocks of the tensor-core kernel per SM that its register allocation aims at: four for
  * D <= 128 (at most 128 registers a thread: 16 warps an SM, whose shared tiles fit), two for
  * D = 256 (its 101 KiB of tiles allow no more). */
-constexpr int mma_min_blocks(int d) { return d <= 96 ? 4 : d <= 128 ? 3 : 2; }
+constexpr int mma_min_blocks(int d) { return d <= 128 ? 4 : 2; }
 
 template <int DT, int D>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
@@ -607,7 +610,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
       mx *= f;
       float mnew = fmaxf(m[h], mx);
       mu[h] = ref_of(mnew);
-      corr[h] = fast_exp2(m[h] - mu[h]);
+      corr[h] = m[h] == mu[h] ? 1.0f : fast_exp2(m[h] - mu[h]); /* exactly 1: see below */
       m[h] = mnew;
     }
     /* rescaling by exactly 1 (no row's maximum moved: common once the rows have seen their
