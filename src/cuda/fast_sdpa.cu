@@ -451,7 +451,31 @@ template <int N> __device__ __forceinline__ void cp_wait() {
 template <int D>
 __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, int64_t row0,
                                           int n, bool vec) {
-  constexpr int C = D / 8, LDS = D + 8;
+  constexpr int C = D / 8, LDS = D + 8, T = NV__GPU_SDPA_THREADS;
+  if constexpr (T % C == 0) {
+    if (vec) {
+      /* D = 64, 128, 256: each thread copies one 16-byte column chunk of the rows r0,
+       * r0 + T / C, ...: one address pair, then constant offsets (few instructions a copy) */
+      constexpr int RP = T / C;
+      static_assert(NV__GPU_SDPA_MMA_ROWS % RP == 0, "whole passes over the tile");
+      const int r0 = threadIdx.x / C, cc = threadIdx.x % C;
+      const uint16_t *s = src + (row0 + r0) * D + cc * 8;
+      const uint32_t d = smem_addr(tile + r0 * LDS + cc * 8);
+      if (n >= NV__GPU_SDPA_MMA_ROWS) { /* a full tile (block-uniform): no row tests */
+#pragma unroll
+        for (int i = 0; i < NV__GPU_SDPA_MMA_ROWS / RP; i++)
+          cp_async16(d + i * RP * LDS * 2, s + i * RP * D, 16);
+      } else {
+#pragma unroll
+        for (int i = 0; i < NV__GPU_SDPA_MMA_ROWS / RP; i++) {
+          const bool in = r0 + i * RP < n;
+          cp_async16(d + i * RP * LDS * 2, in ? s + i * RP * D : src, in ? 16 : 0);
+        }
+      }
+      cp_commit();
+      return;
+    }
+  }
   for (int c = threadIdx.x; c < NV__GPU_SDPA_MMA_ROWS * C; c += NV__GPU_SDPA_THREADS) {
     int r = c / C, cc = c - r * C;
     uint16_t *dst = tile + r * LDS + cc * 8;
