@@ -509,10 +509,12 @@ __device__ __forceinline__ float to_log2(float x) {
   return y < -FLT_MAX && x != -INFINITY ? -FLT_MAX : y;
 }
 
-/* Blocks of the tensor-core kernel per SM that its register allocation aims at: four for
- * D <= 128 (at most 128 registers a thread: 16 warps an SM, whose shared tiles fit), two for
- * D = 256 (its 101 KiB of tiles allow no more). */
-constexpr int mma_min_blocks(int d) { return d <= 128 ? 4 : 2; }
+/* Blocks of the tensor-core kernel per SM that its register allocation aims at (ptxas, sm_90,
+ * CUDA 13): four for D = 64 (123 registers) and D = 128 (128 registers, a few words spilled to
+ * local memory: 16 warps an SM rather than 12; four blocks' 52 KiB tiles fit), three for
+ * D = 80 and 96 (about 155 registers, where four would spill more), two for D = 256 (its
+ * 101 KiB of tiles allow no more). */
+constexpr int mma_min_blocks(int d) { return d == 64 || d == 128 ? 4 : d <= 128 ? 3 : 2; }
 
 template <int DT, int D>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
@@ -591,20 +593,15 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
     __syncthreads(); /* every warp is done with k_j */
     const bool more = j0 + BC < kend;
     if (more) load_tile<D>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
-    /* Scale and mask. A step with no mask array, all BC keys present and (causal) its last key
-     * visible to the block's first query needs no per-score test (block-uniform: no
-     * divergence); rows past Lq are never stored and need none either. */
-    const bool plain = p.mask == 0 && nk == BC && (!p.causal || j0 + BC - 1 <= q0 + shift);
-    /* With a positive scale a plain step keeps the raw products: the maximum scales with them
-     * (rounding is monotonic) and each exponent is one fma, 2^(s·sl2 - mu). */
-    const bool fold = plain && sl2 > 0.0f;
-    const float f = fold ? sl2 : 1.0f;
-    if (plain && !fold) {
-#pragma unroll
-      for (int i = 0; i < NS; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[i][e] *= sl2;
-    } else if (!plain) {
+    /* Scale and mask. A plain step (no mask array, all BC keys present, causal: its last key
+     * visible to the block's first query, and a positive scale) needs no per-score test
+     * (block-uniform: no divergence; rows past Lq are never stored) and keeps the raw
+     * products: the maximum scales with them (rounding is monotonic) and each exponent is one
+     * fma, 2^(s·sl2 - mu). Other steps scale, mask and convert each score. */
+    const bool plain = p.mask == 0 && nk == BC && (!p.causal || j0 + BC - 1 <= q0 + shift) &&
+                       sl2 > 0.0f;
+    const float f = plain ? sl2 : 1.0f;
+    if (!plain) {
 #pragma unroll
       for (int i = 0; i < NS; i++)
 #pragma unroll
