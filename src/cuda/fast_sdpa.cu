@@ -1,10 +1,11 @@
 /* scaled_dot_product_attention on the GPU (the CPU kernel's definition, src/cpu/fast_sdpa.c):
  * an online softmax over blocks of keys in float32, never an Lq x Lk matrix in memory.
  *   - sdpa_mma: float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256}, for prefill. A block
- *     takes 64 query rows of one head (16 per warp) and walks the keys 64 at a time: q·kᵀ and
+ *     takes 128 query rows of one head for D = 64 and 128 (32 per warp: each k and v fragment
+ *     feeds two mma), else 64 (16 per warp), and walks the keys 64 at a time: q·kᵀ and
  *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
- *     two rows' values; maxima reduced over the 4 threads of a row), in log2 units so that
+ *     two rows' values of each 16-row tile; maxima reduced over the 4 threads of a row), in log2 units so that
  *     each exponential is one ex2; k and v tiles arrive by cp.async, each overlapping the
  *     other's product. Key steps with nothing to mask (no mask array, a full tile, causal
  *     tiles left of the diagonal) skip the per-score tests. Causal blocks past the tile's last
@@ -444,11 +445,11 @@ template <int N> __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* Rows [row0, row0 + n) of a row-contiguous [*, D] matrix into a shared tile of 64 rows with
- * row stride D + 8 (rows >= n zeroed), then a commit: asynchronous 16-byte copies when the
+/* Rows [row0, row0 + n) of a row-contiguous [*, D] matrix into a shared tile of ROWS rows
+ * with row stride D + 8 (rows >= n zeroed), then a commit: asynchronous 16-byte copies when the
  * rows are 16-byte aligned (visible after cp_wait and a barrier), else plain loads and stores
  * (visible after the barrier; their group is empty). */
-template <int D>
+template <int D, int ROWS>
 __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, int64_t row0,
                                           int n, bool vec) {
   constexpr int C = D / 8, LDS = D + 8, T = NV__GPU_SDPA_THREADS;
@@ -457,17 +458,17 @@ __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, i
       /* D = 64, 128, 256: each thread copies one 16-byte column chunk of the rows r0,
        * r0 + T / C, ...: one address pair, then constant offsets (few instructions a copy) */
       constexpr int RP = T / C;
-      static_assert(NV__GPU_SDPA_MMA_ROWS % RP == 0, "whole passes over the tile");
+      static_assert(ROWS % RP == 0, "whole passes over the tile");
       const int r0 = threadIdx.x / C, cc = threadIdx.x % C;
       const uint16_t *s = src + (row0 + r0) * D + cc * 8;
       const uint32_t d = smem_addr(tile + r0 * LDS + cc * 8);
-      if (n >= NV__GPU_SDPA_MMA_ROWS) { /* a full tile (block-uniform): no row tests */
+      if (n >= ROWS) { /* a full tile (block-uniform): no row tests */
 #pragma unroll
-        for (int i = 0; i < NV__GPU_SDPA_MMA_ROWS / RP; i++)
+        for (int i = 0; i < ROWS / RP; i++)
           cp_async16(d + i * RP * LDS * 2, s + i * RP * D, 16);
       } else {
 #pragma unroll
-        for (int i = 0; i < NV__GPU_SDPA_MMA_ROWS / RP; i++) {
+        for (int i = 0; i < ROWS / RP; i++) {
           const bool in = r0 + i * RP < n;
           cp_async16(d + i * RP * LDS * 2, in ? s + i * RP * D : src, in ? 16 : 0);
         }
@@ -476,7 +477,7 @@ __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, i
       return;
     }
   }
-  for (int c = threadIdx.x; c < NV__GPU_SDPA_MMA_ROWS * C; c += NV__GPU_SDPA_THREADS) {
+  for (int c = threadIdx.x; c < ROWS * C; c += NV__GPU_SDPA_THREADS) {
     int r = c / C, cc = c - r * C;
     uint16_t *dst = tile + r * LDS + cc * 8;
     if (vec) {
@@ -509,19 +510,24 @@ __device__ __forceinline__ float to_log2(float x) {
   return y < -FLT_MAX && x != -INFINITY ? -FLT_MAX : y;
 }
 
+/* 16-row tiles of queries per warp of the tensor-core kernel: two for D = 64 and 128 (each k and
+ * v fragment loaded from shared memory feeds two mma, halving the shared-memory traffic a
+ * product; 128 queries a block), one otherwise (64 queries a block). */
+constexpr int mma_mt(int d) { return d == 64 || d == 128 ? 2 : 1; }
+
 /* Blocks of the tensor-core kernel per SM that its register allocation aims at (ptxas, sm_90,
- * CUDA 13): four for D = 64 (123 registers) and D = 128 (128 registers, a few words spilled to
- * local memory: 16 warps an SM rather than 12; four blocks' 52 KiB tiles fit), three for
- * D = 80 and 96 (about 155 registers, where four would spill more), two for D = 256 (its
- * 101 KiB of tiles allow no more). */
-constexpr int mma_min_blocks(int d) { return d == 64 || d == 128 ? 4 : d <= 128 ? 3 : 2; }
+ * CUDA 13): D = 64: three; D = 128: two (its 128 output accumulators a thread); D = 80, 96:
+ * three (about 155 registers; four would spill); D = 256: two (its 101 KiB of tiles allow no
+ * more). */
+constexpr int mma_min_blocks(int d) { return mma_mt(d) == 2 || d == 256 ? 2 : 3; }
 
 template <int DT, int D>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
     sdpa_mma(void *out, const void *q, const void *k, const void *v, const void *mask,
              const void *sinks, void *part, P p) {
   (void)part;
-  constexpr int BR = NV__GPU_SDPA_MMA_ROWS, BC = NV__GPU_SDPA_MMA_KEYS, LDS = D + 8;
+  constexpr int MT = mma_mt(D), WR = 16 * MT; /* query rows per warp */
+  constexpr int BR = WR * NV__GPU_SDPA_THREADS / 32, BC = NV__GPU_SDPA_MMA_KEYS, LDS = D + 8;
   constexpr int NT = D / 8;  /* 8-wide tiles of the output row (and its 16-byte chunks) */
   constexpr int NS = BC / 8; /* 8-wide tiles of a step's scores */
   static_assert((NS & (NS - 1)) == 0, "the row reductions pair the score tiles");
@@ -542,23 +548,35 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
   const uint16_t *vb = (const uint16_t *)v + p.off[NV__GPU_SDPA_V] +
                        ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
   const bool vec = (((uintptr_t)qb | (uintptr_t)kb | (uintptr_t)vb) & 15) == 0;
-  load_tile<D>(Qs, qb, q0, nq, vec);
+  load_tile<D, BR>(Qs, qb, q0, nq, vec);
 
-  /* Scores, maxima and m are in log2 units (natural units times log2(e)). */
+  /* Scores, maxima and m are in log2 units (natural units times log2(e)). Thread (g, t) of
+   * the warp holds rows r0w + 16 mt + g and + 8 of each m-tile mt (r0w: the warp's first). */
   const float sl2 = p.scale * 1.4426950408889634f;
-  const int ra = q0 + warp * 16 + g, rb = ra + 8; /* this thread's two query rows */
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  if (p.sinks) {
-    float s = sink_of(p, sinks, hq);
-    m[0] = m[1] = to_log2(s);
-    /* the row sum is split over the row's 4 threads and added up at the end: one holds it */
-    l[0] = l[1] = (t == 0 && s != -INFINITY) ? 1.0f : 0.0f;
-  }
-  float o[NT][4];
+  const int r0w = q0 + warp * WR;
+  float m[MT][2], l[MT][2];
+  {
+    float m0 = -INFINITY, l0 = 0.0f;
+    if (p.sinks) {
+      float s = sink_of(p, sinks, hq);
+      m0 = to_log2(s);
+      /* the row sum is split over the row's 4 threads and added up at the end: one holds it */
+      l0 = (t == 0 && s != -INFINITY) ? 1.0f : 0.0f;
+    }
 #pragma unroll
-  for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++) {
+      m[mt][0] = m[mt][1] = m0;
+      l[mt][0] = l[mt][1] = l0;
+    }
+  }
+  float o[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int i = 0; i < NT; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
   const int kend = key_end(p, q0, q0 + nq - 1);
-  const uint32_t qaddr = smem_addr(Qs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
+  /* m-tile mt's q fragments are 16 rows (16 LDS elements each) further */
+  const uint32_t qaddr = smem_addr(Qs + (warp * WR + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
                                    (lane >> 4) * 8);
   const uint32_t kaddr = smem_addr(Ks + ((lane & 7) + (lane >> 4) * 8) * LDS +
                                    ((lane >> 3) & 1) * 8);
@@ -569,30 +587,37 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
    * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1.
    * kend >= 1 (Lk = 0 never launches), so the loop runs at least once and its last step
    * waits for every group. */
-  load_tile<D>(Ks, kb, 0, kend < BC ? kend : BC, vec);
+  load_tile<D, BC>(Ks, kb, 0, kend < BC ? kend : BC, vec);
   for (int j0 = 0; j0 < kend; j0 += BC) {
     const int nk = kend - j0 < BC ? kend - j0 : BC;
-    load_tile<D>(Vs, vb, j0, nk, vec);
+    load_tile<D, BC>(Vs, vb, j0, nk, vec);
     cp_wait<1>(); /* q and k_j have landed (v_j may still be in flight) */
     __syncthreads();
-    float s[NS][4];
+    float s[MT][NS][4];
 #pragma unroll
-    for (int i = 0; i < NS; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int i = 0; i < NS; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t a[4];
-      ldsm_x4(qaddr + kk * 32, a[0], a[1], a[2], a[3]);
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+        ldsm_x4(qaddr + (mt * 16 * LDS + kk * 16) * 2, a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
 #pragma unroll
       for (int np = 0; np < BC / 16; np++) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4(kaddr + (np * 16 * LDS + kk * 16) * 2, b0, b1, b2, b3);
-        mma16816<DT>(s[2 * np], a, b0, b1);
-        mma16816<DT>(s[2 * np + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma16816<DT>(s[mt][2 * np], a[mt], b0, b1);
+          mma16816<DT>(s[mt][2 * np + 1], a[mt], b2, b3);
+        }
       }
     }
     __syncthreads(); /* every warp is done with k_j */
     const bool more = j0 + BC < kend;
-    if (more) load_tile<D>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
+    if (more) load_tile<D, BC>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
     /* Scale and mask. A plain step (no mask array, all BC keys present, causal: its last key
      * visible to the block's first query, and a positive scale) needs no per-score test
      * (block-uniform: no divergence; rows past Lq are never stored) and keeps the raw
@@ -603,109 +628,135 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
     const float f = plain ? sl2 : 1.0f;
     if (!plain) {
 #pragma unroll
-      for (int i = 0; i < NS; i++)
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          int row = e < 2 ? ra : rb, col = j0 + i * 8 + 2 * t + (e & 1);
-          float x = s[i][e] * p.scale;
-          if (col >= j0 + nk) x = -INFINITY;
-          else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
-          s[i][e] = to_log2(x);
-        }
+        for (int i = 0; i < NS; i++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int row = r0w + mt * 16 + g + (e >> 1) * 8, col = j0 + i * 8 + 2 * t + (e & 1);
+            float x = s[mt][i][e] * p.scale;
+            if (col >= j0 + nk) x = -INFINITY;
+            else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
+            s[mt][i][e] = to_log2(x);
+          }
     }
     /* the rows' new maxima: a tree over the thread's 16 scores of each row (short dependency
      * chains), then over the row's 4 threads */
-    float corr[2], mu[2];
+    float corr[MT][2], mu[MT][2];
+    bool same = true;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float r[NS];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int i = 0; i < NS; i++) r[i] = fmaxf(s[i][2 * h], s[i][2 * h + 1]);
+      for (int h = 0; h < 2; h++) {
+        float r[NS];
 #pragma unroll
-      for (int w = NS / 2; w > 0; w >>= 1)
+        for (int i = 0; i < NS; i++) r[i] = fmaxf(s[mt][i][2 * h], s[mt][i][2 * h + 1]);
 #pragma unroll
-        for (int i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
-      float mx = r[0];
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mx *= f;
-      float mnew = fmaxf(m[h], mx);
-      mu[h] = ref_of(mnew);
-      corr[h] = m[h] == mu[h] ? 1.0f : fast_exp2(m[h] - mu[h]); /* exactly 1: see below */
-      m[h] = mnew;
-    }
+        for (int w = NS / 2; w > 0; w >>= 1)
+#pragma unroll
+          for (int i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
+        float mx = r[0];
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx *= f;
+        float mnew = fmaxf(m[mt][h], mx);
+        mu[mt][h] = ref_of(mnew);
+        /* exactly 1 where the maximum did not move */
+        corr[mt][h] = m[mt][h] == mu[mt][h] ? 1.0f : fast_exp2(m[mt][h] - mu[mt][h]);
+        same = same && corr[mt][h] == 1.0f;
+        m[mt][h] = mnew;
+      }
     /* rescaling by exactly 1 (no row's maximum moved: common once the rows have seen their
      * largest scores) changes nothing and is skipped, warp by warp */
-    if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
+    if (!__all_sync(0xffffffffu, same)) {
 #pragma unroll
-      for (int i = 0; i < NT; i++) {
-        o[i][0] *= corr[0];
-        o[i][1] *= corr[0];
-        o[i][2] *= corr[1];
-        o[i][3] *= corr[1];
-      }
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+          o[mt][i][0] *= corr[mt][0];
+          o[mt][i][1] *= corr[mt][0];
+          o[mt][i][2] *= corr[mt][1];
+          o[mt][i][3] *= corr[mt][1];
+        }
     }
 #pragma unroll
-    for (int i = 0; i < NS; i++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) s[i][e] = fast_exp2(fmaf(s[i][e], f, -mu[e >> 1]));
+      for (int i = 0; i < NS; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[mt][i][e] = fast_exp2(fmaf(s[mt][i][e], f, -mu[mt][e >> 1]));
     /* the rows' sums of this step, as trees */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float r[NS];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int i = 0; i < NS; i++) r[i] = s[i][2 * h] + s[i][2 * h + 1];
+      for (int h = 0; h < 2; h++) {
+        float r[NS];
 #pragma unroll
-      for (int w = NS / 2; w > 0; w >>= 1)
+        for (int i = 0; i < NS; i++) r[i] = s[mt][i][2 * h] + s[mt][i][2 * h + 1];
 #pragma unroll
-        for (int i = 0; i < w; i++) r[i] += r[i + w];
-      l[h] = l[h] * corr[h] + r[0];
-    }
+        for (int w = NS / 2; w > 0; w >>= 1)
+#pragma unroll
+          for (int i = 0; i < w; i++) r[i] += r[i + w];
+        l[mt][h] = l[mt][h] * corr[mt][h] + r[0];
+      }
     if (more) cp_wait<1>(); /* v_j has landed (k_j+1 may still be in flight) */
     else cp_wait<0>();
     __syncthreads();
     /* o += p·v: the score accumulators of key tiles 2kk and 2kk+1 are the A operand */
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) {
-      uint32_t a[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                       pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                       pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        a[mt][0] = pack2<DT>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<DT>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<DT>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<DT>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < D / 16; dp++) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4_t(vaddr + (kk * 16 * LDS + dp * 16) * 2, b0, b1, b2, b3);
-        mma16816<DT>(o[2 * dp], a, b0, b1);
-        mma16816<DT>(o[2 * dp + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma16816<DT>(o[mt][2 * dp], a[mt], b0, b1);
+          mma16816<DT>(o[mt][2 * dp + 1], a[mt], b2, b3);
+        }
       }
     }
     __syncthreads(); /* every warp is done with v_j before v_j+1 overwrites it */
   }
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    inv[h] = 1.0f / l[h];
-  }
-  /* The output goes through the warp's own 16 rows of the q tile (no other warp reads them,
+  /* The output goes through the warp's own WR rows of the q tile (no other warp reads them,
    * and this warp's last read of them is behind it), then to global memory in 16-byte chunks
    * per lane (whole rows: full sectors). */
-  uint16_t *os = Qs + warp * 16 * LDS;
+  uint16_t *os = Qs + warp * WR * LDS;
 #pragma unroll
-  for (int i = 0; i < NT; i++) {
-    const int col = i * 8 + 2 * t;
-    *(uint32_t *)(os + g * LDS + col) = pack2<DT>(o[i][0] * inv[0], o[i][1] * inv[0]);
-    *(uint32_t *)(os + (g + 8) * LDS + col) = pack2<DT>(o[i][2] * inv[1], o[i][3] * inv[1]);
+  for (int mt = 0; mt < MT; mt++) {
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float lh = l[mt][h];
+      lh += __shfl_xor_sync(0xffffffffu, lh, 1);
+      lh += __shfl_xor_sync(0xffffffffu, lh, 2);
+      inv[h] = 1.0f / lh;
+    }
+    uint16_t *ra = os + (mt * 16 + g) * LDS, *rb = ra + 8 * LDS;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+      const int col = i * 8 + 2 * t;
+      *(uint32_t *)(ra + col) = pack2<DT>(o[mt][i][0] * inv[0], o[mt][i][1] * inv[0]);
+      *(uint32_t *)(rb + col) = pack2<DT>(o[mt][i][2] * inv[1], o[mt][i][3] * inv[1]);
+    }
   }
   __syncwarp();
   uint16_t *ob = (uint16_t *)out + p.off[NV__GPU_SDPA_OUT] + ((int64_t)b * p.Hq + hq) * p.Lq * D;
-  const int r0 = q0 + warp * 16;
   const bool ovec = ((uintptr_t)ob & 15) == 0;
-  for (int c = lane; c < 16 * NT; c += 32) {
+  for (int c = lane; c < WR * NT; c += 32) {
     const int r = c / NT, cc = c - r * NT;
-    if (r0 + r >= p.Lq) break; /* rows only grow with c */
+    if (r0w + r >= p.Lq) break; /* rows only grow with c */
     const uint16_t *src = os + r * LDS + cc * 8;
-    uint16_t *dst = ob + (int64_t)(r0 + r) * D + cc * 8;
+    uint16_t *dst = ob + (int64_t)(r0w + r) * D + cc * 8;
     if (ovec) {
       *(uint4 *)dst = *(const uint4 *)src;
     } else {
@@ -782,8 +833,11 @@ uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv) {
   return floats * 4 > UINT32_MAX ? UINT32_MAX : (uint32_t)(floats * 4);
 }
 
+int nv__gpu_sdpa_mma_rows(int d) { return 16 * mma_mt(d) * (NV__GPU_SDPA_THREADS / 32); }
+
 uint32_t nv__gpu_sdpa_mma_smem(int d) {
-  return (uint32_t)(NV__GPU_SDPA_MMA_ROWS + 2 * NV__GPU_SDPA_MMA_KEYS) * (uint32_t)(d + 8) * 2u;
+  return (uint32_t)(nv__gpu_sdpa_mma_rows(d) + 2 * NV__GPU_SDPA_MMA_KEYS) * (uint32_t)(d + 8) *
+         2u;
 }
 
 int nv__gpu_sdpa_prepare(const void *func, int device, uint32_t *limit) {
