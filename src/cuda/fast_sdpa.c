@@ -2,8 +2,7 @@
  * (C11): q, k and v row-contiguous (copied into scratch memory when they are not), the mask and
  * the sinks where they are (strided), then one of fast_sdpa.cu's kernels:
  *   - float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256} and more than MMA_MIN_LQ queries:
- *     the tensor-core kernel (one block per 128 queries of a head for D = 64 and 128, per
- *     64 otherwise);
+ *     the tensor-core kernel (one block per 128 queries of a head, 64 for D = 256);
  *   - at most NV__GPU_SDPA_DECODE_ROWS query rows per key/value head (G x Lq: decode) and
  *     D, Dv <= 256: the decode kernel, which streams k and v from global memory, its blocks
  *     over (batch, key/value head, split of the keys);

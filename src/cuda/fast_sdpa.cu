@@ -1,8 +1,8 @@
 /* scaled_dot_product_attention on the GPU (the CPU kernel's definition, src/cpu/fast_sdpa.c):
  * an online softmax over blocks of keys in float32, never an Lq x Lk matrix in memory.
  *   - sdpa_mma: float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256}, for prefill. A block
- *     takes 128 query rows of one head for D = 64 and 128 (32 per warp: each k and v fragment
- *     feeds two mma), else 64 (16 per warp), and walks the keys 64 at a time: q·kᵀ and
+ *     takes 128 query rows of one head for D <= 128 (32 per warp: each k and v fragment feeds
+ *     two mma), 64 for D = 256 (16 per warp), and walks the keys 64 at a time: q·kᵀ and
  *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
  *     two rows' values of each 16-row tile; maxima reduced over the 4 threads of a row), in log2 units so that
@@ -510,19 +510,16 @@ __device__ __forceinline__ float to_log2(float x) {
   return y < -FLT_MAX && x != -INFINITY ? -FLT_MAX : y;
 }
 
-/* 16-row tiles of queries per warp of the tensor-core kernel: two for D = 64 and 128 (each k and
- * v fragment loaded from shared memory feeds two mma, halving the shared-memory traffic a
- * product; 128 queries a block), one otherwise (64 queries a block). */
-constexpr int mma_mt(int d) { return d == 64 || d == 128 ? 2 : 1; }
+/* 16-row tiles of queries per warp of the tensor-core kernel: two for D <= 128 (each k and v
+ * fragment loaded from shared memory feeds two mma, halving the shared-memory traffic a
+ * product, which bounds the kernel otherwise; 128 queries a block), one for D = 256 (whose
+ * output accumulators fill the registers; 64 queries a block). */
+constexpr int mma_mt(int d) { return d <= 128 ? 2 : 1; }
 
-/* Blocks of the tensor-core kernel per SM that its register allocation aims at (ptxas, sm_90,
- * CUDA 13): D = 64: three; D = 128: two (its 128 output accumulators a thread); D = 80, 96:
- * three (about 155 registers; four would spill); D = 256: two (its 101 KiB of tiles allow no
- * more). */
-constexpr int mma_min_blocks(int d) { return mma_mt(d) == 2 || d == 256 ? 2 : 3; }
-
+/* Two blocks an SM (8 warps), up to 255 registers a thread (ptxas, sm_90, CUDA 13: 223 for
+ * D = 64, 231 for 80, 243 for 96, 255 and a few spilled words for 128, 249 for 256). */
 template <int DT, int D>
-__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, mma_min_blocks(D))
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, 2)
     sdpa_mma(void *out, const void *q, const void *k, const void *v, const void *mask,
              const void *sinks, void *part, P p) {
   (void)part;

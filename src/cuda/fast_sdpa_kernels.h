@@ -52,8 +52,8 @@ typedef struct nv__gpu_sdpa_params {
 const void *nv__gpu_sdpa_simt(int dtype);
 const void *nv__gpu_sdpa_combine(int dtype);
 const void *nv__gpu_sdpa_mma(int dtype, int d);
-/* Query rows per block of the tensor-core kernel for head size d: 128 for d = 64 and 128 (32
- * per warp), else 64. */
+/* Query rows per block of the tensor-core kernel for head size d: 128 for d <= 128 (32 per
+ * warp), 64 for d = 256. */
 int nv__gpu_sdpa_mma_rows(int d);
 /* The decode kernel (float16, bfloat16, float32) for head sizes up to `d` <= 256 (D and Dv),
  * at most NV__GPU_SDPA_DECODE_ROWS rows; 16 KiB of static shared memory at most. */
