@@ -516,8 +516,8 @@ __device__ __forceinline__ float to_log2(float x) {
  * output accumulators fill the registers; 64 queries a block). */
 constexpr int mma_mt(int d) { return d <= 128 ? 2 : 1; }
 
-/* Two blocks an SM (8 warps), up to 255 registers a thread (ptxas, sm_90, CUDA 13: 223 for
- * D = 64, 231 for 80, 243 for 96, 255 and a few spilled words for 128, 249 for 256). */
+/* Two blocks an SM (8 warps), up to 255 registers a thread (ptxas, sm_90, CUDA 13, no spills:
+ * 223 for D = 64, 239 for 80, 246 for 96, 255 for 128, 247 for 256). */
 template <int DT, int D>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, 2)
     sdpa_mma(void *out, const void *q, const void *k, const void *v, const void *mask,
@@ -640,7 +640,6 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, 2)
     /* the rows' new maxima: a tree over the thread's 16 scores of each row (short dependency
      * chains), then over the row's 4 threads */
     float corr[MT][2], mu[MT][2];
-    bool same = true;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -658,24 +657,19 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, 2)
         mx *= f;
         float mnew = fmaxf(m[mt][h], mx);
         mu[mt][h] = ref_of(mnew);
-        /* exactly 1 where the maximum did not move */
-        corr[mt][h] = m[mt][h] == mu[mt][h] ? 1.0f : fast_exp2(m[mt][h] - mu[mt][h]);
-        same = same && corr[mt][h] == 1.0f;
+        corr[mt][h] = fast_exp2(m[mt][h] - mu[mt][h]);
         m[mt][h] = mnew;
       }
-    /* rescaling by exactly 1 (no row's maximum moved: common once the rows have seen their
-     * largest scores) changes nothing and is skipped, warp by warp */
-    if (!__all_sync(0xffffffffu, same)) {
+    /* the output so far and (below) the sums rescaled to the new maxima */
 #pragma unroll
-      for (int mt = 0; mt < MT; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int i = 0; i < NT; i++) {
-          o[mt][i][0] *= corr[mt][0];
-          o[mt][i][1] *= corr[mt][0];
-          o[mt][i][2] *= corr[mt][1];
-          o[mt][i][3] *= corr[mt][1];
-        }
-    }
+      for (int i = 0; i < NT; i++) {
+        o[mt][i][0] *= corr[mt][0];
+        o[mt][i][1] *= corr[mt][0];
+        o[mt][i][2] *= corr[mt][1];
+        o[mt][i][3] *= corr[mt][1];
+      }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
