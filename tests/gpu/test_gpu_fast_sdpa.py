@@ -146,6 +146,15 @@ def test_long_causal_prefill(nv, rng, dtype):
     run_case(nv, rng, (1, 2, 1, 4097, 4097, 128, 128), dtype, "causal", False)
 
 
+@pytest.mark.parametrize("D", [64, 80, 96, 128, 256])
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_mma_head_sizes(nv, rng, D, mask):
+    """Every head size of the tensor-core kernel (128 queries a block for D <= 128, 64 for 256)
+    with grouped heads, a block past the last query and a partial last key tile."""
+    dtype = "bfloat16" if D in (64, 96, 256) else "float16"
+    run_case(nv, rng, (1, 4, 2, 150, 187, D, D), dtype, mask, False)
+
+
 @pytest.mark.parametrize("scale", [-0.3, 0.0, 2.0])
 @pytest.mark.parametrize("mask", ["none", "causal"])
 def test_mma_scales(nv, rng, scale, mask):
