@@ -132,3 +132,40 @@ def test_eval_async_eval_pytrees_and_errors():
         nv.vmap(bad)(nv.ones(2))
     with pytest.raises(ValueError, match="out of range"):
         nv.eval({"x": nv.take(nv.ones(3), nv.array([5]))})
+
+
+# ---- Complex gradients: MLX's convention (cot · conj(f'(z))) ----
+
+COMPLEX_CASES = {
+    "square": lambda mx: (lambda x: x * x),
+    "sin": lambda mx: mx.sin,
+    "exp": lambda mx: mx.exp,
+    "real": lambda mx: mx.real,
+    "imag": lambda mx: mx.imag,
+    "conj": lambda mx: mx.conj,
+    "abs": lambda mx: mx.abs,
+    "matmul": lambda mx: (lambda a: a @ mx.array([[1 - 1j, 0.5j], [3 + 0j, -2 + 1j]])),
+    "real_of_square": lambda mx: (lambda x: mx.real(x * x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_CASES))
+def test_complex_vjp_matches_mlx(name):
+    mlx = pytest.importorskip("mlx.core")
+    z = np.array([[0.5 - 1.25j, 3 + 4j], [0j, -2j]], np.complex64)
+    outs = []
+    for lib in (nv, mlx):
+        f = COMPLEX_CASES[name](lib)
+        y = f(lib.array(z))
+        cot = np.ones(y.shape, np.float32) * 2 if y.dtype == lib.float32 else \
+            np.full(y.shape, 1.5 + 0.5j, np.complex64)
+        outs.append(np.array(lib.vjp(f, [lib.array(z)], [lib.array(cot)])[1][0]))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+
+
+def test_complex_grad_matches_mlx():
+    mlx = pytest.importorskip("mlx.core")
+    z = np.array([0.5 - 1.25j, 3 + 4j, 0j], np.complex64)
+    got = nv.grad(lambda x: (nv.abs(x) + nv.real(x * x)).sum())(nv.array(z))
+    want = mlx.grad(lambda x: (mlx.abs(x) + mlx.real(x * x)).sum())(mlx.array(z))
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=1e-6)

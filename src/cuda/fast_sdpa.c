@@ -4,8 +4,11 @@
  *   - float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256} and more than MMA_MIN_LQ queries:
  *     the tensor-core kernel (one block per 128 queries of a head, 64 for D = 256);
  *   - at most NV__GPU_SDPA_DECODE_ROWS query rows per key/value head (G x Lq: decode) and
- *     D, Dv <= 256: the decode kernel, which streams k and v from global memory, its blocks
- *     over (batch, key/value head, split of the keys);
+ *     D, Dv <= 256: a decode kernel, which streams k and v from global memory, its blocks over
+ *     (batch, key/value head, split of the keys): the vectorized one (16-byte loads) when D and
+ *     Dv are multiples of 16 bytes' elements and q, k and v are 16-byte aligned, its splits
+ *     DECODE_VEC_MIN_KEYS keys at least, as many as fit the GPU's SMs in one wave of blocks;
+ *     else the scalar one;
  *   - otherwise the SIMT kernel, whose blocks take the query rows of a key/value head's group
  *     and a split of the keys.
  * Where the blocks are too few to fill the GPU, the keys are split into more blocks whose
@@ -21,8 +24,19 @@ enum {
   TARGET_BLOCKS = 528,  /* SIMT blocks that keep an H200's 132 SMs busy (4 each) */
   DECODE_BLOCKS = 2112, /* decode blocks: 16 per SM of 4 warps each */
   DECODE_MIN_KEYS = 128, /* keys per decode split at least (32 per warp) */
-  MAX_SPLITS = 128,
+  /* the vectorized decode kernel: one wave of blocks (NV__GPU_SDPA_DVEC_BLOCKS_PER_SM on each
+   * of an H200's SMs; each thread keeps 2 x 4 or 2 x 2 16-byte loads in flight), splits of
+   * whole 64-key blocks, 256 keys at least */
+  SMS = 132,
+  DECODE_VEC_GRAIN = 64,
+  DECODE_VEC_MIN_KEYS = 256,
+  MAX_SPLITS = NV__GPU_SDPA_MAX_SPLITS,
 };
+
+/* Whether operand argument `a` (row-contiguous) starts on a 16-byte boundary. */
+static bool aligned16(const nv__gpu_arg *a, size_t esize) {
+  return (a->view.offset + (size_t)a->offset * esize) % 16 == 0;
+}
 
 static nv_status launch(nv__gpu_ctx *ctx, const void *func, int64_t blocks, uint32_t smem,
                         const hrx_view *views, const hrx_access *acc,
@@ -126,6 +140,14 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
     st = nv__gpu_input(ctx, &in[n++], &a[NV__GPU_SDPA_SINKS]);
   }
   if (st != NV_OK) return st;
+  const void *dvec = NULL;
+  if (decode) {
+    const size_t es = nv_dtype_size(dt);
+    const int ve = (int)(16 / es);
+    if (p.D % ve == 0 && p.Dv % ve == 0 && aligned16(&a[NV__GPU_SDPA_Q], es) &&
+        aligned16(&a[NV__GPU_SDPA_K], es) && aligned16(&a[NV__GPU_SDPA_V], es))
+      dvec = nv__gpu_sdpa_decode_vec((int)dt, p.D > p.Dv ? p.D : p.Dv, (int)nflat);
+  }
   hrx_view views[NV__GPU_SDPA_VIEWS];
   hrx_access acc[NV__GPU_SDPA_VIEWS];
   for (int i = 0; i < NV__GPU_SDPA_VIEWS; i++) acc[i] = HRX_ACCESS_READ;
@@ -142,12 +164,20 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                   &p);
   }
 
-  int64_t base, target, nsplit = 1, kblocks;
+  int64_t base, target, nsplit = 1, kblocks, most = -1;
   if (decode) {
     p.rows = (int32_t)nflat;
     base = (int64_t)p.B * p.Hkv;
     target = DECODE_BLOCKS;
     keys = DECODE_MIN_KEYS;
+    if (dvec) {
+      /* the most splits whose blocks all run at once */
+      const int mr = nflat == 1 ? 1 : nflat == 2 ? 2 : 4;
+      const int nc = dt == NV_DTYPE_FLOAT32 && (p.D > 128 || p.Dv > 128) ? 2 : 1;
+      target = (int64_t)SMS * NV__GPU_SDPA_DVEC_BLOCKS_PER_SM(mr, nc) / base * base;
+      keys = DECODE_VEC_GRAIN;
+      most = p.Lk / DECODE_VEC_MIN_KEYS > 1 ? p.Lk / DECODE_VEC_MIN_KEYS : 1;
+    }
   } else {
     p.rows = rows;
     p.keys = keys;
@@ -160,16 +190,17 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
     target = TARGET_BLOCKS;
   }
   kblocks = (p.Lk + keys - 1) / keys;
+  if (most < 0) most = kblocks; /* one key block per split at least */
   if (base < target) {
     nsplit = (target + base - 1) / base;
-    if (nsplit > kblocks) nsplit = kblocks;
+    if (nsplit > most) nsplit = most;
     if (nsplit > MAX_SPLITS) nsplit = MAX_SPLITS;
   }
   /* whole key blocks per split, then the splits those need */
   int64_t per = (kblocks + nsplit - 1) / nsplit;
   p.split_len = (int32_t)(per * keys);
   p.nsplit = (int32_t)((p.Lk + p.split_len - 1) / p.split_len);
-  const void *pass = decode ? decode : simt;
+  const void *pass = dvec ? dvec : decode ? decode : simt;
   uint32_t smem = decode ? 0 : nv__gpu_sdpa_simt_smem(rows, keys, p.D, p.Dv);
   if (p.nsplit > 1) {
     hrx_view scratch;
@@ -195,9 +226,9 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   acc[NV__GPU_SDPA_PART] = HRX_ACCESS_READ;
   views[NV__GPU_SDPA_OUT] = a[NV__GPU_SDPA_OUT].view;
   p.off[NV__GPU_SDPA_OUT] = a[NV__GPU_SDPA_OUT].offset;
-  int64_t rows_out = (int64_t)out->size / p.Dv, warps = NV__GPU_SDPA_THREADS / 32;
-  return launch(ctx, nv__gpu_sdpa_combine((int)dt), (rows_out + warps - 1) / warps, 0, views,
-                acc, &p);
+  /* one combine block per output row */
+  return launch(ctx, nv__gpu_sdpa_combine((int)dt), (int64_t)out->size / p.Dv, 0, views, acc,
+                &p);
 }
 
 void nv__gpu_register_fast_sdpa(nv__gpu_kernel_fn *k) { k[NV__PRIM_FAST_SDPA] = k_sdpa; }

@@ -5,20 +5,24 @@
  *     two mma), 64 for D = 256 (16 per warp), and walks the keys 64 at a time: q·kᵀ and
  *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
- *     two rows' values of each 16-row tile; maxima reduced over the 4 threads of a row), in log2 units so that
- *     each exponential is one ex2; k and v tiles arrive by cp.async, each overlapping the
- *     other's product. Key steps with nothing to mask (no mask array, a full tile, causal
- *     tiles left of the diagonal) skip the per-score tests. Causal blocks past the tile's last
- *     query are skipped. The output leaves through shared memory in 16-byte stores. GQA: head
- *     h reads key/value head h / G.
- *   - sdpa_decode: at most 4 query rows per key/value head (decode) and D, Dv <= 256: k and v
- *     streamed from global memory by warps (two keys per warp step, scores by shuffles),
- *     blocks over splits of the keys.
+ *     two rows' values of each 16-row tile; maxima reduced over the 4 threads of a row), in
+ *     log2 units so that each exponential is one ex2; k and v tiles arrive by cp.async, each
+ *     overlapping the other's product. Key steps with nothing to mask (no mask array, a full
+ *     tile, causal tiles left of the diagonal) skip the per-score tests. Causal blocks past
+ *     the tile's last query are skipped. The output leaves through shared memory in 16-byte
+ *     stores. GQA: head h reads key/value head h / G.
+ *   - sdpa_decode_vec: at most 4 query rows per key/value head (decode), D, Dv <= 256 and
+ *     multiples of 16 bytes' elements, q, k and v 16-byte aligned: k and v streamed from global
+ *     memory in 16-byte loads by groups of D/8 (16-bit) or D/4 (float32) lanes, one key per
+ *     group, blocks over splits of the keys.
+ *   - sdpa_decode: the other decode cases (scalar loads): k and v streamed by warps (two keys
+ *     per warp step, scores by shuffles), blocks over splits of the keys.
  *   - sdpa_simt: any float dtype and head size. A block takes `rows` query rows of one
  *     key/value head (the G query heads of the group, so they share each key block) and one
  *     split of the keys; key/value blocks go through shared memory as float32. With several
  *     splits (decode: few rows, long keys) it writes per-split partials (unnormalized output,
- *     maximum, sum) that sdpa_combine reduces, one warp per output row.
+ *     maximum, sum) that sdpa_combine reduces, one block per output row (the decode kernels'
+ *     splits too).
  * Masked scores count as float32's lowest value (a fully masked row averages v, as the CPU);
  * keys past the end are excluded (-inf, whose exponential is 0; a running maximum of -inf
  * uses 0 as its reference, so no NaN arises from -inf - -inf). Sinks start the running state
@@ -201,8 +205,9 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   }
 }
 
-/* The splits of each output row (one warp per row) weighted by exp(m_s - M), with the sink as
- * one more term of the denominator. */
+/* The splits of each output row weighted by exp(m_s - M), with the sink as one more term of
+ * the denominator. One block per output row: warp 0 finds M, the splits' weights (into shared
+ * memory) and the denominator, then every thread sums the partials of its output elements. */
 template <int DT>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     sdpa_combine(void *out, const void *q, const void *k, const void *v, const void *mask,
@@ -212,28 +217,31 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   (void)v;
   (void)mask;
   typedef typename f32io<DT>::S S;
-  const int lane = threadIdx.x & 31, Dv = p.Dv, ns = p.nsplit;
-  const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int64_t nrows = (int64_t)p.B * p.Hq * p.Lq;
-  if (row >= nrows) return;
-  const float *pt = (const float *)part + p.off[NV__GPU_SDPA_PART] +
-                    row * ns * NV__GPU_SDPA_PART_FLOATS(Dv);
-  const int hq = (int)(row / p.Lq % p.Hq);
-  float M = -INFINITY, sink = -INFINITY;
-  if (p.sinks) M = sink = sink_of(p, sinks, hq);
-  for (int s = 0; s < ns; s++) M = fmaxf(M, pt[s * NV__GPU_SDPA_PART_FLOATS(Dv) + Dv]);
-  const float mu = ref_of(M);
-  float L = p.sinks ? expf(sink - mu) : 0.0f;
-  for (int s = 0; s < ns; s++) {
-    const float *ps = pt + s * NV__GPU_SDPA_PART_FLOATS(Dv);
-    L += ps[Dv + 1] * expf(ps[Dv] - mu);
-  }
-  for (int d = lane; d < Dv; d += 32) {
-    float acc = 0.0f;
-    for (int s = 0; s < ns; s++) {
-      const float *ps = pt + s * NV__GPU_SDPA_PART_FLOATS(Dv);
-      acc = fmaf(ps[d], expf(ps[Dv] - mu), acc);
+  __shared__ float wts[NV__GPU_SDPA_MAX_SPLITS], denom;
+  const int tid = threadIdx.x, lane = tid & 31, Dv = p.Dv, ns = p.nsplit;
+  const int64_t row = blockIdx.x, PF = NV__GPU_SDPA_PART_FLOATS(Dv);
+  const float *pt = (const float *)part + p.off[NV__GPU_SDPA_PART] + row * ns * PF;
+  if (tid < 32) {
+    const int hq = (int)(row / p.Lq % p.Hq);
+    float M = -INFINITY, sink = -INFINITY;
+    if (p.sinks) M = sink = sink_of(p, sinks, hq);
+    for (int s = lane; s < ns; s += 32) M = fmaxf(M, pt[s * PF + Dv]);
+    for (int w = 16; w > 0; w >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, w));
+    const float mu = ref_of(M);
+    float L = 0.0f;
+    for (int s = lane; s < ns; s += 32) {
+      const float f = expf(pt[s * PF + Dv] - mu);
+      wts[s] = f;
+      L = fmaf(pt[s * PF + Dv + 1], f, L);
     }
+    for (int w = 16; w > 0; w >>= 1) L += __shfl_xor_sync(0xffffffffu, L, w);
+    if (lane == 0) denom = p.sinks ? L + expf(sink - mu) : L;
+  }
+  __syncthreads();
+  const float L = denom;
+  for (int d = tid; d < Dv; d += NV__GPU_SDPA_THREADS) {
+    float acc = 0.0f;
+    for (int s = 0; s < ns; s++) acc = fmaf(pt[s * PF + d], wts[s], acc);
     ((S *)out)[p.off[NV__GPU_SDPA_OUT] + row * Dv + d] = f32io<DT>::st(acc / L);
   }
 }
@@ -355,6 +363,270 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     }
 #pragma unroll
     for (int c = 0; c < C; c++) red_o[warp][r][lane + 32 * c] = o[r][c];
+  }
+  __syncthreads();
+  for (int e = tid; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
+    const int r = e / Dv, d = e - r * Dv, i = r / G, hq = hkv * G + r % G;
+    float M = -INFINITY, sink = -INFINITY;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, red_m[w][r]);
+    const float mw = M; /* the warps' maximum: the partial's reference */
+    if (final_pass && p.sinks) M = fmaxf(M, sink = sink_of(p, sinks, hq));
+    const float mu = ref_of(M);
+    float L = final_pass && p.sinks ? expf(sink - mu) : 0.0f, acc = 0.0f;
+    for (int w = 0; w < NW; w++) {
+      const float f = expf(red_m[w][r] - mu);
+      L += red_l[w][r] * f;
+      acc += red_o[w][r][d] * f;
+    }
+    const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
+    if (final_pass) {
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(acc / L);
+    } else {
+      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
+                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
+      pt[d] = acc;
+      if (d == 0) {
+        pt[Dv] = mw;
+        pt[Dv + 1] = L;
+      }
+    }
+  }
+}
+
+/* ---- The vectorized decode kernel ---- */
+
+/* 16 bytes of global memory read through the non-coherent (read-only) path, streamed: not kept
+ * in L1, and L2 fetching the whole 256-byte block (the neighbouring lanes' and keys' bytes).
+ * Volatile: issued where written, never speculated past its guard. */
+__device__ __forceinline__ uint4 ld16(const void *ptr) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(ptr));
+  return r;
+}
+
+/* One float16 (the low 16 bits of `h`) as float32: the hardware's exact conversion. */
+__device__ __forceinline__ float h2f(uint32_t h) {
+  float f;
+  const unsigned short s = (unsigned short)h;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
+  return f;
+}
+
+/* The 16 / sizeof(S) elements of one 16-byte vector as float32 (element 0 at the lowest
+ * address, as the four words' little-endian halves). */
+template <int DT> __device__ __forceinline__ void unpack16(const uint4 &u, float *f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  if (DT == DT_F32) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[i] = __uint_as_float(w[i]);
+  } else if (DT == DT_BF16) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[2 * i] = h2f(w[i]);
+      f[2 * i + 1] = h2f(w[i] >> 16);
+    }
+  }
+}
+
+/* The decode kernel with 16-byte loads: at most MR (<= NV__GPU_SDPA_DECODE_ROWS) query rows of
+ * one key/value head over one split of the keys, k and v streamed from global memory into
+ * registers. A group of T lanes owns one key at a time: lane t of the group holds the 16-byte
+ * chunks t, t + T, ... (NC of them, VE elements each) of q (every row), of the key's k and v
+ * rows and of the output accumulators, so a score is the group's sum (log2 T shuffles) and
+ * each group runs its own online softmax (state per row in registers, the same in the group's
+ * lanes). A block step covers NG x U keys (U = 4, or 2 for more than 2 rows or two chunks per
+ * lane, whose registers are more): group g takes keys j0 + g + u NG (u < U; a warp's groups
+ * read consecutive rows); the next step's k rows are loaded once the scores are made and
+ * its v rows once p·v is done, so 2 U vectors per lane stay in flight. At the end the groups
+ * of a warp merge by shuffles, the 4 warps through shared memory, into the output (one split)
+ * or the split's partial (reference: the warps' maximum; the sink joins in the combine). */
+template <int DT, int T, int NC, int MR>
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS_PER_SM(MR, NC))
+    sdpa_decode_vec(void *out, const void *q, const void *k, const void *v, const void *mask,
+                    const void *sinks, void *part, P p) {
+  typedef typename f32io<DT>::S S;
+  constexpr int VE = 16 / (int)sizeof(S), W = NC * VE; /* elements per vector, per lane */
+  constexpr int NW = NV__GPU_SDPA_THREADS / 32, GPW = 32 / T, NG = NW * GPW;
+  constexpr int U = NC == 1 && MR <= 2 ? 4 : 2, STEP = NG * U;
+  static_assert(T >= 4 && T <= 32 && (T & (T - 1)) == 0, "T: a power of two in [4, 32]");
+  __shared__ float red_m[NW][MR], red_l[NW][MR];
+  __shared__ float red_o[NW][MR][T * W];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, t = lane & (T - 1);
+  const int grp = warp * GPW + lane / T;
+  const int D = p.D, Dv = p.Dv, G = p.G, R = p.rows;
+  int64_t bid = blockIdx.x;
+  const int split = (int)(bid % p.nsplit);
+  bid /= p.nsplit;
+  const int hkv = (int)(bid % p.Hkv), b = (int)(bid / p.Hkv);
+  const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
+  const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
+  const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
+  const bool final_pass = p.nsplit == 1;
+  /* chunk c of this lane: elements [e0(c), e0(c) + VE), inside k's and v's rows or not (D and
+   * Dv are multiples of VE) */
+  bool kin[NC], vin[NC];
+#pragma unroll
+  for (int c = 0; c < NC; c++) {
+    const int e0 = (c * T + t) * VE;
+    kin[c] = e0 < D;
+    vin[c] = e0 < Dv;
+  }
+  float qv[MR][W], o[MR][W], m[MR], l[MR];
+#pragma unroll
+  for (int r = 0; r < MR; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    const int i = r / G, hq = hkv * G + r % G;
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      float f[VE];
+      if (r < R && kin[c]) {
+        unpack16<DT>(ld16(qb + (((int64_t)b * p.Hq + hq) * p.Lq + i) * D + (c * T + t) * VE), f);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VE; e++) f[e] = 0.0f;
+      }
+#pragma unroll
+      for (int e = 0; e < VE; e++) {
+        qv[r][c * VE + e] = f[e] * p.scale;
+        o[r][c * VE + e] = 0.0f;
+      }
+    }
+  }
+  const int kend = key_end(p, 0, p.Lq - 1);
+  const int64_t ks64 = (int64_t)split * p.split_len;
+  const int ks = (int)(ks64 < kend ? ks64 : kend);
+  const int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  /* the first step's k and v rows; a key past the split reads nothing (zeros) */
+  uint4 kr[U][NC], vr[U][NC];
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int jj = ks + u * NG + grp;
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      const int e0 = (c * T + t) * VE;
+      kr[u][c] = jj < ke && kin[c] ? ld16(kb + (int64_t)jj * D + e0) : zero;
+      vr[u][c] = jj < ke && vin[c] ? ld16(vb + (int64_t)jj * Dv + e0) : zero;
+    }
+  }
+  for (int j0 = ks; j0 < ke; j0 += STEP) {
+    /* the scores of the group's U keys for every row (group sums by shuffles) */
+    float sc[MR][U];
+#pragma unroll
+    for (int r = 0; r < MR; r++)
+#pragma unroll
+      for (int u = 0; u < U; u++) sc[r][u] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int c = 0; c < NC; c++) {
+        float f[VE];
+        unpack16<DT>(kr[u][c], f);
+#pragma unroll
+        for (int r = 0; r < MR; r++)
+#pragma unroll
+          for (int e = 0; e < VE; e++) sc[r][u] = fmaf(qv[r][c * VE + e], f[e], sc[r][u]);
+      }
+#pragma unroll
+    for (int w = T >> 1; w > 0; w >>= 1)
+#pragma unroll
+      for (int r = 0; r < MR; r++)
+#pragma unroll
+        for (int u = 0; u < U; u++) sc[r][u] += __shfl_xor_sync(0xffffffffu, sc[r][u], w);
+    /* the next step's k rows, in flight during the softmax and p·v */
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int jn = j0 + STEP + u * NG + grp;
+#pragma unroll
+      for (int c = 0; c < NC; c++)
+        kr[u][c] = jn < ke && kin[c] ? ld16(kb + (int64_t)jn * D + (c * T + t) * VE) : zero;
+    }
+    /* masks, then the online softmax per row */
+#pragma unroll
+    for (int r = 0; r < MR; r++) {
+      if (r >= R) break; /* R is the same for the whole block */
+      float mnew = m[r];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int jj = j0 + u * NG + grp;
+        sc[r][u] = jj < ke ? masked(p, mask, b, hkv * G + r % G, r / G, jj, sc[r][u]) : -INFINITY;
+        mnew = fmaxf(mnew, sc[r][u]);
+      }
+      const float mu = ref_of(mnew), corr = expf(m[r] - mu);
+      float esum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        sc[r][u] = expf(sc[r][u] - mu);
+        esum += sc[r][u];
+      }
+      l[r] = l[r] * corr + esum;
+      m[r] = mnew;
+#pragma unroll
+      for (int e = 0; e < W; e++) o[r][e] *= corr;
+    }
+    /* o += p·v */
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int c = 0; c < NC; c++) {
+        float f[VE];
+        unpack16<DT>(vr[u][c], f);
+#pragma unroll
+        for (int r = 0; r < MR; r++) {
+          if (r >= R) break;
+#pragma unroll
+          for (int e = 0; e < VE; e++)
+            o[r][c * VE + e] = fmaf(sc[r][u], f[e], o[r][c * VE + e]);
+        }
+      }
+    /* the next step's v rows, in flight during its scores */
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int jn = j0 + STEP + u * NG + grp;
+#pragma unroll
+      for (int c = 0; c < NC; c++)
+        vr[u][c] = jn < ke && vin[c] ? ld16(vb + (int64_t)jn * Dv + (c * T + t) * VE) : zero;
+    }
+  }
+  /* the warp's groups merge pairwise (lanes l and l ^ off hold the same chunks): both sides
+   * compute the same sums, so every group ends with the warp's state */
+#pragma unroll
+  for (int off = T; off < 32; off <<= 1)
+#pragma unroll
+    for (int r = 0; r < MR; r++) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[r], off);
+      const float lo = __shfl_xor_sync(0xffffffffu, l[r], off);
+      const float M = fmaxf(m[r], mo), mu = ref_of(M);
+      const float fa = expf(m[r] - mu), fb = expf(mo - mu);
+      l[r] = l[r] * fa + lo * fb;
+#pragma unroll
+      for (int e = 0; e < W; e++) {
+        const float oo = __shfl_xor_sync(0xffffffffu, o[r][e], off);
+        o[r][e] = o[r][e] * fa + oo * fb;
+      }
+      m[r] = M;
+    }
+  if (lane < T) {
+#pragma unroll
+    for (int r = 0; r < MR; r++) {
+      if (lane == 0) {
+        red_m[warp][r] = m[r];
+        red_l[warp][r] = l[r];
+      }
+#pragma unroll
+      for (int c = 0; c < NC; c++)
+#pragma unroll
+        for (int e = 0; e < VE; e++) red_o[warp][r][(c * T + t) * VE + e] = o[r][c * VE + e];
+    }
   }
   __syncthreads();
   for (int e = tid; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
@@ -790,6 +1062,39 @@ const void *nv__gpu_sdpa_decode(int dtype, int d) {
   if (dtype == DT_F16) NV_SDPA_DECODE_CASES(DT_F16)
   if (dtype == DT_BF16) NV_SDPA_DECODE_CASES(DT_BF16)
   if (dtype == DT_F32) NV_SDPA_DECODE_CASES(DT_F32)
+  return NULL;
+}
+
+/* The vectorized decode kernel of T lanes per key and NC chunks per lane for `mr` rows. */
+#define NV_SDPA_DVEC_ROWS(DT, T, NC)                            \
+  switch (mr) {                                                  \
+    case 1: return (const void *)sdpa_decode_vec<DT, T, NC, 1>;  \
+    case 2: return (const void *)sdpa_decode_vec<DT, T, NC, 2>;  \
+    default: return (const void *)sdpa_decode_vec<DT, T, NC, 4>; \
+  }
+/* ... for `c` <= 32 chunks per row: the fewest lanes (at least 4) that hold one chunk each */
+#define NV_SDPA_DVEC_CASES(DT)           \
+  if (c <= 4) NV_SDPA_DVEC_ROWS(DT, 4, 1)   \
+  if (c <= 8) NV_SDPA_DVEC_ROWS(DT, 8, 1)   \
+  if (c <= 16) NV_SDPA_DVEC_ROWS(DT, 16, 1) \
+  NV_SDPA_DVEC_ROWS(DT, 32, 1)
+
+const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows) {
+  if (d < 0 || d > 256 || rows < 1 || rows > NV__GPU_SDPA_DECODE_ROWS) return NULL;
+  const int mr = rows == 1 ? 1 : rows == 2 ? 2 : 4;
+  if (dtype == DT_F16) {
+    const int c = (d + 7) / 8;
+    NV_SDPA_DVEC_CASES(DT_F16)
+  }
+  if (dtype == DT_BF16) {
+    const int c = (d + 7) / 8;
+    NV_SDPA_DVEC_CASES(DT_BF16)
+  }
+  if (dtype == DT_F32) {
+    const int c = (d + 3) / 4;
+    if (c > 32) NV_SDPA_DVEC_ROWS(DT_F32, 32, 2) /* 129..256 float32 elements */
+    NV_SDPA_DVEC_CASES(DT_F32)
+  }
   return NULL;
 }
 

@@ -21,6 +21,7 @@ extern "C" {
 #define NV__GPU_SDPA_THREADS 128 /* every kernel: 4 warps */
 #define NV__GPU_SDPA_MMA_KEYS 64 /* keys per step of the tensor-core kernel */
 #define NV__GPU_SDPA_DECODE_ROWS 4 /* most query rows (G x Lq) of the decode kernel */
+#define NV__GPU_SDPA_MAX_SPLITS 128 /* most key splits (partials per output row) */
 
 enum { NV__GPU_SDPA_OUT = 0, NV__GPU_SDPA_Q, NV__GPU_SDPA_K, NV__GPU_SDPA_V, NV__GPU_SDPA_MASK,
        NV__GPU_SDPA_SINKS, NV__GPU_SDPA_PART };
@@ -58,6 +59,16 @@ int nv__gpu_sdpa_mma_rows(int d);
 /* The decode kernel (float16, bfloat16, float32) for head sizes up to `d` <= 256 (D and Dv),
  * at most NV__GPU_SDPA_DECODE_ROWS rows; 16 KiB of static shared memory at most. */
 const void *nv__gpu_sdpa_decode(int dtype, int d);
+/* The vectorized decode kernel (float16, bfloat16, float32) for head sizes up to `d` <= 256
+ * (D and Dv) and `rows` <= NV__GPU_SDPA_DECODE_ROWS query rows, else NULL. It reads q, k and v
+ * in 16-byte vectors: each of D and Dv a multiple of 16 bytes' elements (8 of float16/bfloat16,
+ * 4 of float32) and the three views 16-byte aligned (the caller checks). */
+const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows);
+/* The blocks per SM the vectorized decode kernel of `mr` rows (1, 2 or 4) and `nc` chunks per
+ * lane (2: float32 rows of more than 128 elements, else 1) is built for: its registers per
+ * thread are at most 65536 / (128 x that). */
+#define NV__GPU_SDPA_DVEC_BLOCKS_PER_SM(mr, nc) \
+  ((nc) == 1 ? ((mr) == 1 ? 7 : (mr) == 2 ? 5 : 4) : ((mr) == 1 ? 6 : (mr) == 2 ? 4 : 3))
 uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv);
 uint32_t nv__gpu_sdpa_mma_smem(int d);
 

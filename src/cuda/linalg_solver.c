@@ -106,6 +106,20 @@ static nv_status warm_up(ls_device *d, const char *op) {
     st = solver_error(op, "cusolverDnDpotrf (warm-up)", (int)cs);
     goto done;
   }
+  /* The 64-bit API's first call too (cholesky's single matrices), on the identity again. */
+  cusolverDnParams_t xp = NULL;
+  size_t dws = 0, hws = 0;
+  if ((cs = cusolverDnCreateParams(&xp)) == CUSOLVER_STATUS_SUCCESS)
+    cs = cusolverDnXpotrf_bufferSize(d->sol, xp, CUBLAS_FILL_MODE_LOWER, 2, CUDA_R_64F, ident, 2,
+                                     CUDA_R_64F, &dws, &hws);
+  if (cs == CUSOLVER_STATUS_SUCCESS && hws == 0 && dws <= 60 * sizeof(double))
+    cs = cusolverDnXpotrf(d->sol, xp, CUBLAS_FILL_MODE_LOWER, 2, CUDA_R_64F, ident, 2, CUDA_R_64F,
+                          ws, dws, NULL, 0, info);
+  if (xp) cusolverDnDestroyParams(xp);
+  if (cs != CUSOLVER_STATUS_SUCCESS) {
+    st = solver_error(op, "cusolverDnXpotrf (warm-up)", (int)cs);
+    goto done;
+  }
   cublasStatus_t bs = cublasDtrsm(d->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                                   CUBLAS_DIAG_NON_UNIT, 2, 2, &one, ident, 2, ident, 2);
   if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -300,7 +314,12 @@ static hrx_status run_cholesky(const cap *c) {
   } else {
     for (int64_t b = 0; b < k->batch; b++) {
       char *ob = out + b * (int64_t)n * n * (int64_t)es;
-      if (k->kind == NV__LS_F64)
+      if (c->p->xp) {
+        cudaDataType ta = k->kind == NV__LS_F64 ? CUDA_R_64F : CUDA_R_32F;
+        CK_SOL(cusolverDnXpotrf(h, c->p->xp, fill, k->n, ta, ob, k->n, ta, at(c, k->ws),
+                                (size_t)k->lwork * es, NULL, 0, info + b),
+               "cusolverDnXpotrf");
+      } else if (k->kind == NV__LS_F64)
         CK_SOL(cusolverDnDpotrf(h, fill, n, (double *)ob, n, (double *)at(c, k->ws), (int)k->lwork,
                                 info + b),
                "cusolverDnDpotrf");
@@ -733,6 +752,22 @@ static nv_status size_workspace(ls_plan *p) {
   bool f64 = k->kind == NV__LS_F64;
   switch (k->prim) {
   case NV__PRIM_CHOLESKY:
+    if (k->batch == 1 || k->n > LS_BATCHED_MAX) {
+      /* One call per matrix: the 64-bit API (PyTorch's choice), unless it wants host
+       * workspace, which a captured call cannot use (the legacy call then). */
+      size_t dws = 0, hws = 0;
+      cudaDataType ta = f64 ? CUDA_R_64F : CUDA_R_32F;
+      s = cusolverDnCreateParams(&p->xp);
+      if (s == CUSOLVER_STATUS_SUCCESS)
+        s = cusolverDnXpotrf_bufferSize(h, p->xp, CUBLAS_FILL_MODE_UPPER, k->n, ta, NULL, k->n, ta,
+                                        &dws, &hws);
+      if (s == CUSOLVER_STATUS_SUCCESS && hws == 0) {
+        k->lwork = (int64_t)((dws + kind_size(k->kind) - 1) / kind_size(k->kind));
+        return NV_OK;
+      }
+      if (p->xp) cusolverDnDestroyParams(p->xp);
+      p->xp = NULL;
+    }
     s = f64 ? cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_UPPER, n, NULL, n, &lw)
             : cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_UPPER, n, NULL, n, &lw);
     break;

@@ -2,8 +2,10 @@
  * quantized_matmul (host code, C11). Each gets its outputs' device memory and its inputs
  * row-contiguous (copied into scratch memory where they are not) and records one launch of
  * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed
- * w, the tiled kernel otherwise (the builder turns products of more than 32 rows per matrix on
- * a GPU stream into dequantize + matmul, so those do not reach it). */
+ * w (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16
+ * or float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products
+ * of more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not
+ * reach it). */
 #include "cuda/gpu.h"
 #include "cuda/quantize_kernels.h"
 #include "ops/quantize_params.h"
@@ -93,8 +95,13 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
   const nv__output *ox = in[0].meta, *ow = in[1].meta;
   bool affine = qp->mode == NV__QMODE_AFFINE;
   bool gemv = qp->transpose && ox->shape[1] <= NV__GPU_QMM_GEMV_MAX_M;
-  const void *func = gemv ? nv__gpu_kernel_qmm_gemv((int)out->dtype, qp->bits)
-                          : nv__gpu_kernel_qmm_tiled((int)out->dtype);
+  /* The streaming gemv where K is whole units of 32 (float16, bfloat16, float32 x). */
+  const void *qmv = gemv && ox->shape[2] % 32 == 0
+                        ? nv__gpu_kernel_qmv((int)out->dtype, qp->mode, qp->bits, ox->shape[1])
+                        : NULL;
+  const void *func = qmv                       ? qmv
+                     : gemv ? nv__gpu_kernel_qmm_gemv((int)out->dtype, qp->bits)
+                            : nv__gpu_kernel_qmm_tiled((int)out->dtype);
   if (!func) return unsupported("quantized_matmul", out->dtype);
   nv__gpu_arg o, a[4];
   nv_status st = nv__gpu_output(ctx, out, &o);
@@ -128,7 +135,19 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
     /* An empty contraction: zeros (every float dtype's zero is all zero bits). */
     return nv__gpu_fill(ctx, o.view, 0);
   }
-  if (gemv) {
+  if (qmv) {
+    int64_t rows = (int64_t)nv__gpu_qmv_rows_per_warp(p.M, p.bits) * NV__GPU_QMV_WARPS;
+    int64_t blocks = (p.N + rows - 1) / rows;
+    if (blocks > INT32_MAX)
+      return nv__set_error(NV_ERR_UNSUPPORTED, "quantized_matmul: N = %lld is too large",
+                           (long long)p.N);
+    l.grid[0] = (uint32_t)blocks;
+    l.grid[1] = cap_grid(p.B);
+    l.grid[2] = 1;
+    l.block[0] = 32 * NV__GPU_QMV_WARPS;
+    l.block[1] = 1;
+    l.block[2] = 1;
+  } else if (gemv) {
     int64_t cols = (p.N + NV__GPU_QMM_GEMV_WARPS - 1) / NV__GPU_QMM_GEMV_WARPS;
     if (cols > INT32_MAX)
       return nv__set_error(NV_ERR_UNSUPPORTED, "quantized_matmul: N = %lld is too large",

@@ -20,6 +20,8 @@ extern "C" {
 /* The decode gemv: rows of x at most, and output columns (warps) per block. */
 #define NV__GPU_QMM_GEMV_MAX_M 8
 #define NV__GPU_QMM_GEMV_WARPS 8
+/* The streaming decode gemv (quantize_gemv.cu): warps per block. */
+#define NV__GPU_QMV_WARPS 4
 /* The tiled kernel: output tile (rows x columns) and K step. */
 #define NV__GPU_QMM_TILE 64
 #define NV__GPU_QMM_KSTEP 32
@@ -42,6 +44,12 @@ const void *nv__gpu_kernel_quantize(int dtype);
 const void *nv__gpu_kernel_dequantize(int dtype);
 const void *nv__gpu_kernel_qmm_gemv(int dtype, int bits);
 const void *nv__gpu_kernel_qmm_tiled(int dtype);
+/* The streaming decode gemv for x's dtype (float16, bfloat16, float32), mode, bits and m rows
+ * of x (1..NV__GPU_QMM_GEMV_MAX_M), else NULL; it needs K a multiple of 32 (x and w not
+ * aligned for its vector loads take a slower loop). Each warp computes
+ * nv__gpu_qmv_rows_per_warp(m, bits) consecutive rows of w. */
+const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t m);
+int nv__gpu_qmv_rows_per_warp(int64_t m, int bits);
 
 #ifdef __cplusplus
 }

@@ -92,10 +92,15 @@ static nv_array *plain_reduce(int prim, const nv_array *x, const int *axes, int 
       in_dt = out_dt = sum_dtype(in_dt);
       break;
     case NV__PRIM_MAX:
-    case NV__PRIM_MIN:
-      if (o->size == 0)
-        return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "cannot %s-reduce an empty array", op);
+    case NV__PRIM_MIN: {
+      /* An empty reduced axis has no maximum (NumPy, MLX); empty rows over a non-empty axis
+       * give an empty result. */
+      int64_t len = 1;
+      for (int i = 0; i < nax; i++) len *= o->shape[ax[i]];
+      if (len == 0)
+        return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "cannot %s-reduce an empty axis", op);
       break;
+    }
     case NV__PRIM_ALL:
     case NV__PRIM_ANY: out_dt = NV_DTYPE_BOOL; break;
     case NV__PRIM_MEAN: in_dt = out_dt = nv__at_least_float(in_dt); break;
@@ -157,10 +162,12 @@ static nv_array *row_reduce(int prim, const nv_array *x, const int *axes, int na
   if (arg) dt = NV_DTYPE_UINT32;
   if (o->dtype == NV_DTYPE_COMPLEX64 && !arg)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "complex64 is not supported");
-  if ((arg || prim == NV__PRIM_LOGSUMEXP) && o->size == 0)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "cannot reduce an empty array");
   int64_t len = 1;
   for (int i = 0; i < nax; i++) len *= o->shape[ax[i]];
+  /* logsumexp of an empty array fails (MLX); argmax/argmin only over an empty axis (NumPy). */
+  if ((prim == NV__PRIM_LOGSUMEXP && o->size == 0) || (arg && len == 0))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "cannot reduce an empty %s",
+                        arg ? "axis" : "array");
   if (arg && len > (int64_t)UINT32_MAX)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                         "reductions of %lld elements exceed uint32 indices", (long long)len);

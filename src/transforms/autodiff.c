@@ -65,6 +65,22 @@ static void fail_with_outputs(nv_array *const *outs, size_t nout, nv_array **res
   }
 }
 
+/* The complex convention at the API (MLX's, PyTorch's): a vjp returns cot · conj(f'(z)). The
+ * rules compute the transpose, cot · f'(z) (DESIGN §8; simpler to compose, and what the fast
+ * ops' and checkpoint's internal vjps use), so the public entry points conjugate complex
+ * cotangents on the way in and complex gradients on the way out: conj ∘ vjp ∘ conj is MLX's
+ * vjp for every function, holomorphic or not. Takes `x` over; real arrays pass unchanged. */
+nv_array *nv__tf_conj_complex(nv_array *x) {
+  if (!x || nv__out(x)->dtype != NV_DTYPE_COMPLEX64) return x;
+  nv_array *c = nv_conjugate(x);
+  nv_release(x);
+  return c;
+}
+
+static void conj_all(nv_array **xs, size_t n) {
+  for (size_t i = 0; i < n; i++) xs[i] = nv__tf_conj_complex(xs[i]);
+}
+
 /* Appends `n` arrays to `v` (when not NULL). */
 static nv_status push_all(nv_vec *v, nv_array *const *xs, size_t n) {
   for (size_t i = 0; v && i < n; i++) {
@@ -124,9 +140,16 @@ nv_status nv_vjp(const nv_closure *f, const nv_vec *primals, const nv_vec *cotan
   if (!g) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "vjp: out of memory");
   nv__scope_suspend();
   nv_vec *outs = nv_vec_new();
-  s = outs ? nv__tf_vjp("vjp", f, nv_vec_data(primals), n, nv_vec_data(cotangents),
-                        nv_vec_size(cotangents), outs, g)
-           : NV_ERR_OUT_OF_MEMORY;
+  size_t ncot = nv_vec_size(cotangents);
+  nv_array **cc = calloc(ncot ? ncot : 1, sizeof *cc);
+  for (size_t i = 0; cc && i < ncot; i++)
+    cc[i] = nv_vec_get(cotangents, i) ? nv__tf_conj_complex(nv_retain(nv_vec_get(cotangents, i)))
+                                      : NULL;
+  s = outs && cc ? nv__tf_vjp("vjp", f, nv_vec_data(primals), n, cc, ncot, outs, g)
+                 : nv__set_error(NV_ERR_OUT_OF_MEMORY, "vjp: out of memory");
+  if (cc) nv__tf_release_all(cc, ncot);
+  free(cc);
+  if (s == NV_OK) conj_all(g, n);
   if (s == NV_OK) s = push_all(outputs, nv_vec_data(outs), nv_vec_size(outs));
   if (s == NV_OK) s = push_all(vjps, g, n);
   nv_vec_free(outs);
@@ -228,6 +251,7 @@ static nv_status grad_run(grad_fn *g, const char *op, const nv_vec *inputs, nv_v
     if (!src) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     for (size_t i = 0; src && i < g->nargs; i++) src[i] = t.args[g->args[i]];
     if (s == NV_OK) s = nv__tf_backward(op, src, g->nargs, &value, &one, 1, grads);
+    if (s == NV_OK) conj_all(grads, g->nargs); /* the API's convention (nv__tf_conj_complex) */
     if (s == NV_OK) fail_with_outputs(&value, 1, grads, g->nargs);
     nv_release(one);
     free(src);

@@ -144,6 +144,8 @@ static nv_status custom_vjp(const nv__node *n, nv_array *const *in, nv_array *co
   for (int i = 0; s == NV_OK && i < nin; i++) args[i] = nv_retain(in[nout + i]);
   for (int i = 0; s == NV_OK && i < nout; i++) {
     args[nin + i] = cot[i] ? nv_retain(cot[i]) : nv_zeros_like(out[i]);
+    /* A user's rule speaks the API's complex convention (MLX's: nv__tf_conj_complex). */
+    if (!p->c->recompute) args[nin + i] = nv__tf_conj_complex(args[nin + i]);
     args[nin + nout + i] = nv_retain(out[i]);
   }
   if (s == NV_OK && p->c->recompute) {
@@ -157,7 +159,10 @@ static nv_status custom_vjp(const nv__node *n, nv_array *const *in, nv_array *co
     s = call_rule("vjp", p->c->vjp, args, (size_t)(nin + 2 * nout), in + nout, (size_t)nin, res);
   }
   for (int i = 0; s == NV_OK && i < nin; i++)
-    if (want[nout + i]) grad[nout + i] = nv_retain(nv_vec_get(res, (size_t)i));
+    if (want[nout + i]) {
+      nv_array *r = nv_retain(nv_vec_get(res, (size_t)i));
+      grad[nout + i] = p->c->recompute ? r : nv__tf_conj_complex(r);
+    }
   if (args) nv__tf_release_all(args, (size_t)(nin + 2 * nout));
   free(args);
   nv_vec_free(res);

@@ -88,8 +88,18 @@ static nv_array *minmax_mask(const nv__node *n, const nv_array *a, const nv_arra
   return nv__tf_compare(a, b, op);
 }
 
-static nv_status complex_abs(const char *what) {
-  return nv__set_error(NV_ERR_UNSUPPORTED, "%s: abs of complex64 has no derivative rule", what);
+/* conj(z) / |z| for complex z (0 where z = 0, as MLX), r = |z|: abs' derivative is the real
+ * part of this times dz, so its vjp (the transpose convention of the rules) is cot times it and
+ * its jvp the real part of it times the tangent. */
+static nv_array *abs_unit(const nv_array *z, const nv_array *r) {
+  nv_array *zero = nv_equal_scalar(r, 0.0), *one = nv_ones(NULL, 0, meta(r)->dtype);
+  nv_array *safe = nv_where(zero, one, r), *cz = nv_conjugate(z);
+  nv_array *u = nv_divide(cz, safe);
+  nv_release(zero);
+  nv_release(one);
+  nv_release(safe);
+  nv_release(cz);
+  return u;
 }
 
 /* ---- vjp ---- */
@@ -165,8 +175,8 @@ VJP(vjp_negative) {
 
 VJP(vjp_abs) {
   if (!want[0]) return NV_OK;
-  if (meta(in[0])->dtype == NV_DTYPE_COMPLEX64) return complex_abs("vjp");
-  nv_array *s = sign_of(in[0]);
+  bool cplx = meta(in[0])->dtype == NV_DTYPE_COMPLEX64;
+  nv_array *s = cplx ? abs_unit(in[0], out[0]) : sign_of(in[0]);
   grad[0] = nv_multiply(cot[0], s);
   nv_release(s);
   return NV_OK;
@@ -316,7 +326,13 @@ JVP(jvp_negative) {
 }
 
 JVP(jvp_abs) {
-  if (meta(in[0])->dtype == NV_DTYPE_COMPLEX64) return complex_abs("jvp");
+  if (meta(in[0])->dtype == NV_DTYPE_COMPLEX64) {
+    nv_array *u = abs_unit(in[0], out[0]), *p = nv_multiply(tan[0], u);
+    ot[0] = nv_real(p);
+    nv_release(u);
+    nv_release(p);
+    return NV_OK;
+  }
   nv_array *s = sign_of(in[0]);
   ot[0] = nv_multiply(tan[0], s);
   nv_release(s);

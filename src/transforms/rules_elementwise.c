@@ -95,7 +95,8 @@ static nv_array *unary_chain(const nv__node *n, const nv_array *x, const nv_arra
     case NV__PRIM_ARCTAN: d = take(nv_reciprocal, affine(nv_square(x), 1.0, 1.0)); break;
     case NV__PRIM_SINH: d = nv_cosh(x); break;
     case NV__PRIM_COSH: d = nv_sinh(x); break;
-    case NV__PRIM_TANH: d = take(nv_reciprocal, take(nv_square, nv_cosh(x))); break;
+    /* 1 - y² from the output (as MLX and PyTorch): two cheap element-wise ops, not cosh. */
+    case NV__PRIM_TANH: d = affine(nv_square(y), -1.0, 1.0); break;
     case NV__PRIM_ARCSINH: d = take(nv_rsqrt, affine(nv_square(x), 1.0, 1.0)); break;
     case NV__PRIM_ARCCOSH: d = take(nv_rsqrt, affine(nv_square(x), 1.0, -1.0)); break;
     case NV__PRIM_ARCTANH: d = take(nv_reciprocal, affine(nv_square(x), -1.0, 1.0)); break;

@@ -153,6 +153,9 @@ nv_status nv__tf_vjp(const char *op, const nv_closure *f, nv_array *const *prima
 
 /* Releases `n` arrays of a list (NULL entries allowed). */
 void nv__tf_release_all(nv_array **xs, size_t n);
+/* conj(x) for a complex64 x, x itself otherwise; takes x over (autodiff.c: the API's complex
+ * convention, MLX's, from the rules' transpose convention). */
+nv_array *nv__tf_conj_complex(nv_array *x);
 
 /* Whether two arrays have the same shape. */
 bool nv__tf_same_shape(const nv_array *a, const nv_array *b);

@@ -985,14 +985,22 @@ static nv_status abs_sum(void *p, const nv_vec *in, nv_vec *out) {
   return nv_vec_push(out, nv_sum(nv_abs(nv_vec_get(in, 0)), NULL, 0, false));
 }
 
-Test(transforms, complex_abs_has_no_rule_yet) {
-  nv_array *z = nv_array_complex(3, 4);
+Test(transforms, complex_abs_gradient_as_mlx) {
+  /* d|z| = Re(conj(z) dz) / |z|: the gradient (MLX's convention) is z / |z|, 0 at z = 0. */
+  nv_complex64 zv[3] = {{3, 4}, {0, 0}, {0, -2}};
+  nv_array *z = nv_array_from_data(zv, (int[]){3}, 1, NV_DTYPE_COMPLEX64);
   nv_closure *f = nv_closure_new(abs_sum, NULL, NULL);
   nv_closure *g = nv_grad(f, NULL, 0);
   nv_vec *in = nv_vec_new(), *out = nv_vec_new();
   nv_vec_push(in, z);
-  cr_assert_eq(nv_closure_apply(g, in, out), NV_ERR_UNSUPPORTED);
-  cr_assert(strstr(nv_last_error(), "abs"), "%s", nv_last_error());
+  cr_assert_eq(nv_closure_apply(g, in, out), NV_OK, "%s", nv_last_error());
+  nv_complex64 got[3];
+  cr_assert_eq(nv_array_read(nv_vec_get(out, 0), got, sizeof got), NV_OK, "%s", nv_last_error());
+  const float want[3][2] = {{0.6f, 0.8f}, {0, 0}, {0, -1}};
+  for (int i = 0; i < 3; i++) {
+    cr_assert_float_eq(got[i].re, want[i][0], 1e-6, "%d", i);
+    cr_assert_float_eq(got[i].im, want[i][1], 1e-6, "%d", i);
+  }
   cr_assert_eq(nv__tracing_depth(), 0);
   nv_vec_free(in);
   nv_vec_free(out);

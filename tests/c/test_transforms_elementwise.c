@@ -475,7 +475,7 @@ Test(transforms_elementwise, unary_rules_in_float32_float16_bfloat16) {
   }
 }
 
-/* ---- Complex: f'(z) without conjugation; real, imag, conjugate transpose as MLX ---- */
+/* ---- Complex: MLX's convention, cot · conj(f'(z)); real, imag, conjugate as MLX ---- */
 
 /* vjp of a one-input closure at z with cotangent `ct` (complex64 or float32). */
 static nv_array *vjp1(op_fn fn, nv_array *z, nv_array *ct) {
@@ -512,20 +512,21 @@ Test(transforms_elementwise, complex_rules) {
   nv_array *ctr = nv_array_from_data(cr, shape, 1, NV_DTYPE_FLOAT32);
   nv_array *ctc = nv_array_from_data(cc, shape, 1, NV_DTYPE_COMPLEX64);
   float g[4];
-  /* real: c -> c + 0i; imag: c -> -ic; conjugate: c -> conj(c). */
+  /* MLX's convention (cot · conj(f')): real: c -> c + 0i; imag: c -> ic; conjugate:
+   * c -> conj(c). */
   nv_array *gr = vjp1(f_creal, z, ctr), *gi = vjp1(f_cimag, z, ctr), *gc = vjp1(f_cconj, z, ctc);
   read_c64(gr, g, 2);
-  for (int i = 0; i < 2; i++) cr_assert(g[2 * i] == cr[i] && g[2 * i + 1] == 0.0f);
+  for (int i = 0; i < 2; i++) cr_assert(g[2 * i] == cr[i] && g[2 * i + 1] == 0.0f); /* ±0 */
   read_c64(gi, g, 2);
-  for (int i = 0; i < 2; i++) cr_assert(g[2 * i] == 0.0f && g[2 * i + 1] == -cr[i]);
+  for (int i = 0; i < 2; i++) cr_assert(g[2 * i] == 0.0f && g[2 * i + 1] == cr[i]);
   read_c64(gc, g, 2);
   for (int i = 0; i < 2; i++) cr_assert(g[2 * i] == cc[2 * i] && g[2 * i + 1] == -cc[2 * i + 1]);
-  /* sin: c · cos(z). */
+  /* sin: c · conj(cos(z)). */
   nv_array *gs = vjp1(f_csin, z, ctc);
   read_c64(gs, g, 2);
   for (int i = 0; i < 2; i++) {
     double x = zv[2 * i], y = zv[2 * i + 1];
-    double cre = cos(x) * cosh(y), cim = -sin(x) * sinh(y); /* cos(x + iy) */
+    double cre = cos(x) * cosh(y), cim = sin(x) * sinh(y); /* conj(cos(x + iy)) */
     double wr = cc[2 * i] * cre - cc[2 * i + 1] * cim, wi = cc[2 * i] * cim + cc[2 * i + 1] * cre;
     cr_assert(fabs(g[2 * i] - wr) < 1e-5 && fabs(g[2 * i + 1] - wi) < 1e-5,
               "sin: (%g, %g) want (%g, %g)", g[2 * i], g[2 * i + 1], wr, wi);

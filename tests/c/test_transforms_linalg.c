@@ -57,7 +57,8 @@ Test(transforms_linalg, every_op_under_vmap_matches_a_loop) {
 }
 
 Test(transforms_linalg, vecdot_conjugates_as_mlx_and_numpy) {
-  /* f = Σ conj(a) b with complex64 a, b: vjp gives a conj(cot b) and b cot conj(a). */
+  /* f = Σ conj(a) b with complex64 a, b: vjp (MLX's convention, cot · conj(∂f)) gives a
+   * conj(cot) b and b cot a, as MLX computes it. */
   nv_complex64 av[2] = {{1, 2}, {-0.5f, 1}}, bv[2] = {{3, -1}, {2, 0.25f}};
   float complex ca[2], cb[2];
   for (int i = 0; i < 2; i++) {
@@ -84,7 +85,7 @@ Test(transforms_linalg, vecdot_conjugates_as_mlx_and_numpy) {
   cr_assert_eq(nv_array_read(nv_vec_get(g, 0), ga, sizeof ga), NV_OK, "%s", nv_last_error());
   cr_assert_eq(nv_array_read(nv_vec_get(g, 1), gb, sizeof gb), NV_OK, "%s", nv_last_error());
   for (int i = 0; i < 2; i++) {
-    float complex wa = conjf(cc * cb[i]), wb = cc * conjf(ca[i]);
+    float complex wa = conjf(cc) * cb[i], wb = cc * ca[i];
     cr_assert_float_eq(ga[i].re, crealf(wa), 1e-5);
     cr_assert_float_eq(ga[i].im, cimagf(wa), 1e-5);
     cr_assert_float_eq(gb[i].re, crealf(wb), 1e-5);

@@ -4,7 +4,8 @@ SIMT kernel (float32, other head sizes, short query blocks) and its split-KV dec
 the combine pass (few rows, long keys), over odd query/key lengths up to 4097, every mask kind
 (causal with Lq < Lk and Lq > Lk, additive, bool, broadcast), grouped-query heads, sinks,
 strided inputs (copied contiguous first), inputs not 16-byte aligned (the kernels' scalar
-loads), Lk = 0, NaN and fully masked rows.
+loads), the vectorized decode kernel (head sizes 16..256, 1 to 4 rows, one split or several),
+Lk = 0, NaN and fully masked rows.
 
 float32 results agree with the CPU within float32 accumulation error; float16/bfloat16 within a
 few units of the output dtype (the tensor-core kernel rounds the softmax weights to the input
@@ -131,6 +132,52 @@ CASES = ([(s, dt, mk, sk) for s in PREFILL for dt in ("float16", "bfloat16") for
 @pytest.mark.parametrize("shape,dtype,mask,sinks", sample(CASES, 50))
 def test_against_cpu(nv, rng, shape, dtype, mask, sinks):
     run_case(nv, rng, shape, dtype, mask, sinks)
+
+
+# The vectorized decode kernel (16-byte loads; aligned, D and Dv multiples of 8 float16/
+# bfloat16 or 4 float32 elements): every lane-group width (4/8/16/32 lanes per key), two chunks
+# per lane (float32 rows over 128), 1, 2, 3 and 4 rows (G x Lq), D != Dv, D not a power of two,
+# one key, one split (Lk < 512: the sinks join in the kernel) and several (the combine), causal
+# rows at different positions (Lq = 3).
+DECODE_VEC = [
+    (2, 4, 4, 1, 700, 64, 64),
+    (1, 8, 2, 1, 1500, 128, 128),
+    (1, 6, 3, 1, 513, 256, 256),
+    (2, 3, 1, 1, 300, 32, 32),
+    (1, 2, 2, 3, 900, 128, 128),
+    (1, 2, 1, 1, 1031, 64, 128),
+    (1, 4, 4, 1, 777, 80, 80),
+    (1, 2, 2, 1, 1, 128, 128),
+    (8, 4, 4, 1, 2000, 128, 128),
+    (1, 2, 2, 1, 40, 16, 16),
+]
+VEC_CASES = [(s, dt, mk, sk) for s in DECODE_VEC for dt in ("float32", "float16", "bfloat16")
+             for mk in MASKS for sk in (False, True)]
+
+
+@pytest.mark.parametrize("shape,dtype,mask,sinks", sample(VEC_CASES, 60, salt=18))
+def test_decode_vec(nv, rng, shape, dtype, mask, sinks):
+    run_case(nv, rng, shape, dtype, mask, sinks)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_decode_vec_heads(nv, rng, dtype, D):
+    """Every head size the issue names, MHA and GQA, with several splits."""
+    run_case(nv, rng, (2, 4, 4, 1, 2500, D, D), dtype, "none", False)
+    run_case(nv, rng, (1, 8, 2, 1, 3000, D, D), dtype, "causal", True)
+
+
+def test_decode_vec_nan(nv, rng):
+    """A NaN in one head's query makes that head's output NaN, the others' finite."""
+    for dt in ("bfloat16", "float32"):
+        q, k, v = rand(rng, (1, 4, 1, 128), dt), rand(rng, (1, 2, 1200, 128), dt), \
+            rand(rng, (1, 2, 1200, 128), dt)
+        q[0, 1, 0, 7] = np.nan
+        got, want = gpu_and_cpu(nv, lambda: attend(nv, q, k, v, 0.09, None, None, None,
+                                                  "contiguous"))
+        close(got, want, dt, float(np.abs(ref64(v)).max()))
+        assert np.isnan(ref64(got)[0, 1]).all() and not np.isnan(ref64(got)[0, [0, 2, 3]]).any()
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])

@@ -1,8 +1,9 @@
 """The CUDA backend's quantize family on the GPU against nuvec's CPU results: quantize and
 dequantize in every mode, bits and group size (bit for bit: both run src/ops/quantize_codec.h's
 arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
-values; quantized_matmul through the decode gemv (M <= 8, transposed; 16-byte loads for bits
-1, 2, 4, 8 and the element-by-element path for 3, 5, 6; unaligned rows), the tiled kernel
+values; quantized_matmul through the decode gemvs (M <= 8, transposed: the streaming one of
+src/cuda/quantize_gemv.cu for K a multiple of 32, its element-by-element loop for unaligned
+views, quantize.cu's for other K), the tiled kernel
 (up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
 product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
 built with the GPU as the default device (skipped where no GPU is usable) and must run there
@@ -18,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpucommon import On, gpu_and_cpu, needs_gpu, rng, sample  # noqa: E402,F401  (rng: a fixture)
-from nvc import BF16, CODE, NuvecError, Session, lib, np_dtype, ref64, sig  # noqa: E402
+from nvc import BF16, CODE, IP, NuvecError, Session, ints, lib, np_dtype, ref64, sig  # noqa: E402
 
 P = C.c_void_p
 I = C.c_int
@@ -172,3 +173,109 @@ def test_quantized_matmul_empty_and_zero_k(nv, rng):
                                            nv.array(parts[0]), nv.array(parts[1]),
                                            nv.array(parts[2]), True, 64, 4, b"affine"))
         assert nv.read(h).shape == (0, 16)
+
+
+sig("nv_reshape", P, P, IP, I)
+
+# The streaming decode gemv (src/cuda/quantize_gemv.cu: K a multiple of 32): every mode, bits
+# and group size; rows of x 1 to 8 (its 1-, 4- and 8-row variants: 1, 2 or 4 rows of w per
+# warp, so N not a multiple of those, and N below them); K of fewer units than lanes, exactly
+# one step, and steps with a partial last one (4 units a lane for 4 bits and one row of w per
+# warp: 4224 = 132 units); batched x over one w and batched w.
+DECODE = [
+    # (x shape, N, K, w batch)
+    ((1, 4224), 37, 4224, ()),
+    ((2, 1024), 13, 1024, ()),
+    ((3, 128), 1, 128, ()),
+    ((4, 4096), 9, 4096, ()),
+    ((5, 2176), 23, 2176, ()),
+    ((8, 512), 70, 512, ()),
+    ((7, 384), 3, 384, ()),
+    ((3, 2, 256), 11, 256, ()),
+    ((2, 6, 1280), 6, 1280, (2,)),
+]
+DECODE_MODES = [("affine", g, b) for b in (1, 2, 3, 4, 5, 6, 8) for g in (32, 64, 128)] + \
+    [("mxfp4", 32, 4), ("mxfp8", 32, 8), ("nvfp4", 16, 4)]
+DECODE_CASES = [c + m + (d,) for c in DECODE for m in DECODE_MODES
+                for d in ("float16", "bfloat16", "float32")]
+
+
+def decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype, offset=0, sdtype=None):
+    """x @ dequantize(w).T on the GPU against the CPU; `offset` > 0 gives x and the packed w
+    as contiguous views that start `offset` elements into a larger array (not 16-byte aligned
+    for odd offsets); `sdtype`: the affine scales and biases in another dtype."""
+    w = (rng.standard_normal(wb + (N, K)) * rng.uniform(0.5, 2, wb + (N, 1)))
+    w = w.astype(np.float32).astype(np_dtype(dtype))
+    with On("cpu"):
+        parts, _ = quantize_here(nv, w, mode, gs, bits)
+    if sdtype is not None:
+        parts = [parts[0]] + [p.astype(np_dtype(sdtype)) for p in parts[1:]]
+    x = rng.standard_normal(xshape).astype(np.float32).astype(np_dtype(dtype))
+    b = parts[2] if mode == "affine" else None
+
+    def placed(a):
+        if not offset:
+            return nv.array(a)
+        flat = np.zeros(a.size + offset, a.dtype)
+        flat[offset:] = a.reshape(-1)
+        start, n = ints([offset])
+        stop, _ = ints([flat.size])
+        step, _ = ints([1])
+        v = nv.own(lib.nv_slice(nv.array(flat), start, stop, step, n))
+        shape, nd = ints(a.shape)
+        return nv.own(lib.nv_reshape(v, shape, nd))
+
+    def make():
+        return nv.own(lib.nv_quantized_matmul(placed(x), placed(parts[0]), nv.array(parts[1]),
+                                              nv.array(b) if b is not None else None,
+                                              True, gs, bits, mode.encode()))
+    got, want = gpu_and_cpu(nv, make, "quantized_matmul")
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.shape == np.broadcast_shapes(xshape[:-2], wb) + (xshape[-2], N)
+    tol = {"bfloat16": 1.6e-2, "float16": 2e-3}.get(dtype, 1e-4)
+    g, wv = ref64(got), ref64(want)
+    np.testing.assert_allclose(g, wv, rtol=tol, atol=tol * (1 + np.abs(wv).max()))
+
+
+@pytest.mark.parametrize("xshape,N,K,wb,mode,gs,bits,dtype", sample(DECODE_CASES, 80, 2))
+def test_quantized_matmul_decode(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype):
+    decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
+
+
+@pytest.mark.parametrize("mode,gs,bits", [("affine", 64, 4), ("affine", 32, 2),
+                                          ("affine", 128, 8), ("affine", 32, 3),
+                                          ("affine", 64, 6), ("mxfp4", 32, 4),
+                                          ("nvfp4", 16, 4)])
+@pytest.mark.parametrize("offset", [1, 2, 4])
+def test_quantized_matmul_decode_unaligned(nv, rng, mode, gs, bits, offset):
+    """x and the packed w starting 1, 2 or 4 elements into their buffers: the vector loads'
+    alignment fails (the element-by-element loop) or, for some bits, holds."""
+    decode_check(nv, rng, (3, 512), 21, 512, (), mode, gs, bits, "bfloat16", offset=offset)
+
+
+@pytest.mark.parametrize("sdtype", ["float32", "float16"])
+@pytest.mark.parametrize("m", [1, 6])
+def test_quantized_matmul_decode_scales_dtype(nv, rng, sdtype, m):
+    """Affine scales and biases of another dtype than x's."""
+    decode_check(nv, rng, (m, 1024), 29, 1024, (), "affine", 64, 4, "bfloat16", sdtype=sdtype)
+
+
+def test_quantized_matmul_decode_edge_values(nv, rng):
+    """NaN and infinities in x (rows 0-2) reach only their rows' outputs, as on the CPU; row 3
+    stays finite."""
+    w = rng.standard_normal((10, 256)).astype(np.float32)
+    with On("cpu"):
+        parts, _ = quantize_here(nv, w, "affine", 64, 4)
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    x[0, 5], x[1, 200], x[2, 7] = np.nan, np.inf, -np.inf
+
+    def make():
+        return nv.own(lib.nv_quantized_matmul(nv.array(x), nv.array(parts[0]),
+                                              nv.array(parts[1]), nv.array(parts[2]), True, 64,
+                                              4, b"affine"))
+    got, want = gpu_and_cpu(nv, make, "quantized_matmul")
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    fin = np.isfinite(want)
+    assert fin[3].all() and not fin[:3].any()
+    np.testing.assert_array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4 * np.abs(want[fin]).max())

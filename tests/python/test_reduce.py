@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import sample
-from nvc import CODE, FLOATS, INTS, assert_close, ints, lib, np_dtype, ref64, sig
+from nvc import CODE, FLOATS, INTS, NuvecError, assert_close, ints, lib, np_dtype, ref64, sig
 
 P = C.c_void_p
 IP = C.POINTER(C.c_int)
@@ -217,6 +217,25 @@ def test_empty_reductions(nv):
     assert np.isnan(nv.read(nv.own(call_axes(lib.nv_mean, e, None, False))))
     assert np.all(np.isnan(nv.read(nv.own(call_axes(lib.nv_var, e, (0,), False, 0)))))
     assert np.isnan(nv.read(nv.own(call_axes(lib.nv_median, e, None, False))))
+
+
+
+@pytest.mark.parametrize("shape,axis", [((0, 3), 1), ((3, 0), 0), ((2, 0, 4), 2)])
+def test_max_argmax_over_a_full_axis_of_empty_rows(nv, shape, axis):
+    """max/min/argmax/argmin over a non-empty axis of an array with no rows: an empty
+    result (NumPy, MLX); over an empty axis: the error naming the op."""
+    e = nv.array(np.zeros(shape, np.float32))
+    want = np.zeros(shape, np.float32).max(axis=axis).shape
+    for fn in (lib.nv_max, lib.nv_min):
+        assert nv.read(nv.own(call_axes(fn, e, (axis,), False))).shape == want
+    for fn in (lib.nv_argmax, lib.nv_argmin):
+        assert nv.read(nv.own(fn(e, axis_ptr(axis), False))).shape == want
+    empty_axis = shape.index(0)
+    for fn, name in ((lib.nv_max, "max"), (lib.nv_min, "min")):
+        with pytest.raises(NuvecError, match=name + ": cannot " + name + "-reduce an empty axis"):
+            nv.read(nv.own(call_axes(fn, e, (empty_axis,), False)))
+    with pytest.raises(NuvecError, match="argmax: cannot reduce an empty axis"):
+        nv.read(nv.own(lib.nv_argmax(e, axis_ptr(empty_axis), False)))
 
 
 # ---- row reductions ----

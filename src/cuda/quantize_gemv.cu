@@ -1,0 +1,366 @@
+/* quantized_matmul's decode gemv (x @ w.T with M <= 8 rows of x per matrix), streaming the
+ * packed weights at memory speed. Each lane of a warp owns "units" of 32 consecutive elements
+ * of K (exactly BITS packed words of a row, inside one group for group sizes >= 32, two for
+ * nvfp4's 16) and walks the row's units 32 apart. Per step it first issues every load of the
+ * step (UNROLL units of R rows of w with 16-, 8- or 4-byte loads that do not allocate in L1,
+ * plus their scales and biases), then dequantizes in registers and multiplies with x, read
+ * 4 or 8 elements at a time with 8- or 16-byte loads (x stays in L1: every warp of the SM
+ * reads it).
+ * One float32 sum per row of x and row of w; a warp-shuffle reduction once at the end.
+ *
+ * Affine dequantization for bits 2, 4 and 8 without shifts: a code at bit o (< 16) of a
+ * 16-bit half of a word, or'ed into the float 2^23, reads as 2^23 + c * 2^o; minus 2^23 that
+ * is exactly c * 2^o, and fma(c * 2^o, s * 2^-o, bias) is the fma(c, s, bias) of the CPU
+ * kernel and the element-by-element gemv (s * 2^-o is exact for every scale but those below
+ * 2^-112). Bits 1, 3, 5 and 6 (and 2 where a warp has several rows of w: the 8 variants of
+ * s * 2^-o per row would cost too many registers) extract each code with a (funnel) shift.
+ *
+ * The host (quantize.c) sends here float16, bfloat16 and float32 products with K a multiple of
+ * 32 (anything else goes to quantize.cu's gemv); x or w not aligned for the vector loads (a
+ * view's offset) take an element-by-element loop here. */
+#include <stdint.h>
+
+#include "cuda/convert.cuh"
+#include "cuda/quantize_kernels.h"
+#include "ops/quantize_codec.h"
+#include "ops/quantize_params.h"
+
+using namespace nvg;
+
+namespace {
+
+constexpr int UNIT = 32; /* elements of K per unit */
+
+/* The work of a warp for at most MT rows of x and BITS-bit codes: R rows of w (more as M grows,
+ * so that each load of x serves more rows: x's L1 traffic), UNROLL units per lane and step
+ * (about 64 bytes of weights in flight per lane), dequantized CH elements at a time, and the
+ * minimum resident blocks (register budgets 64, 128 and 168). */
+template <int MT, int BITS> struct gemv_shape {
+  static constexpr int R = MT == 1 ? 1 : MT <= 4 || BITS > 4 ? 2 : 4;
+  static constexpr int U0 = 16 / (R * BITS);
+  static constexpr int UNROLL = U0 < 1 ? 1 : U0 > 4 ? 4 : U0;
+  static constexpr int CH = R == 4 ? 4 : 8;
+  static constexpr int MINB = MT == 1 ? 8 : MT <= 4 ? 4 : 3;
+  /* Shift-free affine codes (see above) where the shared scale variants s * 2^-o fit. */
+  static constexpr bool MAGIC = BITS == 4 || BITS == 8 || (BITS == 2 && R == 1);
+};
+
+/* A float scale or bias of runtime dtype `dt` (the affine scales may differ from x's dtype). */
+__device__ __forceinline__ float load_scale(int dt, const void *p, int64_t i) {
+  switch (dt) {
+    case DT_F16: return f16_to_f32(__ldg((const uint16_t *)p + i));
+    case DT_BF16: return bf16_to_f32(__ldg((const uint16_t *)p + i));
+    case DT_F64: return f64_to_f32(__ldg((const double *)p + i));
+    default: return __ldg((const float *)p + i);
+  }
+}
+
+/* The value of an fp-mode scale code (quantize.cu's scale_value, the CPU's nv__q_scale_value). */
+__device__ __forceinline__ float fp_scale(int mode, uint8_t code) {
+  if (mode == NV__QMODE_NVFP4) return fp8_to_f32(code);
+  return code == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, (int)code - 127);
+}
+
+/* Streaming loads of packed weights: read once, kept out of L1 (which holds x). */
+__device__ __forceinline__ uint4 ld_stream4(const uint32_t *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_stream2(const uint32_t *p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_stream1(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+/* One unit of a row: BITS words at p (aligned to 16 bytes when BITS is a multiple of 4, to 8
+ * when even). */
+template <int BITS>
+__device__ __forceinline__ void load_unit(const uint32_t *p, uint32_t *q) {
+  if (BITS % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < BITS / 4; j++) {
+      uint4 t = ld_stream4(p + 4 * j);
+      q[4 * j] = t.x;
+      q[4 * j + 1] = t.y;
+      q[4 * j + 2] = t.z;
+      q[4 * j + 3] = t.w;
+    }
+  } else if (BITS % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < BITS / 2; j++) {
+      uint2 t = ld_stream2(p + 2 * j);
+      q[2 * j] = t.x;
+      q[2 * j + 1] = t.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < BITS; j++) q[j] = ld_stream1(p + j);
+  }
+}
+
+/* Element k (0..31, a compile-time constant after unrolling) of a unit's bit stream q. */
+template <int BITS>
+__device__ __forceinline__ uint32_t unit_code(const uint32_t *q, int k) {
+  constexpr uint32_t MASK = (1u << BITS) - 1;
+  const int bit = k * BITS, wi = bit >> 5, o = bit & 31;
+  if (o + BITS <= 32) return (q[wi] >> o) & MASK;
+  return __funnelshift_r(q[wi], q[wi + 1], o) & MASK;
+}
+
+/* CH dequantized elements CH*c .. CH*c+CH-1 of one row's unit q. s and b: the affine scale
+ * and bias of the unit (s0/s1 the fp-mode scales of its halves: elements 0-15 and 16-31).
+ * MAGIC: bits 2, 4 or 8 read shift-free. */
+template <int BITS, int MODE, int CH, bool MAGIC>
+__device__ __forceinline__ void dequant(const uint32_t *q, int c, float s0, float s1, float b,
+                                        float *dq) {
+  constexpr uint32_t F2_23 = 0x4B000000u; /* the float 2^23 */
+#pragma unroll
+  for (int t = 0; t < CH; t++) {
+    const int k = CH * c + t;
+    if (MODE == NV__QMODE_AFFINE && MAGIC) {
+      const int bit = k * BITS, wi = bit >> 5, o = bit & 15;
+      const uint32_t src = (bit & 16) ? q[wi] >> 16 : q[wi];
+      const float v = __uint_as_float((src & (((1u << BITS) - 1) << o)) | F2_23) - 8388608.0f;
+      /* s * 2^-o: an exact power-of-two scaling (the compiler shares it between elements). */
+      dq[t] = __fmaf_rn(v, __fmul_rn(s0, __uint_as_float((uint32_t)(127 - o) << 23)), b);
+    } else if (MODE == NV__QMODE_AFFINE) {
+      const float v = __uint_as_float(unit_code<BITS>(q, k) | F2_23) - 8388608.0f;
+      dq[t] = __fmaf_rn(v, s0, b);
+    } else {
+      const uint32_t code = unit_code<BITS>(q, k);
+      const float e = MODE == NV__QMODE_MXFP8 ? fp8_to_f32((uint8_t)code) : nv__qfp4_value(code);
+      dq[t] = __fmul_rn(k < 16 ? s0 : s1, e);
+    }
+  }
+}
+
+/* N (4 or 8) consecutive elements of x at p (aligned to their size, or to 16 bytes) as
+ * float32: 16-byte loads, or one 8-byte load. */
+template <class F, int N>
+__device__ __forceinline__ void load_x(const typename F::S *p, float *out) {
+  typedef typename F::S S;
+  constexpr int BYTES = N * (int)sizeof(S);
+  if (BYTES % 16 == 0) {
+    constexpr int PER16 = 16 / (int)sizeof(S);
+#pragma unroll
+    for (int j = 0; j < BYTES / 16; j++) {
+      union {
+        uint4 u;
+        S s[PER16];
+      } t;
+      t.u = __ldg((const uint4 *)p + j);
+#pragma unroll
+      for (int k = 0; k < PER16; k++) out[j * PER16 + k] = F::ld(t.s[k]);
+    }
+  } else { /* BYTES == 8 (the only other case the kernel uses) */
+    union {
+      uint2 u;
+      S s[N];
+    } t;
+    t.u = __ldg((const uint2 *)p);
+#pragma unroll
+    for (int k = 0; k < N; k++) out[k] = F::ld(t.s[k]);
+  }
+}
+
+/* Block NV__GPU_QMV_WARPS warps; warp w of block x computes rows n0 .. n0+R-1 of w
+ * (n0 = (x * WARPS + w) * R; rows past N repeat row N-1 and are not stored) for every row of
+ * x in batch blockIdx.y (grid-stride over batches). MT: at most this many rows of x. */
+template <int DT, int BITS, int MODE, int MT>
+__global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>::MINB))
+    qmv_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x, const uint32_t *w,
+               const void *scales, const void *biases, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  typedef typename F::S S;
+  typedef gemv_shape<MT, BITS> SH;
+  constexpr int R = SH::R, UNROLL = SH::UNROLL, CH = SH::CH;
+  constexpr int NS = MODE == NV__QMODE_NVFP4 ? 2 : 1; /* scales per unit */
+  constexpr bool AFF = MODE == NV__QMODE_AFFINE;
+  out += p.off[0];
+  x += p.off[1];
+  w += p.off[2];
+  const int lane = threadIdx.x & 31;
+  const int64_t n0 = ((int64_t)blockIdx.x * NV__GPU_QMV_WARPS + (threadIdx.x >> 5)) * R;
+  if (n0 >= p.N) return; /* the whole warp */
+  const int M = (int)p.M;
+  /* Packed rows and x aligned for the vector loads (every row and unit start is when their
+   * starts are, K being a multiple of 32), else (a view's offset; uniform over the grid)
+   * element by element. */
+  constexpr uintptr_t WALIGN = BITS % 4 == 0 ? 16 : BITS % 2 == 0 ? 8 : 4;
+  const bool aligned = ((uintptr_t)w & (WALIGN - 1)) == 0 && ((uintptr_t)x & 15) == 0;
+  const int64_t U = aligned ? p.K / UNIT : 0;
+  const int gshift = __ffs(p.group_size) - 1; /* group sizes are powers of two */
+  const int64_t ssz = AFF ? dtype_size(p.sdt) : 1;
+  for (int64_t bt = blockIdx.y; bt < p.B; bt += gridDim.y) {
+    const int64_t wb = p.wbatch ? bt : 0;
+    const uint32_t *wr[R];
+    const char *sr[R], *br[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int64_t rr = wb * p.R + (n0 + r < p.N ? n0 + r : p.N - 1);
+      wr[r] = w + rr * p.words;
+      sr[r] = (const char *)scales + (p.off[3] + rr * p.groups) * ssz;
+      br[r] = (const char *)biases + (p.off[4] + rr * p.groups) * ssz;
+    }
+    const S *xb = x + bt * p.M * p.K;
+    float acc[MT][R];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int r = 0; r < R; r++) acc[m][r] = 0;
+    if (!aligned) {
+      for (int64_t e = lane; e < p.K; e += 32) {
+        const int64_t g = e >> gshift;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+          const uint32_t c = nv__qextract(wr[r], e, BITS, p.words);
+          float v;
+          if (AFF)
+            v = __fmaf_rn((float)c, load_scale(p.sdt, sr[r], g), load_scale(p.sdt, br[r], g));
+          else
+            v = __fmul_rn(fp_scale(MODE, ((const uint8_t *)sr[r])[g]),
+                          MODE == NV__QMODE_MXFP8 ? fp8_to_f32((uint8_t)c) : nv__qfp4_value(c));
+#pragma unroll
+          for (int m = 0; m < MT; m++)
+            if (m < M) acc[m][r] = __fmaf_rn(v, F::ld(xb[m * p.K + e]), acc[m][r]);
+        }
+      }
+    }
+    for (int64_t u0 = lane; u0 < U; u0 += 32 * UNROLL) {
+      /* Every load of the step first: weights, then their scales and biases. */
+      uint32_t q[UNROLL][R][BITS];
+      float sc[UNROLL][R][NS], bi[UNROLL][R];
+#pragma unroll
+      for (int j = 0; j < UNROLL; j++) {
+        const int64_t u = u0 + 32 * j;
+        if (u < U) {
+#pragma unroll
+          for (int r = 0; r < R; r++) load_unit<BITS>(wr[r] + u * BITS, q[j][r]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < UNROLL; j++) {
+        const int64_t u = u0 + 32 * j;
+        if (u < U) {
+          const int64_t g = (u * UNIT) >> gshift;
+#pragma unroll
+          for (int r = 0; r < R; r++) {
+            if (AFF) {
+              sc[j][r][0] = load_scale(p.sdt, sr[r], g);
+              bi[j][r] = load_scale(p.sdt, br[r], g);
+            } else {
+              bi[j][r] = 0;
+#pragma unroll
+              for (int h = 0; h < NS; h++)
+                sc[j][r][h] = fp_scale(MODE, __ldg((const uint8_t *)sr[r] + g + h));
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < UNROLL; j++) {
+        const int64_t u = u0 + 32 * j;
+        if (u >= U) break; /* units only run out at the row's end */
+        const S *xu = xb + u * UNIT;
+#pragma unroll
+        for (int c = 0; c < UNIT / CH; c++) {
+          float dq[R][CH];
+#pragma unroll
+          for (int r = 0; r < R; r++)
+            dequant<BITS, MODE, CH, SH::MAGIC>(q[j][r], c, sc[j][r][0], sc[j][r][NS - 1],
+                                               bi[j][r], dq[r]);
+#pragma unroll
+          for (int m = 0; m < MT; m++) {
+            if (m >= M) break;
+            float xv[CH];
+            load_x<F, CH>(xu + m * p.K + CH * c, xv);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+              float a = acc[m][r];
+#pragma unroll
+              for (int t = 0; t < CH; t++) a = __fmaf_rn(dq[r][t], xv[t], a);
+              acc[m][r] = a;
+            }
+          }
+        }
+      }
+    }
+    /* Butterfly sums (every lane ends with the totals); output i is stored by lane i % 32. */
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      if (m >= M) break;
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        float s = acc[m][r];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == ((m * R + r) & 31) && n0 + r < p.N) out[(bt * p.M + m) * p.N + n0 + r] = F::st(s);
+      }
+    }
+  }
+}
+
+template <int DT, int BITS, int MODE> const void *qmv_for_m(int64_t m) {
+  if (m <= 1) return (const void *)qmv_kernel<DT, BITS, MODE, 1>;
+  if (m <= 4) return (const void *)qmv_kernel<DT, BITS, MODE, 4>;
+  return (const void *)qmv_kernel<DT, BITS, MODE, 8>;
+}
+
+template <int DT> const void *qmv_for(int mode, int bits, int64_t m) {
+  switch (mode) {
+    case NV__QMODE_AFFINE:
+      switch (bits) {
+        case 1: return qmv_for_m<DT, 1, NV__QMODE_AFFINE>(m);
+        case 2: return qmv_for_m<DT, 2, NV__QMODE_AFFINE>(m);
+        case 3: return qmv_for_m<DT, 3, NV__QMODE_AFFINE>(m);
+        case 4: return qmv_for_m<DT, 4, NV__QMODE_AFFINE>(m);
+        case 5: return qmv_for_m<DT, 5, NV__QMODE_AFFINE>(m);
+        case 6: return qmv_for_m<DT, 6, NV__QMODE_AFFINE>(m);
+        case 8: return qmv_for_m<DT, 8, NV__QMODE_AFFINE>(m);
+        default: return nullptr;
+      }
+    case NV__QMODE_MXFP4: return bits == 4 ? qmv_for_m<DT, 4, NV__QMODE_MXFP4>(m) : nullptr;
+    case NV__QMODE_MXFP8: return bits == 8 ? qmv_for_m<DT, 8, NV__QMODE_MXFP8>(m) : nullptr;
+    case NV__QMODE_NVFP4: return bits == 4 ? qmv_for_m<DT, 4, NV__QMODE_NVFP4>(m) : nullptr;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t m) {
+  switch (dtype) {
+    case DT_F16: return qmv_for<DT_F16>(mode, bits, m);
+    case DT_BF16: return qmv_for<DT_BF16>(mode, bits, m);
+    case DT_F32: return qmv_for<DT_F32>(mode, bits, m);
+    default: return nullptr;
+  }
+}
+
+template <int BITS> static int qmv_rows(int64_t m) {
+  return m <= 1   ? gemv_shape<1, BITS>::R
+         : m <= 4 ? gemv_shape<4, BITS>::R
+                  : gemv_shape<8, BITS>::R;
+}
+
+extern "C" int nv__gpu_qmv_rows_per_warp(int64_t m, int bits) {
+  switch (bits) {
+    case 1: return qmv_rows<1>(m);
+    case 2: return qmv_rows<2>(m);
+    case 3: return qmv_rows<3>(m);
+    case 4: return qmv_rows<4>(m);
+    case 5: return qmv_rows<5>(m);
+    case 6: return qmv_rows<6>(m);
+    default: return qmv_rows<8>(m);
+  }
+}
