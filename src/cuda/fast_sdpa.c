@@ -2,7 +2,7 @@
  * (C11): q, k and v row-contiguous (copied into scratch memory when they are not), the mask and
  * the sinks where they are (strided), then one of fast_sdpa.cu's kernels:
  *   - float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256} and more than MMA_MIN_LQ queries:
- *     the tensor-core kernel (one block per 64 queries of a head);
+ *     the tensor-core kernel (one block per 128 queries of a head, 64 for D = 256);
  *   - at most NV__GPU_SDPA_DECODE_ROWS query rows per key/value head (G x Lq: decode) and
  *     D, Dv <= 256: a decode kernel, which streams k and v from global memory, its blocks over
  *     (batch, key/value head, split of the keys): the vectorized one (16-byte loads) when D and
@@ -158,7 +158,8 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
       p.off[i] = a[i].offset;
       views[i] = a[i].view;
     }
-    int64_t ntq = (p.Lq + NV__GPU_SDPA_MMA_ROWS - 1) / NV__GPU_SDPA_MMA_ROWS;
+    int64_t rows_per_block = nv__gpu_sdpa_mma_rows(p.D);
+    int64_t ntq = (p.Lq + rows_per_block - 1) / rows_per_block;
     return launch(ctx, mma, (int64_t)p.B * p.Hq * ntq, nv__gpu_sdpa_mma_smem(p.D), views, acc,
                   &p);
   }

@@ -1,12 +1,16 @@
 /* scaled_dot_product_attention on the GPU (the CPU kernel's definition, src/cpu/fast_sdpa.c):
  * an online softmax over blocks of keys in float32, never an Lq x Lk matrix in memory.
  *   - sdpa_mma: float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256}, for prefill. A block
- *     takes 64 query rows of one head (16 per warp) and walks the keys 64 at a time: q·kᵀ and
+ *     takes 128 query rows of one head for D <= 128 (32 per warp: each k and v fragment feeds
+ *     two mma), 64 for D = 256 (16 per warp), and walks the keys 64 at a time: q·kᵀ and
  *     p·v on tensor cores (mma.sync m16n8k16, float32 accumulators; operands from shared
  *     memory by ldmatrix), the scores and the softmax state in registers (each thread holds
- *     two rows' values; maxima reduced over the 4 threads of a row); k and v tiles arrive by
- *     cp.async, each overlapping the other's product. Causal blocks past the tile's last query
- *     are skipped. GQA: head h reads key/value head h / G.
+ *     two rows' values of each 16-row tile; maxima reduced over the 4 threads of a row), in
+ *     log2 units so that each exponential is one ex2; k and v tiles arrive by cp.async, each
+ *     overlapping the other's product. Key steps with nothing to mask (no mask array, a full
+ *     tile, causal tiles left of the diagonal) skip the per-score tests. Causal blocks past
+ *     the tile's last query are skipped. The output leaves through shared memory in 16-byte
+ *     stores. GQA: head h reads key/value head h / G.
  *   - sdpa_decode_vec: at most 4 query rows per key/value head (decode), D, Dv <= 256 and
  *     multiples of 16 bytes' elements, q, k and v 16-byte aligned: k and v streamed from global
  *     memory in 16-byte loads by groups of D/8 (16-bit) or D/4 (float32) lanes, one key per
@@ -713,15 +717,39 @@ template <int N> __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* Rows [row0, row0 + n) of a row-contiguous [*, D] matrix into a shared tile of 64 rows with
- * row stride D + 8 (rows >= n zeroed), then a commit: asynchronous 16-byte copies when the
+/* Rows [row0, row0 + n) of a row-contiguous [*, D] matrix into a shared tile of ROWS rows
+ * with row stride D + 8 (rows >= n zeroed), then a commit: asynchronous 16-byte copies when the
  * rows are 16-byte aligned (visible after cp_wait and a barrier), else plain loads and stores
  * (visible after the barrier; their group is empty). */
-template <int D>
+template <int D, int ROWS>
 __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, int64_t row0,
                                           int n, bool vec) {
-  constexpr int C = D / 8, LDS = D + 8;
-  for (int c = threadIdx.x; c < NV__GPU_SDPA_MMA_ROWS * C; c += NV__GPU_SDPA_THREADS) {
+  constexpr int C = D / 8, LDS = D + 8, T = NV__GPU_SDPA_THREADS;
+  if constexpr (T % C == 0) {
+    if (vec) {
+      /* D = 64, 128, 256: each thread copies one 16-byte column chunk of the rows r0,
+       * r0 + T / C, ...: one address pair, then constant offsets (few instructions a copy) */
+      constexpr int RP = T / C;
+      static_assert(ROWS % RP == 0, "whole passes over the tile");
+      const int r0 = threadIdx.x / C, cc = threadIdx.x % C;
+      const uint16_t *s = src + (row0 + r0) * D + cc * 8;
+      const uint32_t d = smem_addr(tile + r0 * LDS + cc * 8);
+      if (n >= ROWS) { /* a full tile (block-uniform): no row tests */
+#pragma unroll
+        for (int i = 0; i < ROWS / RP; i++)
+          cp_async16(d + i * RP * LDS * 2, s + i * RP * D, 16);
+      } else {
+#pragma unroll
+        for (int i = 0; i < ROWS / RP; i++) {
+          const bool in = r0 + i * RP < n;
+          cp_async16(d + i * RP * LDS * 2, in ? s + i * RP * D : src, in ? 16 : 0);
+        }
+      }
+      cp_commit();
+      return;
+    }
+  }
+  for (int c = threadIdx.x; c < ROWS * C; c += NV__GPU_SDPA_THREADS) {
     int r = c / C, cc = c - r * C;
     uint16_t *dst = tile + r * LDS + cc * 8;
     if (vec) {
@@ -737,13 +765,41 @@ __device__ __forceinline__ void load_tile(uint16_t *tile, const uint16_t *src, i
   cp_commit();
 }
 
+/* 2^x on the SFU (ex2.approx: relative error about 2^-22, subnormal results flushed to 0):
+ * 2^-inf = 0 and NaN stays NaN. */
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* A masked score (natural units) in the tensor-core kernel's units, log2(e) times larger, so
+ * that exponentials are single ex2 instructions: -inf stays -inf and NaN stays NaN, and no
+ * finite score becomes -inf (float32's lowest value, a masked score, stays the lowest finite
+ * value, so a fully masked row still weighs its keys equally). */
+__device__ __forceinline__ float to_log2(float x) {
+  float y = x * 1.4426950408889634f;
+  return y < -FLT_MAX && x != -INFINITY ? -FLT_MAX : y;
+}
+
+/* 16-row tiles of queries per warp of the tensor-core kernel: two for D <= 128 (each k and v
+ * fragment loaded from shared memory feeds two mma, halving the shared-memory traffic a
+ * product, which bounds the kernel otherwise; 128 queries a block), one for D = 256 (whose
+ * output accumulators fill the registers; 64 queries a block). */
+constexpr int mma_mt(int d) { return d <= 128 ? 2 : 1; }
+
+/* Two blocks an SM (8 warps), up to 255 registers a thread (ptxas, sm_90, CUDA 13, no spills:
+ * 223 for D = 64, 239 for 80, 246 for 96, 255 for 128, 247 for 256). */
 template <int DT, int D>
-__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
+__global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, 2)
     sdpa_mma(void *out, const void *q, const void *k, const void *v, const void *mask,
              const void *sinks, void *part, P p) {
   (void)part;
-  constexpr int BR = NV__GPU_SDPA_MMA_ROWS, BC = NV__GPU_SDPA_MMA_KEYS, LDS = D + 8;
-  constexpr int NT = D / 8; /* 8-wide tiles of the output row */
+  constexpr int MT = mma_mt(D), WR = 16 * MT; /* query rows per warp */
+  constexpr int BR = WR * NV__GPU_SDPA_THREADS / 32, BC = NV__GPU_SDPA_MMA_KEYS, LDS = D + 8;
+  constexpr int NT = D / 8;  /* 8-wide tiles of the output row (and its 16-byte chunks) */
+  constexpr int NS = BC / 8; /* 8-wide tiles of a step's scores */
+  static_assert((NS & (NS - 1)) == 0, "the row reductions pair the score tiles");
   extern __shared__ __align__(16) uint16_t tiles[];
   uint16_t *Qs = tiles, *Ks = Qs + BR * LDS, *Vs = Ks + BC * LDS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -753,7 +809,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const int qt = ntq - 1 - (int)(bid % ntq);
   bid /= ntq;
   const int hq = (int)(bid % p.Hq), b = (int)(bid / p.Hq), hkv = hq / p.G;
-  const int q0 = qt * BR, nq = p.Lq - q0 < BR ? p.Lq - q0 : BR;
+  const int q0 = qt * BR, nq = p.Lq - q0 < BR ? p.Lq - q0 : BR, shift = p.Lk - p.Lq;
   const uint16_t *qb = (const uint16_t *)q + p.off[NV__GPU_SDPA_Q] +
                        ((int64_t)b * p.Hq + hq) * p.Lq * D;
   const uint16_t *kb = (const uint16_t *)k + p.off[NV__GPU_SDPA_K] +
@@ -761,21 +817,35 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const uint16_t *vb = (const uint16_t *)v + p.off[NV__GPU_SDPA_V] +
                        ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
   const bool vec = (((uintptr_t)qb | (uintptr_t)kb | (uintptr_t)vb) & 15) == 0;
-  load_tile<D>(Qs, qb, q0, nq, vec);
+  load_tile<D, BR>(Qs, qb, q0, nq, vec);
 
-  const int ra = q0 + warp * 16 + g, rb = ra + 8; /* this thread's two query rows */
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  if (p.sinks) {
-    float s = sink_of(p, sinks, hq);
-    m[0] = m[1] = s;
-    /* the row sum is split over the row's 4 threads and added up at the end: one holds it */
-    l[0] = l[1] = (t == 0 && s != -INFINITY) ? 1.0f : 0.0f;
-  }
-  float o[NT][4];
+  /* Scores, maxima and m are in log2 units (natural units times log2(e)). Thread (g, t) of
+   * the warp holds rows r0w + 16 mt + g and + 8 of each m-tile mt (r0w: the warp's first). */
+  const float sl2 = p.scale * 1.4426950408889634f;
+  const int r0w = q0 + warp * WR;
+  float m[MT][2], l[MT][2];
+  {
+    float m0 = -INFINITY, l0 = 0.0f;
+    if (p.sinks) {
+      float s = sink_of(p, sinks, hq);
+      m0 = to_log2(s);
+      /* the row sum is split over the row's 4 threads and added up at the end: one holds it */
+      l0 = (t == 0 && s != -INFINITY) ? 1.0f : 0.0f;
+    }
 #pragma unroll
-  for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++) {
+      m[mt][0] = m[mt][1] = m0;
+      l[mt][0] = l[mt][1] = l0;
+    }
+  }
+  float o[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int i = 0; i < NT; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
   const int kend = key_end(p, q0, q0 + nq - 1);
-  const uint32_t qaddr = smem_addr(Qs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
+  /* m-tile mt's q fragments are 16 rows (16 LDS elements each) further */
+  const uint32_t qaddr = smem_addr(Qs + (warp * WR + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS +
                                    (lane >> 4) * 8);
   const uint32_t kaddr = smem_addr(Ks + ((lane & 7) + (lane >> 4) * 8) * LDS +
                                    ((lane >> 3) & 1) * 8);
@@ -783,69 +853,115 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
                                    (lane >> 4) * 8);
 
   /* Flash attention 2's overlap: v of a step loads while its scores compute, k of the next step
-   * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1. */
-  load_tile<D>(Ks, kb, 0, kend < BC ? kend : BC, vec);
+   * while its p·v computes. Groups in flight per thread: (q, k0); then per step v_j, k_j+1.
+   * kend >= 1 (Lk = 0 never launches), so the loop runs at least once and its last step
+   * waits for every group. */
+  load_tile<D, BC>(Ks, kb, 0, kend < BC ? kend : BC, vec);
   for (int j0 = 0; j0 < kend; j0 += BC) {
     const int nk = kend - j0 < BC ? kend - j0 : BC;
-    load_tile<D>(Vs, vb, j0, nk, vec);
+    load_tile<D, BC>(Vs, vb, j0, nk, vec);
     cp_wait<1>(); /* q and k_j have landed (v_j may still be in flight) */
     __syncthreads();
-    float s[BC / 8][4];
+    float s[MT][NS][4];
 #pragma unroll
-    for (int i = 0; i < BC / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int i = 0; i < NS; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t a[4];
-      ldsm_x4(qaddr + kk * 32, a[0], a[1], a[2], a[3]);
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+        ldsm_x4(qaddr + (mt * 16 * LDS + kk * 16) * 2, a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
 #pragma unroll
       for (int np = 0; np < BC / 16; np++) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4(kaddr + (np * 16 * LDS + kk * 16) * 2, b0, b1, b2, b3);
-        mma16816<DT>(s[2 * np], a, b0, b1);
-        mma16816<DT>(s[2 * np + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma16816<DT>(s[mt][2 * np], a[mt], b0, b1);
+          mma16816<DT>(s[mt][2 * np + 1], a[mt], b2, b3);
+        }
       }
     }
     __syncthreads(); /* every warp is done with k_j */
     const bool more = j0 + BC < kend;
-    if (more) load_tile<D>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
-    /* scale, mask, and the rows' new maxima */
-    float mx[2] = {-INFINITY, -INFINITY};
+    if (more) load_tile<D, BC>(Ks, kb, j0 + BC, kend - j0 - BC < BC ? kend - j0 - BC : BC, vec);
+    /* Scale and mask. A plain step (no mask array, all BC keys present, causal: its last key
+     * visible to the block's first query, and a positive scale) needs no per-score test
+     * (block-uniform: no divergence; rows past Lq are never stored) and keeps the raw
+     * products: the maximum scales with them (rounding is monotonic) and each exponent is one
+     * fma, 2^(s·sl2 - mu). Other steps scale, mask and convert each score. */
+    const bool plain = p.mask == 0 && nk == BC && (!p.causal || j0 + BC - 1 <= q0 + shift) &&
+                       sl2 > 0.0f;
+    const float f = plain ? sl2 : 1.0f;
+    if (!plain) {
 #pragma unroll
-    for (int i = 0; i < BC / 8; i++)
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int row = e < 2 ? ra : rb, col = j0 + i * 8 + 2 * t + (e & 1);
-        float x = s[i][e] * p.scale;
-        if (col >= j0 + nk) x = -INFINITY;
-        else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
-        s[i][e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        for (int i = 0; i < NS; i++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int row = r0w + mt * 16 + g + (e >> 1) * 8, col = j0 + i * 8 + 2 * t + (e & 1);
+            float x = s[mt][i][e] * p.scale;
+            if (col >= j0 + nk) x = -INFINITY;
+            else if (row < p.Lq) x = masked(p, mask, b, hq, row, col, x);
+            s[mt][i][e] = to_log2(x);
+          }
+    }
+    /* the rows' new maxima: a tree over the thread's 16 scores of each row (short dependency
+     * chains), then over the row's 4 threads */
+    float corr[MT][2], mu[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float r[NS];
+#pragma unroll
+        for (int i = 0; i < NS; i++) r[i] = fmaxf(s[mt][i][2 * h], s[mt][i][2 * h + 1]);
+#pragma unroll
+        for (int w = NS / 2; w > 0; w >>= 1)
+#pragma unroll
+          for (int i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
+        float mx = r[0];
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx *= f;
+        float mnew = fmaxf(m[mt][h], mx);
+        mu[mt][h] = ref_of(mnew);
+        corr[mt][h] = fast_exp2(m[mt][h] - mu[mt][h]);
+        m[mt][h] = mnew;
       }
-    float corr[2], mu[2];
+    /* the output so far and (below) the sums rescaled to the new maxima */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      float mnew = fmaxf(m[h], mx[h]);
-      mu[h] = ref_of(mnew);
-      corr[h] = expf(m[h] - mu[h]);
-      m[h] = mnew;
-      l[h] *= corr[h];
-    }
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int i = 0; i < NT; i++) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
-    }
+      for (int i = 0; i < NT; i++) {
+        o[mt][i][0] *= corr[mt][0];
+        o[mt][i][1] *= corr[mt][0];
+        o[mt][i][2] *= corr[mt][1];
+        o[mt][i][3] *= corr[mt][1];
+      }
 #pragma unroll
-    for (int i = 0; i < BC / 8; i++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float x = expf(s[i][e] - mu[e >> 1]);
-        s[i][e] = x;
-        l[e >> 1] += x;
+      for (int i = 0; i < NS; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[mt][i][e] = fast_exp2(fmaf(s[mt][i][e], f, -mu[mt][e >> 1]));
+    /* the rows' sums of this step, as trees */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float r[NS];
+#pragma unroll
+        for (int i = 0; i < NS; i++) r[i] = s[mt][i][2 * h] + s[mt][i][2 * h + 1];
+#pragma unroll
+        for (int w = NS / 2; w > 0; w >>= 1)
+#pragma unroll
+          for (int i = 0; i < w; i++) r[i] += r[i + w];
+        l[mt][h] = l[mt][h] * corr[mt][h] + r[0];
       }
     if (more) cp_wait<1>(); /* v_j has landed (k_j+1 may still be in flight) */
     else cp_wait<0>();
@@ -853,30 +969,63 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     /* o += p·v: the score accumulators of key tiles 2kk and 2kk+1 are the A operand */
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) {
-      uint32_t a[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                       pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                       pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        a[mt][0] = pack2<DT>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<DT>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<DT>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<DT>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < D / 16; dp++) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4_t(vaddr + (kk * 16 * LDS + dp * 16) * 2, b0, b1, b2, b3);
-        mma16816<DT>(o[2 * dp], a, b0, b1);
-        mma16816<DT>(o[2 * dp + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma16816<DT>(o[mt][2 * dp], a[mt], b0, b1);
+          mma16816<DT>(o[mt][2 * dp + 1], a[mt], b2, b3);
+        }
       }
     }
     __syncthreads(); /* every warp is done with v_j before v_j+1 overwrites it */
   }
+  /* The output goes through the warp's own WR rows of the q tile (no other warp reads them,
+   * and this warp's last read of them is behind it), then to global memory in 16-byte chunks
+   * per lane (whole rows: full sectors). */
+  uint16_t *os = Qs + warp * WR * LDS;
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  for (int mt = 0; mt < MT; mt++) {
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float lh = l[mt][h];
+      lh += __shfl_xor_sync(0xffffffffu, lh, 1);
+      lh += __shfl_xor_sync(0xffffffffu, lh, 2);
+      inv[h] = 1.0f / lh;
+    }
+    uint16_t *ra = os + (mt * 16 + g) * LDS, *rb = ra + 8 * LDS;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+      const int col = i * 8 + 2 * t;
+      *(uint32_t *)(ra + col) = pack2<DT>(o[mt][i][0] * inv[0], o[mt][i][1] * inv[0]);
+      *(uint32_t *)(rb + col) = pack2<DT>(o[mt][i][2] * inv[1], o[mt][i][3] * inv[1]);
+    }
   }
+  __syncwarp();
   uint16_t *ob = (uint16_t *)out + p.off[NV__GPU_SDPA_OUT] + ((int64_t)b * p.Hq + hq) * p.Lq * D;
+  const bool ovec = ((uintptr_t)ob & 15) == 0;
+  for (int c = lane; c < WR * NT; c += 32) {
+    const int r = c / NT, cc = c - r * NT;
+    if (r0w + r >= p.Lq) break; /* rows only grow with c */
+    const uint16_t *src = os + r * LDS + cc * 8;
+    uint16_t *dst = ob + (int64_t)(r0w + r) * D + cc * 8;
+    if (ovec) {
+      *(uint4 *)dst = *(const uint4 *)src;
+    } else {
 #pragma unroll
-  for (int i = 0; i < NT; i++) {
-    int col = i * 8 + 2 * t;
-    if (ra < p.Lq) *(uint32_t *)(ob + (int64_t)ra * D + col) = pack2<DT>(o[i][0] / l[0], o[i][1] / l[0]);
-    if (rb < p.Lq) *(uint32_t *)(ob + (int64_t)rb * D + col) = pack2<DT>(o[i][2] / l[1], o[i][3] / l[1]);
+      for (int x = 0; x < 8; x++) dst[x] = src[x];
+    }
   }
 }
 
@@ -980,8 +1129,11 @@ uint32_t nv__gpu_sdpa_simt_smem(int rows, int keys, int d, int dv) {
   return floats * 4 > UINT32_MAX ? UINT32_MAX : (uint32_t)(floats * 4);
 }
 
+int nv__gpu_sdpa_mma_rows(int d) { return 16 * mma_mt(d) * (NV__GPU_SDPA_THREADS / 32); }
+
 uint32_t nv__gpu_sdpa_mma_smem(int d) {
-  return (uint32_t)(NV__GPU_SDPA_MMA_ROWS + 2 * NV__GPU_SDPA_MMA_KEYS) * (uint32_t)(d + 8) * 2u;
+  return (uint32_t)(nv__gpu_sdpa_mma_rows(d) + 2 * NV__GPU_SDPA_MMA_KEYS) * (uint32_t)(d + 8) *
+         2u;
 }
 
 int nv__gpu_sdpa_prepare(const void *func, int device, uint32_t *limit) {

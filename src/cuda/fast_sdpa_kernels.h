@@ -19,7 +19,6 @@ extern "C" {
 
 #define NV__GPU_SDPA_VIEWS 7
 #define NV__GPU_SDPA_THREADS 128 /* every kernel: 4 warps */
-#define NV__GPU_SDPA_MMA_ROWS 64 /* query rows per block of the tensor-core kernel */
 #define NV__GPU_SDPA_MMA_KEYS 64 /* keys per step of the tensor-core kernel */
 #define NV__GPU_SDPA_DECODE_ROWS 4 /* most query rows (G x Lq) of the decode kernel */
 #define NV__GPU_SDPA_MAX_SPLITS 128 /* most key splits (partials per output row) */
@@ -54,6 +53,9 @@ typedef struct nv__gpu_sdpa_params {
 const void *nv__gpu_sdpa_simt(int dtype);
 const void *nv__gpu_sdpa_combine(int dtype);
 const void *nv__gpu_sdpa_mma(int dtype, int d);
+/* Query rows per block of the tensor-core kernel for head size d: 128 for d <= 128 (32 per
+ * warp), 64 for d = 256. */
+int nv__gpu_sdpa_mma_rows(int d);
 /* The decode kernel (float16, bfloat16, float32) for head sizes up to `d` <= 256 (D and Dv),
  * at most NV__GPU_SDPA_DECODE_ROWS rows; 16 KiB of static shared memory at most. */
 const void *nv__gpu_sdpa_decode(int dtype, int d);

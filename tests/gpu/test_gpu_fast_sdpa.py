@@ -88,14 +88,14 @@ def mask_of(rng, kind, B, Hq, Lq, Lk, dtype):
     return None
 
 
-def run_case(nv, rng, shape, dtype, mask, sinks, layout="contiguous"):
+def run_case(nv, rng, shape, dtype, mask, sinks, layout="contiguous", scale=None):
     B, Hq, Hkv, Lq, Lk, D, Dv = shape
     q, k, v = rand(rng, (B, Hq, Lq, D), dtype), rand(rng, (B, Hkv, Lk, D), dtype), \
         rand(rng, (B, Hkv, Lk, Dv), dtype)
     mode = "causal" if mask == "causal" else ("array" if mask != "none" else None)
     m = mask_of(rng, mask, B, Hq, Lq, Lk, dtype)
     s = rand(rng, (Hq,), dtype) if sinks else None
-    scale = float(1 / np.sqrt(D))
+    scale = float(1 / np.sqrt(D)) if scale is None else scale
     got, want = gpu_and_cpu(nv, lambda: attend(nv, q, k, v, scale, mode, m, s, layout))
     close(got, want, dtype, float(np.abs(ref64(v)).max(initial=0)))
 
@@ -191,6 +191,24 @@ def test_sdpa_layouts(nv, rng, dtype, layout):
 def test_long_causal_prefill(nv, rng, dtype):
     """4097 queries and keys: tiles past the last full block, causal skipping."""
     run_case(nv, rng, (1, 2, 1, 4097, 4097, 128, 128), dtype, "causal", False)
+
+
+@pytest.mark.parametrize("D", [64, 80, 96, 128, 256])
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_mma_head_sizes(nv, rng, D, mask):
+    """Every head size of the tensor-core kernel (128 queries a block for D <= 128, 64 for 256)
+    with grouped heads, a block past the last query and a partial last key tile."""
+    dtype = "bfloat16" if D in (64, 96, 256) else "float16"
+    run_case(nv, rng, (1, 4, 2, 150, 187, D, D), dtype, mask, False)
+
+
+@pytest.mark.parametrize("scale", [-0.3, 0.0, 2.0])
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_mma_scales(nv, rng, scale, mask):
+    """The tensor-core kernel's unmasked key steps fold a positive scale into the exponent and
+    multiply the scores first otherwise; 2.0 makes the rows' maxima move by large steps."""
+    run_case(nv, rng, (1, 2, 1, 200, 333, 64, 64), "bfloat16", mask, True, scale=scale)
+    run_case(nv, rng, (1, 2, 2, 130, 260, 128, 128), "float16", mask, False, scale=scale)
 
 
 @pytest.mark.parametrize("Lq,Lk", [(3, 500), (500, 3), (100, 40), (1, 1)])
