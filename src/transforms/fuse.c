@@ -311,12 +311,16 @@ static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, i
       sb_add(b, "(");
       operand(b, n->in[0], ins, nins);
       sb_add(b, " != 0)");
+    } else if (gpu && m.dtype != od && m.dtype != NV_DTYPE_BOOL) {
+      /* float <-> double as the GPU's astype converts (NaN payloads as x86 keeps them) */
+      sb_add(b, "%s(", od == NV_DTYPE_FLOAT64 ? "nv_f2d" : "nv_d2f");
+      operand(b, n->in[0], ins, nins);
+      sb_add(b, ")");
     } else {
       sb_add(b, "(%s)(", ctype(od));
       operand(b, n->in[0], ins, nins);
       sb_add(b, ")");
     }
-    (void)m;
     sb_add(b, ";\n");
     return;
   }
@@ -483,7 +487,8 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
 
 /* The device helpers the CUDA templates name, as the GPU hand kernels compute them
  * (src/cuda/elementwise_device.cuh: negation flips the sign bit, NaN included; sigmoid's
- * formulas). NVRTC provides the math functions; nothing is included. */
+ * formulas; src/cuda/convert.cuh: float <-> double). NVRTC provides the math functions;
+ * nothing is included. */
 static const char CUDA_PRELUDE[] =
     "#define NV_FMAXN(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))\n"
     "#define NV_FMINN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))\n"
@@ -498,6 +503,19 @@ static const char CUDA_PRELUDE[] =
     "  return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);\n}\n"
     "__device__ __forceinline__ double nv_sigmoid_d(double x) {\n"
     "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e * r;\n}\n"
+    "__device__ __forceinline__ double nv_f2d(float f) {\n"
+    "  unsigned int u = __float_as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u)\n"
+    "    return __longlong_as_double((long long)(((unsigned long long)(u & 0x80000000u) << 32) |\n"
+    "                                            0x7ff8000000000000ull |\n"
+    "                                            ((unsigned long long)(u & 0x7fffffu) << 29)));\n"
+    "  return (double)f;\n}\n"
+    "__device__ __forceinline__ float nv_d2f(double d) {\n"
+    "  unsigned long long b = (unsigned long long)__double_as_longlong(d);\n"
+    "  if ((b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull)\n"
+    "    return __uint_as_float((unsigned int)(b >> 32 & 0x80000000u) | 0x7fc00000u |\n"
+    "                           (unsigned int)((b >> 29) & 0x7fffffu));\n"
+    "  return __double2float_rn(d);\n}\n"
     "struct alignas(16) nv_d4 {\n  double x, y, z, w;\n};\n";
 
 /* The 4-element vector type of a value dtype, and the alignment its loads need. */
