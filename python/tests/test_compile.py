@@ -251,11 +251,13 @@ def test_against_mlx(rng):
         assert np.array(ng(nv.ones(shape))).item() == np.array(mg(mx.ones(shape))).item()
 
 
-# ---- Fusion into generated kernels (CPU) ----
+# ---- Fusion into generated kernels (C on the CPU, CUDA through NVRTC on the GPU) ----
 
 
-# CPU fusion: these run on the CPU whatever the default device (the GPU does not fuse yet).
-CPU_FUSION = ("test_fused_", "test_grad_of_a_fused_function", "test_disk_cache_shared_by_processes")
+# The fusion tests run on the default device (the GPU fuses the same chains); the disk cache
+# test checks the CPU's shared objects and its compiler, so it runs on the CPU whatever the
+# default device (tests/gpu/test_gpu_compile.py has the GPU's).
+CPU_FUSION = ("test_disk_cache_shared_by_processes",)
 
 
 @pytest.fixture(autouse=True)

@@ -984,6 +984,13 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
           launch.cols *= rm->shape[d];
       /* A warp per row of up to 256 elements, a block per longer row. */
       launch.group = launch.cols <= 256 ? 32 : 256;
+      /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
+       * is one block): the hand reductions, which split rows across blocks, do better. */
+      int64_t size = 1;
+      for (int d = 0; d < rm->ndim; d++)
+        size *= rm->shape[d];
+      if (launch.cols > 65536 && size / launch.cols < 132)
+        return NV_OK;
     }
   }
   char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &launch)
