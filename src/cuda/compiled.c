@@ -121,7 +121,7 @@ static void store(const char *dir, const char *path, uint64_t h, const void *dat
 
 /* The kernel of `source` from the disk cache or NVRTC; false with the reason in `why`. */
 static bool build(const char *source, uint64_t h, cudaKernel_t *k, char *why, size_t n) {
-  char dir[512], path[640];
+  char dir[512] = "", path[640] = "";
   bool disk = nv__compile_cache_dir(dir, sizeof dir);
   if (disk) {
     snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)h);
@@ -159,7 +159,7 @@ const void *nv__gpu_fused_kernel(const char *source) {
     for (gkernel *g = cache; g && !out; g = g->next)
       if (g->hash == h && !strcmp(g->source, source))
         out = (const void *)g->kernel;
-    cudaKernel_t k;
+    cudaKernel_t k = NULL;
     if (!out && build(source, h, &k, why, sizeof why)) {
       out = (const void *)k;
       state = 1;
