@@ -228,6 +228,15 @@ static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   if (!op || n->nout != 1 || n->nin != op->arity || !fusion_device(n->stream.device) ||
       !value_dtype(n->out[0].dtype))
     return false;
+  /* A bool result only from a comparison, where, a cast, maximum or minimum: the arithmetic
+   * templates would leave bytes other than 0 and 1 (bool arithmetic is logical). */
+  int p = n->prim;
+  bool logical = p == NV__PRIM_EQUAL || p == NV__PRIM_NOT_EQUAL || p == NV__PRIM_GREATER ||
+                 p == NV__PRIM_GREATER_EQUAL || p == NV__PRIM_LESS || p == NV__PRIM_LESS_EQUAL ||
+                 p == NV__PRIM_WHERE || p == NV__PRIM_ASTYPE || p == NV__PRIM_MAXIMUM ||
+                 p == NV__PRIM_MINIMUM;
+  if (n->out[0].dtype == NV_DTYPE_BOOL && !logical)
+    return false;
   for (int i = 0; i < n->nin; i++) {
     ref x = n->in[i];
     nv_dtype d = x.kind == R_NODE  ? r->nodes[x.i].out[x.idx].dtype
