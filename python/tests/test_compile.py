@@ -307,6 +307,15 @@ def test_fused_comparisons_where_and_casts(rng):
     assert np.array_equal(np.array(r), np.array(e)) and np.array_equal(np.array(m), np.array(em))
 
 
+def test_fused_bool_arithmetic_stays_logical():
+    a = nv.array(np.array([True, True, False, False]))
+    b = nv.array(np.array([True, False, True, False]))
+    f = lambda a, b: ((a + b) * a + b, nv.maximum(a, b) > nv.minimum(a, b))  # noqa: E731
+    c = nv.compile(f)
+    for g, w in zip(c(a, b), f(a, b)):
+        assert np.array_equal(np.array(g).view(np.uint8), np.array(w).view(np.uint8))
+
+
 def test_unfusable_layouts_and_modes(rng):
     f = lambda x, y: nv.exp(x) * y + 1  # noqa: E731
     x, y = rand(rng, (8, 6), "float32"), rand(rng, (6, 8), "float32")
