@@ -91,6 +91,50 @@ static void run_fma(void *p) {
   nv_release(y);
 }
 
+/* The compiled forms of run_fma and run_tiny: x*y+z (and the tiny chain) through nv_compile,
+ * which fuses each into one generated CUDA kernel (the warm-up traces and compiles). */
+static nv_status fma_body(void *payload, const nv_vec *in, nv_vec *out) {
+  (void)payload;
+  return nv_vec_push(out, nv_add(nv_multiply(nv_vec_get(in, 0), nv_vec_get(in, 1)),
+                                 nv_vec_get(in, 2)));
+}
+
+static nv_status tiny_body(void *payload, const nv_vec *in, nv_vec *out) {
+  const int *n = payload;
+  nv_array *y = nv_vec_get(in, 0);
+  for (int i = 0; i < *n; i++)
+    y = i % 2 ? nv_multiply(y, nv_vec_get(in, 1)) : nv_add(y, nv_vec_get(in, 2));
+  return nv_vec_push(out, y);
+}
+
+typedef struct compiled_case {
+  args *x;
+  nv_closure *f;
+} compiled_case;
+
+static void run_compiled(void *p) {
+  compiled_case *c = p;
+  nv_vec *in = nv_vec_new(), *out = nv_vec_new();
+  nv_vec_push(in, c->x->a);
+  nv_vec_push(in, c->x->b);
+  nv_vec_push(in, c->x->c);
+  check(nv_closure_apply(c->f, in, out), "compiled");
+  check(nv_eval_vec(out), "compiled");
+  nv_vec_free(in);
+  nv_vec_free(out);
+}
+
+/* Runs `body` compiled over x's three arrays as bench case `name`. */
+static void bench_compiled(const char *name, nv_closure_fn body, args *x, int warmup,
+                           int repeat) {
+  nv_closure *raw = nv_closure_new(body, &x->n, NULL);
+  compiled_case c = {x, nv_compile(raw, NULL)};
+  if (!c.f) check(NV_ERR_INVALID_ARGUMENT, "nv_compile");
+  bench_case(name, run_compiled, &c, warmup, repeat);
+  nv_closure_release(c.f);
+  nv_closure_release(raw);
+}
+
 static void run_softmax(void *p) {
   args *x = p;
   int ax = -1;
@@ -287,6 +331,7 @@ int main(int argc, char **argv) {
               rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), 0, 0};
     diag("inputs");
     bench_case("fma_2^28_f32", run_fma, &x, 3, 20);
+    bench_compiled("fma_2^28_f32_compiled", fma_body, &x, 3, 20);
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
   }
   if (WANT("softmax_bf16_32768x4096")) {
@@ -389,6 +434,7 @@ int main(int argc, char **argv) {
     diag("inputs");
     bench_case("tiny_1000_ops", run_tiny, &x, 5, 30);
     bench_case("tiny_1000_ops_build_only", run_tiny_build, &x, 5, 30);
+    bench_compiled("tiny_1000_ops_compiled", tiny_body, &x, 5, 30);
     nv_release(x.a), nv_release(x.b), nv_release(x.c);
   }
   if (WANT("ops_")) {

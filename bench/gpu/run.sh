@@ -35,6 +35,7 @@ def load(p):
 nv, th = load("/tmp/bench_nuvec.txt"), load("/tmp/bench_torch.txt")
 work = {  # bytes moved or flops, for rates
     "fma_2^28_f32": ("TB/s", 4 * 4 * 2**28),
+    "fma_2^28_f32_compiled": ("TB/s", 4 * 4 * 2**28), "tiny_1000_ops_compiled": ("us/op", 1000),
     "softmax_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
     "fast_rms_norm_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
     "fast_layer_norm_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),

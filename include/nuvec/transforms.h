@@ -146,9 +146,10 @@ NV_API nv_closure *nv_checkpoint(const nv_closure *f);
  * are; NO_SIMPLIFY traces and replays without simplifying; NO_FUSE also simplifies the traced
  * graph (equal scalar constants merged, no-op copies dropped, equivalent nodes shared, unused
  * nodes dropped; stop_gradient dropped where no transform is tracing the call); ENABLED also
- * fuses chains of element-wise operations on CPU streams into kernels generated at run time
- * (C compiled by NUVEC_CC or cc, cached in $XDG_CACHE_HOME/nuvec; without a compiler they
- * stay unfused, with one warning). Calls under a transform (grad, vmap, ...) replay unfused. */
+ * fuses chains of element-wise operations into kernels generated at run time (on CPU streams
+ * C compiled by NUVEC_CC or cc, on GPU streams CUDA C compiled by NVRTC for sm_90; cached in
+ * $XDG_CACHE_HOME/nuvec; without a working compiler they stay unfused, with one warning).
+ * Calls under a transform (grad, vmap, ...) replay unfused. */
 typedef enum nv_compile_mode {
   NV_COMPILE_MODE_DISABLED = 0,
   NV_COMPILE_MODE_NO_SIMPLIFY = 1,

@@ -251,11 +251,13 @@ def test_against_mlx(rng):
         assert np.array(ng(nv.ones(shape))).item() == np.array(mg(mx.ones(shape))).item()
 
 
-# ---- Fusion into generated kernels (CPU) ----
+# ---- Fusion into generated kernels (C on the CPU, CUDA through NVRTC on the GPU) ----
 
 
-# CPU fusion: these run on the CPU whatever the default device (the GPU does not fuse yet).
-CPU_FUSION = ("test_fused_", "test_grad_of_a_fused_function", "test_disk_cache_shared_by_processes")
+# The fusion tests run on the default device (the GPU fuses the same chains); the disk cache
+# test checks the CPU's shared objects and its compiler, so it runs on the CPU whatever the
+# default device (tests/gpu/test_gpu_compile.py has the GPU's).
+CPU_FUSION = ("test_disk_cache_shared_by_processes",)
 
 
 @pytest.fixture(autouse=True)
@@ -303,6 +305,15 @@ def test_fused_comparisons_where_and_casts(rng):
     c = nv.compile(f)
     (r, m), (e, em) = c(x, y), f(x, y)
     assert np.array_equal(np.array(r), np.array(e)) and np.array_equal(np.array(m), np.array(em))
+
+
+def test_fused_bool_arithmetic_stays_logical():
+    a = nv.array(np.array([True, True, False, False]))
+    b = nv.array(np.array([True, False, True, False]))
+    f = lambda a, b: ((a + b) * a + b, nv.maximum(a, b) > nv.minimum(a, b))  # noqa: E731
+    c = nv.compile(f)
+    for g, w in zip(c(a, b), f(a, b)):
+        assert np.array_equal(np.array(g).view(np.uint8), np.array(w).view(np.uint8))
 
 
 def test_unfusable_layouts_and_modes(rng):

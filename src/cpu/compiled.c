@@ -21,6 +21,8 @@ static void run(void *ctx, int64_t lo, int64_t hi) {
 static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) {
   (void)donated;
   const nv__compiled_params *p = node->params;
+  if (!p->k->fn) /* a GPU chain's kernel, declined by the CUDA backend */
+    return nv__set_error(NV_ERR_BACKEND, "compiled: a fused GPU kernel cannot run on the CPU");
   nv__output *o = &node->out[0];
   void *outs[NV__COMPILED_MAX_OUT];
   for (int i = 0; i < node->noutputs; i++) {

@@ -26,20 +26,7 @@ static nv_status k_compile_input(nv__gpu_ctx *ctx, nv__node *node, const nv__ope
                        "traced (evaluating inside a compiled function)");
 }
 
-/* compile fuses chains into COMPILED nodes on CPU streams only (src/transforms/fuse.c): on a GPU
- * stream it replays the chain's own nodes, whose CUDA kernels run. A COMPILED node is never
- * built for a GPU stream, so this kernel declines (the counted fallback would run it). */
-static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
-                            int donated) {
-  (void)ctx;
-  (void)node;
-  (void)in;
-  (void)donated;
-  return NV__GPU_DECLINED;
-}
-
 void nv__gpu_register_transforms(nv__gpu_kernel_fn *k) {
-  k[NV__PRIM_COMPILED] = k_compiled;
   k[NV__PRIM_COMPILE_INPUT] = k_compile_input;
   k[NV__PRIM_VMAP_INPUT] = k_vmap_input;
   k[NV__PRIM_CUSTOM] = nv__gpu_share_inputs; /* output i is input i */

@@ -59,8 +59,15 @@ typedef void (*nv__fused_fn)(int64_t lo, int64_t hi, const void *const *in, void
  * closures). */
 typedef struct nv__fused {
   atomic_long refs;
-  nv__fused_fn fn;
-  int nin; /* data inputs (the keeper follows them) */
+  nv__fused_fn fn; /* a CPU chain's kernel (NULL for a GPU chain) */
+  const void *gpu; /* a GPU chain's: the cudaKernel_t of its generated CUDA kernel */
+  int nin;         /* data inputs (the keeper follows them) */
+  /* GPU chains' launch (fuse.c's generate_cuda describes the kernel): whether it ends in a
+   * reduction, of rows of `cols` elements, each taken by `group` threads (32 or 256); else
+   * whether the kernel may step 4 elements at a time (its inputs all whole or scalars). */
+  bool reduce, vec;
+  int group;
+  int64_t cols;
 } nv__fused;
 
 /* The most outputs of a COMPILED node: its root and the intermediates used outside it. */
@@ -70,8 +77,22 @@ typedef struct nv__compiled_params {
   nv__fused *k;
 } nv__compiled_params;
 
-/* Replaces chains of element-wise nodes of `r` (CPU streams only) by COMPILED
- * nodes running generated kernels, compiled by the system C compiler; `src` are
+/* The on-disk cache of compiled kernels ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec, else
+ * /tmp/nuvec; created), written into `dir`; false when none can be made. */
+bool nv__compile_cache_dir(char *dir, size_t n);
+
+/* FNV-1a of string `s` continuing hash `h` (0xcbf29ce484222325 to start): cache keys. */
+uint64_t nv__compile_hash(uint64_t h, const char *s);
+
+/* The kernel of a generated CUDA source (src/cuda/compiled.c): compiled by NVRTC for sm_90 or
+ * found in the caches (in memory by source, on disk as <hash>.cubin under $XDG_CACHE_HOME/nuvec
+ * or ~/.cache/nuvec), loaded with cudaLibraryLoadData; a cudaKernel_t, which the runtime takes
+ * where it takes a kernel's host address. NULL when NVRTC fails (warned once: the chain then
+ * stays unfused). */
+const void *nv__gpu_fused_kernel(const char *source);
+
+/* Replaces chains of element-wise nodes of `r` (CPU and GPU streams) by COMPILED
+ * nodes running generated kernels, compiled by the system C compiler or NVRTC; `src` are
  * the sources' metadata at the trace. Chains it cannot compile stay as they
  * are. Sets *nfused to the kernels made. */
 nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused);

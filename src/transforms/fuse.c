@@ -21,8 +21,13 @@
  * functions, no contraction into fused multiply-adds); only exp, tanh and
  * sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
  *
- * Not yet: fusion on GPU streams (NVRTC through hrx_kernel_create_source), and
- * for shapeless element-wise replays (their layouts are known only per call). */
+ * On a GPU stream the same chains (all their nodes on the root's device) become
+ * one generated CUDA kernel each (generate_cuda), compiled by NVRTC and cached by
+ * src/cuda/compiled.c; its arithmetic rounds each operation as the unfused GPU
+ * kernels do, so x*y+z fused equals x*y+z unfused bit for bit.
+ *
+ * Not yet: fusion for shapeless element-wise replays (their layouts are known
+ * only per call). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -40,41 +45,47 @@ typedef struct opdef {
   int prim;
   int arity;
   const char *f, *d; /* templates for float32 / float64: $0 $1 $2 are the operands */
+  /* CUDA's templates where they differ (NULL: the C one): arithmetic through the _rn
+   * intrinsics, which are never contracted into multiply-adds (the unfused GPU kernels round
+   * each operation), negation and sigmoid as the GPU hand kernels compute them. */
+  const char *gf, *gd;
 } opdef;
 
 static const opdef OPS[] = {
-    {NV__PRIM_NEGATIVE, 1, "(-$0)", "(-$0)"},
-    {NV__PRIM_ABS, 1, "fabsf($0)", "fabs($0)"},
-    {NV__PRIM_EXP, 1, "expf($0)", "exp($0)"},
-    {NV__PRIM_LOG, 1, "logf($0)", "log($0)"},
-    {NV__PRIM_SQRT, 1, "sqrtf($0)", "sqrt($0)"},
-    {NV__PRIM_SIN, 1, "sinf($0)", "sin($0)"},
-    {NV__PRIM_COS, 1, "cosf($0)", "cos($0)"},
-    {NV__PRIM_TANH, 1, "tanhf($0)", "tanh($0)"},
-    {NV__PRIM_EXPM1, 1, "expm1f($0)", "expm1($0)"},
-    {NV__PRIM_LOG1P, 1, "log1pf($0)", "log1p($0)"},
-    {NV__PRIM_ERF, 1, "erff($0)", "erf($0)"},
-    {NV__PRIM_FLOOR, 1, "floorf($0)", "floor($0)"},
-    {NV__PRIM_CEIL, 1, "ceilf($0)", "ceil($0)"},
-    {NV__PRIM_TRUNC, 1, "truncf($0)", "trunc($0)"},
-    {NV__PRIM_SQUARE, 1, "($0 * $0)", "($0 * $0)"},
-    {NV__PRIM_RSQRT, 1, "(1.0f / sqrtf($0))", "(1.0 / sqrt($0))"},
-    {NV__PRIM_RECIPROCAL, 1, "(1.0f / $0)", "(1.0 / $0)"},
-    {NV__PRIM_SIGMOID, 1, "nv_sigmoid_f($0)", "nv_sigmoid_d($0)"},
-    {NV__PRIM_ADD, 2, "($0 + $1)", "($0 + $1)"},
-    {NV__PRIM_SUBTRACT, 2, "($0 - $1)", "($0 - $1)"},
-    {NV__PRIM_MULTIPLY, 2, "($0 * $1)", "($0 * $1)"},
-    {NV__PRIM_DIVIDE, 2, "($0 / $1)", "($0 / $1)"},
-    {NV__PRIM_MAXIMUM, 2, "NV_FMAXN($0, $1)", "NV_FMAXN($0, $1)"},
-    {NV__PRIM_MINIMUM, 2, "NV_FMINN($0, $1)", "NV_FMINN($0, $1)"},
-    {NV__PRIM_GREATER, 2, "($0 > $1)", "($0 > $1)"},
-    {NV__PRIM_GREATER_EQUAL, 2, "($0 >= $1)", "($0 >= $1)"},
-    {NV__PRIM_LESS, 2, "($0 < $1)", "($0 < $1)"},
-    {NV__PRIM_LESS_EQUAL, 2, "($0 <= $1)", "($0 <= $1)"},
-    {NV__PRIM_EQUAL, 2, "($0 == $1)", "($0 == $1)"},
-    {NV__PRIM_NOT_EQUAL, 2, "($0 != $1)", "($0 != $1)"},
-    {NV__PRIM_WHERE, 3, "($0 ? $1 : $2)", "($0 ? $1 : $2)"},
-    {NV__PRIM_ASTYPE, 1, NULL, NULL}, /* a C conversion, written by emit_node */
+    {NV__PRIM_NEGATIVE, 1, "(-$0)", "(-$0)", "nv_neg_f($0)", "nv_neg_d($0)"},
+    {NV__PRIM_ABS, 1, "fabsf($0)", "fabs($0)", NULL, NULL},
+    {NV__PRIM_EXP, 1, "expf($0)", "exp($0)", NULL, NULL},
+    {NV__PRIM_LOG, 1, "logf($0)", "log($0)", NULL, NULL},
+    {NV__PRIM_SQRT, 1, "sqrtf($0)", "sqrt($0)", NULL, NULL},
+    {NV__PRIM_SIN, 1, "sinf($0)", "sin($0)", NULL, NULL},
+    {NV__PRIM_COS, 1, "cosf($0)", "cos($0)", NULL, NULL},
+    {NV__PRIM_TANH, 1, "tanhf($0)", "tanh($0)", NULL, NULL},
+    {NV__PRIM_EXPM1, 1, "expm1f($0)", "expm1($0)", NULL, NULL},
+    {NV__PRIM_LOG1P, 1, "log1pf($0)", "log1p($0)", NULL, NULL},
+    {NV__PRIM_ERF, 1, "erff($0)", "erf($0)", NULL, NULL},
+    {NV__PRIM_FLOOR, 1, "floorf($0)", "floor($0)", NULL, NULL},
+    {NV__PRIM_CEIL, 1, "ceilf($0)", "ceil($0)", NULL, NULL},
+    {NV__PRIM_TRUNC, 1, "truncf($0)", "trunc($0)", NULL, NULL},
+    {NV__PRIM_SQUARE, 1, "($0 * $0)", "($0 * $0)", "__fmul_rn($0, $0)", "__dmul_rn($0, $0)"},
+    {NV__PRIM_RSQRT, 1, "(1.0f / sqrtf($0))", "(1.0 / sqrt($0))", "__fdiv_rn(1.0f, sqrtf($0))",
+     "__ddiv_rn(1.0, sqrt($0))"},
+    {NV__PRIM_RECIPROCAL, 1, "(1.0f / $0)", "(1.0 / $0)", "__fdiv_rn(1.0f, $0)",
+     "__ddiv_rn(1.0, $0)"},
+    {NV__PRIM_SIGMOID, 1, "nv_sigmoid_f($0)", "nv_sigmoid_d($0)", NULL, NULL},
+    {NV__PRIM_ADD, 2, "($0 + $1)", "($0 + $1)", "__fadd_rn($0, $1)", "__dadd_rn($0, $1)"},
+    {NV__PRIM_SUBTRACT, 2, "($0 - $1)", "($0 - $1)", "__fsub_rn($0, $1)", "__dsub_rn($0, $1)"},
+    {NV__PRIM_MULTIPLY, 2, "($0 * $1)", "($0 * $1)", "__fmul_rn($0, $1)", "__dmul_rn($0, $1)"},
+    {NV__PRIM_DIVIDE, 2, "($0 / $1)", "($0 / $1)", "__fdiv_rn($0, $1)", "__ddiv_rn($0, $1)"},
+    {NV__PRIM_MAXIMUM, 2, "NV_FMAXN($0, $1)", "NV_FMAXN($0, $1)", NULL, NULL},
+    {NV__PRIM_MINIMUM, 2, "NV_FMINN($0, $1)", "NV_FMINN($0, $1)", NULL, NULL},
+    {NV__PRIM_GREATER, 2, "($0 > $1)", "($0 > $1)", NULL, NULL},
+    {NV__PRIM_GREATER_EQUAL, 2, "($0 >= $1)", "($0 >= $1)", NULL, NULL},
+    {NV__PRIM_LESS, 2, "($0 < $1)", "($0 < $1)", NULL, NULL},
+    {NV__PRIM_LESS_EQUAL, 2, "($0 <= $1)", "($0 <= $1)", NULL, NULL},
+    {NV__PRIM_EQUAL, 2, "($0 == $1)", "($0 == $1)", NULL, NULL},
+    {NV__PRIM_NOT_EQUAL, 2, "($0 != $1)", "($0 != $1)", NULL, NULL},
+    {NV__PRIM_WHERE, 3, "($0 ? $1 : $2)", "($0 ? $1 : $2)", NULL, NULL},
+    {NV__PRIM_ASTYPE, 1, NULL, NULL, NULL, NULL}, /* a C conversion, written by emit_node */
 };
 
 static const opdef *op_of(int prim) {
@@ -195,13 +206,36 @@ static bool same_shape(const rout *a, const rout *b) {
   return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
 }
 
+/* Whether chains on device `d` can be compiled: the CPU's (the system C compiler), a GPU's
+ * (NVRTC) where the CUDA backend is built. */
+static bool fusion_device(nv_device d) {
+#ifdef NUVEC_HAVE_CUDA
+  return d.type == NV_DEVICE_CPU || d.type == NV_DEVICE_GPU;
+#else
+  return d.type == NV_DEVICE_CPU;
+#endif
+}
+
+static bool same_device(nv_stream a, nv_stream b) {
+  return a.device.type == b.device.type && a.device.index == b.device.index;
+}
+
 /* Whether node k may be in a chain: a single-output operation of OPS over value
- * dtypes, with the operation's arity, on a CPU stream. */
+ * dtypes, with the operation's arity, on a CPU or GPU stream. */
 static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   const rnode *n = &r->nodes[k];
   const opdef *op = op_of(n->prim);
-  if (!op || n->nout != 1 || n->nin != op->arity || n->stream.device.type != NV_DEVICE_CPU ||
+  if (!op || n->nout != 1 || n->nin != op->arity || !fusion_device(n->stream.device) ||
       !value_dtype(n->out[0].dtype))
+    return false;
+  /* A bool result only from a comparison, where, a cast, maximum or minimum: the arithmetic
+   * templates would leave bytes other than 0 and 1 (bool arithmetic is logical). */
+  int p = n->prim;
+  bool logical = p == NV__PRIM_EQUAL || p == NV__PRIM_NOT_EQUAL || p == NV__PRIM_GREATER ||
+                 p == NV__PRIM_GREATER_EQUAL || p == NV__PRIM_LESS || p == NV__PRIM_LESS_EQUAL ||
+                 p == NV__PRIM_WHERE || p == NV__PRIM_ASTYPE || p == NV__PRIM_MAXIMUM ||
+                 p == NV__PRIM_MINIMUM;
+  if (n->out[0].dtype == NV_DTYPE_BOOL && !logical)
     return false;
   for (int i = 0; i < n->nin; i++) {
     ref x = n->in[i];
@@ -215,14 +249,14 @@ static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
 }
 
 /* Whether node k may end a chain as a reduction: a float32/float64 sum, max or
- * mean over the last axis (or over every axis) of a node, on a CPU stream. Its
+ * mean over the last axis (or over every axis) of a node, on a CPU or GPU stream. Its
  * chain is over the reduced input's shape; the kernel computes one output
  * element (a row) per index. */
 static bool reduce_root(const recipe *r, size_t k) {
   const rnode *n = &r->nodes[k];
   if ((n->prim != NV__PRIM_SUM && n->prim != NV__PRIM_MAX && n->prim != NV__PRIM_MEAN) ||
       n->nin != 1 || n->nout != 1 || n->in[0].kind != R_NODE ||
-      n->stream.device.type != NV_DEVICE_CPU)
+      !fusion_device(n->stream.device))
     return false;
   const rout *in = &r->nodes[n->in[0].i].out[n->in[0].idx];
   nv_dtype d = n->out[0].dtype;
@@ -274,8 +308,9 @@ static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
     }
 }
 
+/* The statement computing member k into t<k>, in C or (gpu) in CUDA C. */
 static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, int nins,
-                      const nv__output *const *src) {
+                      const nv__output *const *src, bool gpu) {
   const rnode *n = &r->nodes[k];
   nv_dtype od = n->out[0].dtype;
   sb_add(b, "    %s t%zu = ", ctype(od), k);
@@ -285,19 +320,26 @@ static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, i
       sb_add(b, "(");
       operand(b, n->in[0], ins, nins);
       sb_add(b, " != 0)");
+    } else if (gpu && m.dtype != od && m.dtype != NV_DTYPE_BOOL) {
+      /* float <-> double as the GPU's astype converts (NaN payloads as x86 keeps them) */
+      sb_add(b, "%s(", od == NV_DTYPE_FLOAT64 ? "nv_f2d" : "nv_d2f");
+      operand(b, n->in[0], ins, nins);
+      sb_add(b, ")");
     } else {
       sb_add(b, "(%s)(", ctype(od));
       operand(b, n->in[0], ins, nins);
       sb_add(b, ")");
     }
-    (void)m;
     sb_add(b, ";\n");
     return;
   }
   const opdef *op = op_of(n->prim);
   /* Comparisons compute in their inputs' dtype: the template follows it. */
   rout m0 = meta_of(r, n->in[n->prim == NV__PRIM_WHERE ? 1 : 0], src);
-  const char *t = m0.dtype == NV_DTYPE_FLOAT64 ? op->d : op->f;
+  bool f64 = m0.dtype == NV_DTYPE_FLOAT64;
+  const char *t = f64 ? op->d : op->f;
+  if (gpu && (f64 ? op->gd : op->gf))
+    t = f64 ? op->gd : op->gf;
   for (const char *c = t; *c; c++) {
     if (c[0] == '$' && c[1] >= '0' && c[1] <= '2') {
       operand(b, n->in[c[1] - '0'], ins, nins);
@@ -411,7 +453,7 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
       sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i, (long long)ins[i].inner);
   }
   for (size_t m = 0; m < elementwise; m++)
-    emit_node(&b, r, members[m], ins, nins, src);
+    emit_node(&b, r, members[m], ins, nins, src, false);
   /* The intermediates used outside the chain, element by element. */
   for (int x = 0; x < nesc; x++)
     sb_add(&b, run ? "    oo%d[j] = t%zu;\n" : "    o%d[e] = t%zu;\n", x + 1, esc[x]);
@@ -450,6 +492,229 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   return b.p;
 }
 
+/* ---- CUDA C for chains on GPU streams ---- */
+
+/* The device helpers the CUDA templates name, as the GPU hand kernels compute them
+ * (src/cuda/elementwise_device.cuh: negation flips the sign bit, NaN included; sigmoid's
+ * formulas; src/cuda/convert.cuh: float <-> double). NVRTC provides the math functions;
+ * nothing is included. */
+static const char CUDA_PRELUDE[] =
+    "#define NV_FMAXN(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))\n"
+    "#define NV_FMINN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))\n"
+    "#define NV_NINF __longlong_as_double((long long)0xfff0000000000000ull)\n"
+    "__device__ __forceinline__ float nv_neg_f(float x) {\n"
+    "  return __uint_as_float(__float_as_uint(x) ^ 0x80000000u);\n}\n"
+    "__device__ __forceinline__ double nv_neg_d(double x) {\n"
+    "  return __longlong_as_double(__double_as_longlong(x) ^ "
+    "(long long)0x8000000000000000ull);\n}\n"
+    "__device__ __forceinline__ float nv_sigmoid_f(float x) {\n"
+    "  float e = expf(-fabsf(x));\n"
+    "  return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);\n}\n"
+    "__device__ __forceinline__ double nv_sigmoid_d(double x) {\n"
+    "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e * r;\n}\n"
+    "__device__ __forceinline__ double nv_f2d(float f) {\n"
+    "  unsigned int u = __float_as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u)\n"
+    "    return __longlong_as_double((long long)(((unsigned long long)(u & 0x80000000u) << 32) |\n"
+    "                                            0x7ff8000000000000ull |\n"
+    "                                            ((unsigned long long)(u & 0x7fffffu) << 29)));\n"
+    "  return (double)f;\n}\n"
+    "__device__ __forceinline__ float nv_d2f(double d) {\n"
+    "  unsigned long long b = (unsigned long long)__double_as_longlong(d);\n"
+    "  if ((b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull)\n"
+    "    return __uint_as_float((unsigned int)(b >> 32 & 0x80000000u) | 0x7fc00000u |\n"
+    "                           (unsigned int)((b >> 29) & 0x7fffffu));\n"
+    "  return __double2float_rn(d);\n}\n"
+    "struct alignas(16) nv_d4 {\n  double x, y, z, w;\n};\n";
+
+/* The 4-element vector type of a value dtype, and the alignment its loads need. */
+static const char *vtype(nv_dtype d) {
+  return d == NV_DTYPE_FLOAT32 ? "float4" : d == NV_DTYPE_FLOAT64 ? "nv_d4" : "uchar4";
+}
+static int valign(nv_dtype d) { return d == NV_DTYPE_BOOL ? 4 : 16; }
+
+/* Loads input i's value for element `e` (a C expression) into x<i>. */
+static void cuda_load(sbuf *b, const chain_in *in, int i, const char *e) {
+  const char *ty = ctype(in->dtype);
+  if (in->kind == IN_SCALAR)
+    sb_add(b, "      const %s x%d = s%d;\n", ty, i, i);
+  else if (in->kind == IN_FULL)
+    sb_add(b, "      const %s x%d = p%d[%s];\n", ty, i, i, e);
+  else if (in->kind == IN_TRAIL)
+    sb_add(b, "      const %s x%d = p%d[(%s) %% %lldll];\n", ty, i, i, e, (long long)in->inner);
+  else
+    sb_add(b, "      const %s x%d = p%d[((%s) / %lldll) %% %lldll];\n", ty, i, i, e,
+           (long long)in->div, (long long)in->inner);
+}
+
+/* The CUDA source of the chain `members` (recipe order, root last) for the launch `k`
+ * describes (k->reduce, k->cols, k->group, k->vec set): `nv_fused_kernel`, blocks of 256
+ * threads. Its parameters: a pointer per input (the view's start), one per output (the root's
+ * values, then the escaping intermediates'), then { long long off[inputs + outputs]; long long
+ * n; } by value: each pointer's element-0 offset, and the elements (element-wise) or rows (a
+ * reduction). Element-wise chains walk their elements with a grid-stride loop, 4 at a time
+ * through vector loads where every input is whole or a scalar and every pointer is aligned;
+ * a chain ending in a reduction takes one row per `group` threads (a warp, or a block whose
+ * warps combine through shared memory), folding in double as the C kernel does. */
+static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
+                           int nins, const size_t *esc, int nesc, const nv__output *const *src,
+                           const nv__fused *k) {
+  sbuf b = {0};
+  size_t root = members[nm - 1];
+  const rnode *rn = &r->nodes[root];
+  nv_dtype od = rn->out[0].dtype;
+  const char *oty = ctype(od);
+  size_t elementwise = k->reduce ? nm - 1 : nm;
+  int nout = nesc + 1;
+  sb_add(&b, "%s", CUDA_PRELUDE);
+  /* The per-element body: the inputs' values in, the outputs' values out. */
+  sb_add(&b, "__device__ __forceinline__ void nv_body(");
+  for (int i = 0; i < nins; i++)
+    sb_add(&b, "%s x%d, ", ctype(ins[i].dtype), i);
+  sb_add(&b, "%s &y0", oty);
+  for (int x = 0; x < nesc; x++)
+    sb_add(&b, ", %s &y%d", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
+  sb_add(&b, ") {\n");
+  for (size_t m = 0; m < elementwise; m++)
+    emit_node(&b, r, members[m], ins, nins, src, true);
+  sb_add(&b, "    y0 = ");
+  if (k->reduce)
+    operand(&b, rn->in[0], ins, nins);
+  else
+    sb_add(&b, "t%zu", root);
+  sb_add(&b, ";\n");
+  for (int x = 0; x < nesc; x++)
+    sb_add(&b, "    y%d = t%zu;\n", x + 1, esc[x]);
+  sb_add(&b, "}\n");
+  sb_add(&b, "struct nv_fp {\n  long long off[%d];\n  long long n;\n};\n", nins + nout);
+  sb_add(&b, "extern \"C\" __global__ void __launch_bounds__(256) nv_fused_kernel(");
+  for (int i = 0; i < nins; i++)
+    sb_add(&b, "const %s *a%d, ", ctype(ins[i].dtype), i);
+  for (int x = 0; x < nout; x++)
+    sb_add(&b, "%s *b%d, ", x ? ctype(r->nodes[esc[x - 1]].out[0].dtype) : oty, x);
+  sb_add(&b, "const nv_fp P) {\n");
+  for (int i = 0; i < nins; i++) {
+    const char *ty = ctype(ins[i].dtype);
+    sb_add(&b, "  const %s *p%d = a%d + P.off[%d];\n", ty, i, i, i);
+    if (ins[i].kind == IN_SCALAR)
+      sb_add(&b, "  const %s s%d = p%d[0];\n", ty, i, i);
+  }
+  for (int x = 0; x < nout; x++)
+    sb_add(&b, "  %s *o%d = b%d + P.off[%d];\n",
+           x ? ctype(r->nodes[esc[x - 1]].out[0].dtype) : oty, x, x, nins + x);
+  if (!k->reduce) {
+    sb_add(&b, "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
+    sb_add(&b, "  const long long step = (long long)gridDim.x * blockDim.x;\n");
+    sb_add(&b, "  long long e0 = 0;\n");
+    if (k->vec) {
+      /* 4 elements per step: every whole input and every output through one vector access
+       * (a pointer of the wrong alignment takes the scalar loop throughout). */
+      sb_add(&b, "  if ((0");
+      for (int i = 0; i < nins; i++)
+        if (ins[i].kind == IN_FULL)
+          sb_add(&b, " | ((unsigned long long)p%d & %d)", i, valign(ins[i].dtype) - 1);
+      for (int x = 0; x < nout; x++)
+        sb_add(&b, " | ((unsigned long long)o%d & %d)", x,
+               valign(x ? r->nodes[esc[x - 1]].out[0].dtype : od) - 1);
+      sb_add(&b, ") == 0) {\n");
+      sb_add(&b, "    const long long nv = P.n / 4;\n");
+      sb_add(&b, "    for (long long v = tid; v < nv; v += step) {\n");
+      for (int i = 0; i < nins; i++)
+        if (ins[i].kind == IN_FULL)
+          sb_add(&b, "      const %s v%d = ((const %s *)p%d)[v];\n", vtype(ins[i].dtype), i,
+                 vtype(ins[i].dtype), i);
+      for (int x = 0; x < nout; x++)
+        sb_add(&b, "      %s w%d;\n", vtype(x ? r->nodes[esc[x - 1]].out[0].dtype : od), x);
+      static const char lanes[] = "xyzw";
+      for (int l = 0; l < 4; l++) {
+        sb_add(&b, "      nv_body(");
+        for (int i = 0; i < nins; i++)
+          if (ins[i].kind == IN_FULL)
+            sb_add(&b, "v%d.%c, ", i, lanes[l]);
+          else
+            sb_add(&b, "s%d, ", i);
+        for (int x = 0; x < nout; x++)
+          sb_add(&b, "%sw%d.%c", x ? ", " : "", x, lanes[l]);
+        sb_add(&b, ");\n");
+      }
+      for (int x = 0; x < nout; x++) {
+        const char *vt = vtype(x ? r->nodes[esc[x - 1]].out[0].dtype : od);
+        sb_add(&b, "      ((%s *)o%d)[v] = w%d;\n", vt, x, x);
+      }
+      sb_add(&b, "    }\n    e0 = nv * 4;\n  }\n");
+    }
+    sb_add(&b, "  for (long long e = e0 + tid; e < P.n; e += step) {\n");
+    for (int i = 0; i < nins; i++)
+      cuda_load(&b, &ins[i], i, "e");
+    sb_add(&b, "      %s y0;\n", oty);
+    for (int x = 0; x < nesc; x++)
+      sb_add(&b, "      %s y%d;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
+    sb_add(&b, "      nv_body(");
+    for (int i = 0; i < nins; i++)
+      sb_add(&b, "x%d, ", i);
+    for (int x = 0; x < nout; x++)
+      sb_add(&b, "%sy%d", x ? ", " : "", x);
+    sb_add(&b, ");\n");
+    for (int x = 0; x < nout; x++)
+      sb_add(&b, "      o%d[e] = y%d;\n", x, x);
+    sb_add(&b, "  }\n}\n");
+  } else {
+    bool max = rn->prim == NV__PRIM_MAX;
+    const char *init = max ? "NV_NINF" : "0.0";
+    const char *comb = max ? "acc = NV_FMAXN(acc, u);" : "acc = acc + u;";
+    long long cols = (long long)k->cols;
+    int g = k->group;
+    if (g > 32)
+      sb_add(&b, "  __shared__ double nv_part[%d];\n", g / 32);
+    sb_add(&b, "  const int lane = threadIdx.x %% %d;\n", g);
+    sb_add(&b, "  const long long per = %d;\n", 256 / g);
+    sb_add(&b, "  for (long long row = (long long)blockIdx.x * per + threadIdx.x / %d; row < P.n;"
+               " row += (long long)gridDim.x * per) {\n", g);
+    sb_add(&b, "    double acc = %s;\n", init);
+    sb_add(&b, "    for (long long c = lane; c < %lldll; c += %d) {\n", cols, g);
+    sb_add(&b, "      const long long e = row * %lldll + c;\n", cols);
+    for (int i = 0; i < nins; i++)
+      cuda_load(&b, &ins[i], i, "e");
+    sb_add(&b, "      %s y0;\n", oty);
+    for (int x = 0; x < nesc; x++)
+      sb_add(&b, "      %s y%d;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
+    sb_add(&b, "      nv_body(");
+    for (int i = 0; i < nins; i++)
+      sb_add(&b, "x%d, ", i);
+    for (int x = 0; x < nout; x++)
+      sb_add(&b, "%sy%d", x ? ", " : "", x);
+    sb_add(&b, ");\n");
+    sb_add(&b, "      const double u = (double)y0;\n      %s\n", comb);
+    for (int x = 0; x < nesc; x++)
+      sb_add(&b, "      o%d[e] = y%d;\n", x + 1, x + 1);
+    sb_add(&b, "    }\n");
+    sb_add(&b, "    for (int m = 16; m > 0; m >>= 1) {\n"
+               "      const double u = __shfl_xor_sync(0xffffffffu, acc, m);\n      %s\n    }\n",
+           comb);
+    if (g > 32) {
+      /* The warps' partials through shared memory; the second barrier keeps the next row's
+       * writes after this row's reads. */
+      sb_add(&b, "    if (lane %% 32 == 0) nv_part[lane / 32] = acc;\n    __syncthreads();\n");
+      sb_add(&b, "    if (lane < 32) {\n      acc = lane < %d ? nv_part[lane] : %s;\n", g / 32,
+             init);
+      sb_add(&b, "      for (int m = 16; m > 0; m >>= 1) {\n"
+                 "        const double u = __shfl_xor_sync(0xffffffffu, acc, m);\n        %s\n"
+                 "      }\n    }\n    __syncthreads();\n",
+             comb);
+    }
+    if (rn->prim == NV__PRIM_MEAN)
+      sb_add(&b, "    if (lane == 0) o0[row] = (%s)(acc / %lld.0);\n", oty, cols);
+    else
+      sb_add(&b, "    if (lane == 0) o0[row] = (%s)acc;\n", oty);
+    sb_add(&b, "  }\n}\n");
+  }
+  if (b.oom) {
+    nv__free(b.p);
+    return NULL;
+  }
+  return b.p;
+}
+
 /* ---- The compiler and the caches ---- */
 
 typedef struct loaded {
@@ -464,7 +729,7 @@ static loaded *cache;
 static int compiler_state; /* 0: not tried, 1: works, -1: missing (warned once) */
 static char compiler_version[64];
 
-static uint64_t fnv1a(uint64_t h, const char *s) {
+uint64_t nv__compile_hash(uint64_t h, const char *s) {
   for (; *s; s++)
     h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
   return h;
@@ -504,9 +769,7 @@ static bool probe_compiler(void) {
   return true;
 }
 
-/* The cache directory (created), written into `dir`; false when none can be
- * made. */
-static bool cache_dir(char *dir, size_t n) {
+bool nv__compile_cache_dir(char *dir, size_t n) {
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   char base[400];
   if (xdg && *xdg)
@@ -536,7 +799,7 @@ static nv__fused_fn load_so(const char *path) {
  * compiler works (warned once) or compiling fails. Called under cache_lock. */
 static nv__fused_fn build(const char *source, uint64_t hash) {
   char dir[512], so[640], tmp_c[700], tmp_so[700], cmd[2048];
-  if (!cache_dir(dir, sizeof dir))
+  if (!nv__compile_cache_dir(dir, sizeof dir))
     return NULL;
   snprintf(so, sizeof so, "%s/k%016llx.so", dir, (unsigned long long)hash);
   nv__fused_fn fn = access(so, R_OK) == 0 ? load_so(so) : NULL;
@@ -579,8 +842,9 @@ static nv__fused_fn kernel_for(const char *source) {
               compiler());
   }
   if (compiler_state > 0) {
-    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, source), flags()), compiler_version);
-    h = fnv1a(h, compiler());
+    uint64_t h = nv__compile_hash(0xcbf29ce484222325ull, source);
+    h = nv__compile_hash(nv__compile_hash(h, flags()), compiler_version);
+    h = nv__compile_hash(h, compiler());
     for (loaded *l = cache; l && !fn; l = l->next)
       if (l->hash == h && !strcmp(l->source, source))
         fn = l->fn;
@@ -709,14 +973,49 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
     }
   }
   nv__free(in_chain);
-  if (!ok)
+  /* A GPU launch takes at most 64 views (the inputs and the outputs). */
+  bool gpu = r->nodes[root].stream.device.type == NV_DEVICE_GPU;
+  if (!ok || (gpu && nins + nesc + 1 > 64))
     return NV_OK;
-  char *source = generate(r, members, nm, ins, nins, esc, nesc, src);
+  nv__fused launch = {.nin = nins};
+  if (gpu) {
+    const rnode *rn = &r->nodes[root];
+    launch.reduce = !op_of(rn->prim);
+    launch.vec = !launch.reduce;
+    for (int i = 0; i < nins; i++)
+      launch.vec &= ins[i].kind == IN_FULL || ins[i].kind == IN_SCALAR;
+    if (launch.reduce) {
+      launch.cols = 1;
+      if (((const nv__reduce_params *)rn->params)->naxes == 1)
+        launch.cols = rm->shape[rm->ndim - 1];
+      else
+        for (int d = 0; d < rm->ndim; d++)
+          launch.cols *= rm->shape[d];
+      /* A warp per row of up to 256 elements, a block per longer row. */
+      launch.group = launch.cols <= 256 ? 32 : 256;
+      /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
+       * is one block): the hand reductions, which split rows across blocks, do better. */
+      int64_t size = 1;
+      for (int d = 0; d < rm->ndim; d++)
+        size *= rm->shape[d];
+      if (launch.cols > 65536 && size / launch.cols < 132)
+        return NV_OK;
+    }
+  }
+  char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &launch)
+                     : generate(r, members, nm, ins, nins, esc, nesc, src);
   if (!source)
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
-  nv__fused_fn fn = kernel_for(source);
+  nv__fused_fn fn = NULL;
+  const void *gk = NULL;
+#ifdef NUVEC_HAVE_CUDA
+  if (gpu)
+    gk = nv__gpu_fused_kernel(source);
+#endif
+  if (!gpu)
+    fn = kernel_for(source);
   nv__free(source);
-  if (!fn)
+  if (!fn && !gk)
     return NV_OK;
   nv__fused *k = nv__malloc(sizeof *k);
   ref *in = nv__malloc(((size_t)nins + 1) * sizeof *in);
@@ -732,9 +1031,10 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
     nv__free(outs);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
+  *k = launch;
   atomic_init(&k->refs, 1);
   k->fn = fn;
-  k->nin = nins;
+  k->gpu = gk;
   nv__node *kn = NULL;
   nv_status s = keeper(k, &kn); /* takes k's reference */
   if (s != NV_OK) {
@@ -886,7 +1186,8 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
       bool joined = false;
       while (hp.n && !joined) {
         size_t m = heap_pop(&hp);
-        if (!cand[m] || grp[m] >= 0 || !same_shape(&r->nodes[m].out[0], shape))
+        if (!cand[m] || grp[m] >= 0 || !same_shape(&r->nodes[m].out[0], shape) ||
+            !same_device(r->nodes[m].stream, r->nodes[k].stream))
           continue;
         /* Every consumer is in the chain, or comes after the root (it then reads the value
          * as an extra output of the fused node). */

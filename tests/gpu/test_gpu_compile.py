@@ -3,7 +3,17 @@ and repeated subexpressions), a chain ending in a row sum, and the gradient of a
 function, each compiled and called twice (the second call replays the cached trace) with the
 GPU as the default device, over the float dtypes and contiguous / transposed / strided /
 reversed inputs, equal to the same functions run on the CPU; nothing may run through the CPU
-fallback, and each function is traced once per signature."""
+fallback, and each function is traced once per signature.
+
+Fusion on the GPU (generated CUDA kernels through NVRTC, src/cuda/compiled.c): for known chains
+the fused kernel count equals the CPU's, and the compiled results equal the uncompiled GPU run
+(bit for bit for arithmetic, casts, comparisons and where; within float tolerance for
+transcendental chains and the row reductions, which accumulate in double) over every float dtype
+(float16/bfloat16 chains stay unfused) and contiguous / offset (a misaligned start: the scalar
+path) / transposed / strided / broadcast inputs, multi-output chains, chains ending in a row
+sum, max or mean (a warp per short row, a block per long one); the CUBIN cache on disk reused by
+a second process; NVRTC failing (an invalid architecture) leaves the chains unfused with one
+warning."""
 import ctypes as C
 import os
 import sys
@@ -37,7 +47,7 @@ sig("nv_vec_free", None, P)
 sig("nv_vec_push", I, P, P)
 sig("nv_vec_get", P, P, C.c_size_t)
 sig("nv_vec_size", C.c_size_t, P)
-for _n in ("nv_multiply", "nv_add", "nv_subtract", "nv_greater"):
+for _n in ("nv_multiply", "nv_add", "nv_subtract", "nv_greater", "nv_maximum", "nv_less"):
     sig(_n, P, P, P)
 for _n in ("nv_exp", "nv_tanh", "nv_abs", "nv_negative", "nv_sigmoid", "nv_sin"):
     sig(_n, P, P)
@@ -45,6 +55,8 @@ sig("nv_where", P, P, P, P)
 sig("nv_weak_scalar", P, C.c_double)
 sig("nv_astype", P, P, I)
 sig("nv_sum", P, P, IP, I, C.c_bool)
+sig("nv_max", P, P, IP, I, C.c_bool)
+sig("nv_mean", P, P, IP, I, C.c_bool)
 
 pytestmark = needs_gpu
 
@@ -144,3 +156,203 @@ def test_compiled_on_gpu_equals_cpu(rng, fun, dtype, layout):
     for r in got["gpu"]:
         assert_close(r, ref64(w), nv_name(r.dtype), rtol=5e-2 if dtype in ("float16", "bfloat16") else 1e-4,
                      atol=5e-2 if dtype in ("float16", "bfloat16") else 1e-5)
+
+
+# ---- Fusion into generated CUDA kernels ----
+
+W = lib.nv_weak_scalar
+
+
+def _axis(a):
+    return (C.c_int * 1)(a)
+
+
+def f_axpy(x, y, z):
+    return [lib.nv_add(lib.nv_multiply(x, y), z)]
+
+
+def f_multi(x, y, z):
+    t = lib.nv_multiply(x, y)  # escapes: an output besides the root
+    return [lib.nv_maximum(lib.nv_add(t, z), W(-0.25)), t]
+
+
+def f_where_cast(x, y, z):
+    m = lib.nv_greater(x, y)
+    a = lib.nv_multiply(lib.nv_astype(x, CODE["float64"]), W(3.0))
+    b = lib.nv_subtract(lib.nv_astype(z, CODE["float64"]), W(1.0))
+    return [lib.nv_astype(lib.nv_where(m, a, b), lib.nv_array_dtype(x)), lib.nv_less(z, y)]
+
+
+def f_chain(x, y, z):
+    a = lib.nv_add(lib.nv_multiply(lib.nv_exp(lib.nv_negative(lib.nv_abs(x))), y), z)
+    return [lib.nv_subtract(lib.nv_multiply(lib.nv_tanh(a), lib.nv_sigmoid(x)), lib.nv_sin(a))]
+
+
+def f_row_sum(x, y, z):
+    return [lib.nv_sum(lib.nv_exp(lib.nv_add(lib.nv_multiply(x, y), W(0.25))), _axis(-1), 1, False)]
+
+
+def f_row_max(x, y, z):
+    return [lib.nv_max(lib.nv_subtract(lib.nv_multiply(x, y), z), _axis(-1), 1, True)]
+
+
+def f_row_mean(x, y, z):
+    t = lib.nv_add(lib.nv_multiply(x, x), y)  # escapes too
+    return [lib.nv_mean(t, _axis(1), 1, False), t]
+
+
+def f_all_sum(x, y, z):
+    return [lib.nv_sum(lib.nv_multiply(x, y), None, 0, False)]
+
+
+# name: (function, exact, fused kernels for float32/float64 row-contiguous inputs; None: it
+# depends on the dtype and the broadcast, only the CPU's count is compared)
+FUSED = {"axpy": (f_axpy, True, 1), "multi": (f_multi, True, 1),
+         "where_cast": (f_where_cast, True, None), "chain": (f_chain, False, 1),
+         "row_sum": (f_row_sum, False, 1), "row_max": (f_row_max, False, 1),
+         "row_mean": (f_row_mean, False, 1), "all_sum": (f_all_sum, False, 1)}
+# How y and z are shaped against x (R, D): a row (D,) and a whole array; a column (R, 1) and a
+# scalar.
+BROADCASTS = ["row", "column"]
+FLAYOUTS = ["contiguous", "offset", "transposed", "strided"]
+
+
+class Body:
+    """A C closure over a function of three arrays, uncompiled or compiled."""
+
+    def __init__(self, f, compiled):
+        def body(payload, inputs, outputs):
+            for o in f(*(lib.nv_vec_get(inputs, i) for i in range(3))):
+                if lib.nv_vec_push(outputs, o) != 0:
+                    return 1
+            return 0
+
+        self.cb = BODY(body)
+        self.raw = lib.nv_closure_new(self.cb, None, None)
+        self.fn = lib.nv_compile(self.raw, None) if compiled else self.raw
+
+    def __call__(self, s, *args):
+        vin, vout = lib.nv_vec_new(), lib.nv_vec_new()
+        for a in args:
+            lib.nv_vec_push(vin, a)
+        st = lib.nv_closure_apply(self.fn, vin, vout)
+        assert st == 0, lib.nv_last_error().decode()
+        r = [s.read(lib.nv_vec_get(vout, i)) for i in range(lib.nv_vec_size(vout))]
+        lib.nv_vec_free(vin)
+        lib.nv_vec_free(vout)
+        return r
+
+    def fused(self):
+        st = Stats()
+        assert lib.nv_compile_get_stats(self.fn, C.byref(st)) == 0
+        return st.fused
+
+    def close(self):
+        if self.fn != self.raw:
+            lib.nv_closure_release(self.fn)
+        lib.nv_closure_release(self.raw)
+
+
+def _inputs(s, rng, dtype, layout, bcast, shape):
+    """x of `shape` laid out as `layout` says in `dtype` (the layout made after the cast, which
+    would make a contiguous copy), y and z as `bcast` says."""
+    r, d = shape
+    x = rng.standard_normal(shape)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    cast = lambda a: s.own(lib.nv_astype(s.array(a), CODE[dtype]))  # noqa: E731
+    ints = lambda v: (C.c_int * len(v))(*v)  # noqa: E731
+    if layout == "contiguous":
+        xs = cast(x)
+    elif layout == "offset":  # from the second row: element 0 is not 16-byte aligned
+        base = cast(np.concatenate([np.zeros((1, d)), x]))
+        xs = s.own(lib.nv_slice(base, ints([1, 0]), ints([r + 1, d]), ints([1, 1]), 2))
+    elif layout == "transposed":
+        xs = s.own(lib.nv_transpose(cast(np.ascontiguousarray(x.T)), None, 0))
+    else:  # strided: every second element of a larger array
+        big = np.zeros((2 * r, 2 * d))
+        big[::2, ::2] = x
+        xs = s.own(lib.nv_slice(cast(big), ints([0, 0]), ints([2 * r, 2 * d]), ints([2, 2]), 2))
+    if bcast == "row":
+        y, z = rng.standard_normal((d,)), rng.standard_normal(shape)
+    else:
+        y, z = rng.standard_normal((r, 1)), np.array(0.5)
+    return xs, cast(y), cast(z)
+
+
+FCASES = [(n, d, l, b) for n in FUSED for d in FLOATS for l in FLAYOUTS for b in BROADCASTS]
+
+
+@pytest.mark.parametrize("name,dtype,layout,bcast", sample(FCASES, 40, 23))
+def test_fused_on_gpu_equals_unfused(rng, name, dtype, layout, bcast):
+    f, exact, want_fused = FUSED[name]
+    # Rows of 45 (a warp per row in the reductions) or 300 (a block per row); 4k+1 elements
+    # leave a tail after the 4-wide vector loop.
+    shape = (65, 45) if rng.integers(2) else (7, 300)
+    data = rng.integers(2**31)
+    counts = {}
+    for where in ("cpu", "gpu"):
+        with Session() as s, On(where):
+            args = _inputs(s, np.random.default_rng(data), dtype, layout, bcast, shape)
+            plain, comp = Body(f, False), Body(f, True)
+            before = lib.nv_gpu_fallback_count()
+            want = plain(s, *args)
+            got1, got2 = comp(s, *args), comp(s, *args)  # the second call replays
+            counts[where] = comp.fused()
+            if where == "gpu":
+                assert lib.nv_gpu_fallback_count() == before
+                for got in (got1, got2):
+                    assert len(got) == len(want)
+                    for g, w in zip(got, want):
+                        if exact or g.dtype == np.bool_:
+                            assert g.dtype == w.dtype and g.shape == w.shape
+                            assert np.array_equal(g.view(np.uint8), w.view(np.uint8)), name
+                        else:
+                            assert_close(g, ref64(w), nv_name(w.dtype),
+                                         rtol=2e-5 if dtype == "float32" else None,
+                                         atol=2e-5 if dtype == "float32" else None)
+            plain.close()
+            comp.close()
+    # The same chains fuse on both devices: all of them where every input is row-contiguous
+    # in float32/float64 (else parts, or none).
+    assert counts["gpu"] == counts["cpu"]
+    whole = dtype in ("float32", "float64") and layout in ("contiguous", "offset")
+    if want_fused is not None and whole:
+        assert counts["gpu"] == want_fused
+
+
+def child():
+    """Run by test_gpu_disk_cache_and_nvrtc_failure in a fresh process: x*y+z compiled on the
+    GPU, checked against NumPy; prints the fused kernel count."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with Session() as s, On("gpu"):
+        args = [s.array(x), s.array(x[0] * 0.5), s.array(np.ones((3, 4), np.float32))]
+        comp = Body(f_axpy, True)
+        r = comp(s, *args)[0]
+        assert np.array_equal(r, x * (x[0] * 0.5) + 1)
+        print(comp.fused())
+        comp.close()
+
+
+def test_gpu_disk_cache_and_nvrtc_failure(tmp_path):
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); import test_gpu_compile as t; t.child()"
+
+    def run(cache, **extra):
+        env = dict(os.environ, XDG_CACHE_HOME=str(cache), NUVEC_DEFAULT_DEVICE="gpu", **extra)
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    p = run(tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+    files = sorted((tmp_path / "nuvec").iterdir())
+    assert [f.suffix for f in files] == [".cubin"]
+    mtime = files[0].stat().st_mtime_ns
+    p = run(tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+    assert sorted((tmp_path / "nuvec").iterdir()) == files and files[0].stat().st_mtime_ns == mtime
+    # NVRTC failing (an architecture it rejects): one warning, unfused, the same values.
+    p = run(tmp_path / "bad", NUVEC_NVRTC_ARCH="sm_bogus")
+    assert p.returncode == 0 and p.stdout.strip() == "0", p.stderr
+    assert p.stderr.count("NVRTC could not build a fused GPU kernel") == 1, p.stderr
