@@ -38,12 +38,28 @@ static void diag(const char *name) {
 
 /* A case: its warm-up runs, then the timed ones, each followed by its diagnostics (so that the
  * timed runs' line shows the steady state: graphs replayed, no allocation). */
-/* The filter of main's first argument (NULL: every case). */
+/* The filter of main's first argument (NULL: every case): '|'-separated parts. */
 static const char *only;
+
+/* Whether `name` (a case, or the prefix of a group of cases) is selected: one of the filter's
+ * parts occurs in it, or starts with it (the group that holds the named case). */
+static bool wanted(const char *name) {
+  if (!only) return true;
+  size_t ln = strlen(name);
+  for (const char *p = only;;) {
+    const char *e = strchr(p, '|');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n && n >= ln && !strncmp(p, name, ln)) return true;
+    for (size_t i = 0; n && i + n <= ln; i++)
+      if (!strncmp(name + i, p, n)) return true;
+    if (!e) return false;
+    p = e + 1;
+  }
+}
 
 static void bench_case(const char *name, void (*fn)(void *), void *ctx, int warmup, int repeat) {
   char w[96];
-  if (only && !strstr(name, only)) return;
+  if (!wanted(name)) return;
   for (int i = 0; i < warmup; i++) fn(ctx);
   snprintf(w, sizeof w, "%s(warm-up)", name);
   diag(w);
@@ -324,7 +340,7 @@ int main(int argc, char **argv) {
   nv_set_default_device(nv_gpu(0));
 /* A group runs when its name contains the filter or the filter names one of its cases (starts
  * with the group's name); bench_case skips the cases whose names do not contain the filter. */
-#define WANT(name) (!only || strstr(name, only) || !strncmp(only, name, strlen(name)))
+#define WANT(name) wanted(name)
   if (WANT("fma_2^28_f32")) {
     int shape[1] = {1 << 28};
     args x = {rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32),

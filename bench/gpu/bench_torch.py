@@ -39,8 +39,9 @@ def report(name, sec):
 
 
 def main():
-    only = sys.argv[1] if len(sys.argv) > 1 else ""
-    want = lambda n: only in n
+    # '|'-separated parts; a part selects the cases it occurs in and the groups it starts with.
+    parts = [p for p in (sys.argv[1] if len(sys.argv) > 1 else "").split("|") if p]
+    want = lambda n: not parts or any(p in n or p.startswith(n) for p in parts)  # noqa: E731
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
