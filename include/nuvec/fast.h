@@ -66,6 +66,39 @@ NV_API nv_array *nv_fast_scaled_dot_product_attention(const nv_array *q, const n
                                                       const nv_array *mask,
                                                       const nv_array *sinks);
 
+/* ---- The serving kernels (src/ops/fast_serving.c). Inputs a kernel updates are "donated" when
+ * the evaluation owns them outright (no other array, view or consumer holds them: DESIGN §3):
+ * the result then takes the input's buffer and is written in place; otherwise the input is
+ * copied first and keeps its values. ---- */
+
+/* Group offsets of sorted group ids (MoE routing, grouped matmuls): offsets[g] for g = 0 ..
+ * groups is the first position i of the ids (taken flat, row-major) with ids[i] >= g, or n (the
+ * number of ids) when there is none; for ids sorted ascending that is the count of ids < g, so
+ * group g's run is [offsets[g], offsets[g + 1]) and ids outside [0, groups) lie before
+ * offsets[0] or from offsets[groups] on. Found by binary search: unsorted ids give that
+ * search's positions (the same on every device). `sorted_indices` has any integer dtype (not
+ * bool) and any shape; `groups` >= 0 and < INT32_MAX. The result is 1-D of groups + 1, int32
+ * (int64 from 2^31 ids on). Not differentiable (integer); vmap maps it over each batch's ids. */
+NV_API nv_array *nv_fast_sorted_offsets(const nv_array *sorted_indices, int groups);
+
+/* Row softmax over the last axis, written into x's buffer when x is donated (float16,
+ * bfloat16, float32 of the result's dtype: the element-wise donation rule). It is
+ * nv_softmax(x, {-1}, precise = true): the same primitive, dtypes and rules (integers and bool
+ * give float32). */
+NV_API nv_array *nv_fast_softmax(const nv_array *x);
+
+/* Causal row softmax: x (at least 1-D, last axis of C columns, a real floating dtype) is read
+ * as rows over its last axis, grouped in blocks of `rows` consecutive rows (rows >= 1 must
+ * divide the number of rows). Row i of each block (0 <= i < rows) sits at position C - rows + i
+ * (the last `rows` positions of C, as a causal attention mask aligns queries with the end of
+ * the keys) and sees the columns j <= C - rows + i: its result is the softmax of those columns
+ * (computed in float32, float64 for float64) and 0 in the others; a row that sees no column is
+ * all 0. Seen values as nv_softmax: a seen NaN or +inf, or seen values all -inf, give NaN over
+ * the seen columns. The result has x's shape and dtype, written into x's buffer when x is
+ * donated (element-wise rule). Gradients and vmap go through the composed form
+ * where(seen, softmax(where(seen, x, -inf)), 0). */
+NV_API nv_array *nv_fast_causal_softmax(const nv_array *x, int rows);
+
 #ifdef __cplusplus
 }
 #endif

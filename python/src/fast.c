@@ -2,7 +2,8 @@
  * (rms_norm, layer_norm, rope, scaled_dot_product_attention), with MLX's signatures, keyword
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
- * None, a str ("causal") or an array. */
+ * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
+ * causal_softmax: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"
@@ -70,6 +71,27 @@ static PyObject *sig_sdpa(call *c) {
   return nvpy_wrap(nv_fast_scaled_dot_product_attention(q, k, v, (float)scale, mode, mask, sinks));
 }
 
+/* The serving kernels: sorted_offsets(sorted_indices, groups), softmax(x),
+ * causal_softmax(x, rows). */
+static PyObject *sig_sorted_offsets(call *c) {
+  nv_array *ids = arr(c, 0);
+  int groups;
+  if (!ids || int_at(c, 1, 0, &groups) < 0) return NULL;
+  return nvpy_wrap(nv_fast_sorted_offsets(ids, groups));
+}
+
+static PyObject *sig_softmax(call *c) {
+  nv_array *x = arr(c, 0);
+  return x ? nvpy_wrap(nv_fast_softmax(x)) : NULL;
+}
+
+static PyObject *sig_causal_softmax(call *c) {
+  nv_array *x = arr(c, 0);
+  int rows;
+  if (!x || int_at(c, 1, 0, &rows) < 0) return NULL;
+  return nvpy_wrap(nv_fast_causal_softmax(x, rows));
+}
+
 #define DOC(s) "mlx.core.fast." s
 
 static const nvpy_op fast_ops[] = {
@@ -84,6 +106,14 @@ static const nvpy_op fast_ops[] = {
      4, {0}, 0,
      DOC("scaled_dot_product_attention: softmax(scale * q @ k.T + mask) @ v, fused (flash-style "
          "online softmax), with grouped-query heads, 'causal' or array masks and sinks.")},
+    {"sorted_offsets", sig_sorted_offsets, NULL, KW("sorted_indices", "groups"), 2, {0}, 0,
+     "sorted_offsets(sorted_indices, groups): offsets[g] = first position of an id >= g, for "
+     "g = 0..groups (groups + 1 int32 offsets of the groups' runs in sorted ids)."},
+    {"softmax", sig_softmax, NULL, KW("x"), 1, {0}, 0,
+     "softmax(x): softmax over the last axis, written into x's buffer when x is donated."},
+    {"causal_softmax", sig_causal_softmax, NULL, KW("x", "rows"), 2, {0}, 0,
+     "causal_softmax(x, rows): row i of each block of `rows` rows sees the columns "
+     "j <= C - rows + i (softmax over them, 0 elsewhere); in place when x is donated."},
 };
 
 static struct PyModuleDef fast_def = {

@@ -1,0 +1,177 @@
+/* The CPU kernels of the fast family's serving ops: sorted_offsets (a binary search per group,
+ * groups split across the pool) and causal_softmax (a row softmax over each row's seen
+ * columns, rows split across the pool; float16/bfloat16 rows through float32 scratch, float64
+ * in float64). The builders hand every input row-contiguous (src/ops/fast_serving.c); a
+ * donated causal_softmax writes over its input row by row, each value read before it is
+ * written. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "core/convert.h"
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
+#include "ops/fast_serving.h"
+
+/* ---- sorted_offsets ---- */
+
+typedef struct offsets_job {
+  const void *ids;
+  nv_dtype idt;
+  int64_t n;
+  void *out;
+  bool wide; /* int64 offsets */
+} offsets_job;
+
+/* The first i in [0, n) with ids[i] >= g, or n. */
+#define LOWER_BOUND(T)                                           \
+  static int64_t lower_bound_##T(const T *ids, int64_t n, T g) { \
+    int64_t lo = 0, hi = n;                                      \
+    while (lo < hi) {                                            \
+      int64_t mid = lo + (hi - lo) / 2;                          \
+      if (ids[mid] < g)                                          \
+        lo = mid + 1;                                            \
+      else                                                       \
+        hi = mid;                                                \
+    }                                                            \
+    return lo;                                                   \
+  }
+LOWER_BOUND(int32_t)
+LOWER_BOUND(int64_t)
+LOWER_BOUND(uint32_t)
+LOWER_BOUND(uint64_t)
+
+static void offsets_range(void *ctx, int64_t b, int64_t e) {
+  const offsets_job *j = ctx;
+  for (int64_t g = b; g < e; g++) {
+    int64_t at;
+    switch (j->idt) {
+    case NV_DTYPE_INT64: at = lower_bound_int64_t(j->ids, j->n, (int64_t)g); break;
+    case NV_DTYPE_UINT32: at = lower_bound_uint32_t(j->ids, j->n, (uint32_t)g); break;
+    case NV_DTYPE_UINT64: at = lower_bound_uint64_t(j->ids, j->n, (uint64_t)g); break;
+    default: at = lower_bound_int32_t(j->ids, j->n, (int32_t)g); break;
+    }
+    if (j->wide)
+      ((int64_t *)j->out)[g] = at;
+    else
+      ((int32_t *)j->out)[g] = (int32_t)at;
+  }
+}
+
+static nv_status k_sorted_offsets(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated; /* sorted_offsets donates nothing (D_NONE) */
+  nv__output *o = &node->out[0];
+  if (nv__output_alloc(o) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  offsets_job j = {.ids = nv__operand_ptr(&in[0]),
+                   .idt = in[0].meta->dtype,
+                   .n = in[0].meta->size,
+                   .out = o->buf->ptr,
+                   .wide = o->dtype == NV_DTYPE_INT64};
+  nv__parallel_for(o->size, 4096, offsets_range, &j);
+  return NV_OK;
+}
+
+/* ---- causal_softmax ---- */
+
+typedef struct causal_job {
+  const char *x;
+  char *y;
+  nv_dtype dt;
+  int64_t c, rows;
+  atomic_int failed;
+} causal_job;
+
+/* The number of columns row r sees: c - rows + (r mod rows) + 1, within [0, c]. */
+static int64_t seen_columns(const causal_job *j, int64_t r) {
+  int64_t k = j->c - j->rows + r % j->rows + 1;
+  return k < 0 ? 0 : k > j->c ? j->c : k;
+}
+
+/* The maximum of x[0, n), NaN when one is NaN (-inf for n = 0). */
+/* (Once m is NaN no comparison is true, so it stays NaN.) */
+#define ROW_MAX(C, SUF)                           \
+  static C row_max_##SUF(const C *x, int64_t n) { \
+    C m = -INFINITY;                              \
+    for (int64_t i = 0; i < n; i++)               \
+      if (x[i] > m || x[i] != x[i]) m = x[i];     \
+    return m;                                     \
+  }
+ROW_MAX(float, f32)
+ROW_MAX(double, f64)
+
+/* y[0, k) = softmax of x[0, k) (y may be x); y[k, c) = 0. */
+static void causal_row_f32(const float *x, float *y, int64_t k, int64_t c) {
+  if (k > 0) {
+    float m = row_max_f32(x, k);
+    double s = 0;
+    for (int64_t i = 0; i < k; i++) {
+      float e = expf(x[i] - m);
+      y[i] = e;
+      s += e;
+    }
+    float r = (float)(1.0 / s);
+    for (int64_t i = 0; i < k; i++) y[i] *= r;
+  }
+  for (int64_t i = k; i < c; i++) y[i] = 0;
+}
+
+static void causal_row_f64(const double *x, double *y, int64_t k, int64_t c) {
+  if (k > 0) {
+    double m = row_max_f64(x, k), s = 0;
+    for (int64_t i = 0; i < k; i++) {
+      y[i] = exp(x[i] - m);
+      s += y[i];
+    }
+    for (int64_t i = 0; i < k; i++) y[i] /= s;
+  }
+  for (int64_t i = k; i < c; i++) y[i] = 0;
+}
+
+static void causal_range(void *ctx, int64_t b, int64_t e) {
+  causal_job *j = ctx;
+  bool half = j->dt == NV_DTYPE_FLOAT16 || j->dt == NV_DTYPE_BFLOAT16;
+  float *buf = NULL;
+  if (half && !(buf = malloc((size_t)j->c * sizeof *buf))) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  for (int64_t r = b; r < e; r++) {
+    int64_t k = seen_columns(j, r), c = j->c;
+    if (j->dt == NV_DTYPE_FLOAT64) {
+      causal_row_f64((const double *)j->x + r * c, (double *)j->y + r * c, k, c);
+    } else if (j->dt == NV_DTYPE_FLOAT32) {
+      causal_row_f32((const float *)j->x + r * c, (float *)j->y + r * c, k, c);
+    } else {
+      const uint16_t *x = (const uint16_t *)j->x + r * c;
+      uint16_t *y = (uint16_t *)j->y + r * c;
+      bool f16 = j->dt == NV_DTYPE_FLOAT16;
+      for (int64_t i = 0; i < k; i++) buf[i] = f16 ? nv__f16_to_f32(x[i]) : nv__bf16_to_f32(x[i]);
+      causal_row_f32(buf, buf, k, c);
+      for (int64_t i = 0; i < c; i++) y[i] = f16 ? nv__f32_to_f16(buf[i]) : nv__f32_to_bf16(buf[i]);
+    }
+  }
+  free(buf);
+}
+
+static nv_status k_causal_softmax(nv__node *node, const nv__operand *in, int donated) {
+  nv__output *o = &node->out[0];
+  if (donated < 0 && nv__output_alloc(o) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (o->size == 0) return NV_OK;
+  const nv__fast_causal_params *p = node->params;
+  causal_job j = {.x = nv__operand_ptr(&in[0]),
+                  .y = (char *)o->buf->ptr + o->offset * (int64_t)nv_dtype_size(o->dtype),
+                  .dt = o->dtype,
+                  .c = o->shape[o->ndim - 1],
+                  .rows = p->rows};
+  atomic_init(&j.failed, 0);
+  int64_t nrows = o->size / j.c, grain = 16384 / j.c + 1;
+  nv__parallel_for(nrows, grain, causal_range, &j);
+  if (atomic_load(&j.failed))
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "causal_softmax: out of memory");
+  return NV_OK;
+}
+
+void nv__cpu_register_fast_serving(nv__kernel_fn *k) {
+  k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
+  k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;
+}

@@ -1,0 +1,82 @@
+/* The serving kernels on the GPU: the CUDA kernel-table entries of sorted_offsets and
+ * causal_softmax (host code, C11). Each gets the output's device memory (for a donated
+ * causal_softmax: its input's buffer, written in place), the input row-contiguous (the
+ * builder made it so) and records one launch of fast_serving.cu's kernels. */
+#include "cuda/fast_serving_kernels.h"
+#include "cuda/gpu.h"
+#include "ops/fast_serving.h"
+
+static int64_t pow2_at_least(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+static nv_status record(nv__gpu_ctx *ctx, const void *func, const nv__gpu_arg *a, uint32_t grid,
+                        uint32_t bx, uint32_t by, const void *params, size_t size,
+                        bool aliasing) {
+  hrx_view views[2] = {a[0].view, a[1].view};
+  hrx_access acc[2] = {HRX_ACCESS_WRITE, HRX_ACCESS_READ};
+  nv__gpu_launch l = {.func = func,
+                      .grid = {grid, 1, 1},
+                      .block = {bx, by, 1},
+                      .views = views,
+                      .access = acc,
+                      .nviews = 2,
+                      .params = params,
+                      .params_size = size,
+                      .aliasing = aliasing};
+  return nv__gpu_dispatch(ctx, &l);
+}
+
+static nv_status k_sorted_offsets(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                                  int donated) {
+  (void)donated; /* sorted_offsets donates nothing (D_NONE) */
+  nv__output *o = &node->out[0];
+  nv_dtype idt = in[0].meta->dtype;
+  const void *func = nv__gpu_kernel_sorted_offsets((int)idt);
+  if (!func)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "sorted_offsets: dtype %s is not supported",
+                         nv_dtype_name(idt));
+  nv__gpu_arg a[2];
+  nv_status st = nv__gpu_output(ctx, o, &a[0]);
+  if (st == NV_OK) st = nv__gpu_input_contiguous(ctx, &in[0], &a[1]);
+  if (st != NV_OK) return st;
+  nv__gpu_offsets_params p = {.n = in[0].meta->size,
+                              .nout = o->size,
+                              .off = {a[0].offset, a[1].offset},
+                              .wide = o->dtype == NV_DTYPE_INT64};
+  return record(ctx, func, a, nv__gpu_blocks(p.nout, 256, 4096), 256, 1, &p, sizeof p, false);
+}
+
+static nv_status k_causal_softmax(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                                  int donated) {
+  const nv__fast_causal_params *prm = node->params;
+  nv__output *o = &node->out[0];
+  nv_dtype dt = o->dtype;
+  const void *func = nv__gpu_kernel_causal_softmax((int)dt);
+  if (!func)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "causal_softmax: dtype %s is not supported",
+                         nv_dtype_name(dt));
+  nv__gpu_arg a[2];
+  nv_status st = nv__gpu_output(ctx, o, &a[0]);
+  if (st != NV_OK || o->size == 0) return st;
+  if ((st = nv__gpu_input_contiguous(ctx, &in[0], &a[1])) != NV_OK) return st;
+  nv__gpu_causal_params p = {.c = o->shape[o->ndim - 1],
+                             .rows = prm->rows,
+                             .off = {a[0].offset, a[1].offset}};
+  p.nrows = o->size / p.c;
+  /* Threads per row: about eight elements each, a power of two from a warp to 1024; rows
+   * fill the rest of a 256-thread block. */
+  int64_t tpr = pow2_at_least((p.c + 7) / 8);
+  if (tpr < 32) tpr = 32;
+  if (tpr > 1024) tpr = 1024;
+  int64_t rpb = tpr >= 256 ? 1 : 256 / tpr;
+  uint32_t grid = nv__gpu_blocks(p.nrows, (uint32_t)rpb, (int64_t)1 << 20);
+  return record(ctx, func, a, grid, (uint32_t)tpr, (uint32_t)rpb, &p, sizeof p, donated >= 0);
+}
+
+void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k) {
+  k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
+  k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;
+}

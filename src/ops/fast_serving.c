@@ -1,0 +1,171 @@
+/* Builders of the fast family's serving kernels: sorted_offsets, softmax (in place) and
+ * causal_softmax, their argument checks and the composed forms the transforms and tests use.
+ * The definitions are in include/nuvec/fast.h. */
+#include <math.h>
+
+#include "nuvec/fast.h"
+#include "ops/fast_serving.h"
+#include "ops/ops_internal.h"
+
+static bool real_float(nv_dtype t) {
+  return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
+         t == NV_DTYPE_FLOAT64;
+}
+
+static bool integer(nv_dtype t) {
+  return t == NV_DTYPE_INT8 || t == NV_DTYPE_INT16 || t == NV_DTYPE_INT32 ||
+         t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT8 || t == NV_DTYPE_UINT16 ||
+         t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64;
+}
+
+/* Releases `old` and returns `next`: one step of a chain of temporaries. */
+static nv_array *then(nv_array *old, nv_array *next) {
+  nv_release(old);
+  return next;
+}
+
+/* x converted to `dt` and row-contiguous (x itself, retained, when it is both). New
+ * reference, not scoped (callers suspend the scopes). */
+static nv_array *prepared(const nv_array *x, nv_dtype dt) {
+  nv_array *c = nv__cast_unscoped(x, dt);
+  if (!nv__meta_known(c) || (nv__out(c)->flags & NV__FLAG_ROW)) return c;
+  return then(c, nv_contiguous(c));
+}
+
+/* A one-input node of `prim` over x prepared in `dt`, with an output of `odt` and `shape`, and
+ * params copied in. */
+static nv_array *one_input_node(int prim, const nv_array *x, nv_dtype dt, nv_dtype odt,
+                                const int *shape, int ndim, const void *params, size_t size) {
+  const char *op = nv__prims[prim].name;
+  nv__scope_suspend();
+  nv_array *in = prepared(x, dt);
+  nv_array *f = nv__op_check(op, (const nv_array *const *)&in, 1);
+  nv__node *node = NULL;
+  if (!f) {
+    const nv__output *o = nv__out(in);
+    node = nv__op_node(prim, &in, 1, odt, shape ? shape : o->shape, shape ? ndim : o->ndim, size);
+    if (node) memcpy(node->params, params, size);
+  }
+  nv_release(in);
+  nv__scope_resume();
+  return f ? f : nv__op_finish(op, node);
+}
+
+/* ---- sorted_offsets ---- */
+
+/* The offsets' dtype for n ids: int32 while every position and n itself fit. */
+static nv_dtype offsets_dtype(int64_t n) {
+  return n <= INT32_MAX ? NV_DTYPE_INT32 : NV_DTYPE_INT64;
+}
+
+/* The dtype the kernels read: 32- and 64-bit integers as they are, narrower ones as int32. */
+static nv_dtype ids_dtype(nv_dtype t) {
+  if (t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64) return t;
+  return NV_DTYPE_INT32;
+}
+
+nv_array *nv__fast_offsets_node(const nv_array *ids, int groups) {
+  const nv__output *o = nv__out(ids);
+  nv__fast_offsets_params p = {.groups = groups};
+  int shape[1] = {groups + 1};
+  return one_input_node(NV__PRIM_FAST_SORTED_OFFSETS, ids, ids_dtype(o->dtype),
+                        offsets_dtype(o->size), shape, 1, &p, sizeof p);
+}
+
+nv_array *nv_fast_sorted_offsets(const nv_array *sorted_indices, int groups) {
+  const nv_array *xs[1] = {sorted_indices};
+  nv_array *f = nv__op_check("sorted_offsets", xs, 1);
+  if (f) return f;
+  const nv__output *o = nv__out(sorted_indices);
+  if (!integer(o->dtype))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "sorted_offsets",
+                        "sorted indices must have an integer dtype but have %s",
+                        nv_dtype_name(o->dtype));
+  if (groups < 0 || groups == INT32_MAX)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "sorted_offsets",
+                        "groups must be in [0, %d) but is %d", INT32_MAX, groups);
+  return nv__fast_offsets_node(sorted_indices, groups);
+}
+
+nv_array *nv__fast_offsets_composed(const nv_array *ids, int groups, nv_dtype dt) {
+  const nv__output *o = nv__out(ids);
+  int b = o->ndim ? o->shape[0] : 1;
+  int64_t n = b ? o->size / b : 0;
+  int shape[3] = {b, (int)n, 1};
+  nv_array *x = nv_astype(ids, NV_DTYPE_INT64);
+  x = then(x, nv_reshape(x, shape, 3));
+  nv_array *g = nv_arange(0, (double)groups + 1, 1, NV_DTYPE_INT64);
+  nv_array *below = nv_less(x, g); /* [b, n, groups + 1]: id < g */
+  nv_release(x);
+  nv_release(g);
+  int axis = 1;
+  nv_array *c = nv_sum(below, &axis, 1, false);
+  nv_release(below);
+  return then(c, nv_astype(c, dt));
+}
+
+/* ---- softmax and causal_softmax ---- */
+
+nv_array *nv_fast_softmax(const nv_array *x) {
+  int axis = -1;
+  return nv_softmax(x, &axis, 1, true);
+}
+
+nv_array *nv__fast_causal_node(const nv_array *x, int rows) {
+  nv__fast_causal_params p = {.rows = rows};
+  nv_dtype dt = nv__out(x)->dtype;
+  return one_input_node(NV__PRIM_FAST_CAUSAL_SOFTMAX, x, dt, dt, NULL, 0, &p, sizeof p);
+}
+
+nv_array *nv_fast_causal_softmax(const nv_array *x, int rows) {
+  const nv_array *xs[1] = {x};
+  nv_array *f = nv__op_check("causal_softmax", xs, 1);
+  if (f) return f;
+  const nv__output *o = nv__out(x);
+  char s[NV__SHAPE_BUF];
+  if (o->ndim < 1)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "causal_softmax",
+                        "input must have at least 1 dimension but got input with 0 dimensions");
+  if (!real_float(o->dtype))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "causal_softmax",
+                        "input must be a floating type (float16, bfloat16, float32 or float64) "
+                        "but got %s",
+                        nv_dtype_name(o->dtype));
+  int64_t nrows = 1;
+  for (int i = 0; i < o->ndim - 1; i++) nrows *= o->shape[i];
+  if (rows < 1 || nrows % rows)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "causal_softmax",
+                        "rows must be positive and divide the %lld rows of input %s but is %d",
+                        (long long)nrows, nv__shape_str(o->shape, o->ndim, s, sizeof s), rows);
+  return nv__fast_causal_node(x, rows);
+}
+
+nv_array *nv__fast_causal_composed(const nv_array *x, int rows) {
+  const nv__output *o = nv__out(x);
+  nv_dtype dt = o->dtype, ct = dt == NV_DTYPE_FLOAT64 ? NV_DTYPE_FLOAT64 : NV_DTYPE_FLOAT32;
+  int nd = o->ndim, c = o->shape[nd - 1];
+  int64_t nrows = 1;
+  for (int i = 0; i < nd - 1; i++) nrows *= o->shape[i];
+  /* seen[i, j] = j <= c - rows + i, as [rows, c] */
+  nv_array *j = nv_arange(0, c, 1, NV_DTYPE_INT64);
+  nv_array *i = nv_arange((double)c - rows, (double)c, 1, NV_DTYPE_INT64);
+  int col[2] = {rows, 1};
+  i = then(i, nv_reshape(i, col, 2));
+  nv_array *seen = nv_less_equal(j, i);
+  nv_release(i);
+  nv_release(j);
+  int blocks[3] = {(int)(rows ? nrows / rows : 0), rows, c};
+  nv_array *xb = nv_astype(x, ct);
+  xb = then(xb, nv_reshape(xb, blocks, 3));
+  nv_array *lo = nv_array_scalar(-INFINITY, ct), *zero = nv_array_scalar(0, ct);
+  nv_array *m = nv_where(seen, xb, lo);
+  nv_release(xb);
+  int axis = -1;
+  m = then(m, nv_softmax(m, &axis, 1, true));
+  m = then(m, nv_where(seen, m, zero));
+  nv_release(seen);
+  nv_release(lo);
+  nv_release(zero);
+  m = then(m, nv_astype(m, dt));
+  return then(m, nv_reshape(m, o->shape, nd));
+}
