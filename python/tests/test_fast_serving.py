@@ -1,0 +1,131 @@
+"""nuvec.fast's serving kernels through the Python module: sorted_offsets, softmax and
+causal_softmax against NumPy float64 references and, where MLX is importable, fast softmax
+against mlx.core.softmax; causal_softmax's vjp and jvp by central finite differences in
+float64; vmap of both ops over any axis; an intermediate written in place keeps the caller's
+arrays intact; argument errors as ValueError."""
+import numpy as np
+import pytest
+
+import nuvec as nv
+import nuvec.fast
+
+RNG = np.random.default_rng(20261202)
+
+
+def causal_ref(x, rows):
+    c = x.shape[-1]
+    flat = np.asarray(x, np.float64).reshape(-1, c)
+    k = np.clip(c - rows + np.arange(flat.shape[0]) % rows + 1, 0, c)
+    seen = np.arange(c)[None, :] < k[:, None]
+    with np.errstate(invalid="ignore"):  # rows that see nothing: 0
+        v = np.where(seen, flat, -np.inf)
+        e = np.where(seen, np.exp(v - v.max(-1, keepdims=True)), 0)
+        return np.where(seen, e / e.sum(-1, keepdims=True), 0).reshape(x.shape)
+
+
+def test_sorted_offsets():
+    ids = np.sort(RNG.integers(0, 9, 50)).astype(np.int32)
+    got = nv.fast.sorted_offsets(nv.array(ids), 12)
+    assert got.dtype == nv.int32 and got.shape == (13,)
+    np.testing.assert_array_equal(np.array(got), np.searchsorted(ids, np.arange(13)))
+    got = nv.fast.sorted_offsets(sorted_indices=nv.array(ids.astype(np.uint32)), groups=3)
+    np.testing.assert_array_equal(np.array(got), np.searchsorted(ids, np.arange(4)))
+
+
+def test_vmap_sorted_offsets():
+    ids = np.sort(RNG.integers(-1, 7, (5, 30)), axis=1).astype(np.int64)
+    want = np.stack([np.searchsorted(r, np.arange(7)) for r in ids])
+    got = nv.vmap(lambda i: nv.fast.sorted_offsets(i, 6))(nv.array(ids))
+    assert got.dtype == nv.int32
+    np.testing.assert_array_equal(np.array(got), want)
+    got = nv.vmap(lambda i: nv.fast.sorted_offsets(i, 6), in_axes=1)(nv.array(ids.T.copy()))
+    np.testing.assert_array_equal(np.array(got), want)
+
+
+@pytest.mark.parametrize("dtype,tol", [(nv.float32, 2e-6), (nv.bfloat16, 3e-2),
+                                       (nv.float16, 4e-3), (nv.float64, 1e-13)])
+def test_causal_softmax(dtype, tol):
+    x = RNG.standard_normal((2, 6, 11)) * 3
+    xa = nv.array(x).astype(dtype)
+    got = nv.fast.causal_softmax(xa, 3)
+    assert got.dtype == dtype and got.shape == x.shape
+    ref = causal_ref(np.array(xa.astype(nv.float64)), 3)
+    np.testing.assert_allclose(np.array(got.astype(nv.float64)), ref, rtol=tol, atol=tol)
+
+
+def test_softmax_matches_mlx():
+    x = RNG.standard_normal((3, 17)).astype(np.float32)
+    got = np.array(nv.fast.softmax(nv.array(x)))
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=2e-6, atol=2e-7)
+    mx = pytest.importorskip("mlx.core")
+    np.testing.assert_allclose(got, np.array(mx.softmax(mx.array(x), axis=-1, precise=True)),
+                               rtol=2e-6, atol=2e-7)
+
+
+def test_in_place_keeps_the_callers_arrays():
+    """An intermediate is written in place; arrays the caller holds keep their values."""
+    x = RNG.standard_normal((4, 9)).astype(np.float32)
+    xa = nv.array(x)
+    y = nv.fast.causal_softmax(xa * 2, 2)  # the product has no other reference
+    z = nv.fast.causal_softmax(xa, 2)      # xa is held: copied, not overwritten
+    s = nv.fast.softmax(xa + 1)
+    nv.eval(y, z, s)
+    np.testing.assert_array_equal(np.array(xa), x)
+    np.testing.assert_allclose(np.array(y), causal_ref(2 * x, 2), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(np.array(z), causal_ref(x, 2), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(np.array(s), causal_ref(x + 1, 1), rtol=2e-6, atol=1e-7)
+
+
+def numeric_grad(f, x, cot, h=1e-6):
+    g = np.zeros_like(x)
+    for k in np.ndindex(*x.shape):
+        up, dn = x.copy(), x.copy()
+        up[k] += h
+        dn[k] -= h
+        g[k] = ((f(up) * cot).sum() - (f(dn) * cot).sum()) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("rows", [1, 3, 7])
+def test_causal_softmax_vjp_jvp_finite_differences(rows):
+    x = RNG.standard_normal((2 * rows if rows < 7 else 7, 5))
+    cot = np.cos(np.arange(x.size)).reshape(x.shape) + 0.5
+    want = numeric_grad(lambda v: causal_ref(v, rows), x, cot)
+    f = lambda v: nv.fast.causal_softmax(v, rows)  # noqa: E731
+    _, (g,) = nv.vjp(f, [nv.array(x, dtype=nv.float64)], [nv.array(cot, dtype=nv.float64)])
+    np.testing.assert_allclose(np.array(g), want, rtol=1e-6, atol=1e-8)
+    t = RNG.standard_normal(x.shape)
+    h = 1e-6
+    jv_want = (causal_ref(x + h * t, rows) - causal_ref(x - h * t, rows)) / (2 * h)
+    _, (jv,) = nv.jvp(f, [nv.array(x, dtype=nv.float64)], [nv.array(t, dtype=nv.float64)])
+    np.testing.assert_allclose(np.array(jv), jv_want, rtol=1e-6, atol=1e-8)
+
+
+def test_grad_in_low_precision():
+    x = nv.array(RNG.standard_normal((4, 8)), dtype=nv.bfloat16)
+    g = nv.grad(lambda v: (nv.fast.causal_softmax(v, 4) * nv.arange(8)).sum())(x)
+    assert g.dtype == nv.bfloat16 and g.shape == (4, 8)
+    assert np.all(np.array(g.astype(nv.float32))[0, 6:] == 0)  # unseen columns get nothing
+
+
+def test_vmap_causal_softmax():
+    x = RNG.standard_normal((3, 4, 6))
+    want = np.stack([causal_ref(x[i], 2) for i in range(3)])
+    got = nv.vmap(lambda v: nv.fast.causal_softmax(v, 2))(nv.array(x, dtype=nv.float64))
+    np.testing.assert_allclose(np.array(got), want, atol=1e-13)
+    # Mapped along the last axis: the logical rows are the other axes.
+    xt = np.ascontiguousarray(np.moveaxis(x, 0, -1))
+    got = nv.vmap(lambda v: nv.fast.causal_softmax(v, 2), in_axes=2)(nv.array(xt, dtype=nv.float64))
+    np.testing.assert_allclose(np.array(got), want, atol=1e-13)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="divide"):
+        nv.fast.causal_softmax(nv.zeros((3, 4)), 2)
+    with pytest.raises(ValueError, match="floating"):
+        nv.fast.causal_softmax(nv.zeros((3, 4), dtype=nv.int32), 1)
+    with pytest.raises(ValueError, match="integer dtype"):
+        nv.fast.sorted_offsets(nv.zeros((3,)), 2)
+    with pytest.raises(ValueError, match="groups"):
+        nv.fast.sorted_offsets(nv.zeros((3,), dtype=nv.int32), -2)

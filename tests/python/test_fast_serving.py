@@ -1,0 +1,186 @@
+"""The fast family's serving kernels through the C API against NumPy float64 references:
+sorted_offsets over every integer dtype (sizes 0..4097, groups 0..300, ids outside [0, groups),
+strided and transposed ids, int32 offsets), causal_softmax over every float dtype (row lengths
+1..4097, rows per block from 1 to more than the row length, strided, transposed and reversed
+inputs, NaN/+-inf rows, empty arrays) and fast softmax, and the argument errors."""
+import ctypes as C
+
+import numpy as np
+import pytest
+
+from conftest import sample
+from nvc import FLOATS, INTS, assert_close, lib, np_dtype, ref64, sig
+
+P = C.c_void_p
+sig("nv_fast_sorted_offsets", P, P, C.c_int)
+sig("nv_fast_causal_softmax", P, P, C.c_int)
+sig("nv_fast_softmax", P, P)
+
+LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
+# Tolerances against float64: rows accumulate in float32 (float64 for float64), rounded once.
+TOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-6, "float64": 1e-13}
+
+
+def error_of(nv, h):
+    st, msg = nv.status(nv.own(h))
+    assert st != 0
+    return msg
+
+
+# ---- sorted_offsets ----
+
+def sorted_ids(rng, n, groups, dtype):
+    """n ascending ids of `dtype` mostly in [0, groups), a few below (signed) and above it."""
+    lo = -3 if np.dtype(np_dtype(dtype)).kind == "i" else 0
+    hi = min(groups + 3, np.iinfo(np_dtype(dtype)).max)
+    return np.sort(rng.integers(lo, hi + 1, n)).astype(np_dtype(dtype))
+
+
+def offsets_ref(ids, groups):
+    return np.searchsorted(ids.reshape(-1), np.arange(groups + 1), side="left")
+
+
+OFFSET_CASES = [(dt, n, g) for dt in INTS for n in [0, 1, 7, 1000, 4097] for g in [0, 1, 5, 64, 300]]
+
+
+@pytest.mark.parametrize("dtype,n,groups", sample(OFFSET_CASES, 60, salt=301))
+def test_sorted_offsets(nv, rng, dtype, n, groups):
+    g = min(groups, np.iinfo(np_dtype(dtype)).max - 3)
+    ids = sorted_ids(rng, n, g, dtype)
+    got = nv.read(nv.own(lib.nv_fast_sorted_offsets(nv.array(ids), g)))
+    assert got.dtype == np.int32 and got.shape == (g + 1,)
+    np.testing.assert_array_equal(got, offsets_ref(ids, g))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_sorted_offsets_layouts(nv, rng, layout):
+    """Ids of any layout are read flat, in row-major order of their shape."""
+    ids = sorted_ids(rng, 6 * 35, 40, "int32").reshape(6, 35)
+    got = nv.read(nv.own(lib.nv_fast_sorted_offsets(nv.view(ids, layout), 40)))
+    np.testing.assert_array_equal(got, offsets_ref(ids, 40))
+
+
+def test_sorted_offsets_runs(nv):
+    """Each group's run is [offsets[g], offsets[g+1]): empty groups repeat the offset."""
+    ids = np.array([0, 0, 2, 2, 2, 5], np.int64)
+    got = nv.read(nv.own(lib.nv_fast_sorted_offsets(nv.array(ids), 7)))
+    np.testing.assert_array_equal(got, [0, 2, 2, 5, 5, 5, 6, 6])
+    big = np.array([np.iinfo(np.uint64).max - 1, np.iinfo(np.uint64).max], np.uint64)
+    got = nv.read(nv.own(lib.nv_fast_sorted_offsets(nv.array(big), 2)))
+    np.testing.assert_array_equal(got, [0, 0, 0])
+    neg = np.array([np.iinfo(np.int64).min, -1, 0], np.int64)
+    got = nv.read(nv.own(lib.nv_fast_sorted_offsets(nv.array(neg), 1)))
+    np.testing.assert_array_equal(got, [2, 3])
+
+
+def test_sorted_offsets_errors(nv):
+    f = nv.array(np.array([0.0, 1.0], np.float32))
+    assert "integer dtype" in error_of(nv, lib.nv_fast_sorted_offsets(f, 3))
+    b = nv.array(np.array([True, False]))
+    assert "sorted_offsets" in error_of(nv, lib.nv_fast_sorted_offsets(b, 3))
+    i = nv.array(np.array([0, 1], np.int32))
+    assert "groups must be in" in error_of(nv, lib.nv_fast_sorted_offsets(i, -1))
+    assert "sorted_offsets" in error_of(nv, lib.nv_fast_sorted_offsets(None, 2))
+
+
+# ---- causal_softmax ----
+
+def causal_ref(x, rows):
+    """Row i of each block of `rows` sees columns j <= C - rows + i (softmax there, 0 else)."""
+    x = ref64(x)
+    c = x.shape[-1]
+    flat = x.reshape(-1, c)
+    k = np.clip(c - rows + np.arange(flat.shape[0]) % rows + 1, 0, c)
+    seen = np.arange(c)[None, :] < k[:, None]
+    with np.errstate(invalid="ignore"):
+        v = np.where(seen, flat, -np.inf)
+        m = v.max(axis=-1, keepdims=True) if c else v
+        e = np.where(seen, np.exp(v - m), 0)
+        out = np.where(seen, e / e.sum(axis=-1, keepdims=True), 0)
+    return out.reshape(x.shape)
+
+
+def rand(rng, shape, dtype, scale=3.0):
+    return (rng.standard_normal(shape) * scale).astype(np_dtype(dtype))
+
+
+def close(got, want, dtype):
+    assert_close(got, want, dtype, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+CAUSAL_CASES = [(dt, c, rk, lay) for dt in FLOATS for c in [1, 7, 64, 100, 257, 4097]
+                for rk in ["one", "few", "equal", "more"] for lay in LAYOUTS
+                if not (rk == "more" and c > 257)]  # (rows > C is the same kernel path at any C)
+
+
+def rows_for(kind, c):
+    return {"one": 1, "few": 3, "equal": 6, "more": c + 2}[kind]
+
+
+@pytest.mark.parametrize("dtype,c,rk,layout", sample(CAUSAL_CASES, 60, salt=302))
+def test_causal_softmax(nv, rng, dtype, c, rk, layout):
+    rows = rows_for(rk, c)
+    x = rand(rng, (2, rows * (2 if rows < 4 else 1), c), dtype)
+    got = nv.read(nv.own(lib.nv_fast_causal_softmax(nv.view(x, layout), rows)))
+    close(got, causal_ref(x, rows), dtype)
+
+
+@pytest.mark.parametrize("c", [1, 9, 4096, 20000])
+def test_causal_softmax_square(nv, rng, c):
+    """rows == C (prefill): row i sees columns 0..i, the last row every column."""
+    r = min(c, 40)
+    x = rand(rng, (r, c), "float32")
+    got = nv.read(nv.own(lib.nv_fast_causal_softmax(nv.array(x), r)))
+    close(got, causal_ref(x, r), "float32")
+
+
+def test_causal_softmax_edge_values(nv):
+    ni, pi = -np.inf, np.inf
+    x = np.array([[1.0, 5.0, np.nan],     # row 0 sees 2 columns: the NaN is not seen
+                  [1.0, np.nan, 2.0],     # a seen NaN: NaN over the row
+                  [ni, ni, 3.0],          # row 0 again: sees only -inf -> NaN
+                  [pi, 1.0, 1.0],         # a seen +inf -> NaN
+                  [ni, 0.0, 5.0],         # ...
+                  [ni, 2.0, ni]], np.float32)
+    got = nv.read(nv.own(lib.nv_fast_causal_softmax(nv.array(x), 2)))
+    close(got[0], causal_ref(x[:2], 2)[0], "float32")
+    assert got[0, 2] == 0
+    assert np.isnan(got[1]).all()
+    assert np.isnan(got[2, :2]).all() and got[2, 2] == 0
+    assert np.isnan(got[3]).all()
+    close(got[4:6], causal_ref(x[4:6], 2), "float32")
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (3, 0), (2, 0, 5)])
+def test_causal_softmax_empty(nv, shape):
+    x = np.zeros(shape, np.float32)
+    assert nv.read(nv.own(lib.nv_fast_causal_softmax(nv.array(x), 1))).shape == shape
+
+
+def test_causal_softmax_unseen_rows_are_zero(nv, rng):
+    """More rows a block than columns: the first rows - C rows of each block see nothing."""
+    x = rand(rng, (2, 6, 2), "float64")
+    got = nv.read(nv.own(lib.nv_fast_causal_softmax(nv.array(x), 6)))
+    assert (got[:, :4] == 0).all()
+    close(got, causal_ref(x, 6), "float64")
+
+
+def test_causal_softmax_errors(nv, rng):
+    x = nv.array(rand(rng, (2, 3, 8), "float32"))
+    assert "divide the 6 rows" in error_of(nv, lib.nv_fast_causal_softmax(x, 4))
+    assert "rows must be positive" in error_of(nv, lib.nv_fast_causal_softmax(x, 0))
+    xi = nv.array(np.ones((2, 8), np.int32))
+    assert "floating type" in error_of(nv, lib.nv_fast_causal_softmax(xi, 1))
+    s = nv.array(np.float32(1))
+    assert "at least 1 dimension" in error_of(nv, lib.nv_fast_causal_softmax(s, 1))
+
+
+# ---- softmax ----
+
+@pytest.mark.parametrize("dtype,c,layout", sample([(dt, c, lay) for dt in FLOATS
+                                                   for c in [1, 7, 128, 4097] for lay in LAYOUTS],
+                                                  24, salt=303))
+def test_fast_softmax(nv, rng, dtype, c, layout):
+    x = rand(rng, (3, 4, c), dtype)
+    got = nv.read(nv.own(lib.nv_fast_softmax(nv.view(x, layout))))
+    close(got, causal_ref(x, 1), dtype)  # rows = 1: every column seen
