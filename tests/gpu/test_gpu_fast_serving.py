@@ -114,7 +114,7 @@ def test_causal_softmax(nv, rng, dtype, c, rk, layout):
     close(got, want)
 
 
-def test_causal_softmax_many_rows(nv, rng):
+def test_causal_softmax_grid_stride(nv, rng):
     """More row groups (8 rows a block) than the grid's 2^20 blocks: walked grid-stride."""
     x = rng.standard_normal((8_500_001 // 7 * 7, 2)).astype(np.float32)
     got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_causal_softmax(nv.array(x), 7)))
