@@ -99,6 +99,21 @@ NV_API nv_array *nv_fast_softmax(const nv_array *x);
  * where(seen, softmax(where(seen, x, -inf)), 0). */
 NV_API nv_array *nv_fast_causal_softmax(const nv_array *x, int rows);
 
+/* New keys or values written into a paged KV cache (vLLM's reshape_and_cache): cache_pool is
+ * [num_blocks, B, F...] (at least 2-D: blocks of B token slots, each slot a row of F...),
+ * values is [T, F...] (the features of T tokens, converted to the pool's dtype) and
+ * slot_mapping a 1-D integer array of T slots (converted to int64 unless int32). Slot s >= 0
+ * is token slot s % B of block s / B, and token t's row is written there; a negative slot
+ * skips its token (padding); a slot >= num_blocks * B fails the evaluation ("paged_write:
+ * index s is out of range for an axis of size num_blocks * B"). Two tokens with the same slot
+ * leave one of them there (on the CPU the last). The result is the updated pool, of the pool's
+ * shape and dtype (any dtype): written into the pool's buffer when the pool is donated (the
+ * update-base rule), else into a copy, the pool keeping its values. Gradients and vmap go
+ * through the composed form: a scatter of the values' rows into the flattened pool (with one
+ * extra row taking the skipped tokens, dropped afterwards). */
+NV_API nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array *values,
+                                     const nv_array *slot_mapping);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,7 +3,7 @@
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
  * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
- * causal_softmax: include/nuvec/fast.h). */
+ * causal_softmax, paged_write: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"
@@ -92,6 +92,11 @@ static PyObject *sig_causal_softmax(call *c) {
   return nvpy_wrap(nv_fast_causal_softmax(x, rows));
 }
 
+static PyObject *sig_paged_write(call *c) {
+  nv_array *pool = arr(c, 0), *v = pool ? arr(c, 1) : NULL, *slots = v ? arr(c, 2) : NULL;
+  return slots ? nvpy_wrap(nv_fast_paged_write(pool, v, slots)) : NULL;
+}
+
 #define DOC(s) "mlx.core.fast." s
 
 static const nvpy_op fast_ops[] = {
@@ -114,6 +119,10 @@ static const nvpy_op fast_ops[] = {
     {"causal_softmax", sig_causal_softmax, NULL, KW("x", "rows"), 2, {0}, 0,
      "causal_softmax(x, rows): row i of each block of `rows` rows sees the columns "
      "j <= C - rows + i (softmax over them, 0 elsewhere); in place when x is donated."},
+    {"paged_write", sig_paged_write, NULL, KW("cache_pool", "values", "slot_mapping"), 3, {0}, 0,
+     "paged_write(cache_pool, values, slot_mapping): the pool [num_blocks, block_size, ...] with "
+     "values[t] written at slot slot_mapping[t] (negative: skipped); in place when the pool is "
+     "donated."},
 };
 
 static struct PyModuleDef fast_def = {

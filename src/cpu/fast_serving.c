@@ -1,12 +1,14 @@
 /* The CPU kernels of the fast family's serving ops: sorted_offsets (a binary search per group,
  * groups split across the pool) and causal_softmax (a row softmax over each row's seen
  * columns, rows split across the pool; float16/bfloat16 rows through float32 scratch, float64
- * in float64). The builders hand every input row-contiguous (src/ops/fast_serving.c); a
- * donated causal_softmax writes over its input row by row, each value read before it is
- * written. */
+ * in float64) and paged_write (the pool copied unless donated, then a row copy per token,
+ * tokens split across the pool when their slots are distinct). The builders hand every input
+ * row-contiguous (src/ops/fast_serving.c); a donated causal_softmax writes over its input row
+ * by row, each value read before it is written. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/convert.h"
 #include "cpu/kernels.h"
@@ -171,7 +173,76 @@ static nv_status k_causal_softmax(nv__node *node, const nv__operand *in, int don
   return NV_OK;
 }
 
+/* ---- paged_write ---- */
+
+typedef struct paged_job {
+  char *out;
+  const char *values;
+  const void *slots;
+  bool slots64;
+  int64_t nslots;
+  size_t row; /* bytes a token row */
+} paged_job;
+
+static int64_t slot_at(const paged_job *j, int64_t t) {
+  return j->slots64 ? ((const int64_t *)j->slots)[t] : ((const int32_t *)j->slots)[t];
+}
+
+static void paged_range(void *ctx, int64_t b, int64_t e) {
+  const paged_job *j = ctx;
+  for (int64_t t = b; t < e; t++) {
+    int64_t s = slot_at(j, t);
+    if (s >= 0) memcpy(j->out + (size_t)s * j->row, j->values + (size_t)t * j->row, j->row);
+  }
+}
+
+/* The pool (input 0) in the output, in place when donated, else copied; then each token's row
+ * at its slot. Slots are checked first, so a failing node writes nothing. Tokens are written
+ * in parallel only when no two share a slot (else serially, the last one staying). */
+static nv_status k_paged_write(nv__node *node, const nv__operand *in, int donated) {
+  nv__output *o = &node->out[0];
+  const nv__output *vo = in[1].meta;
+  paged_job j = {.values = nv__operand_ptr(&in[1]),
+                 .slots = nv__operand_ptr(&in[2]),
+                 .slots64 = in[2].meta->dtype == NV_DTYPE_INT64,
+                 .nslots = (int64_t)o->shape[0] * o->shape[1]};
+  int64_t t = in[2].meta->size;
+  j.row = t ? (size_t)vo->size / (size_t)t * nv_dtype_size(o->dtype) : 0;
+  for (int64_t i = 0; i < t; i++) {
+    int64_t s = slot_at(&j, i);
+    if (s >= j.nslots)
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                           "paged_write: index %lld is out of range for an axis of size %lld",
+                           (long long)s, (long long)j.nslots);
+  }
+  if (donated < 0) {
+    if (nv__output_alloc(o) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+    if (o->size) memcpy(o->buf->ptr, nv__operand_ptr(&in[0]), (size_t)o->size * nv_dtype_size(o->dtype));
+  }
+  if (o->size == 0 || j.row == 0) return NV_OK;
+  j.out = (char *)o->buf->ptr + o->offset * (int64_t)nv_dtype_size(o->dtype);
+  /* Distinct slots (as serving gives them) write disjoint rows: parallel. Checked with a
+   * bitmap of the slots when tokens are many enough to be worth splitting. */
+  int64_t grain = (int64_t)(65536 / j.row) + 1;
+  bool parallel = t > grain;
+  uint8_t *seen = parallel ? calloc((size_t)(j.nslots / 8 + 1), 1) : NULL;
+  if (parallel && !seen) parallel = false;
+  for (int64_t i = 0; parallel && i < t; i++) {
+    int64_t s = slot_at(&j, i);
+    if (s < 0) continue;
+    if (seen[s / 8] & (1u << (s % 8))) parallel = false;
+    seen[s / 8] |= (uint8_t)(1u << (s % 8));
+  }
+  free(seen);
+  if (parallel)
+    nv__parallel_for(t, grain, paged_range, &j);
+  else
+    paged_range(&j, 0, t);
+  return NV_OK;
+}
+
 void nv__cpu_register_fast_serving(nv__kernel_fn *k) {
+  k[NV__PRIM_FAST_PAGED_WRITE] = k_paged_write;
   k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
   k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;
 }

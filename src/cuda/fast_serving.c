@@ -1,7 +1,8 @@
-/* The serving kernels on the GPU: the CUDA kernel-table entries of sorted_offsets and
- * causal_softmax (host code, C11). Each gets the output's device memory (for a donated
- * causal_softmax: its input's buffer, written in place), the input row-contiguous (the
- * builder made it so) and records one launch of fast_serving.cu's kernels. */
+/* The serving kernels on the GPU: the CUDA kernel-table entries of sorted_offsets,
+ * causal_softmax and paged_write (host code, C11). Each gets the output's device memory (for
+ * a donated causal_softmax or paged_write: its input's buffer, written in place; paged_write
+ * otherwise copies the pool in first), the inputs row-contiguous (the builder made them so)
+ * and records one launch of fast_serving.cu's kernels. */
 #include "cuda/fast_serving_kernels.h"
 #include "cuda/gpu.h"
 #include "ops/fast_serving.h"
@@ -76,7 +77,36 @@ static nv_status k_causal_softmax(nv__gpu_ctx *ctx, nv__node *node, const nv__op
   return record(ctx, func, a, grid, (uint32_t)tpr, (uint32_t)rpb, &p, sizeof p, donated >= 0);
 }
 
+static nv_status k_paged_write(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                               int donated) {
+  nv__output *o = &node->out[0];
+  const void *func = nv__gpu_kernel_paged_write((int)nv_dtype_size(o->dtype));
+  if (!func)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "paged_write: dtype %s is not supported",
+                         nv_dtype_name(o->dtype));
+  nv__gpu_arg a[3];
+  nv_status st = nv__gpu_output(ctx, o, &a[0]);
+  /* The pool: in place when donated (input 0), else copied into the output first. */
+  if (st == NV_OK && o->size > 0 && donated != 0) st = nv__gpu_copy_contiguous(ctx, &in[0], a[0]);
+  if (st == NV_OK) st = nv__gpu_input_contiguous(ctx, &in[1], &a[1]);
+  if (st == NV_OK) st = nv__gpu_input_contiguous(ctx, &in[2], &a[2]);
+  if (st != NV_OK) return st;
+  int64_t tokens = in[2].meta->size;
+  if (tokens == 0) return NV_OK;
+  nv__gpu_paged_params p = {.row = in[1].meta->size / tokens,
+                            .nslots = (int64_t)o->shape[0] * o->shape[1],
+                            .off = {a[0].offset, a[1].offset, a[2].offset},
+                            .slots64 = in[2].meta->dtype == NV_DTYPE_INT64};
+  p.items = tokens * (p.row > 0 ? p.row : 1);
+  if ((st = nv__gpu_index_check(ctx, "paged_write", &p.bad)) != NV_OK) return st;
+  hrx_view views[3] = {a[0].view, a[1].view, a[2].view};
+  hrx_access acc[3] = {HRX_ACCESS_READ_WRITE, HRX_ACCESS_READ, HRX_ACCESS_READ};
+  return nv__gpu_dispatch_1d(ctx, "paged_write", func, nv__gpu_blocks(p.items, 256, 1 << 20),
+                             256, views, acc, 3, &p, sizeof p);
+}
+
 void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k) {
+  k[NV__PRIM_FAST_PAGED_WRITE] = k_paged_write;
   k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
   k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;
 }

@@ -6,6 +6,8 @@
  * exponentials; the write), the later passes reading the row from L1/L2, and zeros written to
  * the unseen columns. float32 computes float16, bfloat16 and float32; float64 float64. Each
  * element is read and written by one thread only, so the output may be the input (donated).
+ * paged_write: a thread per element of each token's row, copied to the row of its slot
+ * (negative: skipped; past the pool: the node's index check raised, nothing written).
  * 64-bit indices throughout. */
 #include <stdint.h>
 
@@ -129,7 +131,38 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+/* ---- paged_write ---- */
+
+template <class W>
+__global__ void k_paged_write(W *out0, const W *val0, const void *slots0, nv__gpu_paged_params p) {
+  W *out = out0 + p.off[0];
+  const W *val = val0 + p.off[1];
+  const int64_t rowp = p.row > 0 ? p.row : 1;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.items; i += step) {
+    const int64_t t = i / rowp, j = i - t * rowp;
+    const int64_t s = p.slots64 ? static_cast<const int64_t *>(slots0)[p.off[2] + t]
+                                : (int64_t) static_cast<const int32_t *>(slots0)[p.off[2] + t];
+    if (s < 0) continue; /* padding: skipped */
+    if (s >= p.nslots) {
+      if (j == 0) nv__gpu_raise_bad(p.bad, s, p.nslots);
+      continue;
+    }
+    if (p.row > 0) out[s * p.row + j] = val[t * p.row + j];
+  }
+}
+
 }  // namespace
+
+extern "C" const void *nv__gpu_kernel_paged_write(int elem_size) {
+  switch (elem_size) {
+    case 1: return (const void *)&k_paged_write<uint8_t>;
+    case 2: return (const void *)&k_paged_write<uint16_t>;
+    case 4: return (const void *)&k_paged_write<uint32_t>;
+    case 8: return (const void *)&k_paged_write<uint64_t>;
+    default: return NULL;
+  }
+}
 
 extern "C" const void *nv__gpu_kernel_sorted_offsets(int dtype) {
   switch (dtype) {

@@ -169,3 +169,82 @@ nv_array *nv__fast_causal_composed(const nv_array *x, int rows) {
   m = then(m, nv_astype(m, dt));
   return then(m, nv_reshape(m, o->shape, nd));
 }
+
+/* ---- paged_write ---- */
+
+nv_array *nv__fast_paged_node(const nv_array *pool, const nv_array *values, const nv_array *slots) {
+  const nv__output *po = nv__out(pool), *so = nv__out(slots);
+  nv_dtype sdt = so->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32 : NV_DTYPE_INT64;
+  nv__scope_suspend();
+  nv_array *in[3] = {prepared(pool, po->dtype), prepared(values, po->dtype), prepared(slots, sdt)};
+  nv_array *f = nv__op_check("paged_write", (const nv_array *const *)in, 3);
+  nv__node *node = NULL;
+  if (!f) {
+    const nv__output *o = nv__out(in[0]);
+    node = nv__op_node(NV__PRIM_FAST_PAGED_WRITE, in, 3, o->dtype, o->shape, o->ndim, 0);
+  }
+  for (int i = 0; i < 3; i++) nv_release(in[i]);
+  nv__scope_resume();
+  return f ? f : nv__op_finish("paged_write", node);
+}
+
+nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array *values,
+                              const nv_array *slot_mapping) {
+  const nv_array *xs[3] = {cache_pool, values, slot_mapping};
+  nv_array *f = nv__op_check("paged_write", xs, 3);
+  if (f) return f;
+  const nv__output *po = nv__out(cache_pool), *vo = nv__out(values), *so = nv__out(slot_mapping);
+  char a[NV__SHAPE_BUF], b[NV__SHAPE_BUF];
+  if (po->ndim < 2)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "paged_write",
+                        "the cache pool must have at least 2 dimensions [num_blocks, block_size, "
+                        "...] but has shape %s",
+                        nv__shape_str(po->shape, po->ndim, a, sizeof a));
+  if (!integer(so->dtype) || so->ndim != 1)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "paged_write",
+                        "slot_mapping must be a 1-D integer array but has shape %s and dtype %s",
+                        nv__shape_str(so->shape, so->ndim, a, sizeof a),
+                        nv_dtype_name(so->dtype));
+  bool fits = vo->ndim == po->ndim - 1 && vo->shape[0] == so->shape[0];
+  for (int i = 1; fits && i < vo->ndim; i++) fits = vo->shape[i] == po->shape[i + 1];
+  if (!fits)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "paged_write",
+                        "values must have shape [%d] + the pool's token shape (pool %s) but have "
+                        "shape %s",
+                        so->shape[0], nv__shape_str(po->shape, po->ndim, a, sizeof a),
+                        nv__shape_str(vo->shape, vo->ndim, b, sizeof b));
+  return nv__fast_paged_node(cache_pool, values, slot_mapping);
+}
+
+nv_array *nv__fast_paged_composed(const nv_array *pool, const nv_array *values,
+                                  const nv_array *slots) {
+  const nv__output *po = nv__out(pool);
+  int64_t nslots = (int64_t)po->shape[0] * po->shape[1];
+  int d = 1;
+  for (int i = 2; i < po->ndim; i++) d *= po->shape[i];
+  int t = nv__out(slots)->shape[0];
+  int flat[2] = {(int)nslots, d}, rows[3] = {t, 1, d}, extra[2] = {1, d};
+  nv_array *p = nv_reshape(pool, flat, 2);
+  nv_array *pad = nv_zeros(extra, 2, po->dtype);
+  const nv_array *parts[2] = {p, pad};
+  nv_array *ext = nv_concatenate(parts, 2, 0);
+  nv_release(p);
+  nv_release(pad);
+  nv_array *s = nv_astype(slots, NV_DTYPE_INT64);
+  nv_array *neg = nv_less_scalar(s, 0);
+  nv_array *last = nv_array_scalar((double)nslots, NV_DTYPE_INT64);
+  nv_array *idx = nv_where(neg, last, s);
+  nv_release(s);
+  nv_release(neg);
+  nv_release(last);
+  nv_array *v = nv_astype(values, po->dtype);
+  v = then(v, nv_reshape(v, rows, 3));
+  int axis = 0;
+  const nv_array *idxs[1] = {idx};
+  ext = then(ext, nv_scatter(ext, idxs, 1, v, &axis));
+  nv_release(idx);
+  nv_release(v);
+  int start[2] = {0, 0}, stop[2] = {(int)nslots, d};
+  ext = then(ext, nv_slice(ext, start, stop, NULL, 2));
+  return then(ext, nv_reshape(ext, po->shape, po->ndim));
+}

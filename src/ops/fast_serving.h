@@ -34,4 +34,15 @@ nv_array *nv__fast_offsets_composed(const nv_array *ids, int groups, nv_dtype dt
  * type, rounded to x's dtype. New reference. */
 nv_array *nv__fast_causal_composed(const nv_array *x, int rows);
 
+/* A paged_write node over the pool (kept in its dtype), the values (converted to the pool's
+ * dtype) and the slots (int64 unless int32), each made row-contiguous (the pool itself when it
+ * already is, so that a caller's pool can be donated). Arguments not checked again. */
+nv_array *nv__fast_paged_node(const nv_array *pool, const nv_array *values, const nv_array *slots);
+
+/* paged_write in core ops: the pool flattened to [num_blocks * B + 1, D] (a last row for the
+ * skipped tokens), the values' rows scattered at their slots (negative ones at the last row),
+ * the last row dropped and the pool's shape restored. New reference. */
+nv_array *nv__fast_paged_composed(const nv_array *pool, const nv_array *values,
+                                  const nv_array *slots);
+
 #endif

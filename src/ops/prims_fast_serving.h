@@ -4,12 +4,17 @@
  *                         uint32 or uint64, row-contiguous), output groups + 1 offsets (int32,
  *                         int64 past INT32_MAX elements)
  *   FAST_CAUSAL_SOFTMAX   the row softmax of x over the columns each row sees (the last axis),
- *                         written into x's buffer when x is donated (element-wise rule) */
+ *                         written into x's buffer when x is donated (element-wise rule)
+ *   FAST_PAGED_WRITE      the KV cache pool with token rows written at their slots: inputs the
+ *                         pool (row-contiguous; written in place when donated, the update-base
+ *                         rule), the values (the pool's dtype, row-contiguous) and the slots
+ *                         (int32 or int64, row-contiguous) */
 #ifndef NUVEC_OPS_PRIMS_FAST_SERVING_H
 #define NUVEC_OPS_PRIMS_FAST_SERVING_H
 
 #define NV__PRIMS_FAST_SERVING(X)                                    \
-  X(FAST_SORTED_OFFSETS, "sorted_offsets", D_NONE, false, false)     \
-  X(FAST_CAUSAL_SOFTMAX, "causal_softmax", D_0, true, false)
+  X(FAST_SORTED_OFFSETS, "sorted_offsets", D_NONE, false, false)   \
+  X(FAST_CAUSAL_SOFTMAX, "causal_softmax", D_0, true, false)       \
+  X(FAST_PAGED_WRITE, "paged_write", D_0, false, false)
 
 #endif

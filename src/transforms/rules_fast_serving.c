@@ -4,7 +4,9 @@
  * output y, y (g - sum(g y)) over the last axis in the compute type (the unseen columns have
  * y = 0, so nothing flows through them); its jvp differentiates the composed form
  * (src/ops/fast_serving.c), as MLX's Custom primitives do; vmap runs the fused op with the
- * batch axis in front (the rows of a batch stay whole blocks). */
+ * batch axis in front (the rows of a batch stay whole blocks). paged_write's vjp, jvp and vmap
+ * all go through its composed form, a scatter (src/ops/fast_serving.c): the slots are
+ * integers, so only the pool and the values have derivatives. */
 #include <stdlib.h>
 
 #include "ops/fast_serving.h"
@@ -86,7 +88,82 @@ VMAP(vmap_causal) {
   return nv_array_status(*out);
 }
 
+/* paged_write's composed form as a closure over (pool, values, slots). */
+static nv_status paged_call(void *payload, const nv_vec *inputs, nv_vec *outputs) {
+  (void)payload;
+  nv_array *y = nv__fast_paged_composed(nv_vec_get(inputs, 0), nv_vec_get(inputs, 1),
+                                        nv_vec_get(inputs, 2));
+  nv_status s = nv_array_status(y); /* the closure's scope owns y; outputs keeps it */
+  return s == NV_OK ? nv_vec_push(outputs, y) : s;
+}
+
+/* The closure and a vector of the node's three inputs, or an error (thread error set). */
+static nv_status paged_closure(nv_array *const *in, nv_closure **f, nv_vec **args) {
+  *f = nv_closure_new(paged_call, NULL, NULL);
+  *args = nv_vec_new();
+  nv_status s = *f && *args ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "paged_write: out of memory");
+  for (int i = 0; s == NV_OK && i < 3; i++) s = nv_vec_push(*args, in[i]);
+  return s;
+}
+
+VJP(vjp_paged) {
+  nv_closure *f = nv_closure_new(paged_call, NULL, NULL);
+  if (!f) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "vjp: out of memory");
+  nv_array *g[3] = {NULL, NULL, NULL};
+  nv_status s = nv__tf_vjp("vjp", f, in, 3, cot, 1, NULL, g);
+  for (int i = 0; s == NV_OK && i < 2; i++) {
+    if (want[i]) {
+      grad[i] = g[i];
+      g[i] = NULL;
+    }
+  }
+  nv__tf_release_all(g, 3);
+  nv_closure_release(f);
+  return s;
+}
+
+JVP(jvp_paged) {
+  nv_closure *f;
+  nv_vec *args, *tans = nv_vec_new(), *r = nv_vec_new();
+  nv_status s = paged_closure(in, &f, &args);
+  if (s == NV_OK && !(tans && r)) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
+  for (int i = 0; s == NV_OK && i < 3; i++) {
+    nv_array *ti = tan[i] ? nv_retain(tan[i]) : nv_zeros_like(in[i]);
+    s = nv_vec_push(tans, ti);
+    nv_release(ti);
+  }
+  if (s == NV_OK) s = nv_jvp(f, args, tans, NULL, r);
+  if (s == NV_OK) *ot = nv_retain(nv_vec_get(r, 0));
+  nv_vec_free(args);
+  nv_vec_free(tans);
+  nv_vec_free(r);
+  nv_closure_release(f);
+  return s;
+}
+
+/* The composed form mapped over the batched inputs (unbatched ones passed whole). */
+VMAP(vmap_paged) {
+  nv_closure *f;
+  nv_vec *args, *r = nv_vec_new();
+  nv_status s = paged_closure(in, &f, &args);
+  int in_axes[3], zero = 0;
+  for (int i = 0; i < 3; i++) in_axes[i] = axes[i] >= 0 ? axes[i] : NV_VMAP_NONE;
+  nv_closure *m = s == NV_OK ? nv_vmap(f, in_axes, 3, &zero, 1) : NULL;
+  if (s == NV_OK && !(m && r)) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "vmap: out of memory");
+  if (s == NV_OK) s = nv_closure_apply(m, args, r);
+  if (s == NV_OK) {
+    *out = nv_retain(nv_vec_get(r, 0));
+    *oax = 0;
+  }
+  nv_vec_free(args);
+  nv_vec_free(r);
+  nv_closure_release(m);
+  nv_closure_release(f);
+  return s;
+}
+
 void nv__rules_register_fast_serving(nv__prim_rule *r) {
+  r[NV__PRIM_FAST_PAGED_WRITE] = (nv__prim_rule){vjp_paged, jvp_paged, vmap_paged};
   r[NV__PRIM_FAST_SORTED_OFFSETS] = (nv__prim_rule){vjp_none, jvp_none, vmap_offsets};
   r[NV__PRIM_FAST_CAUSAL_SOFTMAX] = (nv__prim_rule){vjp_causal, jvp_causal, vmap_causal};
 }
