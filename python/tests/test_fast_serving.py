@@ -129,3 +129,52 @@ def test_errors():
         nv.fast.sorted_offsets(nv.zeros((3,)), 2)
     with pytest.raises(ValueError, match="groups"):
         nv.fast.sorted_offsets(nv.zeros((3,), dtype=nv.int32), -2)
+
+
+def paged_ref(pool, values, slots):
+    out = np.array(pool, copy=True)
+    flat = out.reshape((pool.shape[0] * pool.shape[1],) + pool.shape[2:])
+    for t, s in enumerate(slots):
+        if s >= 0:
+            flat[s] = values[t]
+    return out
+
+
+def test_paged_write():
+    pool = RNG.standard_normal((5, 4, 2, 3)).astype(np.float32)
+    vals = RNG.standard_normal((6, 2, 3)).astype(np.float32)
+    slots = np.array([19, -1, 0, 7, 4, -1], np.int32)
+    got = nv.fast.paged_write(nv.array(pool), nv.array(vals), nv.array(slots))
+    np.testing.assert_array_equal(np.array(got), paged_ref(pool, vals, slots))
+    pa = nv.array(pool)
+    got = nv.fast.paged_write(cache_pool=pa * 1, values=nv.array(vals),
+                              slot_mapping=nv.array(slots))  # an intermediate pool: in place
+    nv.eval(got)
+    np.testing.assert_array_equal(np.array(got), paged_ref(pool, vals, slots))
+    np.testing.assert_array_equal(np.array(pa), pool)
+    with pytest.raises(Exception, match="out of range"):
+        nv.eval(nv.fast.paged_write(pa, nv.array(vals), nv.array(slots + 20)))
+
+
+def test_paged_write_grads_and_vmap():
+    pool, vals = RNG.standard_normal((3, 2, 4)), RNG.standard_normal((3, 4))
+    slots = nv.array(np.array([5, -1, 1], np.int32))
+    w = RNG.standard_normal((3, 2, 4))
+    f = lambda p, v: (nv.fast.paged_write(p, v, slots) * nv.array(w)).sum()  # noqa: E731
+    gp, gv = nv.grad(f, argnums=(0, 1))(nv.array(pool), nv.array(vals))
+    want_p = w.copy().reshape(6, 4)
+    want_p[[5, 1]] = 0  # overwritten slots pass nothing back to the pool
+    np.testing.assert_allclose(np.array(gp), want_p.reshape(3, 2, 4))
+    want_v = np.stack([w.reshape(6, 4)[5], np.zeros(4), w.reshape(6, 4)[1]])
+    np.testing.assert_allclose(np.array(gv), want_v)
+    t = RNG.standard_normal((3, 4))
+    _, (jv,) = nv.jvp(lambda v: nv.fast.paged_write(nv.array(pool), v, slots),
+                      [nv.array(vals)], [nv.array(t)])
+    np.testing.assert_allclose(np.array(jv), paged_ref(np.zeros_like(pool), t, [5, -1, 1]))
+    pools = RNG.standard_normal((2, 3, 2, 4))
+    got = nv.vmap(lambda p: nv.fast.paged_write(p, nv.array(vals), slots))(nv.array(pools))
+    np.testing.assert_allclose(np.array(got), np.stack([paged_ref(p, vals, [5, -1, 1])
+                                                        for p in pools]))
+    sl = np.array([[0, 1, 2], [5, 4, -1]], np.int32)
+    got = nv.vmap(lambda s: nv.fast.paged_write(nv.array(pool), nv.array(vals), s))(nv.array(sl))
+    np.testing.assert_allclose(np.array(got), np.stack([paged_ref(pool, vals, s) for s in sl]))

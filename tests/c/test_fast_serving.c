@@ -81,3 +81,61 @@ Test(fast_serving, softmax_of_an_intermediate_is_in_place) {
   nv_release(x);
   nv_release(y);
 }
+
+/* A pool of 2 blocks of 2 slots, one feature: [0, 1, 2, 3] + `add`. */
+static nv_array *pool_of(float add) {
+  float v[4] = {add, 1 + add, 2 + add, 3 + add};
+  nv_array *flat = f32v(v, 4);
+  nv_array *p = nv_reshape(flat, (int[]){2, 2, 1}, 3);
+  nv_release(flat);
+  return p;
+}
+
+static nv_array *token_rows(void) {
+  float v[3] = {10, 20, 30};
+  nv_array *flat = f32v(v, 3);
+  nv_array *r = nv_reshape(flat, (int[]){3, 1}, 2);
+  nv_release(flat);
+  return r;
+}
+
+Test(fast_serving, paged_write_into_an_intermediate_pool_is_in_place) {
+  nv_array *base = pool_of(0);
+  nv_array *pool = nv_add_scalar(base, 100); /* only paged_write reads it */
+  nv_array *vals = token_rows(), *slots = i32v((int32_t[]){3, -1, 0}, 3);
+  nv_array *y = nv_fast_paged_write(pool, vals, slots);
+  nv_release(pool);
+  long d0 = nv__test_donations();
+  cr_assert_eq(nv_eval1(y), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv__test_donations() - d0, 1, "y is written into the pool's buffer");
+  float got[4], want[4] = {30, 101, 102, 10}, b[4];
+  READ_F32(y, got, 4);
+  for (int i = 0; i < 4; i++) cr_assert_eq(got[i], want[i], "slot %d", i);
+  READ_F32(base, b, 4);
+  for (int i = 0; i < 4; i++) cr_assert_eq(b[i], (float)i, "the base under the pool is untouched");
+  nv_release(base);
+  nv_release(vals);
+  nv_release(slots);
+  nv_release(y);
+}
+
+Test(fast_serving, paged_write_keeps_a_held_pool) {
+  nv_array *pool = pool_of(0);
+  cr_assert_eq(nv_eval1(pool), NV_OK);
+  nv_array *vals = token_rows(), *slots = i32v((int32_t[]){1, 2, -5}, 3);
+  long d0 = nv__test_donations();
+  nv_array *y = nv_fast_paged_write(pool, vals, slots);
+  cr_assert_eq(nv_eval1(y), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv__test_donations(), d0, "the pool is held by the caller");
+  float got[4], want[4] = {0, 10, 20, 3}, p[4];
+  READ_F32(y, got, 4);
+  READ_F32(pool, p, 4);
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(got[i], want[i], "slot %d", i);
+    cr_assert_eq(p[i], (float)i, "the held pool keeps its values");
+  }
+  nv_release(pool);
+  nv_release(vals);
+  nv_release(slots);
+  nv_release(y);
+}

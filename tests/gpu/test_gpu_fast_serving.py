@@ -170,3 +170,92 @@ def test_fast_softmax(nv, rng, dtype, c):
     x = (rng.standard_normal((5, c)) * 3).astype(np_dtype(dtype))
     got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_softmax(nv.array(x))))
     close(got, want)
+
+
+# ---- paged_write ----
+
+sig("nv_fast_paged_write", P, P, P, P)
+sig("nv_eval1", C.c_int, P)
+sig("nv_last_error", C.c_char_p)
+ALL = FLOATS + INTS + ["bool", "complex64"]
+
+
+def of_dtype(rng, shape, dtype):
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype == "complex64":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    if dtype in INTS:
+        return rng.integers(0, 100, shape).astype(np_dtype(dtype))
+    return rng.standard_normal(shape).astype(np_dtype(dtype))
+
+
+def slot_map(rng, t, nslots, dtype):
+    s = rng.permutation(nslots)[:t] if t <= nslots else np.full(t, -1)
+    return np.where(rng.random(t) < 0.25, -1, s).astype(np_dtype(dtype))
+
+
+PAGED_CASES = [(dt, blk, feat, t, sdt) for dt in ALL for blk in [1, 5, 16]
+               for feat in [(), (3,), (8, 128), (4, 0)] for t in [0, 1, 7, 300]
+               for sdt in ["int32", "int64"]]
+
+
+@pytest.mark.parametrize("dtype,blk,feat,t,sdt", sample(PAGED_CASES, 60, salt=704))
+def test_paged_write(nv, rng, dtype, blk, feat, t, sdt):
+    nb = 40
+    pool = of_dtype(rng, (nb, blk) + feat, dtype)
+    vals = of_dtype(rng, (t,) + feat, dtype)
+    slots = slot_map(rng, t, nb * blk, sdt)
+    got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_paged_write(
+        nv.array(pool), nv.array(vals), nv.array(slots))))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "reversed"])
+def test_paged_write_layouts(nv, rng, layout):
+    pool = of_dtype(rng, (6, 16, 40), "bfloat16")
+    vals = of_dtype(rng, (30, 40), "float32")  # converted to the pool's dtype
+    slots = slot_map(rng, 30, 96, "int32")
+    got, want = gpu_and_cpu(nv, lambda: nv.own(lib.nv_fast_paged_write(
+        nv.view(pool, layout), nv.view(vals, layout), nv.view(slots, "strided"))))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_paged_write_in_place_and_held(nv, rng):
+    """A pool only paged_write reads is written in place on the GPU; a held pool keeps its
+    values."""
+    pool = of_dtype(rng, (64, 16, 8, 64), "bfloat16")
+    vals = of_dtype(rng, (100, 8, 64), "bfloat16")
+    slots = slot_map(rng, 100, 1024, "int64")
+
+    def make():
+        pa = nv.array(pool)
+        t = lib.nv_multiply_scalar(pa, 1.0)
+        y = nv.own(lib.nv_fast_paged_write(t, nv.array(vals), nv.array(slots)))
+        lib.nv_release(t)
+        held = nv.own(lib.nv_fast_paged_write(pa, nv.array(vals), nv.array(slots)))
+        return y, held, pa
+
+    with On("cpu"):
+        want = [nv.read(h) for h in make()]
+    with On("gpu"):
+        hs = make()
+        before = lib.nv_gpu_fallback_count()
+        got = [nv.read(h) for h in hs]
+        assert lib.nv_gpu_fallback_count() == before, "fell back to the CPU"
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[2], pool)
+
+
+def test_paged_write_out_of_range_slot(nv):
+    """A slot past the pool fails the node with the CPU's message."""
+    pool = np.zeros((2, 4, 3), np.float32)
+    vals = np.ones((2, 3), np.float32)
+    for where in ["cpu", "gpu"]:
+        with On(where):
+            h = nv.own(lib.nv_fast_paged_write(nv.array(pool), nv.array(vals),
+                                               nv.array(np.array([1, 8], np.int32))))
+            assert lib.nv_eval1(h) != 0
+            assert ("paged_write: index 8 is out of range for an axis of size 8"
+                    in lib.nv_last_error().decode()), where

@@ -184,3 +184,102 @@ def test_fast_softmax(nv, rng, dtype, c, layout):
     x = rand(rng, (3, 4, c), dtype)
     got = nv.read(nv.own(lib.nv_fast_softmax(nv.view(x, layout))))
     close(got, causal_ref(x, 1), dtype)  # rows = 1: every column seen
+
+
+# ---- paged_write ----
+
+sig("nv_fast_paged_write", P, P, P, P)
+ALL = FLOATS + INTS + ["bool", "complex64"]
+
+
+def paged_ref(pool, values, slots):
+    out = pool.copy()
+    flat = out.reshape((pool.shape[0] * pool.shape[1],) + pool.shape[2:])
+    for t, s in enumerate(np.asarray(slots).reshape(-1)):
+        if s >= 0:
+            flat[s] = values[t]
+    return out
+
+
+def of_dtype(rng, shape, dtype):
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype == "complex64":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    if dtype in INTS:
+        return rng.integers(0, 100, shape).astype(np_dtype(dtype))
+    return rng.standard_normal(shape).astype(np_dtype(dtype))
+
+
+def slot_map(rng, t, nslots, dtype="int32"):
+    """t distinct slots of [0, nslots), about a quarter of them -1 (padding)."""
+    s = rng.permutation(nslots)[:t] if t <= nslots else np.full(t, -1)
+    s = np.where(rng.random(t) < 0.25, -1, s)
+    return s.astype(np_dtype(dtype))
+
+
+PAGED_CASES = [(dt, blk, feat, t) for dt in ALL for blk in [1, 5, 16]
+               for feat in [(), (3,), (2, 80), (4, 0)] for t in [0, 1, 7, 40]]
+
+
+@pytest.mark.parametrize("dtype,blk,feat,t", sample(PAGED_CASES, 60, salt=304))
+def test_paged_write(nv, rng, dtype, blk, feat, t):
+    nb = 9
+    pool = of_dtype(rng, (nb, blk) + feat, dtype)
+    vals = of_dtype(rng, (t,) + feat, dtype)
+    slots = slot_map(rng, t, nb * blk, "int64" if t % 2 else "int32")
+    h = nv.own(lib.nv_fast_paged_write(nv.array(pool), nv.array(vals), nv.array(slots)))
+    got = nv.read(h)
+    assert got.dtype == pool.dtype
+    np.testing.assert_array_equal(got, paged_ref(pool, vals, slots))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "reversed"])
+def test_paged_write_layouts(nv, rng, layout):
+    pool = of_dtype(rng, (4, 3, 6), "float32")
+    vals = of_dtype(rng, (5, 6), "float32")
+    slots = slot_map(rng, 5, 12)
+    sl = np.ascontiguousarray(slots)
+    h = nv.own(lib.nv_fast_paged_write(nv.view(pool, layout), nv.view(vals, layout),
+                                       nv.view(sl, "strided")))
+    np.testing.assert_array_equal(nv.read(h), paged_ref(pool, vals, slots))
+
+
+def test_paged_write_converts_values_and_slots(nv, rng):
+    """values take the pool's dtype; narrow and unsigned slot dtypes are widened."""
+    pool = np.zeros((2, 4, 3), np.float16)
+    vals = rng.standard_normal((3, 3))
+    for sdt in ["uint8", "int16", "uint32", "uint64"]:
+        slots = np.array([7, 0, 2], np_dtype(sdt))
+        got = nv.read(nv.own(lib.nv_fast_paged_write(nv.array(pool), nv.array(vals),
+                                                     nv.array(slots))))
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, paged_ref(pool, vals.astype(np.float16), slots))
+
+
+def test_paged_write_duplicate_slots_keep_the_last(nv):
+    pool = np.zeros((1, 4), np.float32)
+    vals = np.array([1, 2, 3], np.float32)
+    got = nv.read(nv.own(lib.nv_fast_paged_write(nv.array(pool), nv.array(vals),
+                                                 nv.array(np.array([2, 2, -1], np.int32)))))
+    np.testing.assert_array_equal(got, [[0, 0, 2, 0]])
+
+
+def test_paged_write_errors(nv, rng):
+    pool = nv.array(np.zeros((2, 4, 3), np.float32))
+    vals = nv.array(np.ones((2, 3), np.float32))
+    bad = nv.own(lib.nv_fast_paged_write(pool, vals, nv.array(np.array([1, 8], np.int32))))
+    st = lib.nv_eval1(bad)
+    assert st != 0
+    assert "paged_write: index 8 is out of range for an axis of size 8" in lib.nv_last_error().decode()
+    msg = error_of(nv, lib.nv_fast_paged_write(pool, nv.array(np.ones((2, 4), np.float32)),
+                                               nv.array(np.array([0, 1], np.int32))))
+    assert "values must have shape [2]" in msg and "(2,4,3)" in msg.replace(" ", "")
+    msg = error_of(nv, lib.nv_fast_paged_write(pool, vals, nv.array(np.array([0.0, 1.0]))))
+    assert "1-D integer" in msg
+    msg = error_of(nv, lib.nv_fast_paged_write(pool, vals, nv.array(np.zeros((1, 2), np.int32))))
+    assert "1-D integer" in msg
+    msg = error_of(nv, lib.nv_fast_paged_write(nv.array(np.zeros(4, np.float32)),
+                                               nv.array(np.ones(1, np.float32)),
+                                               nv.array(np.array([0], np.int32))))
+    assert "at least 2 dimensions" in msg
