@@ -217,7 +217,8 @@ static nv_status k_paged_write(nv__node *node, const nv__operand *in, int donate
   }
   if (donated < 0) {
     if (nv__output_alloc(o) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
-    if (o->size) memcpy(o->buf->ptr, nv__operand_ptr(&in[0]), (size_t)o->size * nv_dtype_size(o->dtype));
+    size_t bytes = (size_t)o->size * nv_dtype_size(o->dtype);
+    if (bytes) memcpy(o->buf->ptr, nv__operand_ptr(&in[0]), bytes);
   }
   if (o->size == 0 || j.row == 0) return NV_OK;
   j.out = (char *)o->buf->ptr + o->offset * (int64_t)nv_dtype_size(o->dtype);

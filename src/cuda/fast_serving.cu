@@ -73,13 +73,17 @@ __device__ __forceinline__ float exp_c(float v) { return expf(v); }
 __device__ __forceinline__ double exp_c(double v) { return exp(v); }
 
 /* The larger of a and b, NaN when either is. */
-template <class C> __device__ __forceinline__ C max_nan(C a, C b) { return a > b || a != a ? a : b; }
+template <class C> __device__ __forceinline__ C max_nan(C a, C b) {
+  return a > b || a != a ? a : b;
+}
 
 struct op_sum {
   template <class C> __device__ __forceinline__ C operator()(C a, C b) const { return a + b; }
 };
 struct op_max {
-  template <class C> __device__ __forceinline__ C operator()(C a, C b) const { return max_nan(a, b); }
+  template <class C> __device__ __forceinline__ C operator()(C a, C b) const {
+    return max_nan(a, b);
+  }
 };
 
 /* v combined over the row's threads (threadIdx.x), the same value in each. Every thread of the

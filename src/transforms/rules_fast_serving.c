@@ -64,7 +64,8 @@ JVP(jvp_causal) {
   nv_closure *f = rows ? nv_closure_new(causal_call, rows, free) : NULL;
   if (!f) free(rows);
   nv_vec *p = nv_vec_new(), *t = nv_vec_new(), *r = nv_vec_new();
-  nv_status s = f && p && t && r ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
+  nv_status s =
+      f && p && t && r ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
   if (s == NV_OK) {
     *rows = ((const nv__fast_causal_params *)n->params)->rows;
     s = nv_vec_push(p, in[0]);
@@ -101,7 +102,8 @@ static nv_status paged_call(void *payload, const nv_vec *inputs, nv_vec *outputs
 static nv_status paged_closure(nv_array *const *in, nv_closure **f, nv_vec **args) {
   *f = nv_closure_new(paged_call, NULL, NULL);
   *args = nv_vec_new();
-  nv_status s = *f && *args ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "paged_write: out of memory");
+  nv_status s = *f && *args ? NV_OK
+                            : nv__set_error(NV_ERR_OUT_OF_MEMORY, "paged_write: out of memory");
   for (int i = 0; s == NV_OK && i < 3; i++) s = nv_vec_push(*args, in[i]);
   return s;
 }

@@ -40,7 +40,8 @@ def offsets_ref(ids, groups):
     return np.searchsorted(ids.reshape(-1), np.arange(groups + 1), side="left")
 
 
-OFFSET_CASES = [(dt, n, g) for dt in INTS for n in [0, 1, 7, 1000, 4097] for g in [0, 1, 5, 64, 300]]
+OFFSET_CASES = [(dt, n, g) for dt in INTS for n in [0, 1, 7, 1000, 4097]
+                for g in [0, 1, 5, 64, 300]]
 
 
 @pytest.mark.parametrize("dtype,n,groups", sample(OFFSET_CASES, 60, salt=301))
@@ -271,7 +272,8 @@ def test_paged_write_errors(nv, rng):
     bad = nv.own(lib.nv_fast_paged_write(pool, vals, nv.array(np.array([1, 8], np.int32))))
     st = lib.nv_eval1(bad)
     assert st != 0
-    assert "paged_write: index 8 is out of range for an axis of size 8" in lib.nv_last_error().decode()
+    msg = lib.nv_last_error().decode()
+    assert "paged_write: index 8 is out of range for an axis of size 8" in msg
     msg = error_of(nv, lib.nv_fast_paged_write(pool, nv.array(np.ones((2, 4), np.float32)),
                                                nv.array(np.array([0, 1], np.int32))))
     assert "values must have shape [2]" in msg and "(2,4,3)" in msg.replace(" ", "")
