@@ -42,8 +42,8 @@ def test_vmap_sorted_offsets():
     np.testing.assert_array_equal(np.array(got), want)
 
 
-@pytest.mark.parametrize("dtype,tol", [(nv.float32, 2e-6), (nv.bfloat16, 3e-2),
-                                       (nv.float16, 4e-3), (nv.float64, 1e-13)])
+@pytest.mark.parametrize("dtype,tol", [(nv.float32, 1e-5), (nv.bfloat16, 3e-2),
+                                       (nv.float16, 4e-3), (nv.float64, 1e-12)])
 def test_causal_softmax(dtype, tol):
     x = RNG.standard_normal((2, 6, 11)) * 3
     xa = nv.array(x).astype(dtype)
@@ -57,10 +57,10 @@ def test_softmax_matches_mlx():
     x = RNG.standard_normal((3, 17)).astype(np.float32)
     got = np.array(nv.fast.softmax(nv.array(x)))
     e = np.exp(x - x.max(-1, keepdims=True))
-    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=2e-6, atol=2e-7)
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
     mx = pytest.importorskip("mlx.core")
     np.testing.assert_allclose(got, np.array(mx.softmax(mx.array(x), axis=-1, precise=True)),
-                               rtol=2e-6, atol=2e-7)
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_in_place_keeps_the_callers_arrays():
@@ -72,9 +72,9 @@ def test_in_place_keeps_the_callers_arrays():
     s = nv.fast.softmax(xa + 1)
     nv.eval(y, z, s)
     np.testing.assert_array_equal(np.array(xa), x)
-    np.testing.assert_allclose(np.array(y), causal_ref(2 * x, 2), rtol=2e-6, atol=1e-7)
-    np.testing.assert_allclose(np.array(z), causal_ref(x, 2), rtol=2e-6, atol=1e-7)
-    np.testing.assert_allclose(np.array(s), causal_ref(x + 1, 1), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(np.array(y), causal_ref(2 * x, 2), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(z), causal_ref(x, 2), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(s), causal_ref(x + 1, 1), rtol=1e-5, atol=1e-6)
 
 
 def numeric_grad(f, x, cot, h=1e-6):

@@ -17,8 +17,9 @@ sig("nv_fast_causal_softmax", P, P, C.c_int)
 sig("nv_fast_softmax", P, P)
 
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
-# Tolerances against float64: rows accumulate in float32 (float64 for float64), rounded once.
-TOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-6, "float64": 1e-13}
+# Tolerances against float64: rows accumulate in float32 (float64 for float64), rounded once
+# (these files also run with the GPU as the default device, which sums in another order).
+TOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-5, "float64": 1e-12}
 
 
 def error_of(nv, h):
