@@ -114,6 +114,27 @@ NV_API nv_array *nv_fast_causal_softmax(const nv_array *x, int rows);
 NV_API nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array *values,
                                      const nv_array *slot_mapping);
 
+/* One step of a causal depthwise conv1d per sequence with a rolling state per slot (the
+ * short convolution of Mamba / GatedDeltaNet decoding): x is [N, C] (one new input per
+ * sequence, a real floating dtype), weight [C, K] (K >= 1 taps a channel, oldest first), bias
+ * NULL or [C], conv_state_pool [S, C, K - 1] of x's dtype (each slot the last K - 1 inputs of a
+ * sequence, oldest first) and slot_ids a 1-D integer array of N slots (converted to int64
+ * unless int32). For sequence n with slot s = slot_ids[n] >= 0 and channel c, the window is
+ * w = (pool[s, c, 0], ..., pool[s, c, K - 2], x[n, c]) and
+ *   y[n, c] = sum_k weight[c, k] w[k] + bias[c], then y * sigmoid(y) when `silu`,
+ * computed in float32 (float64 for float64) and rounded to x's dtype, and the slot's state
+ * becomes (w[1], ..., w[K - 1]). A negative slot (padding) gives y[n] = 0 and leaves the pool
+ * alone; a slot >= S fails the evaluation ("conv_slots: index s is out of range for an axis of
+ * size S"); two sequences on one slot leave an unspecified state. weight and bias are converted
+ * to x's dtype. out[0] is y, out[1] the updated pool (written into the pool's buffer when the
+ * pool is donated, else into a copy, the pool keeping its values). Returns NV_OK, or an
+ * argument error with both outputs failed arrays carrying it. Gradients and vmap go through
+ * the composed form (a take of the slots' states, the window's weighted sum, a scatter of the
+ * shifted windows). */
+NV_API nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight,
+                                    const nv_array *bias, const nv_array *conv_state_pool,
+                                    const nv_array *slot_ids, bool silu, nv_array **out);
+
 #ifdef __cplusplus
 }
 #endif

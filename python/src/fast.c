@@ -3,7 +3,7 @@
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
  * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
- * causal_softmax, paged_write: include/nuvec/fast.h). */
+ * causal_softmax, paged_write, conv_slots: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"
@@ -97,6 +97,31 @@ static PyObject *sig_paged_write(call *c) {
   return slots ? nvpy_wrap(nv_fast_paged_write(pool, v, slots)) : NULL;
 }
 
+/* conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, new pool). */
+static PyObject *sig_conv_slots(call *c) {
+  nv_array *x = arr(c, 0), *w = x ? arr(c, 1) : NULL, *b = NULL, *pool, *slots;
+  bool silu;
+  if (!w || optional_at(c, 2, &b) < 0 || !(pool = arr(c, 3)) || !(slots = arr(c, 4)) ||
+      bool_at(c, 5, false, &silu) < 0)
+    return NULL;
+  nv_array *out[2];
+  nv_fast_conv_slots(x, w, b, pool, slots, silu, out); /* a failure: both carry it */
+  PyObject *y = nvpy_wrap(out[0]); /* raises the error a failed output carries */
+  if (!y) {
+    nv_release(out[1]);
+    return NULL;
+  }
+  PyObject *p = nvpy_wrap(out[1]);
+  if (!p) {
+    Py_DECREF(y);
+    return NULL;
+  }
+  PyObject *t = PyTuple_Pack(2, y, p);
+  Py_DECREF(y);
+  Py_DECREF(p);
+  return t;
+}
+
 #define DOC(s) "mlx.core.fast." s
 
 static const nvpy_op fast_ops[] = {
@@ -123,6 +148,11 @@ static const nvpy_op fast_ops[] = {
      "paged_write(cache_pool, values, slot_mapping): the pool [num_blocks, block_size, ...] with "
      "values[t] written at slot slot_mapping[t] (negative: skipped); in place when the pool is "
      "donated."},
+    {"conv_slots", sig_conv_slots, NULL,
+     KW("x", "weight", "bias", "conv_state_pool", "slot_ids", "silu"), 5, {0}, 0,
+     "conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, pool): a causal "
+     "depthwise conv1d step per sequence over its slot's rolling state (updated; in place when "
+     "the pool is donated)."},
 };
 
 static struct PyModuleDef fast_def = {

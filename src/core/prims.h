@@ -1,6 +1,7 @@
 /* The one primitive enum, composed from one list per op family. Each entry is
  * X(NAME, "mlx_name", DONATE, ELEMENTWISE, VIEW):
- *   DONATE       inputs that may be donated, in order of preference (D_NONE, D_0, D_01, D_12)
+ *   DONATE       inputs that may be donated, in order of preference (D_NONE, D_0, D_01, D_12,
+ *                D_2)
  *   ELEMENTWISE  donation follows the element-wise rule (float16/bfloat16/float32 output, same
  *                dtype and exact shape) rather than the update-base rule (size only)
  *   VIEW         the output shares input 0's buffer (nv__view_params)

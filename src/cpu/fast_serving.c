@@ -242,7 +242,119 @@ static nv_status k_paged_write(nv__node *node, const nv__operand *in, int donate
   return NV_OK;
 }
 
+/* ---- conv_slots ---- */
+
+typedef struct conv_job {
+  const nv__node *node;
+  const void *x, *w, *b, *slots;
+  void *pool, *y;
+  bool slots64;
+  int64_t c, k;
+} conv_job;
+
+/* Element i of a float16/bfloat16/float32/float64 array as a double, and back. */
+static double ld(nv_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case NV_DTYPE_FLOAT16: return nv__f16_to_f32(((const uint16_t *)p)[i]);
+  case NV_DTYPE_BFLOAT16: return nv__bf16_to_f32(((const uint16_t *)p)[i]);
+  case NV_DTYPE_FLOAT32: return ((const float *)p)[i];
+  default: return ((const double *)p)[i];
+  }
+}
+
+static void st(nv_dtype dt, void *p, int64_t i, double v) {
+  switch (dt) {
+  case NV_DTYPE_FLOAT16: ((uint16_t *)p)[i] = nv__f32_to_f16((float)v); break;
+  case NV_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = nv__f32_to_bf16((float)v); break;
+  case NV_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
+  default: ((double *)p)[i] = v; break;
+  }
+}
+
+/* Sequences [b, e): the window's weighted sum in the compute type (float32 sums of float32
+ * products, as the GPU's; float64 for float64), then the state shifted by one. */
+static void conv_range(void *ctx, int64_t b, int64_t e) {
+  const conv_job *j = ctx;
+  const nv__fast_conv_params *p = j->node->params;
+  nv_dtype dt = j->node->out[1].dtype;
+  bool f64 = dt == NV_DTYPE_FLOAT64;
+  int64_t c = j->c, k = j->k;
+  for (int64_t n = b; n < e; n++) {
+    int64_t s = j->slots64 ? ((const int64_t *)j->slots)[n] : ((const int32_t *)j->slots)[n];
+    for (int64_t ch = 0; ch < c; ch++) {
+      if (s < 0) {
+        st(dt, j->y, n * c + ch, 0);
+        continue;
+      }
+      int64_t base = (s * c + ch) * (k - 1);
+      double xv = ld(dt, j->x, n * c + ch), acc = 0;
+      float accf = 0;
+      for (int64_t t = 0; t < k; t++) {
+        double v = t < k - 1 ? ld(dt, j->pool, base + t) : xv, wv = ld(dt, j->w, ch * k + t);
+        if (f64)
+          acc += wv * v;
+        else
+          accf += (float)wv * (float)v;
+      }
+      if (!f64) acc = accf;
+      if (p->has_bias) acc = f64 ? acc + ld(dt, j->b, ch) : (double)(accf + (float)ld(dt, j->b, ch));
+      if (p->silu) acc = f64 ? acc / (1 + exp(-acc)) : (double)((float)acc / (1 + expf(-(float)acc)));
+      st(dt, j->y, n * c + ch, acc);
+      for (int64_t t = 0; t + 1 < k - 1; t++) st(dt, j->pool, base + t, ld(dt, j->pool, base + t + 1));
+      if (k > 1) st(dt, j->pool, base + k - 2, xv);
+    }
+  }
+}
+
+/* The pool in output 0 (in place when donated, else copied), y in output 1. Slots are checked
+ * first; sequences run in parallel when their slots are distinct, else serially. */
+static nv_status k_conv_slots(nv__node *node, const nv__operand *in, int donated) {
+  nv__output *po = &node->out[0], *yo = &node->out[1];
+  const nv__fast_conv_params *p = node->params;
+  int64_t nseq = yo->shape[0], ns = po->shape[0];
+  conv_job j = {.node = node,
+                .x = nv__operand_ptr(&in[0]),
+                .w = nv__operand_ptr(&in[1]),
+                .slots = nv__operand_ptr(&in[3]),
+                .b = p->has_bias ? nv__operand_ptr(&in[4]) : NULL,
+                .slots64 = in[3].meta->dtype == NV_DTYPE_INT64,
+                .c = yo->shape[1],
+                .k = in[1].meta->shape[1]};
+  uint8_t *seen = calloc((size_t)(ns / 8 + 1), 1);
+  if (!seen) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_slots: out of memory");
+  bool distinct = true;
+  for (int64_t n = 0; n < nseq; n++) {
+    int64_t s = j.slots64 ? ((const int64_t *)j.slots)[n] : ((const int32_t *)j.slots)[n];
+    if (s >= ns) {
+      free(seen);
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                           "conv_slots: index %lld is out of range for an axis of size %lld",
+                           (long long)s, (long long)ns);
+    }
+    if (s < 0) continue;
+    if (seen[s / 8] & (1u << (s % 8))) distinct = false;
+    seen[s / 8] |= (uint8_t)(1u << (s % 8));
+  }
+  free(seen);
+  if (donated < 0) {
+    if (nv__output_alloc(po) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+    size_t bytes = (size_t)po->size * nv_dtype_size(po->dtype);
+    if (bytes) memcpy(po->buf->ptr, nv__operand_ptr(&in[2]), bytes);
+  }
+  if (nv__output_alloc(yo) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+  if (yo->size == 0) return NV_OK;
+  j.pool = nv__output_ptr(po);
+  j.y = nv__output_ptr(yo);
+  int64_t grain = 16384 / (j.c * j.k) + 1;
+  if (distinct)
+    nv__parallel_for(nseq, grain, conv_range, &j);
+  else
+    conv_range(&j, 0, nseq);
+  return NV_OK;
+}
+
 void nv__cpu_register_fast_serving(nv__kernel_fn *k) {
+  k[NV__PRIM_FAST_CONV_SLOTS] = k_conv_slots;
   k[NV__PRIM_FAST_PAGED_WRITE] = k_paged_write;
   k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
   k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;

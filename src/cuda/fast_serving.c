@@ -105,7 +105,46 @@ static nv_status k_paged_write(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
                              256, views, acc, 3, &p, sizeof p);
 }
 
+static nv_status k_conv_slots(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                              int donated) {
+  const nv__fast_conv_params *prm = node->params;
+  nv__output *po = &node->out[0], *yo = &node->out[1];
+  const void *func = nv__gpu_kernel_conv_slots((int)yo->dtype);
+  if (!func)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "conv_slots: dtype %s is not supported",
+                         nv_dtype_name(yo->dtype));
+  /* a: the pool, y, x, weight, slots, bias (x's view when absent: never read) */
+  nv__gpu_arg a[6];
+  nv_status st = nv__gpu_output(ctx, po, &a[0]);
+  /* The pool: in place when donated (input 2), else copied into output 0 first. */
+  if (st == NV_OK && po->size > 0 && donated != 2) st = nv__gpu_copy_contiguous(ctx, &in[2], a[0]);
+  if (st == NV_OK) st = nv__gpu_output(ctx, yo, &a[1]);
+  if (st != NV_OK || yo->size == 0) return st;
+  if ((st = nv__gpu_input_contiguous(ctx, &in[0], &a[2])) != NV_OK ||
+      (st = nv__gpu_input_contiguous(ctx, &in[1], &a[3])) != NV_OK ||
+      (st = nv__gpu_input_contiguous(ctx, &in[3], &a[4])) != NV_OK)
+    return st;
+  a[5] = a[2];
+  if (prm->has_bias && (st = nv__gpu_input_contiguous(ctx, &in[4], &a[5])) != NV_OK) return st;
+  nv__gpu_conv_params p = {.items = yo->size,
+                           .c = yo->shape[1],
+                           .k = in[1].meta->shape[1],
+                           .nslots = po->shape[0],
+                           .slots64 = in[3].meta->dtype == NV_DTYPE_INT64,
+                           .has_bias = prm->has_bias,
+                           .silu = prm->silu};
+  for (int i = 0; i < 6; i++) p.off[i] = a[i].offset;
+  if ((st = nv__gpu_index_check(ctx, "conv_slots", &p.bad)) != NV_OK) return st;
+  hrx_view views[6];
+  hrx_access acc[6] = {HRX_ACCESS_READ_WRITE, HRX_ACCESS_WRITE, HRX_ACCESS_READ,
+                       HRX_ACCESS_READ,       HRX_ACCESS_READ,  HRX_ACCESS_READ};
+  for (int i = 0; i < 6; i++) views[i] = a[i].view;
+  return nv__gpu_dispatch_1d(ctx, "conv_slots", func, nv__gpu_blocks(p.items, 256, 1 << 20), 256,
+                             views, acc, 6, &p, sizeof p);
+}
+
 void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k) {
+  k[NV__PRIM_FAST_CONV_SLOTS] = k_conv_slots;
   k[NV__PRIM_FAST_PAGED_WRITE] = k_paged_write;
   k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
   k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;

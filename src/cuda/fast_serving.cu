@@ -8,6 +8,8 @@
  * element is read and written by one thread only, so the output may be the input (donated).
  * paged_write: a thread per element of each token's row, copied to the row of its slot
  * (negative: skipped; past the pool: the node's index check raised, nothing written).
+ * conv_slots: a thread per (sequence, channel), its window's weighted sum and the state shift
+ * (each thread owns its slot's channel: the pool may be written in place).
  * 64-bit indices throughout. */
 #include <stdint.h>
 
@@ -70,6 +72,10 @@ template <> struct at<DT_F64> {
 };
 
 __device__ __forceinline__ float exp_c(float v) { return expf(v); }
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 __device__ __forceinline__ double exp_c(double v) { return exp(v); }
 
 /* The larger of a and b, NaN when either is. */
@@ -156,7 +162,60 @@ __global__ void k_paged_write(W *out0, const W *val0, const void *slots0, nv__gp
   }
 }
 
+/* ---- conv_slots ---- */
+
+__device__ __forceinline__ float silu_c(float v) { return v / (1.0f + expf(-v)); }
+__device__ __forceinline__ double silu_c(double v) { return v / (1.0 + exp(-v)); }
+
+/* Thread (n, c): the window (the slot's K - 1 states, then x[n, c]) against weight[c], the
+ * bias and silu into y[n, c]; then the state shifted down by one with x last. Products and
+ * sums are rounded separately (no contraction), as the CPU computes them. */
+template <int DT>
+__global__ void k_conv_slots(typename at<DT>::S *pool0, typename at<DT>::S *y0,
+                             const typename at<DT>::S *x0, const typename at<DT>::S *w0,
+                             const void *slots0, const typename at<DT>::S *b0,
+                             nv__gpu_conv_params p) {
+  typedef at<DT> A;
+  typedef typename A::S S;
+  typedef typename A::C C;
+  S *pool = pool0 + p.off[0], *y = y0 + p.off[1];
+  const S *x = x0 + p.off[2], *w = w0 + p.off[3], *b = b0 + p.off[5];
+  const int64_t step = (int64_t)gridDim.x * blockDim.x, k = p.k;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.items; i += step) {
+    const int64_t n = i / p.c, c = i - n * p.c;
+    const int64_t s = p.slots64 ? static_cast<const int64_t *>(slots0)[p.off[4] + n]
+                                : (int64_t) static_cast<const int32_t *>(slots0)[p.off[4] + n];
+    if (s < 0 || s >= p.nslots) {
+      if (s >= p.nslots && c == 0) nv__gpu_raise_bad(p.bad, s, p.nslots);
+      y[i] = A::st((C)0);
+      continue;
+    }
+    S *state = pool + (s * p.c + c) * (k - 1);
+    const S xs = x[i];
+    C acc = 0;
+    for (int64_t t = 0; t < k; t++) {
+      const C v = A::ld(t < k - 1 ? state[t] : xs);
+      acc = add_rn(acc, mul_rn(A::ld(w[c * k + t]), v));
+    }
+    if (p.has_bias) acc = add_rn(acc, A::ld(b[c]));
+    if (p.silu) acc = silu_c(acc);
+    y[i] = A::st(acc);
+    for (int64_t t = 0; t + 1 < k - 1; t++) state[t] = state[t + 1];
+    if (k > 1) state[k - 2] = xs;
+  }
+}
+
 }  // namespace
+
+extern "C" const void *nv__gpu_kernel_conv_slots(int dtype) {
+  switch (dtype) {
+    case DT_F16: return (const void *)&k_conv_slots<DT_F16>;
+    case DT_BF16: return (const void *)&k_conv_slots<DT_BF16>;
+    case DT_F32: return (const void *)&k_conv_slots<DT_F32>;
+    case DT_F64: return (const void *)&k_conv_slots<DT_F64>;
+    default: return NULL;
+  }
+}
 
 extern "C" const void *nv__gpu_kernel_paged_write(int elem_size) {
   switch (elem_size) {

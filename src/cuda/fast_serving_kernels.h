@@ -16,6 +16,12 @@
  * of the element size. 1-D blocks; a thread per element of a token row (one per token for
  * rows of 0 elements, which only check their slot), walked grid-stride.
  *
+ * conv_slots ABI: six pointers, the pool (read and written: output 0, holding the pool
+ * already), y (written), x, weight, the slots (int32, or int64 when `slots64`) and the bias
+ * (read; an absent bias may be any readable view), all row-contiguous and, but the slots, of
+ * the output dtype, then nv__gpu_conv_params. 1-D blocks; a thread per (sequence, channel),
+ * walked grid-stride.
+ *
  * Pointer k's element 0 is off[k] elements further. */
 #ifndef NUVEC_CUDA_FAST_SERVING_KERNELS_H
 #define NUVEC_CUDA_FAST_SERVING_KERNELS_H
@@ -50,6 +56,15 @@ typedef struct nv__gpu_paged_params {
   int32_t slots64;
 } nv__gpu_paged_params;
 
+typedef struct nv__gpu_conv_params {
+  int64_t items;  /* sequences * channels */
+  int64_t c, k;   /* channels, taps (the state holds k - 1) */
+  int64_t nslots; /* S */
+  int64_t off[6];
+  nv__gpu_bad *bad; /* the node's index check (a slot >= nslots raises it) */
+  int32_t slots64, has_bias, silu;
+} nv__gpu_conv_params;
+
 /* The sorted_offsets kernel for the ids' nv_dtype code (int32, int64, uint32, uint64), else
  * NULL. */
 const void *nv__gpu_kernel_sorted_offsets(int dtype);
@@ -57,6 +72,10 @@ const void *nv__gpu_kernel_sorted_offsets(int dtype);
 /* The causal_softmax kernel for an nv_dtype code (float16, bfloat16, float32, float64), else
  * NULL. */
 const void *nv__gpu_kernel_causal_softmax(int dtype);
+
+/* The conv_slots kernel for an nv_dtype code (float16, bfloat16, float32, float64), else
+ * NULL. */
+const void *nv__gpu_kernel_conv_slots(int dtype);
 
 /* The paged_write kernel for an element size in bytes (1, 2, 4 or 8), else NULL. */
 const void *nv__gpu_kernel_paged_write(int elem_size);

@@ -248,3 +248,158 @@ nv_array *nv__fast_paged_composed(const nv_array *pool, const nv_array *values,
   ext = then(ext, nv_slice(ext, start, stop, NULL, 2));
   return then(ext, nv_reshape(ext, po->shape, po->ndim));
 }
+
+/* ---- conv_slots ---- */
+
+nv__node *nv__fast_conv_node(const nv_array *x, const nv_array *w, const nv_array *pool,
+                             const nv_array *slots, const nv_array *bias, bool silu) {
+  nv_dtype dt = nv__out(x)->dtype;
+  nv_dtype sdt = nv__out(slots)->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32 : NV_DTYPE_INT64;
+  nv__scope_suspend();
+  nv_array *in[5] = {prepared(x, dt), prepared(w, dt), prepared(pool, dt), prepared(slots, sdt),
+                     bias ? prepared(bias, dt) : NULL};
+  int nin = bias ? 5 : 4, bad = -1;
+  for (int i = 0; i < nin && bad < 0; i++)
+    if (!nv__meta_known(in[i])) bad = i;
+  nv__node *n = NULL;
+  if (bad >= 0) {
+    nv_array_status(in[bad]); /* a conversion that failed itself (out of memory) */
+  } else if (!(n = nv__node_new(NV__PRIM_FAST_CONV_SLOTS, in, nin, 2,
+                                sizeof(nv__fast_conv_params)))) {
+    nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_slots: out of memory");
+  }
+  if (n) {
+    nv__node_inherit_error(n);
+    *(nv__fast_conv_params *)n->params = (nv__fast_conv_params){silu, bias != NULL};
+    const nv__output *po = nv__out(in[2]), *xo = nv__out(in[0]);
+    if (nv__output_set_shape(&n->out[0], dt, po->shape, po->ndim) != NV_OK ||
+        nv__output_set_shape(&n->out[1], dt, xo->shape, xo->ndim) != NV_OK) {
+      nv__node_release(n);
+      n = NULL;
+    }
+    for (int i = 0; n && i < nin; i++) nv__node_inherit_tracer(n, in[i]->node);
+  }
+  for (int i = 0; i < nin; i++) nv_release(in[i]);
+  nv__scope_resume();
+  return n;
+}
+
+/* Both outputs of a conv_slots that failed before it had a node: f and a second failed array
+ * with f's error. */
+static nv_status conv_fail(nv_array *f, nv_array **out) {
+  out[0] = f;
+  out[1] = nv__array_failed_nometa(nv__node_known_error(f->node));
+  return nv_array_status(f);
+}
+
+nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight, const nv_array *bias,
+                             const nv_array *conv_state_pool, const nv_array *slot_ids,
+                             bool silu, nv_array **out) {
+  const char *op = "conv_slots";
+  if (!out) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "conv_slots: the output list is NULL");
+  const nv_array *xs[5] = {x, weight, conv_state_pool, slot_ids, bias};
+  nv_array *f = nv__op_check(op, xs, bias ? 5 : 4);
+  if (f) return conv_fail(f, out);
+  const nv__output *xo = nv__out(x), *wo = nv__out(weight), *po = nv__out(conv_state_pool),
+                   *so = nv__out(slot_ids), *bo = bias ? nv__out(bias) : NULL;
+  char a[NV__SHAPE_BUF], b[NV__SHAPE_BUF], c[NV__SHAPE_BUF];
+  if (xo->ndim != 2 || !real_float(xo->dtype))
+    f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                     "x must be [N, C] of a floating type but has shape %s and dtype %s",
+                     nv__shape_str(xo->shape, xo->ndim, a, sizeof a), nv_dtype_name(xo->dtype));
+  else if (wo->ndim != 2 || wo->shape[0] != xo->shape[1] || wo->shape[1] < 1)
+    f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                     "weight must be [C, K] with C = %d and K >= 1 but has shape %s",
+                     xo->shape[1], nv__shape_str(wo->shape, wo->ndim, a, sizeof a));
+  else if (po->ndim != 3 || po->shape[1] != xo->shape[1] || po->shape[2] != wo->shape[1] - 1 ||
+           po->dtype != xo->dtype)
+    f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                     "conv_state_pool must be [S, C, K - 1] of x's dtype %s (x %s, weight %s) "
+                     "but has shape %s and dtype %s",
+                     nv_dtype_name(xo->dtype), nv__shape_str(xo->shape, 2, a, sizeof a),
+                     nv__shape_str(wo->shape, 2, b, sizeof b),
+                     nv__shape_str(po->shape, po->ndim, c, sizeof c), nv_dtype_name(po->dtype));
+  else if (!integer(so->dtype) || so->ndim != 1 || so->shape[0] != xo->shape[0])
+    f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                     "slot_ids must be a 1-D integer array of N = %d slots but has shape %s and "
+                     "dtype %s",
+                     xo->shape[0], nv__shape_str(so->shape, so->ndim, a, sizeof a),
+                     nv_dtype_name(so->dtype));
+  else if (bo && (bo->ndim != 1 || bo->shape[0] != xo->shape[1]))
+    f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "bias must be [C] with C = %d but has shape %s",
+                     xo->shape[1], nv__shape_str(bo->shape, bo->ndim, a, sizeof a));
+  if (f) return conv_fail(f, out);
+  nv__node *n = nv__fast_conv_node(x, weight, conv_state_pool, slot_ids, bias, silu);
+  if (!n) return conv_fail(nv__op_finish(op, NULL), out);
+  nv__node_retain(n);
+  out[0] = nv__array_new(n, 1); /* y */
+  out[1] = nv__array_new(n, 0); /* the pool */
+  return nv_array_status(out[0]);
+}
+
+void nv__fast_conv_composed(const nv_array *x, const nv_array *w, const nv_array *pool,
+                            const nv_array *slots, const nv_array *bias, bool silu,
+                            nv_array **out) {
+  const nv__output *xo = nv__out(x), *po = nv__out(pool);
+  nv_dtype dt = xo->dtype, ct = dt == NV_DTYPE_FLOAT64 ? NV_DTYPE_FLOAT64 : NV_DTYPE_FLOAT32;
+  int nseq = xo->shape[0], ch = xo->shape[1], k = nv__out(w)->shape[1], ns = po->shape[0];
+  /* Each sequence's window [N, C, K]: its slot's state (slot 0 for padding), then x. */
+  nv_array *s = nv_astype(slots, NV_DTYPE_INT64);
+  nv_array *pad = nv_less_scalar(s, 0);
+  nv_array *zero_i = nv_array_scalar(0, NV_DTYPE_INT64), *last = nv_array_scalar(ns, NV_DTYPE_INT64);
+  nv_array *at = nv_where(pad, zero_i, s), *to = nv_where(pad, last, s);
+  nv_release(zero_i);
+  nv_release(last);
+  nv_release(s);
+  nv_array *st = nv_take(pool, at, 0);
+  nv_release(at);
+  int col[3] = {nseq, ch, 1};
+  nv_array *xc = nv_reshape(x, col, 3);
+  const nv_array *parts[2] = {st, xc};
+  nv_array *win = nv_concatenate(parts, 2, 2);
+  nv_release(st);
+  nv_release(xc);
+  /* y = sum_k weight[c, k] win[n, c, k] (+ bias) in the compute type, silu, zero for padding */
+  nv_array *wf = nv_astype(win, ct), *wc = nv_astype(w, ct);
+  nv_array *prod = nv_multiply(wf, wc);
+  nv_release(wf);
+  nv_release(wc);
+  int axis = 2;
+  nv_array *y = nv_sum(prod, &axis, 1, false);
+  nv_release(prod);
+  if (bias) {
+    nv_array *bc = nv_astype(bias, ct);
+    y = then(y, nv_add(y, bc));
+    nv_release(bc);
+  }
+  if (silu) {
+    nv_array *sg = nv_sigmoid(y);
+    y = then(y, nv_multiply(y, sg));
+    nv_release(sg);
+  }
+  int rowcol[2] = {nseq, 1};
+  nv_array *padc = nv_reshape(pad, rowcol, 2), *zero = nv_array_scalar(0, ct);
+  y = then(y, nv_where(padc, zero, y));
+  nv_release(padc);
+  nv_release(zero);
+  out[1] = then(y, nv_astype(y, dt));
+  /* The pool: each window's last K - 1 values scattered at its slot (padding at an extra row
+   * dropped afterwards). */
+  int lo[3] = {0, 0, 1}, hi[3] = {nseq, ch, k};
+  nv_array *shifted = nv_slice(win, lo, hi, NULL, 3);
+  nv_release(win);
+  int upd[4] = {nseq, 1, ch, k - 1}, extra[3] = {1, ch, k - 1};
+  shifted = then(shifted, nv_reshape(shifted, upd, 4));
+  nv_array *padrow = nv_zeros(extra, 3, dt);
+  const nv_array *pp[2] = {pool, padrow};
+  nv_array *ext = nv_concatenate(pp, 2, 0);
+  nv_release(padrow);
+  const nv_array *idx[1] = {to};
+  int ax0 = 0;
+  ext = then(ext, nv_scatter(ext, idx, 1, shifted, &ax0));
+  nv_release(shifted);
+  nv_release(to);
+  nv_release(pad);
+  int start[3] = {0, 0, 0}, stop[3] = {ns, ch, k - 1};
+  out[0] = then(ext, nv_slice(ext, start, stop, NULL, 3));
+}

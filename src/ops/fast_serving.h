@@ -45,4 +45,21 @@ nv_array *nv__fast_paged_node(const nv_array *pool, const nv_array *values, cons
 nv_array *nv__fast_paged_composed(const nv_array *pool, const nv_array *values,
                                   const nv_array *slots);
 
+/* conv_slots: silu after the sum, and whether the bias (input 4) is given. */
+typedef struct nv__fast_conv_params {
+  bool silu, has_bias;
+} nv__fast_conv_params;
+
+/* The conv_slots node over x, weight, pool, slots (int64 unless int32) and the optional bias
+ * (weight and bias converted to x's dtype, everything row-contiguous; the pool itself when it
+ * already is, so that a caller's pool can be donated). Arguments not checked again. New
+ * reference to the node (outputs: the pool, then y), or NULL with the thread error set. */
+nv__node *nv__fast_conv_node(const nv_array *x, const nv_array *w, const nv_array *pool,
+                             const nv_array *slots, const nv_array *bias, bool silu);
+
+/* conv_slots in core ops: out[0] the updated pool, out[1] y (new references). */
+void nv__fast_conv_composed(const nv_array *x, const nv_array *w, const nv_array *pool,
+                            const nv_array *slots, const nv_array *bias, bool silu,
+                            nv_array **out);
+
 #endif

@@ -6,7 +6,9 @@
  * (src/ops/fast_serving.c), as MLX's Custom primitives do; vmap runs the fused op with the
  * batch axis in front (the rows of a batch stay whole blocks). paged_write's vjp, jvp and vmap
  * all go through its composed form, a scatter (src/ops/fast_serving.c): the slots are
- * integers, so only the pool and the values have derivatives. */
+ * integers, so only the pool and the values have derivatives. conv_slots's go through its
+ * composed form too (a take of the states, the weighted window sum, a scatter of the shifted
+ * windows), for its two outputs. */
 #include <stdlib.h>
 
 #include "ops/fast_serving.h"
@@ -164,7 +166,94 @@ VMAP(vmap_paged) {
   return s;
 }
 
+/* conv_slots's composed form as a closure over the node's inputs (x, weight, pool, slots, then
+ * the bias when given), its outputs in the node's order (the pool, then y). */
+static nv_status conv_call(void *payload, const nv_vec *inputs, nv_vec *outputs) {
+  const nv__fast_conv_params *p = payload;
+  nv_array *o[2];
+  nv__fast_conv_composed(nv_vec_get(inputs, 0), nv_vec_get(inputs, 1), nv_vec_get(inputs, 2),
+                         nv_vec_get(inputs, 3), p->has_bias ? nv_vec_get(inputs, 4) : NULL,
+                         p->silu, o);
+  /* The closure's scope owns o[] (and releases them when the call returns); outputs keeps
+   * them. */
+  nv_status s = nv_array_status(o[0]);
+  if (s == NV_OK) s = nv_array_status(o[1]);
+  if (s == NV_OK) s = nv_vec_push(outputs, o[0]);
+  if (s == NV_OK) s = nv_vec_push(outputs, o[1]);
+  return s;
+}
+
+static nv_closure *conv_closure(const nv__node *n) {
+  nv__fast_conv_params *p = malloc(sizeof *p);
+  nv_closure *f = p ? nv_closure_new(conv_call, p, free) : NULL;
+  if (p && !f) free(p);
+  if (!f) nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_slots: out of memory");
+  else *p = *(const nv__fast_conv_params *)n->params;
+  return f;
+}
+
+VJP(vjp_conv) {
+  nv_closure *f = conv_closure(n);
+  if (!f) return NV_ERR_OUT_OF_MEMORY;
+  nv_array *c[2], *g[5] = {NULL, NULL, NULL, NULL, NULL};
+  for (int i = 0; i < 2; i++) c[i] = cot[i] ? nv_retain(cot[i]) : nv_zeros_like(out[i]);
+  nv_status s = nv__tf_vjp("vjp", f, in, (size_t)n->ninputs, c, 2, NULL, g);
+  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
+    if (want[i] && i != 3) { /* the slots are integers */
+      grad[i] = g[i];
+      g[i] = NULL;
+    }
+  }
+  nv__tf_release_all(g, 5);
+  nv__tf_release_all(c, 2);
+  nv_closure_release(f);
+  return s;
+}
+
+JVP(jvp_conv) {
+  nv_closure *f = conv_closure(n);
+  nv_vec *args = nv_vec_new(), *tans = nv_vec_new(), *r = nv_vec_new();
+  nv_status s = f && args && tans && r ? NV_OK
+                                       : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
+  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
+    nv_array *ti = tan[i] ? nv_retain(tan[i]) : nv_zeros_like(in[i]);
+    s = nv_vec_push(args, in[i]);
+    if (s == NV_OK) s = nv_vec_push(tans, ti);
+    nv_release(ti);
+  }
+  if (s == NV_OK) s = nv_jvp(f, args, tans, NULL, r);
+  for (int i = 0; s == NV_OK && i < 2; i++) ot[i] = nv_retain(nv_vec_get(r, (size_t)i));
+  nv_vec_free(args);
+  nv_vec_free(tans);
+  nv_vec_free(r);
+  nv_closure_release(f);
+  return s;
+}
+
+/* The composed form mapped over the batched inputs (unbatched ones passed whole). */
+VMAP(vmap_conv) {
+  nv_closure *f = conv_closure(n);
+  nv_vec *args = nv_vec_new(), *r = nv_vec_new();
+  int in_axes[5], zero[2] = {0, 0};
+  for (int i = 0; i < n->ninputs; i++) in_axes[i] = axes[i] >= 0 ? axes[i] : NV_VMAP_NONE;
+  nv_closure *m = f ? nv_vmap(f, in_axes, (size_t)n->ninputs, zero, 2) : NULL;
+  nv_status s = m && args && r ? NV_OK
+                               : nv__set_error(NV_ERR_OUT_OF_MEMORY, "vmap: out of memory");
+  for (int i = 0; s == NV_OK && i < n->ninputs; i++) s = nv_vec_push(args, in[i]);
+  if (s == NV_OK) s = nv_closure_apply(m, args, r);
+  for (int i = 0; s == NV_OK && i < 2; i++) {
+    out[i] = nv_retain(nv_vec_get(r, (size_t)i));
+    oax[i] = 0;
+  }
+  nv_vec_free(args);
+  nv_vec_free(r);
+  nv_closure_release(m);
+  nv_closure_release(f);
+  return s;
+}
+
 void nv__rules_register_fast_serving(nv__prim_rule *r) {
+  r[NV__PRIM_FAST_CONV_SLOTS] = (nv__prim_rule){vjp_conv, jvp_conv, vmap_conv};
   r[NV__PRIM_FAST_PAGED_WRITE] = (nv__prim_rule){vjp_paged, jvp_paged, vmap_paged};
   r[NV__PRIM_FAST_SORTED_OFFSETS] = (nv__prim_rule){vjp_none, jvp_none, vmap_offsets};
   r[NV__PRIM_FAST_CAUSAL_SOFTMAX] = (nv__prim_rule){vjp_causal, jvp_causal, vmap_causal};
