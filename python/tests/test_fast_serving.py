@@ -178,3 +178,78 @@ def test_paged_write_grads_and_vmap():
     sl = np.array([[0, 1, 2], [5, 4, -1]], np.int32)
     got = nv.vmap(lambda s: nv.fast.paged_write(nv.array(pool), nv.array(vals), s))(nv.array(sl))
     np.testing.assert_allclose(np.array(got), np.stack([paged_ref(pool, vals, s) for s in sl]))
+
+
+def conv_ref(x, w, b, pool, slots, silu):
+    pool = np.array(pool, np.float64, copy=True)
+    y = np.zeros(x.shape)
+    for n, s in enumerate(slots):
+        if s >= 0:
+            win = np.concatenate([pool[s], x[n][:, None]], axis=1)
+            v = (win * w).sum(axis=1) + (b if b is not None else 0)
+            y[n] = v / (1 + np.exp(-v)) if silu else v
+            pool[s] = win[:, 1:]
+    return y, pool
+
+
+def test_conv_slots():
+    x, w, b = RNG.standard_normal((4, 6)), RNG.standard_normal((6, 4)), RNG.standard_normal(6)
+    pool = RNG.standard_normal((5, 6, 3))
+    slots = np.array([2, -1, 4, 0], np.int32)
+    f32 = lambda a: nv.array(a, dtype=nv.float32)  # noqa: E731
+    y, p = nv.fast.conv_slots(f32(x), f32(w), f32(b), f32(pool), nv.array(slots), silu=True)
+    wy, wp = conv_ref(x, w, b, pool, slots, True)
+    np.testing.assert_allclose(np.array(y), wy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(p), wp, rtol=1e-6, atol=1e-7)
+    held = f32(pool)
+    y, p = nv.fast.conv_slots(x=f32(x), weight=f32(w), bias=None, conv_state_pool=held * 1,
+                              slot_ids=nv.array(slots))  # an intermediate pool: in place
+    wy, wp = conv_ref(x, w, None, pool, slots, False)
+    np.testing.assert_allclose(np.array(y), wy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(p), wp, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(np.array(held), pool.astype(np.float32))
+    with pytest.raises(ValueError, match="conv_state_pool"):
+        nv.fast.conv_slots(f32(x), f32(w), None, f32(pool[:, :, :2]), nv.array(slots))
+
+
+def test_conv_slots_grads_and_vmap():
+    x, w, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 3)), RNG.standard_normal(4)
+    pool = RNG.standard_normal((4, 4, 2))
+    slots = [3, -1, 1]
+    sl = nv.array(np.array(slots, np.int32))
+    cy, cp = np.cos(np.arange(12)).reshape(3, 4), np.sin(np.arange(32)).reshape(4, 4, 2)
+    h = 1e-6
+    args = [x, w, b, pool]
+
+    def loss_np(*a):
+        y, p = conv_ref(a[0], a[1], a[2], a[3], slots, True)
+        return (y * cy).sum() + (p * cp).sum()
+
+    def loss_nv(xx, ww, bb, pp):
+        y, p = nv.fast.conv_slots(xx, ww, bb, pp, sl, silu=True)
+        return (y * nv.array(cy)).sum() + (p * nv.array(cp)).sum()
+
+    grads = nv.grad(loss_nv, argnums=(0, 1, 2, 3))(*[nv.array(a, dtype=nv.float64) for a in args])
+    for i, a in enumerate(args):
+        want = np.zeros_like(a)
+        for k in np.ndindex(*a.shape):
+            up = [v.copy() for v in args]
+            dn = [v.copy() for v in args]
+            up[i][k] += h
+            dn[i][k] -= h
+            want[k] = (loss_np(*up) - loss_np(*dn)) / (2 * h)
+        np.testing.assert_allclose(np.array(grads[i]), want, rtol=1e-6, atol=1e-8)
+    tx = RNG.standard_normal(x.shape)
+    d = lambda a: nv.array(a, dtype=nv.float64)  # noqa: E731
+    _, (jy, jp) = nv.jvp(lambda xx: nv.fast.conv_slots(xx, d(w), d(b), d(pool), sl),
+                         [d(x)], [d(tx)])
+    fd = [(u - d) / (2 * h) for u, d in zip(conv_ref(x + h * tx, w, b, pool, slots, False),
+                                            conv_ref(x - h * tx, w, b, pool, slots, False))]
+    np.testing.assert_allclose(np.array(jy), fd[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(np.array(jp), fd[1], rtol=1e-6, atol=1e-8)
+    pools = RNG.standard_normal((2, 4, 4, 2))
+    ys, ps = nv.vmap(lambda pp: nv.fast.conv_slots(d(x), d(w), None, pp, sl))(d(pools))
+    for i in range(2):
+        wy, wp = conv_ref(x, w, None, pools[i], slots, False)
+        np.testing.assert_allclose(np.array(ys[i]), wy, atol=1e-12)
+        np.testing.assert_allclose(np.array(ps[i]), wp, atol=1e-12)

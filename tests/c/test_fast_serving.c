@@ -139,3 +139,46 @@ Test(fast_serving, paged_write_keeps_a_held_pool) {
   nv_release(slots);
   nv_release(y);
 }
+
+/* conv_slots over 2 sequences, 1 channel, 3 taps, a pool of 2 slots of 2 states: slot 1 holds
+ * (1, 2) + `add`, slot 0 (5, 6) + add. */
+static void conv_case(bool intermediate) {
+  float pv[4] = {5, 6, 1, 2}, xv[2] = {3, 7}, wv[3] = {1, 10, 100};
+  nv_array *flat = f32v(pv, 4);
+  nv_array *base = nv_reshape(flat, (int[]){2, 1, 2}, 3);
+  nv_release(flat);
+  nv_array *pool = intermediate ? nv_add_scalar(base, 0) : nv_retain(base);
+  cr_assert_eq(nv_eval1(base), NV_OK);
+  nv_array *xf = f32v(xv, 2), *wf = f32v(wv, 3);
+  nv_array *x = nv_reshape(xf, (int[]){2, 1}, 2), *w = nv_reshape(wf, (int[]){1, 3}, 2);
+  nv_release(xf);
+  nv_release(wf);
+  nv_array *slots = i32v((int32_t[]){1, -1}, 2), *out[2];
+  cr_assert_eq(nv_fast_conv_slots(x, w, NULL, pool, slots, false, out), NV_OK);
+  if (intermediate) nv_release(pool);
+  long d0 = nv__test_donations();
+  cr_assert_eq(nv_eval(out, 2), NV_OK, "%s", nv_last_error());
+  cr_assert_eq(nv__test_donations() - d0, intermediate ? 1 : 0, "%s",
+               intermediate ? "the pool's buffer takes the update" : "the pool is held");
+  float y[2], p[4], b[4];
+  READ_F32(out[0], y, 2);
+  READ_F32(out[1], p, 4);
+  READ_F32(base, b, 4);
+  cr_assert(y[0] == 1 * 1 + 10 * 2 + 100 * 3 && y[1] == 0, "y = (%g, %g)", y[0], y[1]);
+  float want[4] = {5, 6, 2, 3};
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(p[i], want[i], "pool element %d", i);
+    cr_assert_eq(b[i], pv[i], "the base keeps its values");
+  }
+  nv_release(base);
+  if (!intermediate) nv_release(pool);
+  nv_release(x);
+  nv_release(w);
+  nv_release(slots);
+  nv_release(out[0]);
+  nv_release(out[1]);
+}
+
+Test(fast_serving, conv_slots_into_an_intermediate_pool_is_in_place) { conv_case(true); }
+
+Test(fast_serving, conv_slots_keeps_a_held_pool) { conv_case(false); }

@@ -286,3 +286,94 @@ def test_paged_write_errors(nv, rng):
                                                nv.array(np.ones(1, np.float32)),
                                                nv.array(np.array([0], np.int32))))
     assert "at least 2 dimensions" in msg
+
+
+# ---- conv_slots ----
+
+sig("nv_fast_conv_slots", C.c_int, P, P, P, P, P, C.c_bool, C.POINTER(P))
+
+
+def conv_ref(x, w, b, pool, slots, silu):
+    """y and the updated pool in float64 (pool rows of padding slots untouched)."""
+    x, w, pool = ref64(x), ref64(w), ref64(pool).copy()
+    y = np.zeros_like(x)
+    for n, s in enumerate(slots):
+        if s < 0:
+            continue
+        win = np.concatenate([pool[s], x[n][:, None]], axis=1)
+        v = (win * w).sum(axis=1) + (ref64(b) if b is not None else 0)
+        y[n] = v / (1 + np.exp(-v)) if silu else v
+        pool[s] = win[:, 1:]
+    return y, pool
+
+
+def conv_call(nv, x, w, b, pool, slots, silu, layout="contiguous"):
+    out = (P * 2)()
+    lib.nv_fast_conv_slots(nv.view(x, layout), nv.view(w, layout),
+                           nv.array(b) if b is not None else None, nv.view(pool, layout),
+                           nv.array(slots), silu, out)
+    return nv.own(out[0]), nv.own(out[1])
+
+
+CONV_CASES = [(dt, k, c, silu, bias, lay) for dt in FLOATS for k in [1, 2, 4] for c in [1, 7, 130]
+              for silu in [False, True] for bias in [False, True]
+              for lay in ["contiguous", "transposed", "strided"]]
+# float16/bfloat16 y are rounded once from float32; the states move unchanged.
+CONV_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+@pytest.mark.parametrize("dtype,k,c,silu,bias,layout", sample(CONV_CASES, 60, salt=305))
+def test_conv_slots(nv, rng, dtype, k, c, silu, bias, layout):
+    n, s = 6, 9
+    x, w = rand(rng, (n, c), dtype, 1.0), rand(rng, (c, k), dtype, 1.0)
+    b = rand(rng, (c,), dtype, 1.0) if bias else None
+    pool = rand(rng, (s, c, k - 1), dtype, 1.0)
+    slots = np.array([3, -1, 0, 8, 5, -2], np.int64 if c % 2 else np.int32)
+    hy, hp = conv_call(nv, x, w, b, pool, slots, silu, layout)
+    y, p = nv.read(hy), nv.read(hp)
+    wy, wp = conv_ref(x, w, b, pool, slots, silu)
+    t = CONV_TOL[dtype]
+    assert_close(y, wy, dtype, rtol=t, atol=t)
+    assert_close(p, wp, dtype, rtol=0, atol=0)  # states are moved, never rounded
+
+
+def test_conv_slots_edges(nv, rng):
+    """No sequences: y is empty and the pool a copy; an empty pool with padding only."""
+    pool = rand(rng, (3, 4, 2), "float32")
+    hy, hp = conv_call(nv, np.zeros((0, 4), np.float32), rand(rng, (4, 3), "float32"), None,
+                       pool, np.zeros(0, np.int32), False)
+    assert nv.read(hy).shape == (0, 4)
+    np.testing.assert_array_equal(nv.read(hp), pool)
+    x = rand(rng, (2, 4), "float32")
+    hy, hp = conv_call(nv, x, rand(rng, (4, 3), "float32"), None, np.zeros((0, 4, 2), np.float32),
+                       np.array([-1, -1], np.int32), True)
+    np.testing.assert_array_equal(nv.read(hy), np.zeros((2, 4), np.float32))
+    assert nv.read(hp).shape == (0, 4, 2)
+
+
+def test_conv_slots_errors(nv, rng):
+    x, w = rand(rng, (2, 4), "float32"), rand(rng, (4, 3), "float32")
+    pool = rand(rng, (3, 4, 2), "float32")
+    hy, hp = conv_call(nv, x, w, None, pool, np.array([1, 3], np.int32), False)
+    assert lib.nv_eval1(hy) != 0
+    msg = lib.nv_last_error().decode()
+    assert "conv_slots: index 3 is out of range for an axis of size 3" in msg
+
+    def err(x, w, pool, slots, b=None):
+        out = (P * 2)()
+        st = lib.nv_fast_conv_slots(nv.array(x), nv.array(w), nv.array(b) if b is not None else None,
+                                    nv.array(pool), nv.array(slots), False, out)
+        assert st != 0
+        nv.own(out[0])
+        nv.own(out[1])
+        return nv.status(out[0])[1], nv.status(out[1])[1]
+
+    s2 = np.array([0, 1], np.int32)
+    m0, m1 = err(x, rand(rng, (4, 4), "float32"), pool, s2)
+    assert "conv_state_pool must be [S, C, K - 1]" in m0 and m0 == m1
+    assert "weight must be [C, K]" in err(x, rand(rng, (5, 3), "float32"), pool, s2)[0]
+    assert "x must be [N, C]" in err(x.astype(np.int32), w, pool, s2)[0]
+    assert "x's dtype" in err(x, w, pool.astype(np.float16), s2)[0]
+    assert "slot_ids must be a 1-D integer" in err(x, w, pool, np.array([0.0, 1.0]))[0]
+    assert "slot_ids" in err(x, w, pool, np.array([0], np.int32))[0]
+    assert "bias must be [C]" in err(x, w, pool, s2, b=np.ones(3, np.float32))[0]
