@@ -2,7 +2,9 @@
  * groups split across the pool) and causal_softmax (a row softmax over each row's seen
  * columns, rows split across the pool; float16/bfloat16 rows through float32 scratch, float64
  * in float64) and paged_write (the pool copied unless donated, then a row copy per token,
- * tokens split across the pool when their slots are distinct). The builders hand every input
+ * tokens split across the pool when their slots are distinct) and conv_slots (the pool copied
+ * unless donated, then each sequence's window sum and state shift, sequences split across the
+ * pool when their slots are distinct). The builders hand every input
  * row-contiguous (src/ops/fast_serving.c); a donated causal_softmax writes over its input row
  * by row, each value read before it is written. */
 #include <math.h>

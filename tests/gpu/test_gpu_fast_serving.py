@@ -4,10 +4,14 @@ converted first), 0 to 100000 ids, 0 to 5000 groups, ids outside [0, groups), st
 causal_softmax over every float dtype, row lengths 1 to 8193 (a warp a row with 8 rows a
 block, up to 1024 threads a row), rows per block from 1 to more than the row length, more rows
 than the grid's 2^20 blocks cover at once (the kernel walks row groups grid-stride), strided,
-transposed and reversed inputs, NaN and +-inf rows, empty arrays; an intermediate written in
-place (donated) and a held input left intact; fast softmax.
+transposed and reversed inputs, NaN and +-inf rows, empty arrays; fast softmax; paged_write over
+every dtype (element sizes 1 to 8 bytes), block sizes 1/5/16, token rows of 0 to 1024
+elements, padding slots, int32 and int64 slots, an out-of-range slot; conv_slots over every
+float dtype, 1 to 4 taps (no state for 1), 1 to 2048 channels, bias and silu, padding, an empty
+pool, an out-of-range slot. For each updating op an intermediate is written in place (donated)
+and a held input is left intact.
 
-Offsets must equal the CPU's exactly. Softmax values compare within a tolerance of the output
+Offsets, paged_write's pools and conv_slots's states must equal the CPU's exactly. Softmax values compare within a tolerance of the output
 dtype (the GPU sums exponentials in float32 in a tree, the CPU in float64 in order); NaN and
 zero positions exactly. Every op is built with the GPU as the default device (skipped where no
 GPU is usable) and must run there (no CPU fallback); the references are built with the CPU as
@@ -258,4 +262,104 @@ def test_paged_write_out_of_range_slot(nv):
                                                nv.array(np.array([1, 8], np.int32))))
             assert lib.nv_eval1(h) != 0
             assert ("paged_write: index 8 is out of range for an axis of size 8"
+                    in lib.nv_last_error().decode()), where
+
+
+# ---- conv_slots ----
+
+sig("nv_fast_conv_slots", C.c_int, P, P, P, P, P, C.c_bool, C.POINTER(P))
+
+
+def conv_make(nv, x, w, b, pool, slots, silu, layout="contiguous", intermediate=False):
+    """(y, pool) handles of conv_slots built on the default device."""
+    out = (P * 2)()
+    pa = nv.view(pool, layout)
+    if intermediate:
+        pa = lib.nv_multiply_scalar(pa, 1.0)  # only conv_slots reads it: donated
+    lib.nv_fast_conv_slots(nv.view(x, layout), nv.view(w, layout),
+                           nv.array(b) if b is not None else None, pa, nv.array(slots), silu, out)
+    if intermediate:
+        lib.nv_release(pa)
+    return nv.own(out[0]), nv.own(out[1])
+
+
+def both_devices(nv, make):
+    """The handles `make()` returns, read on the CPU and on the GPU (no fallback there)."""
+    with On("cpu"):
+        want = [nv.read(h) for h in make()]
+    with On("gpu"):
+        hs = make()
+        before = lib.nv_gpu_fallback_count()
+        got = [nv.read(h) for h in hs]
+        assert lib.nv_gpu_fallback_count() == before, "fell back to the CPU"
+    return got, want
+
+
+CONV_CASES = [(dt, k, c, silu, bias, lay, n) for dt in FLOATS for k in [1, 2, 4]
+              for c in [1, 7, 130, 2048] for silu in [False, True] for bias in [False, True]
+              for lay in ["contiguous", "transposed"] for n in [1, 5, 300]]
+
+
+@pytest.mark.parametrize("dtype,k,c,silu,bias,layout,n", sample(CONV_CASES, 60, salt=705))
+def test_conv_slots(nv, rng, dtype, k, c, silu, bias, layout, n):
+    s = 2 * n + 1
+    x = rng.standard_normal((n, c)).astype(np_dtype(dtype))
+    w = rng.standard_normal((c, k)).astype(np_dtype(dtype))
+    b = rng.standard_normal(c).astype(np_dtype(dtype)) if bias else None
+    pool = rng.standard_normal((s, c, k - 1)).astype(np_dtype(dtype))
+    slots = rng.permutation(s)[:n]
+    slots = np.where(rng.random(n) < 0.2, -1, slots).astype(np.int64 if n % 2 else np.int32)
+    got, want = both_devices(nv, lambda: conv_make(nv, x, w, b, pool, slots, silu, layout))
+    close(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])  # states move unchanged
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_conv_slots_in_place_and_held(nv, rng, dtype):
+    n, c, k, s = 64, 1024, 4, 256
+    x = rng.standard_normal((n, c)).astype(np_dtype(dtype))
+    w = rng.standard_normal((c, k)).astype(np_dtype(dtype))
+    pool = rng.standard_normal((s, c, k - 1)).astype(np_dtype(dtype))
+    slots = rng.permutation(s)[:n].astype(np.int32)
+
+    def make():
+        y, p = conv_make(nv, x, w, None, pool, slots, True, intermediate=True)
+        held = nv.array(pool)
+        y2, p2 = conv_make_held(nv, x, w, held, slots)
+        return y, p, y2, p2, held
+
+    got, want = both_devices(nv, make)
+    close(got[0], want[0])
+    close(got[2], want[2])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[3], want[3])
+    np.testing.assert_array_equal(got[4], pool)  # the held pool keeps its values
+
+
+def conv_make_held(nv, x, w, pool_handle, slots):
+    out = (P * 2)()
+    lib.nv_fast_conv_slots(nv.array(x), nv.array(w), None, pool_handle, nv.array(slots), True,
+                           out)
+    return nv.own(out[0]), nv.own(out[1])
+
+
+def test_conv_slots_extremes(nv, rng):
+    """No sequences, taps without state (K = 1), an empty pool with padding only, and a slot
+    past the pool failing with the CPU's message."""
+    pool = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    w3 = rng.standard_normal((4, 3)).astype(np.float32)
+    x2 = rng.standard_normal((2, 4)).astype(np.float32)
+    for x, w, p, s in [(np.zeros((0, 4), np.float32), w3, pool, np.zeros(0, np.int32)),
+                       (x2, w3[:, :1].copy(), np.zeros((3, 4, 0), np.float32),
+                        np.array([2, 0], np.int32)),
+                       (x2, w3, np.zeros((0, 4, 2), np.float32), np.array([-1, -1], np.int32))]:
+        got, want = both_devices(nv, lambda: conv_make(nv, x, w, None, p, s, True))
+        for g, wv in zip(got, want):
+            assert g.shape == wv.shape
+            np.testing.assert_array_equal(g, wv)
+    for where in ["cpu", "gpu"]:
+        with On(where):
+            hy, _ = conv_make(nv, x2, w3, None, pool, np.array([1, 3], np.int32), False)
+            assert lib.nv_eval1(hy) != 0
+            assert ("conv_slots: index 3 is out of range for an axis of size 3"
                     in lib.nv_last_error().decode()), where
