@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 
 from conftest import sample
-from nvc import FLOATS, INTS, assert_close, lib, np_dtype, ref64, sig
+from nvc import FLOATS, INTS, Device, assert_close, lib, np_dtype, ref64, sig
 
 P = C.c_void_p
 sig("nv_fast_sorted_offsets", P, P, C.c_int)
 sig("nv_fast_causal_softmax", P, P, C.c_int)
 sig("nv_fast_softmax", P, P)
+sig("nv_cpu", Device)
+sig("nv_default_device", Device)
+sig("nv_set_default_device", C.c_int, Device)
 
 LAYOUTS = ["contiguous", "transposed", "strided", "reversed"]
 # Tolerances against float64: rows accumulate in float32 (float64 for float64), rounded once
@@ -260,10 +263,17 @@ def test_paged_write_converts_values_and_slots(nv, rng):
 
 
 def test_paged_write_duplicate_slots_keep_the_last(nv):
+    """On the CPU the last of two tokens on one slot stays (the GPU keeps either: pinned here,
+    whatever the default device)."""
     pool = np.zeros((1, 4), np.float32)
     vals = np.array([1, 2, 3], np.float32)
-    got = nv.read(nv.own(lib.nv_fast_paged_write(nv.array(pool), nv.array(vals),
-                                                 nv.array(np.array([2, 2, -1], np.int32)))))
+    prev = lib.nv_default_device()
+    assert lib.nv_set_default_device(lib.nv_cpu()) == 0
+    try:
+        got = nv.read(nv.own(lib.nv_fast_paged_write(nv.array(pool), nv.array(vals),
+                                                     nv.array(np.array([2, 2, -1], np.int32)))))
+    finally:
+        lib.nv_set_default_device(prev)
     np.testing.assert_array_equal(got, [[0, 0, 2, 0]])
 
 
