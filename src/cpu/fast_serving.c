@@ -298,11 +298,21 @@ static void conv_range(void *ctx, int64_t b, int64_t e) {
         else
           accf += (float)wv * (float)v;
       }
-      if (!f64) acc = accf;
-      if (p->has_bias) acc = f64 ? acc + ld(dt, j->b, ch) : (double)(accf + (float)ld(dt, j->b, ch));
-      if (p->silu) acc = f64 ? acc / (1 + exp(-acc)) : (double)((float)acc / (1 + expf(-(float)acc)));
-      st(dt, j->y, n * c + ch, acc);
-      for (int64_t t = 0; t + 1 < k - 1; t++) st(dt, j->pool, base + t, ld(dt, j->pool, base + t + 1));
+      if (p->has_bias) {
+        if (f64)
+          acc += ld(dt, j->b, ch);
+        else
+          accf += (float)ld(dt, j->b, ch);
+      }
+      if (p->silu) {
+        if (f64)
+          acc = acc / (1 + exp(-acc));
+        else
+          accf = accf / (1 + expf(-accf));
+      }
+      st(dt, j->y, n * c + ch, f64 ? acc : (double)accf);
+      for (int64_t t = 0; t + 1 < k - 1; t++)
+        st(dt, j->pool, base + t, ld(dt, j->pool, base + t + 1));
       if (k > 1) st(dt, j->pool, base + k - 2, xv);
     }
   }

@@ -11,8 +11,8 @@ float dtype, 1 to 4 taps (no state for 1), 1 to 2048 channels, bias and silu, pa
 pool, an out-of-range slot. For each updating op an intermediate is written in place (donated)
 and a held input is left intact.
 
-Offsets, paged_write's pools and conv_slots's states must equal the CPU's exactly. Softmax values compare within a tolerance of the output
-dtype (the GPU sums exponentials in float32 in a tree, the CPU in float64 in order); NaN and
+Offsets, paged_write's pools and conv_slots's states must equal the CPU's exactly. Softmax
+values and conv_slots's y compare within a tolerance of the output dtype (the GPU sums exponentials in float32 in a tree, the CPU in float64 in order); NaN and
 zero positions exactly. Every op is built with the GPU as the default device (skipped where no
 GPU is usable) and must run there (no CPU fallback); the references are built with the CPU as
 the default device. `NUVEC_TEST_FULL=1` runs every case."""

@@ -371,8 +371,9 @@ def test_conv_slots_errors(nv, rng):
 
     def err(x, w, pool, slots, b=None):
         out = (P * 2)()
-        st = lib.nv_fast_conv_slots(nv.array(x), nv.array(w), nv.array(b) if b is not None else None,
-                                    nv.array(pool), nv.array(slots), False, out)
+        hb = nv.array(b) if b is not None else None
+        st = lib.nv_fast_conv_slots(nv.array(x), nv.array(w), hb, nv.array(pool),
+                                    nv.array(slots), False, out)
         assert st != 0
         nv.own(out[0])
         nv.own(out[1])
