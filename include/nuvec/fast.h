@@ -1,5 +1,7 @@
 /* nuvec — fused fast ops with MLX's mx.fast names and semantics (MLX 0.32): rms_norm,
- * layer_norm, rope and scaled_dot_product_attention.
+ * layer_norm, rope and scaled_dot_product_attention; then the serving kernels (sorted_offsets,
+ * softmax and causal_softmax in place, paged_write, conv_slots), each defined at its
+ * declaration.
  *
  * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
  * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
@@ -65,6 +67,75 @@ NV_API nv_array *nv_fast_scaled_dot_product_attention(const nv_array *q, const n
                                                       const char *mask_mode,
                                                       const nv_array *mask,
                                                       const nv_array *sinks);
+
+/* ---- The serving kernels (src/ops/fast_serving.c). Inputs a kernel updates are "donated" when
+ * the evaluation owns them outright (no other array, view or consumer holds them: DESIGN §3):
+ * the result then takes the input's buffer and is written in place; otherwise the input is
+ * copied first and keeps its values. ---- */
+
+/* Group offsets of sorted group ids (MoE routing, grouped matmuls): offsets[g] for g = 0 ..
+ * groups is the first position i of the ids (taken flat, row-major) with ids[i] >= g, or n (the
+ * number of ids) when there is none; for ids sorted ascending that is the count of ids < g, so
+ * group g's run is [offsets[g], offsets[g + 1]) and ids outside [0, groups) lie before
+ * offsets[0] or from offsets[groups] on. Found by binary search: unsorted ids give that
+ * search's positions (the same on every device). `sorted_indices` has any integer dtype (not
+ * bool) and any shape; `groups` >= 0 and < INT32_MAX. The result is 1-D of groups + 1, int32
+ * (int64 from 2^31 ids on). Not differentiable (integer); vmap maps it over each batch's ids. */
+NV_API nv_array *nv_fast_sorted_offsets(const nv_array *sorted_indices, int groups);
+
+/* Row softmax over the last axis, written into x's buffer when x is donated (float16,
+ * bfloat16, float32 of the result's dtype: the element-wise donation rule). It is
+ * nv_softmax(x, {-1}, precise = true): the same primitive, dtypes and rules (integers and bool
+ * give float32). */
+NV_API nv_array *nv_fast_softmax(const nv_array *x);
+
+/* Causal row softmax: x (at least 1-D, last axis of C columns, a real floating dtype) is read
+ * as rows over its last axis, grouped in blocks of `rows` consecutive rows (rows >= 1 must
+ * divide the number of rows). Row i of each block (0 <= i < rows) sits at position C - rows + i
+ * (the last `rows` positions of C, as a causal attention mask aligns queries with the end of
+ * the keys) and sees the columns j <= C - rows + i: its result is the softmax of those columns
+ * (computed in float32, float64 for float64) and 0 in the others; a row that sees no column is
+ * all 0. Seen values as nv_softmax: a seen NaN or +inf, or seen values all -inf, give NaN over
+ * the seen columns. The result has x's shape and dtype, written into x's buffer when x is
+ * donated (element-wise rule). Gradients and vmap go through the composed form
+ * where(seen, softmax(where(seen, x, -inf)), 0). */
+NV_API nv_array *nv_fast_causal_softmax(const nv_array *x, int rows);
+
+/* New keys or values written into a paged KV cache (vLLM's reshape_and_cache): cache_pool is
+ * [num_blocks, B, F...] (at least 2-D: blocks of B token slots, each slot a row of F...),
+ * values is [T, F...] (the features of T tokens, converted to the pool's dtype) and
+ * slot_mapping a 1-D integer array of T slots (converted to int64 unless int32). Slot s >= 0
+ * is token slot s % B of block s / B, and token t's row is written there; a negative slot
+ * skips its token (padding); a slot >= num_blocks * B fails the evaluation ("paged_write:
+ * index s is out of range for an axis of size num_blocks * B"). Two tokens with the same slot
+ * leave one of them there (on the CPU the last). The result is the updated pool, of the pool's
+ * shape and dtype (any dtype): written into the pool's buffer when the pool is donated (the
+ * update-base rule), else into a copy, the pool keeping its values. Gradients and vmap go
+ * through the composed form: a scatter of the values' rows into the flattened pool (with one
+ * extra row taking the skipped tokens, dropped afterwards). */
+NV_API nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array *values,
+                                     const nv_array *slot_mapping);
+
+/* One step of a causal depthwise conv1d per sequence with a rolling state per slot (the
+ * short convolution of Mamba / GatedDeltaNet decoding): x is [N, C] (one new input per
+ * sequence, a real floating dtype), weight [C, K] (K >= 1 taps a channel, oldest first), bias
+ * NULL or [C], conv_state_pool [S, C, K - 1] of x's dtype (each slot the last K - 1 inputs of a
+ * sequence, oldest first) and slot_ids a 1-D integer array of N slots (converted to int64
+ * unless int32). For sequence n with slot s = slot_ids[n] >= 0 and channel c, the window is
+ * w = (pool[s, c, 0], ..., pool[s, c, K - 2], x[n, c]) and
+ *   y[n, c] = sum_k weight[c, k] w[k] + bias[c], then y * sigmoid(y) when `silu`,
+ * computed in float32 (float64 for float64) and rounded to x's dtype, and the slot's state
+ * becomes (w[1], ..., w[K - 1]). A negative slot (padding) gives y[n] = 0 and leaves the pool
+ * alone; a slot >= S fails the evaluation ("conv_slots: index s is out of range for an axis of
+ * size S"); two sequences on one slot leave an unspecified state. weight and bias are converted
+ * to x's dtype. out[0] is y, out[1] the updated pool (written into the pool's buffer when the
+ * pool is donated, else into a copy, the pool keeping its values). Returns NV_OK, or an
+ * argument error with both outputs failed arrays carrying it. Gradients and vmap go through
+ * the composed form (a take of the slots' states, the window's weighted sum, a scatter of the
+ * shifted windows). */
+NV_API nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight,
+                                    const nv_array *bias, const nv_array *conv_state_pool,
+                                    const nv_array *slot_ids, bool silu, nv_array **out);
 
 #ifdef __cplusplus
 }

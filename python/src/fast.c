@@ -2,7 +2,8 @@
  * (rms_norm, layer_norm, rope, scaled_dot_product_attention), with MLX's signatures, keyword
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
- * None, a str ("causal") or an array. */
+ * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
+ * causal_softmax, paged_write, conv_slots: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"
@@ -70,6 +71,57 @@ static PyObject *sig_sdpa(call *c) {
   return nvpy_wrap(nv_fast_scaled_dot_product_attention(q, k, v, (float)scale, mode, mask, sinks));
 }
 
+/* The serving kernels: sorted_offsets(sorted_indices, groups), softmax(x),
+ * causal_softmax(x, rows). */
+static PyObject *sig_sorted_offsets(call *c) {
+  nv_array *ids = arr(c, 0);
+  int groups;
+  if (!ids || int_at(c, 1, 0, &groups) < 0) return NULL;
+  return nvpy_wrap(nv_fast_sorted_offsets(ids, groups));
+}
+
+static PyObject *sig_softmax(call *c) {
+  nv_array *x = arr(c, 0);
+  return x ? nvpy_wrap(nv_fast_softmax(x)) : NULL;
+}
+
+static PyObject *sig_causal_softmax(call *c) {
+  nv_array *x = arr(c, 0);
+  int rows;
+  if (!x || int_at(c, 1, 0, &rows) < 0) return NULL;
+  return nvpy_wrap(nv_fast_causal_softmax(x, rows));
+}
+
+static PyObject *sig_paged_write(call *c) {
+  nv_array *pool = arr(c, 0), *v = pool ? arr(c, 1) : NULL, *slots = v ? arr(c, 2) : NULL;
+  return slots ? nvpy_wrap(nv_fast_paged_write(pool, v, slots)) : NULL;
+}
+
+/* conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, new pool). */
+static PyObject *sig_conv_slots(call *c) {
+  nv_array *x = arr(c, 0), *w = x ? arr(c, 1) : NULL, *b = NULL, *pool, *slots;
+  bool silu;
+  if (!w || optional_at(c, 2, &b) < 0 || !(pool = arr(c, 3)) || !(slots = arr(c, 4)) ||
+      bool_at(c, 5, false, &silu) < 0)
+    return NULL;
+  nv_array *out[2];
+  nv_fast_conv_slots(x, w, b, pool, slots, silu, out); /* a failure: both carry it */
+  PyObject *y = nvpy_wrap(out[0]); /* raises the error a failed output carries */
+  if (!y) {
+    nv_release(out[1]);
+    return NULL;
+  }
+  PyObject *p = nvpy_wrap(out[1]);
+  if (!p) {
+    Py_DECREF(y);
+    return NULL;
+  }
+  PyObject *t = PyTuple_Pack(2, y, p);
+  Py_DECREF(y);
+  Py_DECREF(p);
+  return t;
+}
+
 #define DOC(s) "mlx.core.fast." s
 
 static const nvpy_op fast_ops[] = {
@@ -84,6 +136,23 @@ static const nvpy_op fast_ops[] = {
      4, {0}, 0,
      DOC("scaled_dot_product_attention: softmax(scale * q @ k.T + mask) @ v, fused (flash-style "
          "online softmax), with grouped-query heads, 'causal' or array masks and sinks.")},
+    {"sorted_offsets", sig_sorted_offsets, NULL, KW("sorted_indices", "groups"), 2, {0}, 0,
+     "sorted_offsets(sorted_indices, groups): offsets[g] = first position of an id >= g, for "
+     "g = 0..groups (groups + 1 int32 offsets of the groups' runs in sorted ids)."},
+    {"softmax", sig_softmax, NULL, KW("x"), 1, {0}, 0,
+     "softmax(x): softmax over the last axis, written into x's buffer when x is donated."},
+    {"causal_softmax", sig_causal_softmax, NULL, KW("x", "rows"), 2, {0}, 0,
+     "causal_softmax(x, rows): row i of each block of `rows` rows sees the columns "
+     "j <= C - rows + i (softmax over them, 0 elsewhere); in place when x is donated."},
+    {"paged_write", sig_paged_write, NULL, KW("cache_pool", "values", "slot_mapping"), 3, {0}, 0,
+     "paged_write(cache_pool, values, slot_mapping): the pool [num_blocks, block_size, ...] with "
+     "values[t] written at slot slot_mapping[t] (negative: skipped); in place when the pool is "
+     "donated."},
+    {"conv_slots", sig_conv_slots, NULL,
+     KW("x", "weight", "bias", "conv_state_pool", "slot_ids", "silu"), 5, {0}, 0,
+     "conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, pool): a causal "
+     "depthwise conv1d step per sequence over its slot's rolling state (updated; in place when "
+     "the pool is donated)."},
 };
 
 static struct PyModuleDef fast_def = {

@@ -23,6 +23,7 @@ void nv__gpu_register_fft(nv__gpu_kernel_fn *k);
 void nv__gpu_register_distributed(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_sdpa(nv__gpu_kernel_fn *k);
+void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k);
 void nv__gpu_register_quantize(nv__gpu_kernel_fn *k);
 void nv__gpu_register_compiled(nv__gpu_kernel_fn *k);
 
@@ -45,6 +46,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_distributed,
     nv__gpu_register_fast,
     nv__gpu_register_fast_sdpa,
+    nv__gpu_register_fast_serving,
     nv__gpu_register_quantize,
     nv__gpu_register_compiled,
 };
