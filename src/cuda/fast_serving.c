@@ -100,7 +100,10 @@ static nv_status k_paged_write(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
   p.items = tokens * (p.row > 0 ? p.row : 1);
   if ((st = nv__gpu_index_check(ctx, "paged_write", &p.bad)) != NV_OK) return st;
   hrx_view views[3] = {a[0].view, a[1].view, a[2].view};
-  hrx_access acc[3] = {HRX_ACCESS_READ_WRITE, HRX_ACCESS_READ, HRX_ACCESS_READ};
+  /* Rows of no elements (a 0 in the feature shape): the kernel only checks the slots, and the
+   * pool's and the values' empty placeholders (which may be one view) are only read. */
+  hrx_access acc[3] = {p.row > 0 ? HRX_ACCESS_READ_WRITE : HRX_ACCESS_READ, HRX_ACCESS_READ,
+                       HRX_ACCESS_READ};
   return nv__gpu_dispatch_1d(ctx, "paged_write", func, nv__gpu_blocks(p.items, 256, 1 << 20),
                              256, views, acc, 3, &p, sizeof p);
 }

@@ -354,9 +354,12 @@ def test_conv_slots_extremes(nv, rng):
                         np.array([2, 0], np.int32)),
                        (x2, w3, np.zeros((0, 4, 2), np.float32), np.array([-1, -1], np.int32))]:
         got, want = both_devices(nv, lambda: conv_make(nv, x, w, None, p, s, True))
-        for g, wv in zip(got, want):
+        for i, (g, wv) in enumerate(zip(got, want)):
             assert g.shape == wv.shape
-            np.testing.assert_array_equal(g, wv)
+            if i == 0:
+                close(g, wv)  # y went through silu: CUDA's expf and the CPU's differ by an ulp
+            else:
+                np.testing.assert_array_equal(g, wv)
     for where in ["cpu", "gpu"]:
         with On(where):
             hy, _ = conv_make(nv, x2, w3, None, pool, np.array([1, 3], np.int32), False)
