@@ -376,6 +376,35 @@ template <> struct f32io<DT_F64> {
   static __device__ __forceinline__ S st(float v) { return f32_to_f64(v); }
 };
 
+/* Per float dtype: the stored type S and the compute type C (float32 for float16, bfloat16 and
+ * float32; float64 for float64), with the conversions (to nearest even), for kernels that
+ * compute float64 in double. */
+template <int DT> struct cio;
+template <> struct cio<DT_F16> {
+  typedef uint16_t S;
+  typedef float C;
+  static __device__ __forceinline__ C ld(S x) { return f16_to_f32(x); }
+  static __device__ __forceinline__ S st(C x) { return f32_to_f16(x); }
+};
+template <> struct cio<DT_BF16> {
+  typedef uint16_t S;
+  typedef float C;
+  static __device__ __forceinline__ C ld(S x) { return bf16_to_f32(x); }
+  static __device__ __forceinline__ S st(C x) { return f32_to_bf16(x); }
+};
+template <> struct cio<DT_F32> {
+  typedef float S;
+  typedef float C;
+  static __device__ __forceinline__ C ld(S x) { return x; }
+  static __device__ __forceinline__ S st(C x) { return x; }
+};
+template <> struct cio<DT_F64> {
+  typedef double S;
+  typedef double C;
+  static __device__ __forceinline__ C ld(S x) { return x; }
+  static __device__ __forceinline__ S st(C x) { return x; }
+};
+
 } /* namespace nvg */
 
 #endif

@@ -45,31 +45,7 @@ __global__ void k_sorted_offsets(void *out0, const T *ids0, nv__gpu_offsets_para
 
 /* ---- causal_softmax ---- */
 
-template <int DT> struct at;
-template <> struct at<DT_F16> {
-  typedef uint16_t S;
-  typedef float C;
-  static __device__ __forceinline__ C ld(S x) { return f16_to_f32(x); }
-  static __device__ __forceinline__ S st(C x) { return f32_to_f16(x); }
-};
-template <> struct at<DT_BF16> {
-  typedef uint16_t S;
-  typedef float C;
-  static __device__ __forceinline__ C ld(S x) { return bf16_to_f32(x); }
-  static __device__ __forceinline__ S st(C x) { return f32_to_bf16(x); }
-};
-template <> struct at<DT_F32> {
-  typedef float S;
-  typedef float C;
-  static __device__ __forceinline__ C ld(S x) { return x; }
-  static __device__ __forceinline__ S st(C x) { return x; }
-};
-template <> struct at<DT_F64> {
-  typedef double S;
-  typedef double C;
-  static __device__ __forceinline__ C ld(S x) { return x; }
-  static __device__ __forceinline__ S st(C x) { return x; }
-};
+template <int DT> using at = cio<DT>; /* convert.cuh */
 
 __device__ __forceinline__ float exp_c(float v) { return expf(v); }
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
