@@ -255,6 +255,46 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
  * (shuffles), and the softmax state is per row in registers (the same in every lane). The
  * next two keys' k and v rows are loaded before the current ones are used. The block's 4 warps then merge their states
  * through shared memory into the output (one split) or the split's partial. */
+/* The decode kernels' end: the warps' running states of each row (maxima, sums and output rows
+ * in shared memory) merged, with the sink on the last pass, into the output (one split) or the
+ * split's partial. */
+template <int DT, int NW, int MR, int DM>
+__device__ __forceinline__ void merge_warps(const float (&red_m)[NW][MR],
+                                            const float (&red_l)[NW][MR],
+                                            const float (&red_o)[NW][MR][DM], void *out,
+                                            const void *sinks, void *part, const P &p, int b,
+                                            int hkv, int split) {
+  typedef typename f32io<DT>::S S;
+  const int Dv = p.Dv, G = p.G, R = p.rows;
+  const bool final_pass = p.nsplit == 1;
+  for (int e = threadIdx.x; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
+    const int r = e / Dv, d = e - r * Dv, i = r / G, hq = hkv * G + r % G;
+    float M = -INFINITY, sink = -INFINITY;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, red_m[w][r]);
+    const float mw = M; /* the warps' maximum: the partial's reference */
+    if (final_pass && p.sinks) M = fmaxf(M, sink = sink_of(p, sinks, hq));
+    const float mu = ref_of(M);
+    float L = final_pass && p.sinks ? expf(sink - mu) : 0.0f, acc = 0.0f;
+    for (int w = 0; w < NW; w++) {
+      const float f = expf(red_m[w][r] - mu);
+      L += red_l[w][r] * f;
+      acc += red_o[w][r][d] * f;
+    }
+    const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
+    if (final_pass) {
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(acc / L);
+    } else {
+      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
+                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
+      pt[d] = acc;
+      if (d == 0) {
+        pt[Dv] = mw;
+        pt[Dv + 1] = L;
+      }
+    }
+  }
+}
+
 template <int DT, int C>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     sdpa_decode(void *out, const void *q, const void *k, const void *v, const void *mask,
@@ -271,7 +311,6 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
   const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
   const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
-  const bool final_pass = p.nsplit == 1;
   float qv[MR][C], o[MR][C], m[MR], l[MR];
 #pragma unroll
   for (int r = 0; r < MR; r++) {
@@ -365,32 +404,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
     for (int c = 0; c < C; c++) red_o[warp][r][lane + 32 * c] = o[r][c];
   }
   __syncthreads();
-  for (int e = tid; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
-    const int r = e / Dv, d = e - r * Dv, i = r / G, hq = hkv * G + r % G;
-    float M = -INFINITY, sink = -INFINITY;
-    for (int w = 0; w < NW; w++) M = fmaxf(M, red_m[w][r]);
-    const float mw = M; /* the warps' maximum: the partial's reference */
-    if (final_pass && p.sinks) M = fmaxf(M, sink = sink_of(p, sinks, hq));
-    const float mu = ref_of(M);
-    float L = final_pass && p.sinks ? expf(sink - mu) : 0.0f, acc = 0.0f;
-    for (int w = 0; w < NW; w++) {
-      const float f = expf(red_m[w][r] - mu);
-      L += red_l[w][r] * f;
-      acc += red_o[w][r][d] * f;
-    }
-    const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
-    if (final_pass) {
-      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(acc / L);
-    } else {
-      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
-                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
-      pt[d] = acc;
-      if (d == 0) {
-        pt[Dv] = mw;
-        pt[Dv + 1] = L;
-      }
-    }
-  }
+  merge_warps<DT>(red_m, red_l, red_o, out, sinks, part, p, b, hkv, split);
 }
 
 /* ---- The vectorized decode kernel ---- */
@@ -469,7 +483,6 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
   const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
   const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
   const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
-  const bool final_pass = p.nsplit == 1;
   /* chunk c of this lane: elements [e0(c), e0(c) + VE), inside k's and v's rows or not (D and
    * Dv are multiples of VE) */
   bool kin[NC], vin[NC];
@@ -629,32 +642,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
     }
   }
   __syncthreads();
-  for (int e = tid; e < R * Dv; e += NV__GPU_SDPA_THREADS) {
-    const int r = e / Dv, d = e - r * Dv, i = r / G, hq = hkv * G + r % G;
-    float M = -INFINITY, sink = -INFINITY;
-    for (int w = 0; w < NW; w++) M = fmaxf(M, red_m[w][r]);
-    const float mw = M; /* the warps' maximum: the partial's reference */
-    if (final_pass && p.sinks) M = fmaxf(M, sink = sink_of(p, sinks, hq));
-    const float mu = ref_of(M);
-    float L = final_pass && p.sinks ? expf(sink - mu) : 0.0f, acc = 0.0f;
-    for (int w = 0; w < NW; w++) {
-      const float f = expf(red_m[w][r] - mu);
-      L += red_l[w][r] * f;
-      acc += red_o[w][r][d] * f;
-    }
-    const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
-    if (final_pass) {
-      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(acc / L);
-    } else {
-      float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
-                  (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
-      pt[d] = acc;
-      if (d == 0) {
-        pt[Dv] = mw;
-        pt[Dv + 1] = L;
-      }
-    }
-  }
+  merge_warps<DT>(red_m, red_l, red_o, out, sinks, part, p, b, hkv, split);
 }
 
 /* ---- The tensor-core kernel ---- */

@@ -547,6 +547,23 @@ static void cuda_load(sbuf *b, const chain_in *in, int i, const char *e) {
            (long long)in->div, (long long)in->inner);
 }
 
+/* One element's inputs loaded at index `e`, its outputs declared (y0 of type `oty`, then the
+ * escaping intermediates') and nv_body called on them. */
+static void cuda_body_call(sbuf *b, const recipe *r, const chain_in *ins, int nins,
+                           const size_t *esc, int nesc, const char *oty) {
+  for (int i = 0; i < nins; i++)
+    cuda_load(b, &ins[i], i, "e");
+  sb_add(b, "      %s y0;\n", oty);
+  for (int x = 0; x < nesc; x++)
+    sb_add(b, "      %s y%d;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
+  sb_add(b, "      nv_body(");
+  for (int i = 0; i < nins; i++)
+    sb_add(b, "x%d, ", i);
+  for (int x = 0; x <= nesc; x++)
+    sb_add(b, "%sy%d", x ? ", " : "", x);
+  sb_add(b, ");\n");
+}
+
 /* The CUDA source of the chain `members` (recipe order, root last) for the launch `k`
  * describes (k->reduce, k->cols, k->group, k->vec set): `nv_fused_kernel`, blocks of 256
  * threads. Its parameters: a pointer per input (the view's start), one per output (the root's
@@ -644,17 +661,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
       sb_add(&b, "    }\n    e0 = nv * 4;\n  }\n");
     }
     sb_add(&b, "  for (long long e = e0 + tid; e < P.n; e += step) {\n");
-    for (int i = 0; i < nins; i++)
-      cuda_load(&b, &ins[i], i, "e");
-    sb_add(&b, "      %s y0;\n", oty);
-    for (int x = 0; x < nesc; x++)
-      sb_add(&b, "      %s y%d;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
-    sb_add(&b, "      nv_body(");
-    for (int i = 0; i < nins; i++)
-      sb_add(&b, "x%d, ", i);
-    for (int x = 0; x < nout; x++)
-      sb_add(&b, "%sy%d", x ? ", " : "", x);
-    sb_add(&b, ");\n");
+    cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
     for (int x = 0; x < nout; x++)
       sb_add(&b, "      o%d[e] = y%d;\n", x, x);
     sb_add(&b, "  }\n}\n");
@@ -673,17 +680,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
     sb_add(&b, "    double acc = %s;\n", init);
     sb_add(&b, "    for (long long c = lane; c < %lldll; c += %d) {\n", cols, g);
     sb_add(&b, "      const long long e = row * %lldll + c;\n", cols);
-    for (int i = 0; i < nins; i++)
-      cuda_load(&b, &ins[i], i, "e");
-    sb_add(&b, "      %s y0;\n", oty);
-    for (int x = 0; x < nesc; x++)
-      sb_add(&b, "      %s y%d;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
-    sb_add(&b, "      nv_body(");
-    for (int i = 0; i < nins; i++)
-      sb_add(&b, "x%d, ", i);
-    for (int x = 0; x < nout; x++)
-      sb_add(&b, "%sy%d", x ? ", " : "", x);
-    sb_add(&b, ");\n");
+    cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
     sb_add(&b, "      const double u = (double)y0;\n      %s\n", comb);
     for (int x = 0; x < nesc; x++)
       sb_add(&b, "      o%d[e] = y%d;\n", x + 1, x + 1);
