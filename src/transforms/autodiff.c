@@ -201,6 +201,24 @@ nv_status nv_jvp(const nv_closure *f, const nv_vec *primals, const nv_vec *tange
   return s;
 }
 
+nv_status nv__tf_closure_jvp(const nv_closure *f, nv_array *const *xs, nv_array *const *tan,
+                            int m, nv_array **ot, int nout) {
+  nv_vec *p = nv_vec_new(), *t = nv_vec_new(), *r = nv_vec_new();
+  nv_status s = f && p && t && r ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
+  for (int i = 0; s == NV_OK && i < m; i++) {
+    nv_array *ti = tan[i] ? nv_retain(tan[i]) : nv_zeros_like(xs[i]);
+    s = nv_vec_push(p, xs[i]);
+    if (s == NV_OK) s = nv_vec_push(t, ti);
+    nv_release(ti);
+  }
+  if (s == NV_OK) s = nv_jvp(f, p, t, NULL, r);
+  for (int i = 0; s == NV_OK && i < nout; i++) ot[i] = nv_retain(nv_vec_get(r, (size_t)i));
+  nv_vec_free(p);
+  nv_vec_free(t);
+  nv_vec_free(r);
+  return s;
+}
+
 /* ---- grad and value_and_grad ---- */
 
 typedef struct grad_fn {

@@ -88,19 +88,7 @@ static nv_status fallback_vjp(const nv__node *n, nv_array *const *in, nv_array *
 static nv_status fallback_jvp(const nv__node *n, nv_array *const *in, nv_array *const *xs, int m,
                               nv_array *const *tan, nv_array **ot) {
   nv_closure *f = fallback(n, in);
-  nv_vec *p = nv_vec_new(), *t = nv_vec_new(), *r = nv_vec_new();
-  nv_status s = f && p && t && r ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
-  for (int i = 0; s == NV_OK && i < m; i++) {
-    nv_array *ti = tan[i] ? nv_retain(tan[i]) : nv_zeros_like(xs[i]);
-    s = nv_vec_push(p, xs[i]);
-    if (s == NV_OK) s = nv_vec_push(t, ti);
-    nv_release(ti);
-  }
-  if (s == NV_OK) s = nv_jvp(f, p, t, NULL, r);
-  if (s == NV_OK) *ot = nv_retain(nv_vec_get(r, 0));
-  nv_vec_free(p);
-  nv_vec_free(t);
-  nv_vec_free(r);
+  nv_status s = nv__tf_closure_jvp(f, xs, tan, m, ot, 1);
   nv_closure_release(f);
   return s;
 }

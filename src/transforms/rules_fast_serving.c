@@ -65,19 +65,8 @@ JVP(jvp_causal) {
   int *rows = malloc(sizeof *rows);
   nv_closure *f = rows ? nv_closure_new(causal_call, rows, free) : NULL;
   if (!f) free(rows);
-  nv_vec *p = nv_vec_new(), *t = nv_vec_new(), *r = nv_vec_new();
-  nv_status s =
-      f && p && t && r ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
-  if (s == NV_OK) {
-    *rows = ((const nv__fast_causal_params *)n->params)->rows;
-    s = nv_vec_push(p, in[0]);
-  }
-  if (s == NV_OK) s = nv_vec_push(t, tan[0]);
-  if (s == NV_OK) s = nv_jvp(f, p, t, NULL, r);
-  if (s == NV_OK) *ot = nv_retain(nv_vec_get(r, 0));
-  nv_vec_free(p);
-  nv_vec_free(t);
-  nv_vec_free(r);
+  if (f) *rows = ((const nv__fast_causal_params *)n->params)->rows;
+  nv_status s = nv__tf_closure_jvp(f, in, tan, 1, ot, 1);
   nv_closure_release(f);
   return s;
 }
@@ -127,20 +116,8 @@ VJP(vjp_paged) {
 }
 
 JVP(jvp_paged) {
-  nv_closure *f;
-  nv_vec *args, *tans = nv_vec_new(), *r = nv_vec_new();
-  nv_status s = paged_closure(in, &f, &args);
-  if (s == NV_OK && !(tans && r)) s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
-  for (int i = 0; s == NV_OK && i < 3; i++) {
-    nv_array *ti = tan[i] ? nv_retain(tan[i]) : nv_zeros_like(in[i]);
-    s = nv_vec_push(tans, ti);
-    nv_release(ti);
-  }
-  if (s == NV_OK) s = nv_jvp(f, args, tans, NULL, r);
-  if (s == NV_OK) *ot = nv_retain(nv_vec_get(r, 0));
-  nv_vec_free(args);
-  nv_vec_free(tans);
-  nv_vec_free(r);
+  nv_closure *f = nv_closure_new(paged_call, NULL, NULL);
+  nv_status s = nv__tf_closure_jvp(f, in, tan, 3, ot, 1);
   nv_closure_release(f);
   return s;
 }
@@ -212,20 +189,7 @@ VJP(vjp_conv) {
 
 JVP(jvp_conv) {
   nv_closure *f = conv_closure(n);
-  nv_vec *args = nv_vec_new(), *tans = nv_vec_new(), *r = nv_vec_new();
-  nv_status s = f && args && tans && r ? NV_OK
-                                       : nv__set_error(NV_ERR_OUT_OF_MEMORY, "jvp: out of memory");
-  for (int i = 0; s == NV_OK && i < n->ninputs; i++) {
-    nv_array *ti = tan[i] ? nv_retain(tan[i]) : nv_zeros_like(in[i]);
-    s = nv_vec_push(args, in[i]);
-    if (s == NV_OK) s = nv_vec_push(tans, ti);
-    nv_release(ti);
-  }
-  if (s == NV_OK) s = nv_jvp(f, args, tans, NULL, r);
-  for (int i = 0; s == NV_OK && i < 2; i++) ot[i] = nv_retain(nv_vec_get(r, (size_t)i));
-  nv_vec_free(args);
-  nv_vec_free(tans);
-  nv_vec_free(r);
+  nv_status s = nv__tf_closure_jvp(f, in, tan, n->ninputs, ot, 2);
   nv_closure_release(f);
   return s;
 }

@@ -157,6 +157,10 @@ void nv__tf_release_all(nv_array **xs, size_t n);
 /* conj(x) for a complex64 x, x itself otherwise; takes x over (autodiff.c: the API's complex
  * convention, MLX's, from the rules' transpose convention). */
 nv_array *nv__tf_conj_complex(nv_array *x);
+/* The jvp of closure f (a rule's composed form) at its m primals xs along tan (NULL: zero),
+ * its first nout tangents into ot. NV_ERR_OUT_OF_MEMORY for a NULL f. */
+nv_status nv__tf_closure_jvp(const nv_closure *f, nv_array *const *xs, nv_array *const *tan,
+                            int m, nv_array **ot, int nout);
 
 /* Whether two arrays have the same shape. */
 bool nv__tf_same_shape(const nv_array *a, const nv_array *b);
