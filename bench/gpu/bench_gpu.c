@@ -443,12 +443,17 @@ int main(int argc, char **argv) {
       nv_vec_free(v);
     }
   }
-  if (WANT("tiny_1000")) {
+  if (WANT("tiny_1000") || WANT("eval_roundtrip")) {
     int shape[1] = {16};
     args x = {rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32),
               rand_on_gpu(shape, 1, NV_DTYPE_FLOAT32), 0, 1000};
     diag("inputs");
     bench_case("tiny_1000_ops", run_tiny, &x, 5, 30);
+    /* One tiny operation per evaluation: the whole per-evaluation cost (record, replay check,
+     * launch, completion observed), beside torch's launch + synchronize of the same op. */
+    x.n = 1;
+    bench_case("eval_roundtrip_1op", run_tiny, &x, 20, 64);
+    x.n = 1000;
     bench_case("tiny_1000_ops_build_only", run_tiny_build, &x, 5, 30);
     bench_compiled("tiny_1000_ops_compiled", tiny_body, &x, 5, 30);
     nv_release(x.a), nv_release(x.b), nv_release(x.c);

@@ -129,8 +129,9 @@ def main():
             report(name, timed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
             report(name + ":graph", graphed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
             del w, x
-    if want("tiny_1000"):
+    if want("tiny_1000") or want("eval_roundtrip"):
         y0, s, t = r(16), r(16), r(16)
+        report("eval_roundtrip_1op", timed(lambda: y0 + t, 20, 64))
 
         def chain():
             y = y0

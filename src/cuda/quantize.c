@@ -80,7 +80,20 @@ static nv_status k_dequantize(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
   add_view(&lv, &p, &a[0], HRX_ACCESS_READ);
   add_view(&lv, &p, &a[1], HRX_ACCESS_READ);
   add_view(&lv, &p, affine ? &a[2] : &a[1], HRX_ACCESS_READ);
-  uint32_t blocks = nv__gpu_blocks(p.n, NV__GPU_QUANT_THREADS, 65535 * 8);
+  int64_t items = p.n;
+  /* A packed word per thread where a word holds whole elements of one group and the words
+   * per group are a power of two (every size MLX uses); one element per thread otherwise. */
+  int epw = 32 / (qp->bits > 0 ? qp->bits : 1);
+  int wpg = 32 % qp->bits == 0 && qp->group_size % epw == 0 ? qp->group_size / epw : 0;
+  const void *words = wpg > 0 && (wpg & (wpg - 1)) == 0
+                          ? nv__gpu_kernel_dequantize_words((int)out->dtype, qp->bits)
+                          : NULL;
+  if (words) {
+    func = words;
+    items = p.n / epw;
+    p.transpose = __builtin_ctz((unsigned)wpg);
+  }
+  uint32_t blocks = nv__gpu_blocks(items, NV__GPU_QUANT_THREADS, 65535 * 8);
   return nv__gpu_dispatch_1d(ctx, "dequantize", func, blocks, NV__GPU_QUANT_THREADS, lv.v, lv.a,
                              lv.n, &p, sizeof p);
 }

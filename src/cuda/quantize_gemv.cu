@@ -19,6 +19,7 @@
  * 32 (anything else goes to quantize.cu's gemv); x or w not aligned for the vector loads (a
  * view's offset) take an element-by-element loop here. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda/convert.cuh"
 #include "cuda/quantize_kernels.h"
@@ -310,7 +311,19 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
   }
 }
 
+/* Whether one row of x takes the two-rows-of-w shape (MT = 2: each load of x serves two rows
+ * of w, two units in flight per row) instead of one row of w per warp: NUVEC_QMV_PAIRS=1, a
+ * measurement switch read once (bench/gpu compares the two). */
+static bool qmv_pairs(void) {
+  static const bool on = [] {
+    const char *e = getenv("NUVEC_QMV_PAIRS");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 template <int DT, int BITS, int MODE> const void *qmv_for_m(int64_t m) {
+  if (m <= 1 && qmv_pairs()) return (const void *)qmv_kernel<DT, BITS, MODE, 2>;
   if (m <= 1) return (const void *)qmv_kernel<DT, BITS, MODE, 1>;
   if (m <= 4) return (const void *)qmv_kernel<DT, BITS, MODE, 4>;
   return (const void *)qmv_kernel<DT, BITS, MODE, 8>;
@@ -348,7 +361,8 @@ extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t
 }
 
 template <int BITS> static int qmv_rows(int64_t m) {
-  return m <= 1   ? gemv_shape<1, BITS>::R
+  return m <= 1 && qmv_pairs() ? gemv_shape<2, BITS>::R
+         : m <= 1              ? gemv_shape<1, BITS>::R
          : m <= 4 ? gemv_shape<4, BITS>::R
                   : gemv_shape<8, BITS>::R;
 }
