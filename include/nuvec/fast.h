@@ -1,7 +1,7 @@
 /* nuvec — fused fast ops with MLX's mx.fast names and semantics (MLX 0.32): rms_norm,
  * layer_norm, rope and scaled_dot_product_attention; then the serving kernels (sorted_offsets,
  * softmax and causal_softmax in place, paged_write, conv_slots), each defined at its
- * declaration.
+ * declaration; last the custom CUDA kernels (cuda_kernel, precompiled_cuda_kernel).
  *
  * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
  * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
