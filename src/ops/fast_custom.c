@@ -499,6 +499,8 @@ static nv_array *gpu_only(const char *name) {
 static nv_status build_node(nv__ck_params *p, const nv_array *const *inputs, int nin,
                             bool contiguous, const nv_cuda_kernel_launch *l, nv_array **outputs) {
   int nout = p->nout;
+  /* Blocks of min(threadgroup, grid) threads covering the grid's threads (x fits CUDA's
+   * 2^31 - 1 as the grid is an int; check_call bounded y and z). */
   uint32_t blocks[3];
   bool empty = false;
   for (int d = 0; d < 3; d++) {
@@ -507,12 +509,6 @@ static nv_status build_node(nv__ck_params *p, const nv_array *const *inputs, int
     blocks[d] = (uint32_t)(((uint64_t)g + t - 1) / t);
     empty |= g == 0;
   }
-  if (!empty && blocks[0] > 0x7fffffffu)
-    return fail_all(nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
-                                 "kernel '%s': grid x %d over threadgroup x %d needs more than "
-                                 "2^31 - 1 blocks",
-                                 p->name, l->grid[0], l->threadgroup[0]),
-                    nout, outputs);
   for (int d = 0; d < 3; d++) p->grid[d] = empty ? 0 : blocks[d];
   for (int i = 0; p->has_init && i < nout; i++)
     p->init_bits[i] = element_bits(l->init_value, l->output_dtypes[i]);
@@ -538,8 +534,11 @@ static nv_status build_node(nv__ck_params *p, const nv_array *const *inputs, int
     *(nv__ck_params *)n->params = *p;
     for (int i = 0; s == NV_OK && i < nout; i++)
       if ((s = nv__output_set_shape(&n->out[i], l->output_dtypes[i], l->output_shapes[i],
-                                    l->output_ndims[i])) != NV_OK)
-        s = nv__set_error(s, "cuda_kernel '%s': output %d: %s", p->name, i, nv_last_error());
+                                    l->output_ndims[i])) != NV_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", nv_last_error());
+        s = nv__set_error(s, "cuda_kernel '%s': output %d: %s", p->name, i, why);
+      }
     for (int i = 0; s == NV_OK && i < nin; i++) nv__node_inherit_tracer(n, in[i]->node);
     if (s == NV_OK) nv__node_inherit_error(n);
   }
