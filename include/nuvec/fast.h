@@ -150,8 +150,9 @@ NV_API nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight,
  * elements) and `<name>_ndim` (int); for output i, `T *<output_names[i]>`, row-contiguous;
  * the template arguments of the call as `constexpr int`, `constexpr bool` or `using` type
  * declarations at the top of the body. `header` is placed before the function (helpers,
- * includes); cuda_fp16.h, cuda_bf16.h and cooperative_groups.h (namespace `cg`) are included,
- * and `elem_to_loc(elem, shape, strides, ndim)` gives a flat index's element offset. With
+ * includes); cuda_fp16.h, cuda_bf16.h and cuda/std/cstdint are included, cooperative_groups.h
+ * (namespace `cg`) too when the body or header names `cg::` or cooperative_groups, and
+ * `elem_to_loc(elem, shape, strides, ndim)` gives a flat index's element offset. With
  * `ensure_row_contiguous` the inputs are copied row-contiguous first (their strides then are
  * the row-major ones). `shared_memory` bytes of dynamic shared memory (0 to 232448) are
  * requested per launch. Names must be C identifiers, all distinct; `name` names the kernel

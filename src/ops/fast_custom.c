@@ -192,12 +192,21 @@ static const char *cuda_type(nv_dtype dt) {
   }
 }
 
-/* What the prelude gives every kernel (see nv_fast_cuda_kernel in include/nuvec/fast.h). */
+/* What the prelude gives every kernel (see nv_fast_cuda_kernel in include/nuvec/fast.h);
+ * cooperative_groups.h follows it only for kernels that name it (it alone takes NVRTC about
+ * 4 s, the rest 0.3 s). */
 static const char PRELUDE[] =
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
-    "#include <cooperative_groups.h>\n"
-    "namespace cg = cooperative_groups;\n"
+    "#include <cuda/std/cstdint>\n"
+    "using cuda::std::int8_t;\n"
+    "using cuda::std::int16_t;\n"
+    "using cuda::std::int32_t;\n"
+    "using cuda::std::int64_t;\n"
+    "using cuda::std::uint8_t;\n"
+    "using cuda::std::uint16_t;\n"
+    "using cuda::std::uint32_t;\n"
+    "using cuda::std::uint64_t;\n"
     "struct Shape {\n"
     "  int32_t d[10];\n"
     "  __device__ __forceinline__ int32_t operator[](int i) const { return d[i]; }\n"
@@ -323,7 +332,11 @@ static char *generate(const nv_cuda_kernel *k, const nv_array *const *inputs,
                       const nv_cuda_kernel_launch *l, int *too_deep) {
   *too_deep = -1;
   sbuf b = {0};
-  put(&b, "/* nuvec custom kernel '%s' */\n%s\n%s\n", k->name, PRELUDE, k->header);
+  bool coop = strstr(k->source, "cg::") || strstr(k->header, "cg::") ||
+              strstr(k->source, "cooperative_groups") || strstr(k->header, "cooperative_groups");
+  put(&b, "/* nuvec custom kernel '%s' */\n%s%s\n%s\n", k->name, PRELUDE,
+      coop ? "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n" : "",
+      k->header);
   if (k->nin)
     put(&b,
         "struct nv_ck_block {\n  int64_t off[%d];\n  Shape shape[%d];\n  Strides strides[%d];\n"

@@ -235,6 +235,7 @@ def test_the_source_declares_what_the_body_uses(nv, kernels):
     assert "float *out = (float *)nv_out_0;" in src
     assert "using T = float;" in src and "constexpr int N = 7;" in src
     assert "constexpr bool F = true;" in src
+    assert "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;" in src
     st, cubin = compile_(kernels[0], ins, n, l)
     assert st == 0, cubin
     assert cubin[:4] == b"\x7fELF"
@@ -260,6 +261,7 @@ def test_every_dtype_compiles(nv, kernels):
     ins = (P * len(hs))(*hs)
     l = launch([(2,)] * len(DTYPES), list(DTYPES))
     src = source(kernels[0], ins, len(hs), l)
+    assert "cooperative_groups" not in src  # only for bodies that name it
     for d in DTYPES:
         t = CUDA_TYPES[d]
         assert f"const {t} *x_{d} = (const {t} *)" in src
