@@ -293,3 +293,16 @@ def test_too_many_dimensions_for_a_shape(nv, kernels):
         lib.nv_last_error().decode()
     kernels.append(kernel("deep2", ("inp",), ("out",), "out[0] = inp[0];"))
     assert lib.nv_fast_cuda_kernel_source(kernels[1], ins, n, C.byref(l), None, 0) > 0
+
+
+def test_the_header_comes_before_the_kernel(nv, kernels):
+    import numpy as np
+
+    header = "__device__ float twice(float v) { return 2.0f * v; }\n"
+    kernels.append(kernel("withheader", ("inp",), ("out",), "out[0] = twice(inp[0]);", header))
+    ins, n = inputs(nv, [np.ones(2, np.float32)])
+    l = launch([(1,)], ["float32"])
+    src = source(kernels[0], ins, n, l)
+    assert src.index(header) < src.index("__global__ void custom_kernel_withheader(")
+    st, cubin = compile_(kernels[0], ins, n, l)
+    assert st == 0, cubin
