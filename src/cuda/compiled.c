@@ -189,7 +189,6 @@ const void *nv__gpu_fused_kernel(const char *source) {
  * lays them out: the inputs' and outputs' views, then their element-0 offsets and the count. */
 static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                             int donated) {
-  (void)donated; /* COMPILED takes no donations (D_NONE) */
   const nv__fused *k = ((const nv__compiled_params *)node->params)->k;
   if (!k->gpu)
     return NV__GPU_DECLINED; /* a CPU chain's kernel */
@@ -226,7 +225,7 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
     int64_t per = 256 / k->group; /* rows per block */
     blocks = (n + per - 1) / per;
   } else {
-    int64_t items = k->vec ? (n + 3) / 4 : n;
+    int64_t items = k->vec ? (n + k->lanes - 1) / k->lanes : n;
     blocks = (items + 255) / 256;
   }
   if (blocks > INT32_MAX)
@@ -238,7 +237,10 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
                       .access = access,
                       .nviews = nin + nout,
                       .params = prm,
-                      .params_size = (size_t)(nin + nout + 1) * sizeof *prm};
+                      .params_size = (size_t)(nin + nout + 1) * sizeof *prm,
+                      /* a donated input is output 0's buffer: each element is read by the
+                       * thread that writes it, first (nv__compiled_donates) */
+                      .aliasing = donated >= 0};
   return nv__gpu_dispatch(ctx, &l);
 }
 

@@ -62,11 +62,13 @@ typedef struct nv__fused {
   nv__fused_fn fn; /* a CPU chain's kernel (NULL for a GPU chain) */
   const void *gpu; /* a GPU chain's: the cudaKernel_t of its generated CUDA kernel */
   int nin;         /* data inputs (the keeper follows them) */
-  /* GPU chains' launch (fuse.c's generate_cuda describes the kernel): whether it ends in a
-   * reduction, of rows of `cols` elements, each taken by `group` threads (32 or 256); else
-   * whether the kernel may step 4 elements at a time (its inputs all whole or scalars). */
-  bool reduce, vec;
-  int group;
+  bool reduce;     /* whether the chain ends in a reduction (else it is element-wise) */
+  /* GPU chains' launch (fuse.c's generate_cuda describes the kernel): a reduction's rows of
+   * `cols` elements, each taken by `group` threads (32 or 256); else whether the kernel may
+   * step `lanes` (4, or 8 for float16/bfloat16 chains) elements at a time (its inputs all
+   * whole or scalars). */
+  bool vec;
+  int group, lanes;
   int64_t cols;
 } nv__fused;
 
