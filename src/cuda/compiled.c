@@ -105,6 +105,14 @@ static char *compile_source(const char *source, size_t *size, char *why, size_t 
   return cubin;
 }
 
+bool nv__gpu_nvrtc_compiles(const char *source, char *why, size_t n) {
+  size_t size = 0;
+  char *cubin = compile_source(source, &size, why, n);
+  bool ok = cubin != NULL;
+  free(cubin);
+  return ok;
+}
+
 /* Writes `data` to `path` atomically (a unique temporary renamed into place); failures only
  * lose the disk copy. */
 static void store(const char *dir, const char *path, uint64_t h, const void *data, size_t size) {

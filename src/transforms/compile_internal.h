@@ -93,6 +93,16 @@ uint64_t nv__compile_hash(uint64_t h, const char *s);
  * stays unfused). */
 const void *nv__gpu_fused_kernel(const char *source);
 
+/* Whether NVRTC compiles a generated CUDA source for sm_90 (or NUVEC_NVRTC_ARCH), without
+ * loading it (no GPU needed); the reason in `why` when not. */
+bool nv__gpu_nvrtc_compiles(const char *source, char *why, size_t n);
+
+/* Test hook: while `on`, fusing a chain on a CPU stream also compiles the CUDA source the
+ * chain would get on a GPU stream with NVRTC (nv__gpu_nvrtc_compiles); *ok and *failed count
+ * the outcomes so far, *why is the last failure's reason. False (counts 0) without the CUDA
+ * backend. */
+bool nv__test_fuse_nvrtc(bool on, long *ok, long *failed, const char **why);
+
 /* Replaces chains of element-wise nodes of `r` (CPU and GPU streams) by COMPILED
  * nodes running generated kernels, compiled by the system C compiler or NVRTC; `src` are
  * the sources' metadata at the trace. Chains it cannot compile stay as they

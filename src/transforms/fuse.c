@@ -1153,6 +1153,81 @@ nv_status nv__compile_compact(recipe *r) {
 
 static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.idx == b.idx; }
 
+/* The GPU launch of a chain rooted at rn over the shape rm (k->reduce set): whether it steps
+ * k->lanes elements at a time, or a reduction's row length and threads per row. False: the
+ * chain stays unfused on the GPU. */
+static bool gpu_launch(const recipe *r, const rnode *rn, const rout *rm, const chain_in *ins,
+                       int nins, const size_t *esc, int nesc, nv__fused *k) {
+  k->vec = !k->reduce;
+  /* 8 elements a step where the chain moves float16/bfloat16 values (one 16-byte load of
+   * each), else 4 */
+  k->lanes = half_dtype(rn->out[0].dtype) ? 8 : 4;
+  for (int i = 0; i < nins; i++) {
+    k->vec &= ins[i].kind == IN_FULL || ins[i].kind == IN_SCALAR;
+    if (ins[i].kind == IN_FULL && half_dtype(ins[i].dtype))
+      k->lanes = 8;
+  }
+  for (int x = 0; x < nesc; x++)
+    if (half_dtype(r->nodes[esc[x]].out[0].dtype))
+      k->lanes = 8;
+  if (!k->reduce)
+    return true;
+  k->cols = 1;
+  if (((const nv__reduce_params *)rn->params)->naxes == 1)
+    k->cols = rm->shape[rm->ndim - 1];
+  else
+    for (int d = 0; d < rm->ndim; d++)
+      k->cols *= rm->shape[d];
+  /* A warp per row of up to 256 elements, a block per longer row. */
+  k->group = k->cols <= 256 ? 32 : 256;
+  /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
+   * is one block): the hand reductions, which split rows across blocks, do better. */
+  int64_t size = 1;
+  for (int d = 0; d < rm->ndim; d++)
+    size *= rm->shape[d];
+  return !(k->cols > 65536 && size / k->cols < 132);
+}
+
+#ifdef NUVEC_HAVE_CUDA
+/* The test hook nv__test_fuse_nvrtc: CPU chains also compile, with NVRTC, the CUDA source
+ * they would get on a GPU stream (no GPU needed); the outcomes are counted. */
+static atomic_bool nvrtc_check;
+static atomic_long nvrtc_ok, nvrtc_failed;
+static char nvrtc_why[512];
+
+static void check_cuda_source(const recipe *r, const size_t *members, size_t nm,
+                              const chain_in *ins, int nins, const size_t *esc, int nesc,
+                              const nv__output *const *src, const rnode *rn, const rout *rm) {
+  nv__fused k = {.nin = nins, .reduce = !op_of(rn->prim)};
+  if (!gpu_launch(r, rn, rm, ins, nins, esc, nesc, &k))
+    return;
+  char *source = generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &k);
+  char why[512] = "out of memory";
+  if (source && nv__gpu_nvrtc_compiles(source, why, sizeof why)) {
+    atomic_fetch_add(&nvrtc_ok, 1);
+  } else {
+    atomic_fetch_add(&nvrtc_failed, 1);
+    snprintf(nvrtc_why, sizeof nvrtc_why, "%s", why);
+  }
+  nv__free(source);
+}
+#endif
+
+bool nv__test_fuse_nvrtc(bool on, long *ok, long *failed, const char **why) {
+#ifdef NUVEC_HAVE_CUDA
+  atomic_store(&nvrtc_check, on);
+  *ok = atomic_load(&nvrtc_ok);
+  *failed = atomic_load(&nvrtc_failed);
+  *why = nvrtc_why;
+  return true;
+#else
+  (void)on;
+  *ok = *failed = 0;
+  *why = "";
+  return false;
+#endif
+}
+
 /* Turns the chain `members` (recipe order, root last) into a COMPILED node at
  * the root's place. Returns whether it did (false: an input it cannot read, or
  * no kernel). */
@@ -1196,37 +1271,12 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
     return NV_OK;
   const rnode *rn = &r->nodes[root];
   nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
-  if (gpu) {
-    launch.vec = !launch.reduce;
-    /* 8 elements a step where the chain moves float16/bfloat16 values (one 16-byte load of
-     * each), else 4 */
-    launch.lanes = half_dtype(rn->out[0].dtype) ? 8 : 4;
-    for (int i = 0; i < nins; i++) {
-      launch.vec &= ins[i].kind == IN_FULL || ins[i].kind == IN_SCALAR;
-      if (ins[i].kind == IN_FULL && half_dtype(ins[i].dtype))
-        launch.lanes = 8;
-    }
-    for (int x = 0; x < nesc; x++)
-      if (half_dtype(r->nodes[esc[x]].out[0].dtype))
-        launch.lanes = 8;
-    if (launch.reduce) {
-      launch.cols = 1;
-      if (((const nv__reduce_params *)rn->params)->naxes == 1)
-        launch.cols = rm->shape[rm->ndim - 1];
-      else
-        for (int d = 0; d < rm->ndim; d++)
-          launch.cols *= rm->shape[d];
-      /* A warp per row of up to 256 elements, a block per longer row. */
-      launch.group = launch.cols <= 256 ? 32 : 256;
-      /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
-       * is one block): the hand reductions, which split rows across blocks, do better. */
-      int64_t size = 1;
-      for (int d = 0; d < rm->ndim; d++)
-        size *= rm->shape[d];
-      if (launch.cols > 65536 && size / launch.cols < 132)
-        return NV_OK;
-    }
-  }
+  if (gpu && !gpu_launch(r, rn, rm, ins, nins, esc, nesc, &launch))
+    return NV_OK;
+#ifdef NUVEC_HAVE_CUDA
+  if (!gpu && atomic_load(&nvrtc_check))
+    check_cuda_source(r, members, nm, ins, nins, esc, nesc, src, rn, rm);
+#endif
   char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &launch)
                      : generate(r, members, nm, ins, nins, esc, nesc, src);
   if (!source)
