@@ -1,7 +1,10 @@
 /* compile's fusion (DESIGN §8): chains of element-wise nodes of a recipe
- * (float32, float64 and bool values: unary and binary arithmetic, comparisons,
- * where, casts between them) become one COMPILED node running a generated C
- * kernel. The kernel's source is compiled by the system C compiler (NUVEC_CC,
+ * (float16, bfloat16, float32, float64 and bool values: unary and binary arithmetic,
+ * comparisons, where, casts between them) become one COMPILED node running a generated C
+ * kernel. float16/bfloat16 values are loaded into float32, computed there and rounded to
+ * their dtype after every operation (as the unfused kernels round each operation's result,
+ * and as MLX's compile does: its compiled bfloat16 x*y+z equals its uncompiled one), so a
+ * fused chain equals the unfused one bit for bit; stores are then exact. The kernel's source is compiled by the system C compiler (NUVEC_CC,
  * else cc) into a shared object, loaded with dlopen and cached in memory (by
  * source) and on disk ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec; named by a
  * hash of the source, the flags and the compiler's version; written under a
@@ -25,6 +28,11 @@
  * one generated CUDA kernel each (generate_cuda), compiled by NVRTC and cached by
  * src/cuda/compiled.c; its arithmetic rounds each operation as the unfused GPU
  * kernels do, so x*y+z fused equals x*y+z unfused bit for bit.
+ *
+ * Donation: an element-wise chain's output 0 may be written into a data input's buffer
+ * (nv__compiled_donates; the evaluation picks the input by the element-wise rule), since each
+ * element is read before it is written, by the same iteration (CPU: such pointers are not
+ * `restrict`, the loops carry NV_IVDEP) or thread (GPU).
  *
  * Not yet: fusion for shapeless element-wise replays (their layouts are known
  * only per call). */
