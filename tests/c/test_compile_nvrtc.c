@@ -143,7 +143,7 @@ Test(compile_nvrtc, generated_half_sources_compile) {
     nv_dtype x, y;
     const char *f, *w;
   } CASES[] = {
-      {NV_DTYPE_FLOAT16, NV_DTYPE_FLOAT16, "aamcr", "10101"},
+      {NV_DTYPE_FLOAT16, NV_DTYPE_FLOAT16, "aamcr", "10110"},
       {NV_DTYPE_BFLOAT16, NV_DTYPE_BFLOAT16, "amr", "100"},
       {NV_DTYPE_FLOAT16, NV_DTYPE_FLOAT32, "ac", "10"},
       {NV_DTYPE_BFLOAT16, NV_DTYPE_FLOAT64, "am", "11"},
