@@ -399,7 +399,7 @@ static int donation(const nv__node *n) {
   /* A fused chain (COMPILED) donates into output 0 by the element-wise rule, any data input
    * a candidate; its other outputs (escaping intermediates) get buffers of their own. */
   bool compiled = n->prim == NV__PRIM_COMPILED;
-  if (compiled ? !nv__compiled_donates(n) : info->donate[0] < 0 || info->view) return -1;
+  if (compiled ? !nv__compiled_donates(n) : (info->donate[0] < 0 || info->view)) return -1;
   if (!compiled && !info->elementwise) {
     int at = info->donate[0];
     if (at >= n->ninputs) return -1;
