@@ -14,6 +14,22 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int state; /* 0: NVRTC not tried, 1: works, -1: failed (warned once) */
 
+/* Whether NVRTC compiles `source` (the reason and the first line of its log in `why` when
+ * not). Needs no GPU: the test hook that compiles a CPU chain's CUDA form. */
+bool nv__gpu_nvrtc_compiles(const char *source, char *why, size_t n) {
+  size_t size = 0;
+  char *log = NULL;
+  char *cubin = nv__nvrtc_compile(source, false, &size, &log);
+  if (!cubin && n) {
+    snprintf(why, n, "%s", log ? log : "out of memory");
+    why[strcspn(why, "\n")] = 0;
+  }
+  free(log);
+  bool ok = cubin != NULL;
+  free(cubin);
+  return ok;
+}
+
 const void *nv__gpu_fused_kernel(const char *source) {
   pthread_mutex_lock(&lock);
   const void *out = NULL;
@@ -47,7 +63,6 @@ const void *nv__gpu_fused_kernel(const char *source) {
  * lays them out: the inputs' and outputs' views, then their element-0 offsets and the count. */
 static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                             int donated) {
-  (void)donated; /* COMPILED takes no donations (D_NONE) */
   const nv__fused *k = ((const nv__compiled_params *)node->params)->k;
   if (!k->gpu)
     return NV__GPU_DECLINED; /* a CPU chain's kernel */
@@ -84,7 +99,7 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
     int64_t per = 256 / k->group; /* rows per block */
     blocks = (n + per - 1) / per;
   } else {
-    int64_t items = k->vec ? (n + 3) / 4 : n;
+    int64_t items = k->vec ? (n + k->lanes - 1) / k->lanes : n;
     blocks = (items + 255) / 256;
   }
   if (blocks > INT32_MAX)
@@ -96,7 +111,10 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
                       .access = access,
                       .nviews = nin + nout,
                       .params = prm,
-                      .params_size = (size_t)(nin + nout + 1) * sizeof *prm};
+                      .params_size = (size_t)(nin + nout + 1) * sizeof *prm,
+                      /* a donated input is output 0's buffer: each element is read by the
+                       * thread that writes it, first (nv__compiled_donates) */
+                      .aliasing = donated >= 0};
   return nv__gpu_dispatch(ctx, &l);
 }
 
