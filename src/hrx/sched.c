@@ -624,11 +624,45 @@ static void help_step(wait_help *h) {
 }
 #endif
 
+/* How long a lane's watcher stays awake after its lane empties (HRX_WATCH_SPIN_US, default
+ * 50 us; 0: it sleeps at once). Read once. */
+static uint64_t watch_spin_ns(void) {
+  static atomic_llong ns = -1;
+  long long v = atomic_load_explicit(&ns, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("HRX_WATCH_SPIN_US");
+    long us = e && *e ? strtol(e, NULL, 10) : 50;
+    v = us < 0 ? 0 : us > 10000 ? 10000000ll : (long long)us * 1000;
+    atomic_store_explicit(&ns, v, memory_order_relaxed);
+  }
+  return (uint64_t)v;
+}
+
+/* Polls (without the lock) until `lane` has a watch entry or the spin time has passed. */
+static void spin_for_watch(hrx_runtime *rt, int lane) {
+  uint64_t limit = watch_spin_ns();
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (unsigned i = 0;; i++) {
+    if (atomic_load_explicit(&rt->watch_len[lane], memory_order_relaxed)) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63) {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      uint64_t ns = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
+                    (uint64_t)t0.tv_nsec;
+      if (ns >= limit) return;
+    }
+  }
+}
+
 void *hrx__watcher_main(void *arg) {
   struct hrx__targ *t = arg;
   hrx_runtime *rt = t->rt;
 #ifdef HRX_HAVE_CUDA
   int lane = t->index - HRX_QUEUES;
+  bool spun = false; /* spun since the lane last emptied */
   cudaSetDevice(rt->device);
   hrx__lock(rt);
   for (;;) {
@@ -640,9 +674,20 @@ void *hrx__watcher_main(void *arg) {
     hrx__watch *w = rt->watch_head[lane];
     if (!w) {
       if (rt->shutdown) break;
+      /* Awake a while before sleeping: the next short run's region then needs no wake-up
+       * (a futex call on the submitting thread, and the sleeper's latency). */
+      if (watch_spin_ns() && !spun) {
+        spun = true;
+        hrx__unlock(rt);
+        spin_for_watch(rt, lane);
+        hrx__lock(rt);
+        continue;
+      }
+      spun = false;
       pthread_cond_wait(&rt->watch[lane], &rt->lock);
       continue;
     }
+    spun = false;
     /* While this thread waits for the head's event, no helping waiter settles it (busy). */
     uint64_t gen = atomic_load(&rt->watch_gen[lane]);
     cudaEvent_t ev = event_of(w->run, w->region);
