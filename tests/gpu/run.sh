@@ -218,7 +218,7 @@ stage11() {
   # A switch off and on (AB_VAR: HRX_WAIT_HELP, the waiters' help to the watchers, or another
   # measurement switch such as NUVEC_QMV_PAIRS), the same cases unprofiled.
   V=${AB_VAR:-HRX_WAIT_HELP}
-  for h in 0 1; do
+  for h in ${AB_VALUES:-0 1}; do
     env $V=$h timeout 60 $B/bench/hrx/hrx_bench 50 2>&1 | grep -E "round trip|of which" | sed "s/^/$V=$h /" | tee -a "$SUM"
     env $V=$h timeout 60 $B/bench/gpu/bench_gpu "${AB_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" 2>&1 | grep -E "^BENCH" | sed "s/^/$V=$h /" | tee -a "$SUM"
   done
