@@ -411,6 +411,9 @@ int main(int argc, char **argv) {
     int qs[4] = {64, 1, 32, 128}, gs[3] = {64, 1, 32}, pools[4] = {64, 32, 128, 128};
     delta_args d = {.pool = rand_on_gpu(pools, 4, NV_DTYPE_FLOAT32)};
     for (int i = 0; i < 3; i++) d.in[i] = rand_on_gpu(qs, 4, NV_DTYPE_BFLOAT16);
+    nv_array *k = d.in[1];
+    d.in[1] = nv_multiply_scalar(k, 0.1); /* |k|^2 beta < 2: the delta rule stays stable */
+    nv_release(k);
     nv_array *g = rand_on_gpu(gs, 3, NV_DTYPE_FLOAT32);
     d.in[3] = nv_multiply_scalar(g, 0.01); /* small log-decays: the states stay bounded */
     nv_release(g);
