@@ -103,12 +103,15 @@ static void delta_range(void *ctx, int64_t b, int64_t e) {
       continue;
     }
     const int64_t base = (s * hv + h) * dk * dv;
-    for (int64_t i = 0; i < dk * dv; i++) {
-      if (f64)
-        ((double *)scratch)[i] = ld(j->sdt, j->pool, base + i);
-      else
-        ((float *)scratch)[i] = (float)ld(j->sdt, j->pool, base + i);
-    }
+    if (j->sdt == j->ct) /* the state already in the compute type: copied as it is */
+      memcpy(scratch, (const char *)j->pool + (size_t)base * cz, (size_t)(dk * dv) * cz);
+    else
+      for (int64_t i = 0; i < dk * dv; i++) {
+        if (f64)
+          ((double *)scratch)[i] = ld(j->sdt, j->pool, base + i);
+        else
+          ((float *)scratch)[i] = (float)ld(j->sdt, j->pool, base + i);
+      }
     for (int64_t tt = 0; tt < t; tt++) {
       const int64_t qk = ((n * t + tt) * j->hk + hkh) * dk, vo = ((n * t + tt) * hv + h) * dv;
       const int64_t gi = (n * t + tt) * hv + h;
@@ -134,8 +137,11 @@ static void delta_range(void *ctx, int64_t b, int64_t e) {
         for (int64_t c = 0; c < dv; c++) st(j->dt, j->o, vo + c, ((float *)ob)[c]);
       }
     }
-    for (int64_t i = 0; i < dk * dv; i++)
-      st(j->sdt, j->pool, base + i, f64 ? ((double *)scratch)[i] : ((float *)scratch)[i]);
+    if (j->sdt == j->ct)
+      memcpy((char *)j->pool + (size_t)base * cz, scratch, (size_t)(dk * dv) * cz);
+    else
+      for (int64_t i = 0; i < dk * dv; i++)
+        st(j->sdt, j->pool, base + i, f64 ? ((double *)scratch)[i] : ((float *)scratch)[i]);
   }
   nv__free(scratch);
 }
