@@ -27,7 +27,8 @@ static nv_status k_gated_delta(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
   while (!wide && p.lanes * NV__GPU_DELTA_ROWS < p.dk) p.lanes *= 2;
   const void *func = nv__gpu_kernel_gated_delta((int)oo->dtype, (int)po->dtype, wide);
   if (!func)
-    return nv__set_error(NV_ERR_UNSUPPORTED, "gated_delta_slots: dtypes %s and %s are not supported",
+    return nv__set_error(NV_ERR_UNSUPPORTED,
+                         "gated_delta_slots: dtypes %s and %s are not supported",
                          nv_dtype_name(oo->dtype), nv_dtype_name(po->dtype));
   /* a: the pool, o, q, k, v, g, beta, the slots, the scratch */
   nv__gpu_arg a[9];
@@ -41,7 +42,8 @@ static nv_status k_gated_delta(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
   if (st != NV_OK) return st;
   a[8] = a[2]; /* the register kernel reads no scratch: q's view stands in (read only) */
   if (wide) {
-    size_t cz = nv__fast_delta_compute_type(oo->dtype, po->dtype) == NV_DTYPE_FLOAT64 ? sizeof(double) : sizeof(float);
+    const bool f64 = nv__fast_delta_compute_type(oo->dtype, po->dtype) == NV_DTYPE_FLOAT64;
+    const size_t cz = f64 ? sizeof(double) : sizeof(float);
     a[8].offset = 0;
     st = nv__gpu_scratch(ctx, (size_t)(p.n * p.hv * p.dk * p.dv) * cz, &a[8].view);
     if (st != NV_OK) return st;

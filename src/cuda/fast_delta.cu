@@ -174,12 +174,16 @@ __global__ void __launch_bounds__(NV__GPU_DELTA_THREADS)
   }
 }
 
+template <int DT, int SDT> const void *delta_kernel(int wide) {
+  return wide ? (const void *)&k_delta_wide<DT, SDT> : (const void *)&k_delta_regs<DT, SDT>;
+}
+
 template <int DT> const void *delta_for(int sdt, int wide) {
   switch (sdt) {
-    case DT_F16: return wide ? (const void *)&k_delta_wide<DT, DT_F16> : (const void *)&k_delta_regs<DT, DT_F16>;
-    case DT_BF16: return wide ? (const void *)&k_delta_wide<DT, DT_BF16> : (const void *)&k_delta_regs<DT, DT_BF16>;
-    case DT_F32: return wide ? (const void *)&k_delta_wide<DT, DT_F32> : (const void *)&k_delta_regs<DT, DT_F32>;
-    case DT_F64: return wide ? (const void *)&k_delta_wide<DT, DT_F64> : (const void *)&k_delta_regs<DT, DT_F64>;
+    case DT_F16: return delta_kernel<DT, DT_F16>(wide);
+    case DT_BF16: return delta_kernel<DT, DT_BF16>(wide);
+    case DT_F32: return delta_kernel<DT, DT_F32>(wide);
+    case DT_F64: return delta_kernel<DT, DT_F64>(wide);
     default: return NULL;
   }
 }

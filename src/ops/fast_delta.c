@@ -189,7 +189,8 @@ void nv__fast_delta_composed(const nv_array *q, const nv_array *k, const nv_arra
   /* The states [N, Hv, Dk, Dv] of the sequences' slots (slot 0 for padding). */
   nv_array *s = nv_astype(slots, NV_DTYPE_INT64);
   nv_array *pad = nv_less_scalar(s, 0);
-  nv_array *zero_i = nv_array_scalar(0, NV_DTYPE_INT64), *last = nv_array_scalar(ns, NV_DTYPE_INT64);
+  nv_array *zero_i = nv_array_scalar(0, NV_DTYPE_INT64);
+  nv_array *last = nv_array_scalar(ns, NV_DTYPE_INT64);
   nv_array *at = nv_where(pad, zero_i, s), *to = nv_where(pad, last, s);
   nv_release(zero_i);
   nv_release(last);

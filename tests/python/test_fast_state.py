@@ -166,7 +166,8 @@ def test_norm_rope_errors(nv, rng):
     h = nr_call(nv, x, None, 1e-6, 8, False, 10.0, 1.0, pos,
                 cache=np.zeros((4, 3, 8), np.float32), cpos=np.array([1, 4], np.int32))
     assert lib.nv_eval1(h) != 0
-    assert "norm_rope: index 4 is out of range for an axis of size 4" in lib.nv_last_error().decode()
+    msg = lib.nv_last_error().decode()
+    assert "norm_rope: index 4 is out of range for an axis of size 4" in msg
 
     def err(x=x, w=None, dims=8, base=10.0, pos=pos, freqs=None, cache=None, cpos=None):
         return error_of(nv, lib.nv_fast_norm_rope(
