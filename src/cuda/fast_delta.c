@@ -2,8 +2,9 @@
  * C11). The pool gets output 0's device memory (the pool's buffer when donated, written in
  * place, else a copy of the pool), o output 1's, the inputs their row-contiguous views (the
  * builder made them so), and one launch of fast_delta.cu's kernels is recorded: the register
- * kernel for Dk up to 1024 (the threads a state column: the fewest powers of two that hold Dk
- * in 32 rows each), else the wide kernel with compute-type scratch for the states. */
+ * kernel for Dk up to 1024 and states of fewer than 2^31 elements (the threads a state column:
+ * the fewest powers of two that hold Dk in 32 rows each), else the wide kernel with
+ * compute-type scratch for the states. */
 #include "cuda/fast_state_kernels.h"
 #include "cuda/gpu.h"
 #include "ops/fast_state.h"
@@ -23,7 +24,8 @@ static nv_status k_gated_delta(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
                             .lanes = 1,
                             .scale = prm->scale,
                             .slots64 = in[6].meta->dtype == NV_DTYPE_INT64};
-  const bool wide = p.dk > NV__GPU_DELTA_MAX_DK;
+  /* the register kernel offsets a state's rows in 32 bits */
+  const bool wide = p.dk > NV__GPU_DELTA_MAX_DK || p.dk * p.dv >= ((int64_t)1 << 31);
   while (!wide && p.lanes * NV__GPU_DELTA_ROWS < p.dk) p.lanes *= 2;
   const void *func = nv__gpu_kernel_gated_delta((int)oo->dtype, (int)po->dtype, wide);
   if (!func)

@@ -6,7 +6,8 @@
  * Register kernel (Dk <= 1024): `lanes` consecutive threads of a warp share a column, each
  * holding rows lane + lanes * r (r < 32) in registers (zeros past Dk); the two dot products sum
  * over the lanes with xor shuffles. The token's k and q go through shared memory (one load a
- * block, read back without bank conflicts: lanes of a column read consecutive rows). The state
+ * block, stored so that a thread's rows sit at its lane plus compile-time offsets: no bank
+ * conflicts, no address registers). The state
  * is read from the pool once and written once, in the compute type in between (float32, float64
  * when o or the pool is float64), as the CPU's. Wide kernel (any Dk): a thread a column, the
  * column in compute-type scratch memory between the pool's read and write. Padding slots
@@ -44,8 +45,15 @@ template <class C> __device__ __forceinline__ C lanes_sum(C v, int lanes) {
 template <int DT, int SDT>
 using compute_t = typename std::conditional<DT == DT_F64 || SDT == DT_F64, double, float>::type;
 
+/* Blocks an SM of the register kernel: registers capped (128) so that two fit when computing
+ * in float32 (one in float64); the addresses of a thread's 32 state rows are recomputed for the
+ * final store rather than held across the token loop. */
+template <int DT, int SDT> constexpr int delta_min_blocks() {
+  return DT == DT_F64 || SDT == DT_F64 ? 1 : 2;
+}
+
 template <int DT, int SDT>
-__global__ void __launch_bounds__(NV__GPU_DELTA_THREADS)
+__global__ void __launch_bounds__(NV__GPU_DELTA_THREADS, (delta_min_blocks<DT, SDT>()))
     k_delta_regs(typename at<SDT>::S *pool0, typename at<DT>::S *o0,
                  const typename at<DT>::S *q0, const typename at<DT>::S *k0,
                  const typename at<DT>::S *v0, const compute_t<DT, SDT> *g0,
@@ -77,48 +85,54 @@ __global__ void __launch_bounds__(NV__GPU_DELTA_THREADS)
         for (int64_t t = 0; t < p.t; t++) o[((n * p.t + t) * hv + h) * dv + j] = A::st(0);
       continue;
     }
-    typename SA::S *state = pool + (s * hv + h) * dk * dv;
+    /* This thread's rows lane + lanes * r, r < nr (<= R), of column j: element r at
+     * sp[(uint32_t)r * step]. 32-bit row indices (dk <= 1024). */
+    const int nr = col && dk > lane ? (int)((dk - lane + lanes - 1) / lanes) : 0;
+    typename SA::S *sp = pool + (s * hv + h) * dk * dv + (int64_t)lane * dv + (col ? j : 0);
+    const uint32_t step = (uint32_t)(lanes * dv); /* dk * dv < 2^31 (the host checks) */
     C m[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-      const int64_t i = lane + (int64_t)lanes * r;
-      m[r] = col && i < dk ? (C)SA::ld(state[i * dv + j]) : (C)0;
-    }
+    for (int r = 0; r < R; r++) m[r] = r < nr ? (C)SA::ld(sp[(uint32_t)r * step]) : (C)0;
     for (int64_t t = 0; t < p.t; t++) {
       const int64_t at_qk = ((n * p.t + t) * p.hk + hq) * dk, at_v = ((n * p.t + t) * hv + h);
       __syncthreads(); /* the previous token's k and q have been read */
-      for (int64_t i = threadIdx.x; i < dk; i += NV__GPU_DELTA_THREADS) {
-        sk[i] = (C)A::ld(k[at_qk + i]);
-        sq[i] = (C)A::ld(q[at_qk + i]);
+      /* row i = l + lanes * r (the rows thread lane l holds) at r * 32 + l: a thread's reads
+       * are then its lane plus compile-time offsets */
+      for (int i = threadIdx.x; i < dk; i += NV__GPU_DELTA_THREADS) {
+        const int at_i = (i / lanes) * 32 + (i % lanes);
+        sk[at_i] = (C)A::ld(k[at_qk + i]);
+        sq[at_i] = (C)A::ld(q[at_qk + i]);
       }
       __syncthreads();
       const C e = exp_c(g[at_v]), b = beta[at_v];
       C kv = 0;
 #pragma unroll
       for (int r = 0; r < R; r++) {
-        const int64_t i = lane + (int64_t)lanes * r;
-        m[r] *= e;
-        if (i < dk) kv += m[r] * sk[i];
+        if (r < nr) {
+          m[r] *= e;
+          kv += m[r] * sk[lane + 32 * r];
+        }
       }
       kv = lanes_sum(kv, lanes);
       const C u = ((col ? (C)A::ld(v[at_v * dv + j]) : (C)0) - kv) * b;
       C acc = 0;
 #pragma unroll
       for (int r = 0; r < R; r++) {
-        const int64_t i = lane + (int64_t)lanes * r;
-        if (i < dk) {
-          m[r] += sk[i] * u;
-          acc += m[r] * sq[i];
+        if (r < nr) {
+          m[r] += sk[lane + 32 * r] * u;
+          acc += m[r] * sq[lane + 32 * r];
         }
       }
       acc = lanes_sum(acc, lanes);
       if (writer) o[at_v * dv + j] = A::st(acc * scale);
     }
+    /* The same addresses, recomputed here: an opaque copy of the base keeps the compiler from
+     * holding the 32 row addresses in registers across the token loop. */
+    typename SA::S *wp = sp;
+    asm volatile("" : "+l"(wp));
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-      const int64_t i = lane + (int64_t)lanes * r;
-      if (col && i < dk) state[i * dv + j] = SA::st(m[r]);
-    }
+    for (int r = 0; r < R; r++)
+      if (r < nr) wp[(uint32_t)r * step] = SA::st(m[r]);
   }
 }
 

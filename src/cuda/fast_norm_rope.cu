@@ -10,8 +10,9 @@
  * Rows of d = 32 v elements (v = 2, 4, 8) rotated whole, of float16/bfloat16/float32, with
  * 16-byte (or the vector's) aligned data (checked on the device) are read once as vectors of v
  * elements a lane: a non-traditional pair (i, i + d/2) lies in lanes l and l ^ 16 at the same
- * vector index (one shuffle), a traditional pair (2i, 2i + 1) in one lane. Other rows read the
- * row a second time (from L1/L2) for the rotation. 64-bit indices throughout. */
+ * vector index (one shuffle), a traditional pair (2i, 2i + 1) in one lane; without a cache a
+ * warp has two rows' loads in flight. Other rows read the row a second time (from L1/L2) for
+ * the rotation. 64-bit indices throughout. */
 #include <stdint.h>
 
 #include "cuda/convert.cuh"
@@ -72,6 +73,56 @@ template <class S, int V> constexpr int vec_align() {
   return V * (int)sizeof(S) < 16 ? V * (int)sizeof(S) : 16;
 }
 
+/* Row u (v elements a lane, the whole row over the warp) normalized, scaled by w (when has_w),
+ * turned and stored at yr; angle(j, &c, &s) gives pair j's cosine and sine. A non-traditional
+ * pair (i, i + d/2) lies in lanes l and l ^ 16 at the same vector index, a traditional one
+ * (2i, 2i + 1) in one lane. Every lane of the warp calls it (shuffles). */
+template <class A, int V, class F>
+__device__ __forceinline__ void vec_row(const rvec<typename A::S, V> &u, typename A::S *yr,
+                                        const typename A::S *w, bool has_w, bool trad,
+                                        int64_t d, typename A::C eps, F angle) {
+  typedef typename A::S S;
+  typedef typename A::C C;
+  const int lane = threadIdx.x & 31;
+  rvec<S, V> o;
+  C n[V], q = 0;
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    n[k] = A::ld(u.v[k]);
+    q += n[k] * n[k];
+  }
+  const C rs = inv_sqrt(warp_sum(q) / (C)d + eps);
+  if (has_w) {
+    rvec<S, V> wv;
+    load_vec<S, V>(wv, w + lane * V);
+#pragma unroll
+    for (int k = 0; k < V; k++) n[k] = n[k] * rs * A::ld(wv.v[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; k++) n[k] = n[k] * rs;
+  }
+  if (!trad) {
+    /* element lane*V + k pairs with the same k of lane ^ 16 (d/2 = 16 V further) */
+    const bool first = lane < 16;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      const C pn = __shfl_xor_sync(0xffffffffu, n[k], 16);
+      C c, s;
+      angle((int64_t)(lane & 15) * V + k, &c, &s);
+      o.v[k] = A::st(first ? n[k] * c - pn * s : pn * s + n[k] * c);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; k += 2) {
+      C c, s;
+      angle(((int64_t)lane * V + k) / 2, &c, &s);
+      o.v[k] = A::st(n[k] * c - n[k + 1] * s);
+      o.v[k + 1] = A::st(n[k] * s + n[k + 1] * c);
+    }
+  }
+  store_vec<S, V>(yr + lane * V, o);
+}
+
 template <int DT, int V>
 __global__ void __launch_bounds__(NV__GPU_NR_THREADS)
     k_norm_rope(typename at<DT>::S *out0, const typename at<DT>::S *x0, const int32_t *pos0,
@@ -94,6 +145,15 @@ __global__ void __launch_bounds__(NV__GPU_NR_THREADS)
                        : (C)exp2(-(2.0 * (double)j / (double)dims) * p.log2_base);
   };
   auto position = [&](int64_t t) -> C { return (C)pos[t] * (C)p.scale; };
+  /* cos and sin of pair j of group token tl (token t) */
+  auto angle = [&](int64_t tl, int64_t t, int64_t j, C *c, C *s) {
+    if (table) {
+      *c = tab[2 * (tl * h + j)];
+      *s = tab[2 * (tl * h + j) + 1];
+    } else {
+      sin_cos(position(t) * inv_of(j), s, c);
+    }
+  };
   bool vec_ok = false;
   if constexpr (V > 0) {
     const uintptr_t any = (uintptr_t)x | (uintptr_t)out | (p.has_w ? (uintptr_t)w : 0);
@@ -113,6 +173,27 @@ __global__ void __launch_bounds__(NV__GPU_NR_THREADS)
       }
       __syncthreads();
     }
+    if constexpr (V > 0) {
+      if (vec_ok && !p.cache) {
+        /* Rows without a cache, two a warp in flight: both loads are issued before either
+         * row's sums. Row r of the group is row t0 * m + r of x and of the output. */
+        const int64_t rows = p.tpb * m;
+        for (int64_t r = warp; r < rows; r += 2 * nwarps) {
+          const int64_t r2 = r + nwarps, tl = r / m, tl2 = r2 / m;
+          if (t0 + tl >= p.ntok) break;
+          const bool two = r2 < rows && t0 + tl2 < p.ntok; /* uniform over the warp */
+          rvec<S, V> u, u2;
+          load_vec<S, V>(u, x + (t0 * m + r) * d + lane * V);
+          if (two) load_vec<S, V>(u2, x + (t0 * m + r2) * d + lane * V);
+          vec_row<A, V>(u, out + (t0 * m + r) * d, w, p.has_w, p.traditional, d, eps,
+                        [&](int64_t j, C *c, C *s) { angle(tl, t0 + tl, j, c, s); });
+          if (two)
+            vec_row<A, V>(u2, out + (t0 * m + r2) * d, w, p.has_w, p.traditional, d, eps,
+                          [&](int64_t j, C *c, C *s) { angle(tl2, t0 + tl2, j, c, s); });
+        }
+        continue;
+      }
+    }
     /* A warp a row: every branch below is uniform over the warp. */
     for (int64_t r = warp; r < p.tpb * m; r += nwarps) {
       const int64_t tl = r / m, t = t0 + tl, hd = r - tl * m;
@@ -129,55 +210,12 @@ __global__ void __launch_bounds__(NV__GPU_NR_THREADS)
       }
       const S *xr = x + (t * m + hd) * d;
       S *yr = out + (dst * m + hd) * d;
-      /* cos and sin of pair j of this row's token */
-      auto angle = [&](int64_t j, C *c, C *s) {
-        if (table) {
-          *c = tab[2 * (tl * h + j)];
-          *s = tab[2 * (tl * h + j) + 1];
-        } else {
-          sin_cos(position(t) * inv_of(j), s, c);
-        }
-      };
       if constexpr (V > 0) {
         if (vec_ok) {
-          rvec<S, V> u, o;
+          rvec<S, V> u;
           load_vec<S, V>(u, xr + lane * V);
-          C n[V], q = 0;
-#pragma unroll
-          for (int k = 0; k < V; k++) {
-            n[k] = A::ld(u.v[k]);
-            q += n[k] * n[k];
-          }
-          const C rs = inv_sqrt(warp_sum(q) / (C)d + eps);
-          if (p.has_w) {
-            rvec<S, V> wv;
-            load_vec<S, V>(wv, w + lane * V);
-#pragma unroll
-            for (int k = 0; k < V; k++) n[k] = n[k] * rs * A::ld(wv.v[k]);
-          } else {
-#pragma unroll
-            for (int k = 0; k < V; k++) n[k] = n[k] * rs;
-          }
-          if (!p.traditional) {
-            /* element lane*V + k pairs with the same k of lane ^ 16 (d/2 = 16 V further) */
-            const bool first = lane < 16;
-#pragma unroll
-            for (int k = 0; k < V; k++) {
-              const C pn = __shfl_xor_sync(0xffffffffu, n[k], 16);
-              C c, s;
-              angle((int64_t)(lane & 15) * V + k, &c, &s);
-              o.v[k] = A::st(first ? n[k] * c - pn * s : pn * s + n[k] * c);
-            }
-          } else {
-#pragma unroll
-            for (int k = 0; k < V; k += 2) {
-              C c, s;
-              angle(((int64_t)lane * V + k) / 2, &c, &s);
-              o.v[k] = A::st(n[k] * c - n[k + 1] * s);
-              o.v[k + 1] = A::st(n[k] * s + n[k + 1] * c);
-            }
-          }
-          store_vec<S, V>(yr + lane * V, o);
+          vec_row<A, V>(u, yr, w, p.has_w, p.traditional, d, eps,
+                        [&](int64_t j, C *c, C *s) { angle(tl, t, j, c, s); });
           continue;
         }
       }
@@ -203,7 +241,7 @@ __global__ void __launch_bounds__(NV__GPU_NR_THREADS)
           b = b * A::ld(w[i2]);
         }
         C c, s;
-        angle(j, &c, &s);
+        angle(tl, t, j, &c, &s);
         yr[i1] = A::st(a * c - b * s);
         yr[i2] = A::st(a * s + b * c);
       }

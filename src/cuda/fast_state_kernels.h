@@ -14,7 +14,7 @@
  * already), o (written), q, k, v (read; o's dtype), g, beta (read; the compute dtype: float64
  * when o or the pool is float64, else float32), the slots (int32, or int64 when `slots64`), all
  * row-contiguous, and the wide kernel's scratch (any view for the register kernel), then
- * nv__gpu_delta_params. The register kernel (dk <= 32 * 32): 1-D blocks
+ * nv__gpu_delta_params. The register kernel (dk <= 32 * 32, dk * dv < 2^31): 1-D blocks
  * of NV__GPU_DELTA_THREADS, `lanes` (a power of two up to 32) threads a state column, each
  * holding rows lane + lanes * r (r < 32) of it in registers; a block item is a (sequence, value
  * head, chunk of NV__GPU_DELTA_THREADS / lanes columns), walked grid-stride. The wide kernel
