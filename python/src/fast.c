@@ -3,7 +3,7 @@
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
  * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
- * causal_softmax, paged_write, conv_slots: include/nuvec/fast.h). */
+ * causal_softmax, paged_write, conv_slots, norm_rope, gated_delta_slots: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"

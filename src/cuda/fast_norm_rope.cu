@@ -69,7 +69,7 @@ template <class S, int V> __device__ __forceinline__ void store_vec(S *p, const 
 }
 
 /* The vector path's width in bytes for one load (its alignment requirement). */
-template <class S, int V> constexpr int vec_align() {
+template <class S, int V> __host__ __device__ constexpr int vec_align() {
   return V * (int)sizeof(S) < 16 ? V * (int)sizeof(S) : 16;
 }
 
@@ -123,8 +123,10 @@ __device__ __forceinline__ void vec_row(const rvec<typename A::S, V> &u, typenam
   store_vec<S, V>(yr + lane * V, o);
 }
 
+/* Three blocks an SM at least (registers capped at 80: 24 warps, each with up to two rows'
+ * loads in flight). */
 template <int DT, int V>
-__global__ void __launch_bounds__(NV__GPU_NR_THREADS)
+__global__ void __launch_bounds__(NV__GPU_NR_THREADS, 3)
     k_norm_rope(typename at<DT>::S *out0, const typename at<DT>::S *x0, const int32_t *pos0,
                 const void *cpos0, const typename at<DT>::S *w0, const typename at<DT>::C *freqs0,
                 nv__gpu_norm_rope_params p) {
