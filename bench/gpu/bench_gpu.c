@@ -188,6 +188,33 @@ static void run_fast(void *p) {
   nv_release(y);
 }
 
+/* norm_rope of a [T, H, 128] with weight b at positions c (base 10000); gated_delta_slots decode
+ * over the state pool a, written in place: each run's new pool replaces a (then donated, as a
+ * serving loop hands its pool on); q, k, v, g, beta and the slots in d[]. */
+static void run_norm_rope(void *p) {
+  args *x = p;
+  nv_array *y = nv_fast_norm_rope(x->a, x->b, 1e-6, 128, false, 10000.0, 1.0, x->c, NULL, NULL,
+                                  NULL);
+  check(nv_eval1(y), "norm_rope");
+  nv_release(y);
+}
+
+typedef struct delta_args {
+  nv_array *pool, *in[6]; /* q, k, v, g, beta, slots */
+} delta_args;
+
+static void run_gated_delta(void *p) {
+  delta_args *x = p;
+  nv_array *out[2];
+  check(nv_fast_gated_delta_slots(x->in[0], x->in[1], x->in[2], x->in[3], x->in[4], x->pool,
+                                  x->in[5], 0.088, out),
+        "gated_delta_slots");
+  nv_release(x->pool); /* the node holds the only reference: the pool is donated */
+  x->pool = out[1];
+  check(nv_eval1(out[0]), "gated_delta_slots");
+  nv_release(out[0]);
+}
+
 static void run_sum(void *p) {
   args *x = p;
   nv_array *y = nv_sum(x->a, &x->axis, 1, false);
@@ -389,6 +416,30 @@ int main(int argc, char **argv) {
     x.n = FAST_ROPE;
     bench_case("fast_rope_bf16_8x32x4096x128", run_fast, &x, 3, 20);
     nv_release(x.a), nv_release(x.c);
+  }
+  if (WANT("fast_state_")) {
+    int xs[3] = {32768, 32, 128}, ws[1] = {128};
+    args x = {rand_on_gpu(xs, 3, NV_DTYPE_BFLOAT16), rand_on_gpu(ws, 1, NV_DTYPE_BFLOAT16),
+              NULL, 0, 0};
+    x.c = nv_arange(0, 32768, 1, NV_DTYPE_INT32);
+    diag("inputs");
+    bench_case("fast_state_norm_rope_bf16_32768x32x128", run_norm_rope, &x, 3, 20);
+    nv_release(x.a), nv_release(x.b), nv_release(x.c);
+    int qs[4] = {64, 1, 32, 128}, gs[3] = {64, 1, 32}, pools[4] = {64, 32, 128, 128};
+    delta_args d = {.pool = rand_on_gpu(pools, 4, NV_DTYPE_FLOAT32)};
+    for (int i = 0; i < 3; i++) d.in[i] = rand_on_gpu(qs, 4, NV_DTYPE_BFLOAT16);
+    nv_array *k = d.in[1];
+    d.in[1] = nv_multiply_scalar(k, 0.1); /* |k|^2 beta < 2: the delta rule stays stable */
+    nv_release(k);
+    nv_array *g = rand_on_gpu(gs, 3, NV_DTYPE_FLOAT32);
+    d.in[3] = nv_multiply_scalar(g, 0.01); /* small log-decays: the states stay bounded */
+    nv_release(g);
+    d.in[4] = rand_on_gpu(gs, 3, NV_DTYPE_FLOAT32);
+    d.in[5] = nv_arange(0, 64, 1, NV_DTYPE_INT32);
+    diag("inputs");
+    bench_case("fast_state_gated_delta_decode_b64h32d128_f32", run_gated_delta, &d, 3, 20);
+    nv_release(d.pool);
+    for (int i = 0; i < 6; i++) nv_release(d.in[i]);
   }
   if (WANT("sum_axis")) {
     int shape[3] = {64, 1024, 1024};

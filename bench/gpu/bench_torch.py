@@ -107,6 +107,38 @@ def main():
         cr = torch.compile(rope)
         report("fast_rope_bf16_8x32x4096x128:compile", timed(cr, 3, 20))
         del q
+    if want("fast_state_"):
+        # norm_rope: torch's fused rms_norm, then the rope the models write (cos/sin tables
+        # made outside the timing); gated_delta_slots decode: the recurrent step in torch ops,
+        # the states updated in place (mul_, add_), one slot per sequence in order.
+        x, w = r(32768, 32, 128, dt=torch.bfloat16), r(128, dt=torch.bfloat16)
+        inv = 10000.0 ** (-torch.arange(0, 64, device=dev, dtype=torch.float32) / 64)
+        th = torch.arange(32768, device=dev, dtype=torch.float32)[:, None, None] * inv
+        cos, sin = th.cos().to(torch.bfloat16), th.sin().to(torch.bfloat16)
+
+        def norm_rope():
+            n = torch.nn.functional.rms_norm(x, (128,), w, 1e-6)
+            n1, n2 = n[..., :64], n[..., 64:]
+            return torch.cat([n1 * cos - n2 * sin, n1 * sin + n2 * cos], -1)
+
+        report("fast_state_norm_rope_bf16_32768x32x128", timed(norm_rope, 3, 20))
+        report("fast_state_norm_rope_bf16_32768x32x128:compile",
+               timed(torch.compile(norm_rope), 3, 20))
+        del x, w, cos, sin, th
+        st = r(64, 32, 128, 128)
+        q, k, v = (r(64, 32, 128, dt=torch.bfloat16) for _ in range(3))
+        k = k * 0.1  # |k|^2 beta < 2: the delta rule stays stable (as nuvec's row)
+        g, beta = r(64, 32) * 0.01, r(64, 32)
+
+        def delta():
+            kf, qf = k.float(), q.float()
+            st.mul_(g.exp()[..., None, None])
+            u = (v.float() - torch.einsum("bhkv,bhk->bhv", st, kf)) * beta[..., None]
+            st.add_(kf[..., :, None] * u[..., None, :])
+            return (torch.einsum("bhkv,bhk->bhv", st, qf) * 0.088).to(torch.bfloat16)
+
+        report("fast_state_gated_delta_decode_b64h32d128_f32", timed(delta, 3, 20))
+        del st, q, k, v, g, beta
     if want("sum_axis"):
         x = r(64, 1024, 1024)
         for a in range(3):

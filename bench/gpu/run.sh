@@ -40,6 +40,10 @@ work = {  # bytes moved or flops, for rates
     "fast_rms_norm_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
     "fast_layer_norm_bf16_32768x4096": ("TB/s", 2 * 2 * 32768 * 4096),
     "fast_rope_bf16_8x32x4096x128": ("TB/s", 2 * 2 * 8 * 32 * 4096 * 128),
+    "fast_state_norm_rope_bf16_32768x32x128": ("TB/s", 2 * 2 * 32768 * 32 * 128),
+    # the f32 state read and written, q, k, v (bf16) read and o (bf16) written
+    "fast_state_gated_delta_decode_b64h32d128_f32": ("TB/s", 2 * 4 * 64 * 32 * 128 * 128
+                                                     + 4 * 2 * 64 * 32 * 128),
     "sum_axis0_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20), "sum_axis1_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "sum_axis2_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "matmul_bf16_8192": ("TFLOP/s", 2 * 8192**3), "matmul_f32_4096": ("TFLOP/s", 2 * 4096**3),

@@ -245,6 +245,56 @@ NV_API nv_status nv_fast_precompiled_cuda_kernel(const char *name, const void *i
                                                  const nv_cuda_kernel_launch *launch,
                                                  int shared_memory, bool ensure_row_contiguous,
                                                  nv_array **outputs);
+/* RMSNorm then RoPE of each row, as Qwen3 normalizes each head of q and k before the rotary
+ * embedding, optionally written into a KV cache. x is [T, ..., D] (at least 2-D: T tokens,
+ * each of the rows over the middle axes, e.g. heads, of D features; a real floating dtype),
+ * weight NULL (no scaling) or [D] (converted to x's dtype), positions a 1-D integer array of T
+ * (not bool; converted to int32). Row x[t, ...] becomes, in float32 (float64 for float64):
+ *   n = x * rsqrt(mean(x^2) + eps) * weight,
+ * then the rope of n (nv_fast_rope's definition with `dims`, `traditional`, `base` (NAN for
+ * none), `scale` and `freqs` (NULL or 1-D of dims/2, any real dtype)) at position
+ * positions[t] * scale: pair i turns by that position * base^(-2i/dims) (or / freqs[i]);
+ * features past dims keep n. Rounded once to x's dtype.
+ * Without a cache (cache and cache_positions NULL) the result has x's shape and dtype.
+ * With one, cache is [S, ...] with the token shape of x (cache.shape[1:] == x.shape[1:]) and
+ * x's dtype, and cache_positions a 1-D integer array of T (int64 unless int32): token t's
+ * rows are written at cache[cache_positions[t]] (negative: skipped, padding; >= S fails the
+ * evaluation, "norm_rope: index s is out of range for an axis of size S"; two tokens on one
+ * row leave one of them, on the CPU the last), and the result is the updated cache: in the
+ * cache's buffer when it is donated (the update-base rule), else in a copy, the cache keeping
+ * its values. Gradients and vmap go through the composed form (rms_norm's and rope's composed
+ * fallbacks in the compute type, then paged_write's scatter into the cache). */
+NV_API nv_array *nv_fast_norm_rope(const nv_array *x, const nv_array *weight, double eps,
+                                   int dims, bool traditional, double base, double scale,
+                                   const nv_array *positions, const nv_array *freqs,
+                                   const nv_array *cache, const nv_array *cache_positions);
+
+/* The gated delta rule's recurrent update (GatedDeltaNet, Qwen3-Next's linear attention) for N
+ * sequences of T new tokens each, every sequence reading and updating the state of its slot.
+ * q and k are [N, T, Hk, Dk], v [N, T, Hv, Dv] (Hk dividing Hv: value head h reads q/k head
+ * h / (Hv / Hk)), g (the log of the decay) and beta [N, T, Hv], state_pool [S, Hv, Dk, Dv] and
+ * slot_ids a 1-D integer array of N (int64 unless int32). q, k and v are converted to their
+ * promoted real floating dtype dt, g and beta to the compute type (float64 when dt or the
+ * pool's dtype is float64, else float32), in which everything is computed. For sequence n on
+ * slot s = slot_ids[n] >= 0 and value head h, the state M = state_pool[s, h] (Dk x Dv) steps
+ * through t = 0 .. T - 1:
+ *   M = M * exp(g[n, t, h]);
+ *   u = (v[n, t, h] - M^T k[n, t, hk]) * beta[n, t, h];
+ *   M = M + k[n, t, hk] u^T;
+ *   o[n, t, h] = scale * M^T q[n, t, hk];
+ * the slot's state becomes the last M (rounded to the pool's dtype once, at the end). A
+ * negative slot (padding) gives o[n] = 0 and leaves the pool alone; a slot >= S fails the
+ * evaluation ("gated_delta_slots: index s is out of range for an axis of size S"); two
+ * sequences on one slot leave an unspecified state. out[0] is o ([N, T, Hv, Dv] of dt), out[1]
+ * the updated pool (written into the pool's buffer when it is donated, else into a copy, the
+ * pool keeping its values). Returns NV_OK, or an argument error with both outputs failed
+ * arrays carrying it. Gradients and vmap go through the composed form (a take of the slots'
+ * states, the T steps in core ops, a scatter of the final states). */
+NV_API nv_status nv_fast_gated_delta_slots(const nv_array *q, const nv_array *k,
+                                           const nv_array *v, const nv_array *g,
+                                           const nv_array *beta, const nv_array *state_pool,
+                                           const nv_array *slot_ids, double scale,
+                                           nv_array **out);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
  * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
- * causal_softmax, paged_write, conv_slots: include/nuvec/fast.h). */
+ * causal_softmax, paged_write, conv_slots, norm_rope, gated_delta_slots: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"
@@ -122,6 +122,51 @@ static PyObject *sig_conv_slots(call *c) {
   return t;
 }
 
+/* norm_rope(x, weight, eps, dims, positions, traditional=False, base=None, scale=1.0,
+ * freqs=None, cache=None, cache_positions=None): the rows, or the updated cache. */
+static PyObject *sig_norm_rope(call *c) {
+  nv_array *x = arr(c, 0), *w, *pos, *freqs, *cache, *cpos;
+  double eps, base = NAN, scale;
+  int dims;
+  bool traditional;
+  if (!x || optional_at(c, 1, &w) < 0 || double_at(c, 2, 0, &eps) < 0 ||
+      int_at(c, 3, 0, &dims) < 0 || !(pos = arr(c, 4)) || bool_at(c, 5, false, &traditional) < 0 ||
+      double_at(c, 6, NAN, &base) < 0 || double_at(c, 7, 1, &scale) < 0 ||
+      optional_at(c, 8, &freqs) < 0 || optional_at(c, 9, &cache) < 0 ||
+      optional_at(c, 10, &cpos) < 0)
+    return NULL;
+  return nvpy_wrap(
+      nv_fast_norm_rope(x, w, eps, dims, traditional, base, scale, pos, freqs, cache, cpos));
+}
+
+/* gated_delta_slots(q, k, v, g, beta, state_pool, slot_ids, scale=None) -> (o, new pool);
+ * scale None is Dk^-1/2. */
+static PyObject *sig_gated_delta_slots(call *c) {
+  nv_array *a[7];
+  for (int i = 0; i < 7; i++)
+    if (!(a[i] = arr(c, i))) return NULL;
+  const int *qs = nv_array_shape(a[0]);
+  int qn = nv_array_ndim(a[0]);
+  double scale;
+  if (double_at(c, 7, qn == 4 && qs[3] > 0 ? 1 / sqrt((double)qs[3]) : 1, &scale) < 0) return NULL;
+  nv_array *out[2];
+  nv_fast_gated_delta_slots(a[0], a[1], a[2], a[3], a[4], a[5], a[6], scale, out);
+  PyObject *o = nvpy_wrap(out[0]); /* raises the error a failed output carries */
+  if (!o) {
+    nv_release(out[1]);
+    return NULL;
+  }
+  PyObject *p = nvpy_wrap(out[1]);
+  if (!p) {
+    Py_DECREF(o);
+    return NULL;
+  }
+  PyObject *t = PyTuple_Pack(2, o, p);
+  Py_DECREF(o);
+  Py_DECREF(p);
+  return t;
+}
+
 #define DOC(s) "mlx.core.fast." s
 
 static const nvpy_op fast_ops[] = {
@@ -153,6 +198,19 @@ static const nvpy_op fast_ops[] = {
      "conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, pool): a causal "
      "depthwise conv1d step per sequence over its slot's rolling state (updated; in place when "
      "the pool is donated)."},
+    {"norm_rope", sig_norm_rope, NULL,
+     KW("x", "weight", "eps", "dims", "positions", "traditional", "base", "scale", "freqs",
+        "cache", "cache_positions"),
+     5, {0}, 0,
+     "norm_rope(x, weight, eps, dims, positions, traditional=False, base=None, scale=1.0, "
+     "freqs=None, cache=None, cache_positions=None): RMSNorm of each row of x [T, ..., D] then "
+     "RoPE at its token's position (Qwen3's q/k norm); with a cache [S, ...], the rows written "
+     "at cache_positions (negative: skipped) and the cache returned (in place when donated)."},
+    {"gated_delta_slots", sig_gated_delta_slots, NULL,
+     KW("q", "k", "v", "g", "beta", "state_pool", "slot_ids", "scale"), 7, {0}, 0,
+     "gated_delta_slots(q, k, v, g, beta, state_pool, slot_ids, scale=None) -> (o, pool): the "
+     "gated delta rule's recurrent update per sequence over its slot's state [Hv, Dk, Dv] "
+     "(updated; in place when the pool is donated); scale None is Dk^-1/2."},
 };
 
 static struct PyModuleDef fast_def = {

@@ -1,7 +1,7 @@
 /* The one primitive enum, composed from one list per op family. Each entry is
  * X(NAME, "mlx_name", DONATE, ELEMENTWISE, VIEW):
  *   DONATE       inputs that may be donated, in order of preference (D_NONE, D_0, D_01, D_12,
- *                D_2)
+ *                D_2, D_5)
  *   ELEMENTWISE  donation follows the element-wise rule (float16/bfloat16/float32 output, same
  *                dtype and exact shape) rather than the update-base rule (size only)
  *   VIEW         the output shares input 0's buffer (nv__view_params)
@@ -24,6 +24,7 @@
 #include "ops/prims_fast.h"
 #include "ops/prims_fast_serving.h"
 #include "ops/prims_fast_custom.h"
+#include "ops/prims_fast_state.h"
 #include "ops/prims_quantize.h"
 
 #define NV__PRIM_LIST(X)      \
@@ -41,6 +42,7 @@
   NV__PRIMS_FAST(X)           \
   NV__PRIMS_FAST_SERVING(X)   \
   NV__PRIMS_FAST_CUSTOM(X)    \
+  NV__PRIMS_FAST_STATE(X)     \
   NV__PRIMS_QUANTIZE(X)       \
   /* one family a line, each line ending in a backslash (this one ends the list) */
 

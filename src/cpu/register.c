@@ -49,6 +49,8 @@ void nv__cpu_register_distributed(nv__kernel_fn *k);
 void nv__cpu_register_fast(nv__kernel_fn *k);
 void nv__cpu_register_fast_sdpa(nv__kernel_fn *k);
 void nv__cpu_register_fast_serving(nv__kernel_fn *k);
+void nv__cpu_register_fast_norm_rope(nv__kernel_fn *k);
+void nv__cpu_register_fast_delta(nv__kernel_fn *k);
 void nv__cpu_register_compiled(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
@@ -72,6 +74,8 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_fast,
     nv__cpu_register_fast_sdpa,
     nv__cpu_register_fast_serving,
+    nv__cpu_register_fast_norm_rope,
+    nv__cpu_register_fast_delta,
     nv__cpu_register_compiled,
     nv__cpu_register_quantize,
     nv__cpu_register_fast_custom,
