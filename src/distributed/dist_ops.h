@@ -36,6 +36,9 @@ void nv__dist_job_of(const nv__node *n, nv__dist_job *j);
 /* Runs the job: `in` row-contiguous input (NULL for recv), `out` the row-contiguous output
  * (may equal `in`: a donated or in-place reduction or send). Errors name the op. */
 nv_status nv__dist_run(const nv__dist_job *j, const void *in, void *out);
+/* As nv__dist_run, in the place of a ticket taken before (nv__group_reserve). */
+nv_status nv__dist_run_reserved(const nv__dist_job *j, uint64_t ticket, const void *in,
+                                void *out);
 
 /* The NCCL backend's GPU side (src/distributed/nccl.c): the NCCL communicator of g for
  * collective `prim` of `dtype` on GPU `device`, or NULL when g is not an NCCL group there or

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/convert.h"
 #include "core/strided.h"
 #include "distributed/dist_internal.h"
@@ -334,11 +335,21 @@ nv_status nv__dist_run(const nv__dist_job *j, const void *in, void *out) {
   return nv__group_run(j->group, nv__prims[j->prim].name, run_on, &r);
 }
 
+nv_status nv__dist_run_reserved(const nv__dist_job *j, uint64_t ticket, const void *in,
+                                void *out) {
+  run_ctx r = {j, in, out};
+  return nv__group_run_reserved(j->group, ticket, nv__prims[j->prim].name, run_on, &r);
+}
+
 /* ---- CPU kernels ---- */
 
 /* D30/D31: a row-contiguous input is read where it is, any other layout is gathered first; the
- * output is allocated unless donated (then the reduction or send runs in place). */
+ * output is allocated unless donated (then the reduction or send runs in place). The
+ * evaluation's open GPU work is submitted first: GPU-stream collectives recorded in it before
+ * this one take their place in the group's order when submitted, so this one comes after them
+ * (program order across streams; it waits for them to run). */
 static nv_status k_collective(nv__node *n, const nv__operand *in, int donated) {
+  nv__ectx_commit(nv__cpu_encoding_ctx());
   nv__dist_job j;
   nv__dist_job_of(n, &j);
   const void *src = NULL;
