@@ -3,18 +3,27 @@
  * nuvec's close and health), init(strict=False, backend='any'), is_available, all_sum,
  * all_max, all_min, all_gather, sum_scatter, send, recv, recv_like (each with group=None and
  * stream=None keywords), and sum_gradients. A Group prints as "Group(rank r of s)" and is
- * hashable by (id, rank, size), so that it can be a static argument. */
+ * hashed and compared by (id, rank, size), fixed when it is made (a closed group keeps its
+ * hash), so that it is a static argument of compile: a compiled function called with another
+ * group is another trace (D38). */
 #include "nvpy.h"
 
 typedef struct {
   PyObject_HEAD nv_group id;
+  int rank, size; /* when it was made */
 } nvpy_group;
 
 static PyTypeObject group_type;
 
 static PyObject *group_new_obj(nv_group id) {
+  int r = 0, s = 1;
+  if (nv_group_rank(id, &r) != NV_OK || nv_group_size(id, &s) != NV_OK) nv_clear_error();
   nvpy_group *g = PyObject_New(nvpy_group, &group_type);
-  if (g) g->id = id;
+  if (g) {
+    g->id = id;
+    g->rank = r;
+    g->size = s;
+  }
   return (PyObject *)g;
 }
 
@@ -82,17 +91,17 @@ static PyObject *group_repr(PyObject *self) {
 }
 
 static Py_hash_t group_hash(PyObject *self) {
-  nv_group id = ((nvpy_group *)self)->id;
-  int r = 0, s = 1;
-  if (nv_group_rank(id, &r) != NV_OK || nv_group_size(id, &s) != NV_OK) nv_clear_error();
-  Py_hash_t h = (Py_hash_t)((uint64_t)id * 1000003u ^ (uint64_t)r * 7919u ^ (uint64_t)s);
+  const nvpy_group *g = (const nvpy_group *)self;
+  Py_hash_t h =
+      (Py_hash_t)((uint64_t)g->id * 1000003u ^ (uint64_t)g->rank * 7919u ^ (uint64_t)g->size);
   return h == -1 ? -2 : h;
 }
 
 static PyObject *group_richcompare(PyObject *a, PyObject *b, int op) {
   if (!PyObject_TypeCheck(b, &group_type) || (op != Py_EQ && op != Py_NE))
     Py_RETURN_NOTIMPLEMENTED;
-  bool eq = ((nvpy_group *)a)->id == ((nvpy_group *)b)->id;
+  const nvpy_group *x = (const nvpy_group *)a, *y = (const nvpy_group *)b;
+  bool eq = x->id == y->id && x->rank == y->rank && x->size == y->size;
   return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
