@@ -5,8 +5,26 @@
  * stream=None keywords), and sum_gradients. A Group prints as "Group(rank r of s)" and is
  * hashed and compared by (id, rank, size), fixed when it is made (a closed group keeps its
  * hash), so that it is a static argument of compile: a compiled function called with another
- * group is another trace (D38). */
+ * group is another trace (D38). Each collective's errors name the Python line that built it
+ * (D34: "(all_sum called at file.py:12)"), at build and at evaluation. */
+#define NV_DIST_NO_CALLER_LOCATION /* the Python caller's place is passed instead */
 #include "nvpy.h"
+
+/* Passes the calling Python frame's file and line to the next collective builder. */
+static void python_caller(void) {
+  PyFrameObject *f = PyEval_GetFrame(); /* borrowed; NULL outside Python code */
+  if (!f) {
+    nv_dist_set_caller(NULL, 0);
+    return;
+  }
+  PyCodeObject *code = PyFrame_GetCode(f);
+  PyObject *name = code ? PyObject_GetAttrString((PyObject *)code, "co_filename") : NULL;
+  const char *file = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+  if (!file) PyErr_Clear();
+  nv_dist_set_caller(file, PyFrame_GetLineNumber(f));
+  Py_XDECREF(name);
+  Py_XDECREF(code);
+}
 
 typedef struct {
   PyObject_HEAD nv_group id;
@@ -190,6 +208,7 @@ static PyObject *collective(PyObject *args, PyObject *kw, const char *name, coll
     nv_release(x);
     return NULL;
   }
+  python_caller();
   nv_array *r = fn(x, g);
   nv_release(x);
   return finish(r, entered);
@@ -223,6 +242,7 @@ static PyObject *py_send(PyObject *self, PyObject *args, PyObject *kw) {
     nv_release(x);
     return NULL;
   }
+  python_caller();
   nv_array *r = nv_dist_send(x, dst, g);
   nv_release(x);
   return finish(r, entered);
@@ -244,6 +264,7 @@ static PyObject *py_recv(PyObject *self, PyObject *args, PyObject *kw) {
   if (group_arg(go, &g, "recv") < 0) return NULL;
   int entered = nvpy_stream_enter(so, "recv");
   if (entered < 0) return NULL;
+  python_caller();
   return finish(nv_dist_recv(shape, nd, (nv_dtype)dt, src, g), entered);
 }
 
@@ -263,6 +284,7 @@ static PyObject *py_recv_like(PyObject *self, PyObject *args, PyObject *kw) {
     nv_release(x);
     return NULL;
   }
+  python_caller();
   nv_array *r = nv_dist_recv_like(x, src, g);
   nv_release(x);
   return finish(r, entered);

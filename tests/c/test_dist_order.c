@@ -307,3 +307,34 @@ Test(dist_order, recv_checks_the_header_and_drains_a_mismatch) {
   nv_release(r3);
   nv_group_close(g);
 }
+
+/* D34: a collective's errors name the op and the line that built it, both the builder's own
+ * (a bad argument) and those of its evaluation. */
+Test(dist_order, errors_name_the_op_and_the_callers_line) {
+  nv_group g;
+  fake_group(5, 0, &g);
+  nv_array *x = filled(5, 1);
+  int line = __LINE__ + 1;
+  nv_array *bad = nv_dist_send(x, 0, g);
+  char want[256];
+  snprintf(want, sizeof want, "send: rank 0 is not another rank of a group of 2 (send called at %s:%d)",
+           __FILE__, line);
+  cr_assert_eq(nv_array_status(bad), NV_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(nv_last_error(), want), "%s", nv_last_error());
+  line = __LINE__ + 1;
+  nv_array *s = nv_dist_all_sum(x, g);
+  cr_assert_eq(nv_eval1(s), NV_ERR_PEER_LOST);
+  snprintf(want, sizeof want, "all_sum: rank 1 left (all_sum called at %s:%d)", __FILE__, line);
+  cr_assert(strstr(nv_last_error(), want), "%s", nv_last_error());
+  /* A shape spec recv cannot take, and a place set but not used by the next builder. */
+  int shape[2] = {2, -1};
+  nv_array *r = nv_dist_recv(shape, 2, NV_DTYPE_FLOAT32, 1, g);
+  cr_assert_eq(nv_array_status(r), NV_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(nv_last_error(), "recv: negative dimension -1 in the shape (recv called at"),
+            "%s", nv_last_error());
+  nv_release(x);
+  nv_release(bad);
+  nv_release(s);
+  nv_release(r);
+  nv_group_close(g);
+}
