@@ -101,16 +101,16 @@ NV_API void nv_dist_set_caller(const char *file, int line);
 
 #ifndef NV_DIST_NO_CALLER_LOCATION
 #define NV__DIST_AT(call) (nv_dist_set_caller(__FILE__, __LINE__), call)
-#define nv_dist_all_sum(x, g) NV__DIST_AT(nv_dist_all_sum(x, g))
-#define nv_dist_all_max(x, g) NV__DIST_AT(nv_dist_all_max(x, g))
-#define nv_dist_all_min(x, g) NV__DIST_AT(nv_dist_all_min(x, g))
-#define nv_dist_all_gather(x, g) NV__DIST_AT(nv_dist_all_gather(x, g))
-#define nv_dist_sum_scatter(x, g) NV__DIST_AT(nv_dist_sum_scatter(x, g))
-#define nv_dist_send(x, dst, g) NV__DIST_AT(nv_dist_send(x, dst, g))
-#define nv_dist_recv(shape, ndim, dtype, src, g) \
-  NV__DIST_AT(nv_dist_recv(shape, ndim, dtype, src, g))
-#define nv_dist_recv_like(x, src, g) NV__DIST_AT(nv_dist_recv_like(x, src, g))
-#define nv_dist_sum_gradients(x, g) NV__DIST_AT(nv_dist_sum_gradients(x, g))
+/* Variadic, so that an argument with commas of its own (a compound literal) stays whole. */
+#define nv_dist_all_sum(...) NV__DIST_AT(nv_dist_all_sum(__VA_ARGS__))
+#define nv_dist_all_max(...) NV__DIST_AT(nv_dist_all_max(__VA_ARGS__))
+#define nv_dist_all_min(...) NV__DIST_AT(nv_dist_all_min(__VA_ARGS__))
+#define nv_dist_all_gather(...) NV__DIST_AT(nv_dist_all_gather(__VA_ARGS__))
+#define nv_dist_sum_scatter(...) NV__DIST_AT(nv_dist_sum_scatter(__VA_ARGS__))
+#define nv_dist_send(...) NV__DIST_AT(nv_dist_send(__VA_ARGS__))
+#define nv_dist_recv(...) NV__DIST_AT(nv_dist_recv(__VA_ARGS__))
+#define nv_dist_recv_like(...) NV__DIST_AT(nv_dist_recv_like(__VA_ARGS__))
+#define nv_dist_sum_gradients(...) NV__DIST_AT(nv_dist_sum_gradients(__VA_ARGS__))
 #endif
 
 #ifdef __cplusplus

@@ -327,8 +327,7 @@ Test(dist_order, errors_name_the_op_and_the_callers_line) {
   snprintf(want, sizeof want, "all_sum: rank 1 left (all_sum called at %s:%d)", __FILE__, line);
   cr_assert(strstr(nv_last_error(), want), "%s", nv_last_error());
   /* A shape spec recv cannot take, and a place set but not used by the next builder. */
-  int shape[2] = {2, -1};
-  nv_array *r = nv_dist_recv(shape, 2, NV_DTYPE_FLOAT32, 1, g);
+  nv_array *r = nv_dist_recv((int[]){2, -1}, 2, NV_DTYPE_FLOAT32, 1, g);
   cr_assert_eq(nv_array_status(r), NV_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(nv_last_error(), "recv: negative dimension -1 in the shape (recv called at"),
             "%s", nv_last_error());
