@@ -92,6 +92,27 @@ NV_API nv_array *nv_dist_recv_like(const nv_array *x, int src, nv_group g);
  * forward pass is local, the backward pass sums the gradients). x itself on a size-1 group. */
 NV_API nv_array *nv_dist_sum_gradients(const nv_array *x, nv_group g);
 
+/* The caller's place in the source for the next collective this thread builds (all_sum to
+ * sum_gradients): the errors it gives, when built or when evaluated, end with "(op called at
+ * file:line)". The macros below pass __FILE__ and __LINE__ to every call of a builder (define
+ * NV_DIST_NO_CALLER_LOCATION before including to leave them out); bindings pass their own
+ * language's caller. `file` is copied; NULL forgets a place not yet used. */
+NV_API void nv_dist_set_caller(const char *file, int line);
+
+#ifndef NV_DIST_NO_CALLER_LOCATION
+#define NV__DIST_AT(call) (nv_dist_set_caller(__FILE__, __LINE__), call)
+/* Variadic, so that an argument with commas of its own (a compound literal) stays whole. */
+#define nv_dist_all_sum(...) NV__DIST_AT(nv_dist_all_sum(__VA_ARGS__))
+#define nv_dist_all_max(...) NV__DIST_AT(nv_dist_all_max(__VA_ARGS__))
+#define nv_dist_all_min(...) NV__DIST_AT(nv_dist_all_min(__VA_ARGS__))
+#define nv_dist_all_gather(...) NV__DIST_AT(nv_dist_all_gather(__VA_ARGS__))
+#define nv_dist_sum_scatter(...) NV__DIST_AT(nv_dist_sum_scatter(__VA_ARGS__))
+#define nv_dist_send(...) NV__DIST_AT(nv_dist_send(__VA_ARGS__))
+#define nv_dist_recv(...) NV__DIST_AT(nv_dist_recv(__VA_ARGS__))
+#define nv_dist_recv_like(...) NV__DIST_AT(nv_dist_recv_like(__VA_ARGS__))
+#define nv_dist_sum_gradients(...) NV__DIST_AT(nv_dist_sum_gradients(__VA_ARGS__))
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,18 +3,45 @@
  * nuvec's close and health), init(strict=False, backend='any'), is_available, all_sum,
  * all_max, all_min, all_gather, sum_scatter, send, recv, recv_like (each with group=None and
  * stream=None keywords), and sum_gradients. A Group prints as "Group(rank r of s)" and is
- * hashable by (id, rank, size), so that it can be a static argument. */
+ * hashed and compared by (id, rank, size), fixed when it is made (a closed group keeps its
+ * hash), so that it is a static argument of compile: a compiled function called with another
+ * group is another trace (D38). Each collective's errors name the Python line that built it
+ * (D34: "(all_sum called at file.py:12)"), at build and at evaluation. */
+#define NV_DIST_NO_CALLER_LOCATION /* the Python caller's place is passed instead */
 #include "nvpy.h"
+
+/* Passes the calling Python frame's file and line to the next collective builder. */
+static void python_caller(void) {
+  PyFrameObject *f = PyEval_GetFrame(); /* borrowed; NULL outside Python code */
+  if (!f) {
+    nv_dist_set_caller(NULL, 0);
+    return;
+  }
+  PyCodeObject *code = PyFrame_GetCode(f);
+  PyObject *name = code ? PyObject_GetAttrString((PyObject *)code, "co_filename") : NULL;
+  const char *file = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+  if (!file) PyErr_Clear();
+  nv_dist_set_caller(file, PyFrame_GetLineNumber(f));
+  Py_XDECREF(name);
+  Py_XDECREF(code);
+}
 
 typedef struct {
   PyObject_HEAD nv_group id;
+  int rank, size; /* when it was made */
 } nvpy_group;
 
 static PyTypeObject group_type;
 
 static PyObject *group_new_obj(nv_group id) {
+  int r = 0, s = 1;
+  if (nv_group_rank(id, &r) != NV_OK || nv_group_size(id, &s) != NV_OK) nv_clear_error();
   nvpy_group *g = PyObject_New(nvpy_group, &group_type);
-  if (g) g->id = id;
+  if (g) {
+    g->id = id;
+    g->rank = r;
+    g->size = s;
+  }
   return (PyObject *)g;
 }
 
@@ -82,17 +109,17 @@ static PyObject *group_repr(PyObject *self) {
 }
 
 static Py_hash_t group_hash(PyObject *self) {
-  nv_group id = ((nvpy_group *)self)->id;
-  int r = 0, s = 1;
-  if (nv_group_rank(id, &r) != NV_OK || nv_group_size(id, &s) != NV_OK) nv_clear_error();
-  Py_hash_t h = (Py_hash_t)((uint64_t)id * 1000003u ^ (uint64_t)r * 7919u ^ (uint64_t)s);
+  const nvpy_group *g = (const nvpy_group *)self;
+  Py_hash_t h =
+      (Py_hash_t)((uint64_t)g->id * 1000003u ^ (uint64_t)g->rank * 7919u ^ (uint64_t)g->size);
   return h == -1 ? -2 : h;
 }
 
 static PyObject *group_richcompare(PyObject *a, PyObject *b, int op) {
   if (!PyObject_TypeCheck(b, &group_type) || (op != Py_EQ && op != Py_NE))
     Py_RETURN_NOTIMPLEMENTED;
-  bool eq = ((nvpy_group *)a)->id == ((nvpy_group *)b)->id;
+  const nvpy_group *x = (const nvpy_group *)a, *y = (const nvpy_group *)b;
+  bool eq = x->id == y->id && x->rank == y->rank && x->size == y->size;
   return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
@@ -181,6 +208,7 @@ static PyObject *collective(PyObject *args, PyObject *kw, const char *name, coll
     nv_release(x);
     return NULL;
   }
+  python_caller();
   nv_array *r = fn(x, g);
   nv_release(x);
   return finish(r, entered);
@@ -214,6 +242,7 @@ static PyObject *py_send(PyObject *self, PyObject *args, PyObject *kw) {
     nv_release(x);
     return NULL;
   }
+  python_caller();
   nv_array *r = nv_dist_send(x, dst, g);
   nv_release(x);
   return finish(r, entered);
@@ -235,6 +264,7 @@ static PyObject *py_recv(PyObject *self, PyObject *args, PyObject *kw) {
   if (group_arg(go, &g, "recv") < 0) return NULL;
   int entered = nvpy_stream_enter(so, "recv");
   if (entered < 0) return NULL;
+  python_caller();
   return finish(nv_dist_recv(shape, nd, (nv_dtype)dt, src, g), entered);
 }
 
@@ -254,6 +284,7 @@ static PyObject *py_recv_like(PyObject *self, PyObject *args, PyObject *kw) {
     nv_release(x);
     return NULL;
   }
+  python_caller();
   nv_array *r = nv_dist_recv_like(x, src, g);
   nv_release(x);
   return finish(r, entered);

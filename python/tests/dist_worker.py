@@ -75,6 +75,27 @@ for size in (0, 64, 1 << 20):
 
 sub = g.split(r % 2)
 assert sub.size() == len(range(r % 2, n, 2)), sub
+
+# A Group is a static argument of compile (D38): the same group replays the trace, another
+# group is another trace; a group's hash stays what it was once the group is closed.
+traces = []
+
+
+def reduce_over(x, group):
+    traces.append(group)
+    return d.all_sum(x, group=group) * 2
+
+
+fn = mx.compile(reduce_over)
+for _ in range(2):
+    np.testing.assert_allclose(np.array(fn(x, g)), 2 * total, rtol=1e-5)
+assert len(traces) == 1, traces
+members = list(range(r % 2, n, 2))
+np.testing.assert_allclose(np.array(fn(x, sub)), 2 * sum(xs[k] for k in members), rtol=1e-5)
+assert len(traces) == 2, traces
+h, made = hash(sub), repr(sub)
+sub.close()
+assert hash(sub) == h and sub == sub, made
 g.health()
 mx.eval(d.all_sum(x))
 print(f"rank {r}: ok", flush=True)

@@ -64,6 +64,18 @@ def test_size_1_errors():
     assert "not configured" in p.stdout, p.stdout + p.stderr
 
 
+def test_errors_name_the_calling_line():
+    import inspect
+    x = nv.array([1.0, 2.0])
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(ValueError) as e:
+        d.send(x, 0)
+    assert f"(send called at {__file__}:{line})" in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match=r"recv: rank 1 is not another rank of a group of 1 "
+                       r"\(recv called at .*test_distributed.py:\d+\)"):
+        d.recv((2,), nv.float32, 1)
+
+
 def test_against_mlx_size_1():
     mx = pytest.importorskip("mlx.core")
     x = np.arange(6, dtype=np.float32).reshape(2, 3)

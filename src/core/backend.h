@@ -30,6 +30,9 @@ const nv__backend *nv__backend_for(nv_device device);
 
 /* The CPU backend (src/cpu/backend.c). */
 extern const nv__backend nv__cpu_backend;
+/* The evaluation whose node the calling thread's CPU kernel is computing, or NULL (a kernel
+ * that may block on other work submits the evaluation's open GPU work first). */
+nv__ectx *nv__cpu_encoding_ctx(void);
 
 #ifdef NUVEC_HAVE_CUDA
 /* The CUDA backend (src/cuda/backend.c) when GPU `index` is usable, else NULL. */

@@ -4,6 +4,10 @@
 
 #include "core/backend.h"
 
+static _Thread_local nv__ectx *encoding;
+
+nv__ectx *nv__cpu_encoding_ctx(void) { return encoding; }
+
 static nv_status cpu_encode(nv__ectx *ctx, nv__node *node, const nv__operand *in, int donated) {
   nv__cpu_register();
   nv__kernel_fn k = nv__cpu_kernels[node->prim];
@@ -29,7 +33,10 @@ static nv_status cpu_encode(nv__ectx *ctx, nv__node *node, const nv__operand *in
   /* A donated buffer is input `donated`'s, read back above; written here, its device copy
    * goes stale. */
   nv__buffer *dbuf = donated >= 0 ? node->out[0].buf : NULL;
+  nv__ectx *outer = encoding;
+  encoding = ctx;
   nv_status s = k(node, in, donated);
+  encoding = outer;
   if (dbuf) nv__buffer_host_written(dbuf);
   return s;
 }

@@ -584,12 +584,14 @@ static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
   nv__gpu_sub *s = NULL;
   if (ctx->nops == 0) {
     hrx_graph_release(g);
+    nv__gpu_dist_submitted(ctx, NULL);
     publish(ctx, ctx->last);
     nv__gpu_open_remove(d, ctx);
     return;
   }
   nv__gpu_sweep(d, NV__GPU_INFLIGHT);
   hrx_prepared *p = NULL;
+  nv__gpu_dist_submitting(ctx);
   long long t0 = now_ns();
   nv_status st = prepared_for(d, g, ctx->hash, ctx->nops, &p);
   long long t1 = now_ns();
@@ -597,6 +599,7 @@ static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
   prof_add(PROF_COMMITS, 1);
   if (st != NV_OK) {
     hrx_graph_release(g);
+    nv__gpu_dist_submitted(ctx, NULL);
     /* A captured library call that failed while the graph was prepared said why. */
     char why[512];
     nv_status cs = nv__gpu_note_read(ctx->note, why, sizeof why);
@@ -628,6 +631,7 @@ static void ctx_commit(nv__gpu_ctx *ctx, bool final) {
         nv__gpu_sweep(d, 0);
       }
     }
+    nv__gpu_dist_submitted(ctx, hs == HRX_OK ? c : NULL);
     for (size_t k = 0; k < ndep; k++) hrx_completion_release(deps[k]);
     graph_put(d, ctx->hash, ctx->nops, p);
     prof_add(PROF_SUBMIT, now_ns() - t1);

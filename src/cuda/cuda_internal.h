@@ -189,7 +189,17 @@ typedef struct nv__gpu_ctx {
   nv__gpu_check *checks; /* the index checks of the open recording */
   size_t nchecks, cchecks;
   nv__gpu_note *note; /* the open recording's callbacks' failure note (nv__gpu_note_take) */
+  struct nv__gpu_dist *dist; /* the open recording's host collectives (src/cuda/distributed.c) */
 } nv__gpu_ctx;
+
+/* The collectives of a recording take their tickets in their groups' program order when it is
+ * submitted (src/cuda/distributed.c): nv__gpu_dist_submitting before the submission (it holds a
+ * lock until nv__gpu_dist_submitted, so tickets follow hrx's submission order), and
+ * nv__gpu_dist_submitted after it with its completion, or NULL when nothing was submitted (then
+ * or for a recording that was never submitting, the tickets are given up). No-ops for a
+ * recording without collectives. */
+void nv__gpu_dist_submitting(nv__gpu_ctx *ctx);
+void nv__gpu_dist_submitted(nv__gpu_ctx *ctx, hrx_completion *c);
 
 /* The recordings of one evaluation (nv__ectx.gpu). */
 typedef struct nv__gpu_ectx {

@@ -59,11 +59,26 @@ nv__comm *nv__group_comm(nv_group g);
 /* Resolves NV_GROUP_DEFAULT. */
 nv_group nv__group_resolve(nv_group g);
 
-/* Runs fn(comm, user) under g's order lock (program order: one operation on the wire at a
- * time). Fails without running fn for an unknown, closed or failed group; a lost-peer failure
- * of fn (NV_ERR_PEER_LOST) fails the group with its message. Errors are "op: ...". */
+/* Program order per group across streams and threads (D31): every operation takes a ticket
+ * when it is issued and runs once every earlier ticket of the group has run or was cancelled,
+ * one operation on the wire at a time. nv__group_reserve takes the next ticket (fails for an
+ * unknown or the size-1 group); a thread must not take one while its evaluation holds
+ * unsubmitted GPU collectives (they take theirs when submitted, and would come after it).
+ * nv__group_run_reserved waits for the ticket's turn, then runs fn(comm, user); it fails without running fn for a closed or failed group, and a
+ * lost-peer failure of fn (NV_ERR_PEER_LOST) fails the group with its message. Errors are
+ * "op: ...". Every reserved ticket must be run or cancelled exactly once, or later operations
+ * of the group wait for ever. nv__group_run is reserve + run. */
+nv_status nv__group_reserve(nv_group g, const char *op, uint64_t *ticket);
+nv_status nv__group_run_reserved(nv_group g, uint64_t ticket, const char *op,
+                                 nv_status (*fn)(nv__comm *, void *), void *user);
 nv_status nv__group_run(nv_group g, const char *op, nv_status (*fn)(nv__comm *, void *),
                         void *user);
+/* Gives a ticket up without running it (never blocks on its turn). `why` not NULL: the peers
+ * expect the operation (it was issued to them), so the group is failed with that message. */
+void nv__group_cancel(nv_group g, uint64_t ticket, const char *why);
+/* Installs the function a waiting ticket calls now and then (a few ms apart): the GPU side's
+ * check for submitted collectives whose work ended without running them (cancelled then). */
+void nv__dist_set_progress(void (*fn)(void));
 
 /* Element-wise reduction dst[i] = op(dst[i], src[i]) over `count` elements of `dtype` (every
  * dtype but float16/bfloat16, which the collectives widen to float32 first). */

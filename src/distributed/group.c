@@ -1,17 +1,29 @@
-/* Groups (DESIGN §10, seed 004 D13-D21): the registry of communicators, the default group,
- * init, split, close and health, and the order lock every operation of a group runs under.
+/* Groups (DESIGN §10, seed 004 D13-D21, D31): the registry of communicators, the default group,
+ * init, split, close and health, and the program order every operation of a group runs in.
  * Id 0 is the size-1 group; id i >= 1 is registry entry i - 1. Entries are never freed (ids
  * are never reused, so a stale id keeps failing with "the group was closed"): close releases
  * the transport only. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "distributed/dist_internal.h"
 
+/* Program order across streams (D31): an operation takes a ticket when it is issued (a CPU
+ * collective when its kernel runs, a GPU one when its recording is submitted) and runs once
+ * every earlier ticket of the group has run or was cancelled; `serving` is the oldest ticket
+ * not yet finished, `cancelled` the later ones given up before their turn. */
 typedef struct entry {
-  pthread_mutex_t order; /* program order: held while an operation of the group runs */
-  nv__comm *comm;        /* NULL once closed */
+  pthread_mutex_t order; /* held while an operation of the group runs (close waits for it) */
+  pthread_mutex_t seq;   /* the tickets: */
+  pthread_cond_t turn;   /* broadcast when `serving` moves */
+  uint64_t next, serving;
+  uint64_t *cancelled;
+  size_t ncancelled, ccancelled;
+  nv__comm *comm; /* NULL once closed */
   int rank, size;
   const char *backend;
   bool closed;
@@ -75,6 +87,9 @@ nv_group nv__group_register(nv__comm *c) {
     return -1;
   }
   pthread_mutex_init(&e->order, NULL);
+  pthread_mutex_init(&e->seq, NULL);
+  pthread_cond_init(&e->turn, NULL);
+  e->next = e->serving = 1;
   e->comm = c;
   e->rank = c->rank;
   e->size = c->size;
@@ -87,6 +102,8 @@ nv_group nv__group_register(nv__comm *c) {
       pthread_mutex_unlock(&reg_lock);
       c->ops->destroy(c);
       pthread_mutex_destroy(&e->order);
+      pthread_mutex_destroy(&e->seq);
+      pthread_cond_destroy(&e->turn);
       nv__free(e);
       nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory registering a group");
       return -1;
@@ -154,13 +171,118 @@ static nv_status failure(entry *e, const char *op, nv_status st) {
   return st;
 }
 
-nv_status nv__group_run(nv_group g, const char *op, nv_status (*fn)(nv__comm *, void *),
-                        void *user) {
+/* ---- Tickets ---- */
+
+/* The entry of g for an operation, or NULL with the error set (the size-1 group has no peers). */
+static entry *entry_for(nv_group g, const char *op) {
   g = nv__group_resolve(g);
-  if (g == NV_GROUP_SINGLE)
-    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: the size-1 group has no peers", op);
-  entry *e = lookup(g, op);
+  if (g == NV_GROUP_SINGLE) {
+    nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: the size-1 group has no peers", op);
+    return NULL;
+  }
+  return lookup(g, op);
+}
+
+nv_status nv__group_reserve(nv_group g, const char *op, uint64_t *ticket) {
+  entry *e = entry_for(g, op);
   if (!e) return nv__last_status();
+  pthread_mutex_lock(&e->seq);
+  *ticket = e->next++;
+  pthread_mutex_unlock(&e->seq);
+  return NV_OK;
+}
+
+/* Under e->seq: moves `serving` past finished and cancelled tickets and wakes the waiters. */
+static void advance_locked(entry *e) {
+  e->serving++;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < e->ncancelled; i++)
+      if (e->cancelled[i] == e->serving) {
+        e->cancelled[i] = e->cancelled[--e->ncancelled];
+        e->serving++;
+        moved = true;
+        break;
+      }
+  }
+  pthread_cond_broadcast(&e->turn);
+}
+
+/* The hook that settles GPU-stream tickets whose work will never run (nv__dist_set_progress). */
+static void (*_Atomic progress_hook)(void);
+
+void nv__dist_set_progress(void (*fn)(void)) { atomic_store(&progress_hook, fn); }
+
+/* Waits for `ticket`'s turn (under e->seq), letting the GPU side settle, a few ms apart, the
+ * tickets of work that ended before its collective ran. A ticket holder never waits for a GPU
+ * submission to be made: CPU collectives submit their evaluation's open work before taking a
+ * ticket, GPU ones take theirs when submitted. */
+static void wait_turn_locked(entry *e, uint64_t ticket) {
+  long ms = 1;
+  while (e->serving != ticket) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    if (pthread_cond_timedwait(&e->turn, &e->seq, &ts) == ETIMEDOUT) {
+      void (*hook)(void) = atomic_load(&progress_hook);
+      if (hook) {
+        pthread_mutex_unlock(&e->seq);
+        hook();
+        pthread_mutex_lock(&e->seq);
+      }
+      if (ms < 20) ms *= 2;
+    }
+  }
+}
+
+void nv__group_cancel(nv_group g, uint64_t ticket, const char *why) {
+  entry *e = entry_for(g, "cancel");
+  if (!e) {
+    nv_clear_error();
+    return;
+  }
+  if (why) {
+    /* The peers expect the operation: the group cannot stay in step without it. */
+    pthread_mutex_lock(&e->order);
+    char *m = NULL;
+    size_t len = strlen(why);
+    if (!e->failed && (m = nv__malloc(len + 1))) memcpy(m, why, len + 1);
+    pthread_mutex_lock(&reg_lock);
+    if (!e->failed) e->failed = m;
+    pthread_mutex_unlock(&reg_lock);
+    pthread_mutex_unlock(&e->order);
+  }
+  pthread_mutex_lock(&e->seq);
+  if (ticket == e->serving) {
+    advance_locked(e);
+  } else if (ticket > e->serving) {
+    if (e->ncancelled == e->ccancelled) {
+      size_t nc = e->ccancelled ? 2 * e->ccancelled : 8;
+      uint64_t *c = nv__realloc(e->cancelled, nc * sizeof *c);
+      /* Out of memory: wait for the turn instead of recording the ticket, then give it up. */
+      if (!c) {
+        wait_turn_locked(e, ticket);
+        advance_locked(e);
+        pthread_mutex_unlock(&e->seq);
+        return;
+      }
+      e->cancelled = c;
+      e->ccancelled = nc;
+    }
+    e->cancelled[e->ncancelled++] = ticket;
+  }
+  pthread_mutex_unlock(&e->seq);
+}
+
+nv_status nv__group_run_reserved(nv_group g, uint64_t ticket, const char *op,
+                                 nv_status (*fn)(nv__comm *, void *), void *user) {
+  entry *e = entry_for(g, op);
+  if (!e) return nv__last_status();
+  pthread_mutex_lock(&e->seq);
+  wait_turn_locked(e, ticket);
+  pthread_mutex_unlock(&e->seq);
   pthread_mutex_lock(&e->order);
   nv_status st = usable(e, op);
   if (st == NV_OK) {
@@ -168,7 +290,17 @@ nv_status nv__group_run(nv_group g, const char *op, nv_status (*fn)(nv__comm *, 
     if (st != NV_OK) st = failure(e, op, st);
   }
   pthread_mutex_unlock(&e->order);
+  pthread_mutex_lock(&e->seq);
+  advance_locked(e);
+  pthread_mutex_unlock(&e->seq);
   return st;
+}
+
+nv_status nv__group_run(nv_group g, const char *op, nv_status (*fn)(nv__comm *, void *),
+                        void *user) {
+  uint64_t ticket;
+  nv_status st = nv__group_reserve(g, op, &ticket);
+  return st != NV_OK ? st : nv__group_run_reserved(g, ticket, op, fn, user);
 }
 
 /* ---- The public group functions ---- */

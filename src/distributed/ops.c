@@ -1,9 +1,13 @@
 /* The collectives as lazy ops (DESIGN §10, seed 004 D12, D22-D36): builders, the run of one
  * collective over its group (shared by the CPU kernels here and the CUDA backend's jobs), the
  * send header, and the CPU kernels. */
+#define NV_DIST_NO_CALLER_LOCATION /* the builders themselves */
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/convert.h"
 #include "core/strided.h"
 #include "distributed/dist_internal.h"
@@ -12,6 +16,78 @@
 
 #define HEADER_BYTES 512
 #define DRAIN_CHUNK (1u << 20)
+
+/* ---- The builders' callers (D34) ---- */
+
+/* File names, interned: a node keeps a pointer for its errors, so they are never freed. */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **names;
+static size_t nnames, cnames;
+
+static const char *intern(const char *file) {
+  const char *found = NULL;
+  pthread_mutex_lock(&names_lock);
+  for (size_t i = 0; i < nnames && !found; i++)
+    if (!strcmp(names[i], file)) found = names[i];
+  if (!found) {
+    if (nnames == cnames) {
+      size_t nc = cnames ? 2 * cnames : 16;
+      char **grown = nv__realloc(names, nc * sizeof *grown);
+      if (grown) {
+        names = grown;
+        cnames = nc;
+      }
+    }
+    size_t len = strlen(file);
+    char *copy = nnames < cnames ? nv__malloc(len + 1) : NULL;
+    if (copy) { /* out of memory: no place (the errors just do not name it) */
+      memcpy(copy, file, len + 1);
+      names[nnames++] = copy;
+      found = copy;
+    }
+  }
+  pthread_mutex_unlock(&names_lock);
+  return found;
+}
+
+/* The place set for the next builder (pending) and the one of the builder running (here). */
+static _Thread_local const char *pending_file;
+static _Thread_local int pending_line;
+static _Thread_local const char *here_file;
+static _Thread_local int here_line;
+
+void nv_dist_set_caller(const char *file, int line) {
+  pending_file = file ? intern(file) : NULL;
+  pending_line = line;
+}
+
+void nv__dist_take_caller(const char **file, int *line) {
+  *file = pending_file;
+  *line = pending_line;
+  pending_file = NULL;
+}
+
+/* A builder starts: the caller set for it becomes the one its errors and node carry. */
+static void begin(void) { nv__dist_take_caller(&here_file, &here_line); }
+
+/* " (op called at file:line)", or "" without a place. */
+static void place(char *buf, size_t cap, const char *op, const char *file, int line) {
+  if (file) snprintf(buf, cap, " (%s called at %s:%d)", op, file, line);
+  else buf[0] = 0;
+}
+
+/* A failed array of this builder: "op: message (op called at file:line)". */
+static nv_array *op_error(nv_status st, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static nv_array *op_error(nv_status st, const char *op, const char *fmt, ...) {
+  char msg[700], at[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  place(at, sizeof at, op, here_file, here_line);
+  return nv__op_error(st, op, "%s%s", msg, at);
+}
 
 /* ---- Builders ---- */
 
@@ -30,6 +106,8 @@ static nv_array *node(int prim, const nv_array *x, nv_dtype dtype, const int *sh
     nv__dist_params *p = n->params;
     p->group = g;
     p->peer = peer;
+    p->file = here_file;
+    p->line = here_line;
   }
   return nv__op_finish(nv__prims[prim].name, n);
 }
@@ -41,11 +119,16 @@ static nv_array *check(const char *op, const nv_array *x, nv_group *g, nv__group
     if (f) return f;
   }
   *g = nv__group_resolve(*g);
-  if (nv__group_info_get(*g, op, info) != NV_OK) return nv__array_error(nv__last_status(), "%s", nv_last_error());
+  if (nv__group_info_get(*g, op, info) != NV_OK) {
+    char at[300];
+    place(at, sizeof at, op, here_file, here_line);
+    return nv__array_error(nv__last_status(), "%s%s", nv_last_error(), at);
+  }
   return NULL;
 }
 
 static nv_array *reduce(int prim, const nv_array *x, nv_group g) {
+  begin();
   const char *op = nv__prims[prim].name;
   nv__group_info info;
   nv_array *f = check(op, x, &g, &info);
@@ -60,6 +143,7 @@ nv_array *nv_dist_all_max(const nv_array *x, nv_group g) { return reduce(NV__PRI
 nv_array *nv_dist_all_min(const nv_array *x, nv_group g) { return reduce(NV__PRIM_ALL_MIN, x, g); }
 
 nv_array *nv_dist_all_gather(const nv_array *x, nv_group g) {
+  begin();
   nv__group_info info;
   nv_array *f = check("all_gather", x, &g, &info);
   if (f) return f;
@@ -69,7 +153,7 @@ nv_array *nv_dist_all_gather(const nv_array *x, nv_group g) {
   if (o->ndim) memcpy(shape, o->shape, (size_t)o->ndim * sizeof(int));
   else shape[0] = 1;
   if ((int64_t)shape[0] * info.size > INT32_MAX)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "all_gather",
+    return op_error(NV_ERR_INVALID_ARGUMENT, "all_gather",
                         "the first axis (%d) times the group size (%d) is too large", shape[0],
                         info.size);
   shape[0] *= info.size;
@@ -77,6 +161,7 @@ nv_array *nv_dist_all_gather(const nv_array *x, nv_group g) {
 }
 
 nv_array *nv_dist_sum_scatter(const nv_array *x, nv_group g) {
+  begin();
   nv__group_info info;
   nv_array *f = check("sum_scatter", x, &g, &info);
   if (f) return f;
@@ -84,7 +169,7 @@ nv_array *nv_dist_sum_scatter(const nv_array *x, nv_group g) {
   const nv__output *o = nv__out(x);
   if (o->ndim == 0 || o->shape[0] % info.size) {
     char s[NV__SHAPE_BUF];
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "sum_scatter",
+    return op_error(NV_ERR_INVALID_ARGUMENT, "sum_scatter",
                         "shape %s is invalid for a group of size %d: the first axis must exist "
                         "and be divisible by the group size",
                         nv__shape_str(o->shape, o->ndim, s, sizeof s), info.size);
@@ -98,7 +183,7 @@ nv_array *nv_dist_sum_scatter(const nv_array *x, nv_group g) {
 /* D24: the peer must be another rank of a group of size >= 2. */
 static nv_array *check_peer(const char *op, int peer, const nv__group_info *info) {
   if (info->size > 1 && peer >= 0 && peer < info->size && peer != info->rank) return NULL;
-  return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "rank %d is not another rank of a group of %d",
+  return op_error(NV_ERR_INVALID_ARGUMENT, op, "rank %d is not another rank of a group of %d",
                       peer, info->size);
 }
 
@@ -108,44 +193,49 @@ static size_t header_need(nv_dtype dt, int ndim) {
 }
 
 nv_array *nv_dist_send(const nv_array *x, int dst, nv_group g) {
+  begin();
   nv__group_info info;
   nv_array *f = check("send", x, &g, &info);
   if (f) return f;
   if ((f = check_peer("send", dst, &info))) return f;
   const nv__output *o = nv__out(x);
   if (header_need(o->dtype, o->ndim) > HEADER_BYTES)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "send",
+    return op_error(NV_ERR_INVALID_ARGUMENT, "send",
                         "%d dimensions do not fit the array header", o->ndim);
   return node(NV__PRIM_SEND, x, o->dtype, o->shape, o->ndim, g, dst);
 }
 
 nv_array *nv_dist_recv(const int *shape, int ndim, nv_dtype dtype, int src, nv_group g) {
+  begin();
   nv__group_info info;
   nv_array *f = check("recv", NULL, &g, &info);
   if (f) return f;
   if ((unsigned)dtype >= NV_DTYPE_COUNT)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "recv", "invalid dtype %d", (int)dtype);
+    return op_error(NV_ERR_INVALID_ARGUMENT, "recv", "invalid dtype %d", (int)dtype);
   if (ndim < 0 || ndim > NV__MAX_DIMS || (ndim > 0 && !shape))
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "recv", "invalid shape (%d dimensions)", ndim);
+    return op_error(NV_ERR_INVALID_ARGUMENT, "recv", "invalid shape (%d dimensions)", ndim);
   for (int i = 0; i < ndim; i++)
     if (shape[i] < 0)
-      return nv__op_error(NV_ERR_INVALID_ARGUMENT, "recv", "negative dimension %d in the shape",
+      return op_error(NV_ERR_INVALID_ARGUMENT, "recv", "negative dimension %d in the shape",
                           shape[i]);
   if ((f = check_peer("recv", src, &info))) return f;
   if (header_need(dtype, ndim) > HEADER_BYTES)
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "recv",
+    return op_error(NV_ERR_INVALID_ARGUMENT, "recv",
                         "%d dimensions do not fit the array header", ndim);
   return node(NV__PRIM_RECV, NULL, dtype, shape, ndim, g, src);
 }
 
 nv_array *nv_dist_recv_like(const nv_array *x, int src, nv_group g) {
+  begin();
   nv_array *f = nv__op_check("recv_like", &x, 1);
   if (f) return f;
   const nv__output *o = nv__out(x);
+  nv_dist_set_caller(here_file, here_line); /* the recv's caller is recv_like's */
   return nv_dist_recv(o->shape, o->ndim, o->dtype, src, g);
 }
 
 nv_array *nv_dist_sum_gradients(const nv_array *x, nv_group g) {
+  begin();
   nv__group_info info;
   nv_array *f = check("sum_gradients", x, &g, &info);
   if (f) return f;
@@ -156,7 +246,10 @@ nv_array *nv_dist_sum_gradients(const nv_array *x, nv_group g) {
                             sizeof(nv__dist_params));
   if (n) {
     nv__output_set_strides(&n->out[0], o->strides); /* output 0 is input 0's data */
-    ((nv__dist_params *)n->params)->group = g;
+    nv__dist_params *p = n->params;
+    p->group = g;
+    p->file = here_file;
+    p->line = here_line;
   }
   return nv__op_finish("sum_gradients", n);
 }
@@ -169,6 +262,8 @@ void nv__dist_job_of(const nv__node *n, nv__dist_job *j) {
   j->prim = n->prim;
   j->group = p->group;
   j->peer = p->peer;
+  j->file = p->file;
+  j->line = p->line;
   j->dtype = n->out[0].dtype;
   j->out_count = n->out[0].size;
   const nv__output *shaped = &n->out[0];
@@ -329,16 +424,36 @@ static nv_status run_on(nv__comm *c, void *user) {
   }
 }
 
+/* A failed run's error, with the place its builder was called from. */
+static nv_status located(const nv__dist_job *j, nv_status st) {
+  if (st == NV_OK || !j->file) return st;
+  char msg[1024], at[300];
+  snprintf(msg, sizeof msg, "%s", nv_last_error());
+  place(at, sizeof at, nv__prims[j->prim].name, j->file, j->line);
+  return nv__set_error(st, "%s%s", msg, at);
+}
+
 nv_status nv__dist_run(const nv__dist_job *j, const void *in, void *out) {
   run_ctx r = {j, in, out};
-  return nv__group_run(j->group, nv__prims[j->prim].name, run_on, &r);
+  return located(j, nv__group_run(j->group, nv__prims[j->prim].name, run_on, &r));
+}
+
+nv_status nv__dist_run_reserved(const nv__dist_job *j, uint64_t ticket, const void *in,
+                                void *out) {
+  run_ctx r = {j, in, out};
+  return located(j, nv__group_run_reserved(j->group, ticket, nv__prims[j->prim].name, run_on,
+                                           &r));
 }
 
 /* ---- CPU kernels ---- */
 
 /* D30/D31: a row-contiguous input is read where it is, any other layout is gathered first; the
- * output is allocated unless donated (then the reduction or send runs in place). */
+ * output is allocated unless donated (then the reduction or send runs in place). The
+ * evaluation's open GPU work is submitted first: GPU-stream collectives recorded in it before
+ * this one take their place in the group's order when submitted, so this one comes after them
+ * (program order across streams; it waits for them to run). */
 static nv_status k_collective(nv__node *n, const nv__operand *in, int donated) {
+  nv__ectx_commit(nv__cpu_encoding_ctx());
   nv__dist_job j;
   nv__dist_job_of(n, &j);
   const void *src = NULL;

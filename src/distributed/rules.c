@@ -10,11 +10,18 @@
  * vmap: reductions, send and sum_gradients keep the batch axis where it is; all_gather and
  * sum_scatter work on the first unbatched axis, so the batch axis moves to position 1 (a
  * batched scalar is made (1, B) for all_gather) and the result is batched along axis 1. */
+#define NV_DIST_NO_CALLER_LOCATION /* a rule's collectives take their node's caller */
 #include "distributed/dist_internal.h"
 #include "distributed/dist_ops.h"
 #include "transforms/rule_decls.h"
 
-static nv_group group_of(const nv__node *n) { return ((const nv__dist_params *)n->params)->group; }
+/* The node's group, for a rule's collective of it: that collective's errors name the place
+ * the node's own builder was called from. */
+static nv_group group_of(const nv__node *n) {
+  const nv__dist_params *p = n->params;
+  nv_dist_set_caller(p->file, p->line);
+  return p->group;
+}
 
 typedef nv_array *(*coll_fn)(const nv_array *, nv_group);
 
@@ -63,7 +70,7 @@ VMAP(vmap_same_axis) {
 VJP(vjp_all_gather) {
   if (!want[0]) return NV_OK;
   int rank = 0;
-  nv_status st = nv_group_rank(group_of(n), &rank);
+  nv_status st = nv_group_rank(((const nv__dist_params *)n->params)->group, &rank);
   if (st != NV_OK) return st;
   const nv__output *c = meta(cot[0]), *x = meta(in[0]);
   int start[NV__MAX_DIMS] = {0}, step[NV__MAX_DIMS], len[NV__MAX_DIMS];

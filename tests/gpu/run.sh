@@ -79,6 +79,8 @@ stage2() {
   timeout 60 $B/tests/gpu/test_gpu_semantics --verbose >"$OUT/gpu_tests.log" 2>&1
   note "2a. GPU semantics: rc=$? $(grep -E 'Synthesis' "$OUT/gpu_tests.log" | tail -1)"
   grep -E "\[FAIL\]|Assertion|signal" "$OUT/gpu_tests.log" | head -20 | tee -a "$SUM"
+  timeout 60 $B/tests/gpu/test_gpu_dist_order --verbose >"$OUT/gpu_dist_order.log" 2>&1
+  note "2b. GPU collectives' order (fake communicator): rc=$? $(grep -E 'Synthesis' "$OUT/gpu_dist_order.log" | tail -1)"
   for x in test_hrx_gpu test_hrx_cuda; do
     [ -x $B/tests/hrx/$x ] || continue
     timeout 60 $B/tests/hrx/$x >"$OUT/hrx.log" 2>&1
