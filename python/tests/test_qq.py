@@ -293,3 +293,16 @@ def test_gguf_affine_matches_mlx(rng, tmp_path):
     assert sorted(a) == sorted(b)
     for k in a:
         np.testing.assert_array_equal(np.array(a[k]).view(np.uint8), np.array(b[k]).view(np.uint8))
+
+
+def test_qqmm_jvp_and_vmap(rng):
+    w = mx.array(weights(rng, (8, 32)))
+    x = mx.array(rng.standard_normal((5, 3, 32)).astype(np.float32))
+    tx = rng.standard_normal((5, 3, 32)).astype(np.float32)
+    tw = rng.standard_normal((8, 32)).astype(np.float32)
+    _, (t,) = mx.jvp(lambda a, b: mx.qqmm(a, b), [x, w], [mx.array(tx), mx.array(tw)])
+    wd = np.array(mx.dequantize(*mx.quantize(w, mode="nvfp4"), mode="nvfp4", dtype=mx.float32))
+    want = tx @ wd.T + np.array(qdq(x, "nvfp4")) @ tw.T
+    np.testing.assert_allclose(np.array(t), want, rtol=1e-5, atol=1e-4)
+    y = mx.vmap(lambda a: mx.qqmm(a, w))(x)
+    np.testing.assert_array_equal(np.array(y), np.array(mx.qqmm(x, w)))

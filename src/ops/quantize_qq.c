@@ -163,11 +163,13 @@ typedef struct qq_cfg {
   bool w_quantized, global; /* w packed (with scales); global scales given (x's, w's last) */
 } qq_cfg;
 
-/* x quantized and dequantized again in its own dtype ((..., K), any rank >= 1). */
+/* x quantized and dequantized again in its own dtype ((..., K), any rank >= 1). Through
+ * stop_gradient: the quantizers have no derivatives, and qqmm's rules give its own (forward
+ * mode would otherwise meet quantize on its way through the custom function's graph). */
 static nv_array *qdq(const qq_cfg *c, const nv_array *x, const nv_array *gx) {
   const nv__output *o = nv__out(x);
   int K = o->shape[o->ndim - 1], two[2] = {-1, K};
-  nv_array *x2 = nv_reshape(x, two, 2);
+  nv_array *x2 = nv_reshape(nv_stop_gradient(x), two, 2);
   nv_vec *v = nv_vec_new();
   if (!v) return nv__op_error(NV_ERR_OUT_OF_MEMORY, "qqmm", "out of memory");
   nv_status st = nv_quantize_scaled(x2, c->group_size, c->bits, c->mode, gx, v);
@@ -192,7 +194,7 @@ static nv_status packed_w(const qq_cfg *c, const nv_vec *in, nv_array **wq, nv_a
   nv_vec *v = nv_vec_new();
   if (!v) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "qqmm: out of memory");
   nv_array *gw = c->global ? nv_vec_get(in, nv_vec_size(in) - 1) : NULL;
-  nv_status st = nv_quantize_scaled(w, c->group_size, c->bits, c->mode, gw, v);
+  nv_status st = nv_quantize_scaled(nv_stop_gradient(w), c->group_size, c->bits, c->mode, gw, v);
   if (st == NV_OK) {
     /* The closure's scope owns them past the list. */
     nv__scope_register(*wq = nv_retain(nv_vec_get(v, 0)));
@@ -263,6 +265,38 @@ static nv_status qq_vjp(void *payload, const nv_vec *in, nv_vec *out) {
   }
   for (size_t i = 2; i < np && st == NV_OK; i++) st = nv_vec_push(out, nv_zeros_like(nv_vec_get(in, i)));
   for (size_t i = 0; i < nv_vec_size(out) && st == NV_OK; i++) st = nv_array_status(nv_vec_get(out, i));
+  nv_vec_free(prim);
+  return st;
+}
+
+/* The jvp, straight through the quantizers as the vjp: tx @ dequantize(w).T, plus
+ * qdq(x) @ tw.T for an unquantized w. Inputs: primals, then one tangent per primal. */
+static nv_status qq_jvp(void *payload, const nv_vec *in, nv_vec *out) {
+  const qq_cfg *c = payload;
+  size_t np = nv_vec_size(in) / 2;
+  nv_vec *prim = nv_vec_new();
+  if (!prim) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "qqmm: out of memory");
+  nv_status st = NV_OK;
+  for (size_t i = 0; i < np && st == NV_OK; i++) st = nv_vec_push(prim, nv_vec_get(in, i));
+  nv_array *wq, *ws;
+  if (st == NV_OK) st = packed_w(c, prim, &wq, &ws);
+  if (st != NV_OK) {
+    nv_vec_free(prim);
+    return st;
+  }
+  nv_array *x = nv_vec_get(in, 0), *tx = nv_vec_get(in, np), *fw = w_factor(c, prim);
+  nv_array *t = nv_quantized_matmul(nv_astype(tx, NV_DTYPE_FLOAT32), wq, ws, NULL, true,
+                                    c->group_size, c->bits, c->mode);
+  if (fw) t = nv_multiply(t, fw);
+  if (!c->w_quantized) {
+    nv_array *gx = c->global ? nv_vec_get(prim, np - 2) : NULL;
+    nv_array *xh = nv_astype(qdq(c, x, gx), NV_DTYPE_FLOAT32);
+    nv_array *tw = nv_astype(nv_vec_get(in, np + 1), NV_DTYPE_FLOAT32);
+    t = nv_add(t, nv_matmul(xh, nv_swapaxes(tw, -1, -2)));
+  }
+  t = nv_astype(t, nv__out(x)->dtype);
+  st = nv_array_status(t);
+  if (st == NV_OK) st = nv_vec_push(out, t);
   nv_vec_free(prim);
   return st;
 }
@@ -346,7 +380,8 @@ nv_array *nv_qqmm(const nv_array *x, const nv_array *w, const nv_array *scales, 
     return nv__op_error(NV_ERR_OUT_OF_MEMORY, OP, "out of memory");
   }
   nv_closure *vj = nv_closure_new(qq_vjp, c, NULL);
-  nv_closure *cf = vj ? nv_custom_function(fn, vj, NULL, NULL) : NULL;
+  nv_closure *jv = vj ? nv_closure_new(qq_jvp, c, NULL) : NULL;
+  nv_closure *cf = jv ? nv_custom_function(fn, vj, jv, NULL) : NULL;
   nv_vec *in = nv_vec_new(), *out = nv_vec_new();
   nv_status st = cf && in && out ? NV_OK : NV_ERR_OUT_OF_MEMORY;
   const nv_array *args[5] = {x, w, scales, global_scale_x, global_scale_w};
@@ -357,8 +392,9 @@ nv_array *nv_qqmm(const nv_array *x, const nv_array *w, const nv_array *scales, 
   if (st == NV_OK) nv__scope_register(r = nv_retain(nv_vec_get(out, 0)));
   nv_vec_free(in);
   nv_vec_free(out);
-  /* The custom function holds fn and vj (and fn owns the configuration). */
+  /* The custom function holds fn, vj and jv (and fn owns the configuration). */
   nv_closure_release(cf);
+  nv_closure_release(jv);
   nv_closure_release(vj);
   nv_closure_release(fn);
   return r ? r : nv__op_error(st, OP, "%s", nv_last_error());
