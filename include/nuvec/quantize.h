@@ -112,9 +112,10 @@ NV_API nv_array *nv_dequantize_scaled(const nv_array *w, const nv_array *scales,
  * nvfp4 global scales come both or neither: x's quantizes x, w's quantizes an unquantized w and
  * scales the product by g_w / 2688 (in float32). Composed of quantize, dequantize and
  * quantized_matmul; its vjp (and jvp) go straight through the quantizers: dx = g @
- * dequantize(w), dw = g^T @ qdq(x) for an unquantized w (MLX's CPU backend has no vjp and runs only the
- * packed-w, one-row case; it also ignores the global scales there). Fails for another mode,
- * another x dtype, mismatched shapes, a packed w without scales, or one global scale alone. */
+ * dequantize(w), dw = g^T @ qdq(x) for an unquantized w. (MLX's CPU backend has no vjp, runs
+ * only the packed-w, one-row case and ignores the global scales there.) Fails for another
+ * mode, another x dtype, mismatched shapes, a packed w without scales, an unquantized w that
+ * is not 2-D, or one global scale alone. */
 NV_API nv_array *nv_qqmm(const nv_array *x, const nv_array *w, const nv_array *scales,
                          int group_size, int bits, const char *mode,
                          const nv_array *global_scale_x, const nv_array *global_scale_w);

@@ -1,5 +1,6 @@
 /* nuvec's CPython extension: the quantization functions of mlx.core (quantize, dequantize,
- * quantized_matmul, qqmm, gather_mm, gather_qmm, segmented_mm), an op table added to the top-level module. */
+ * quantized_matmul, qqmm, gather_mm, gather_qmm, segmented_mm), an op table added to the
+ * top-level module. */
 #include "optable.h"
 
 /* group_size and bits: None (or absent) is 0, the mode's default in the C API. */

@@ -402,7 +402,8 @@ static void affine_range(void *ctx, int64_t begin, int64_t end) {
       int hdr = j->type == 2 ? 2 : 4;
       q = j->src + b * (j->type == 2 ? 18 : 20);
       d = (uint16_t)(q[0] | q[1] << 8);
-      bias = j->type == 2 ? -8.0f * nv__f16_to_f32(d) : nv__f16_to_f32((uint16_t)(q[2] | q[3] << 8));
+      bias = j->type == 2 ? -8.0f * nv__f16_to_f32(d)
+                          : nv__f16_to_f32((uint16_t)(q[2] | q[3] << 8));
       for (int i = 0; i < 16; i++) {
         e[i] = q[hdr + i] & 0x0f;
         e[i + 16] = q[hdr + i] >> 4;
@@ -440,7 +441,8 @@ static char *derived_name(const char *name, size_t n, const char *suffix) {
 static nv_status make_affine(const nv__io_src *s, const gg_tensor *t, size_t base,
                              nv_array **out) {
   int shape[NV__MAX_DIMS], sshape[NV__MAX_DIMS];
-  for (int i = 0; i < t->ndim; i++) shape[i] = sshape[i] = (int)le(t->dims + 8 * (t->ndim - 1 - i), 8);
+  for (int i = 0; i < t->ndim; i++)
+    shape[i] = sshape[i] = (int)le(t->dims + 8 * (t->ndim - 1 - i), 8);
   int bits = t->type->id == 8 ? 8 : 4, K = shape[t->ndim - 1];
   uint64_t blocks = t->nbytes / (uint64_t)t->type->bytes;
   shape[t->ndim - 1] = K / 32 * bits;

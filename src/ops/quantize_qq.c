@@ -98,16 +98,18 @@ nv_status nv_quantize_scaled(const nv_array *w, int group_size, int bits, const 
   /* E2M1 magnitude codes: the number of midpoints below |q| (ties go to the smaller). */
   static const double mids[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
   nv_array *a = nv_abs(q), *c = nv_full(NULL, 0, 0, NV_DTYPE_UINT32);
-  for (int i = 0; i < 7; i++) c = nv_add(c, nv_astype(nv_greater(a, f32(mids[i])), NV_DTYPE_UINT32));
+  for (int i = 0; i < 7; i++)
+    c = nv_add(c, nv_astype(nv_greater(a, f32(mids[i])), NV_DTYPE_UINT32));
   /* The sign bit for nonzero codes of negative values (a zero code is +0). */
-  nv_array *neg = nv_logical_and(nv_less(q, zero), nv_greater(c, nv_full(NULL, 0, 0, NV_DTYPE_UINT32)));
-  c = nv_bitwise_or(c, nv_multiply(nv_astype(neg, NV_DTYPE_UINT32),
-                                   nv_full(NULL, 0, 8, NV_DTYPE_UINT32)));
+  nv_array *u0 = nv_full(NULL, 0, 0, NV_DTYPE_UINT32), *u4 = nv_full(NULL, 0, 4, NV_DTYPE_UINT32);
+  nv_array *neg = nv_logical_and(nv_less(q, zero), nv_greater(c, u0));
+  c = nv_bitwise_or(c, nv_left_shift(nv_astype(neg, NV_DTYPE_UINT32),
+                                     nv_full(NULL, 0, 3, NV_DTYPE_UINT32)));
   /* Eight codes a word, element j at bits [4j, 4j + 4). */
   shp[nd - 1] = K / 8;
   shp[nd] = 8;
   nv_array *c8 = nv_reshape(c, shp, nd + 1);
-  nv_array *sh = nv_multiply(nv_arange(0, 8, 1, NV_DTYPE_UINT32), nv_full(NULL, 0, 4, NV_DTYPE_UINT32));
+  nv_array *sh = nv_multiply(nv_arange(0, 8, 1, NV_DTYPE_UINT32), u4);
   nv_array *words = nv_astype(nv_sum(nv_left_shift(c8, sh), &last, 1, false), NV_DTYPE_UINT32);
   shp[nd - 1] = K / 16;
   nv_array *scales = nv_reshape(codes, shp, nd);
@@ -194,7 +196,8 @@ static nv_status packed_w(const qq_cfg *c, const nv_vec *in, nv_array **wq, nv_a
   nv_vec *v = nv_vec_new();
   if (!v) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "qqmm: out of memory");
   nv_array *gw = c->global ? nv_vec_get(in, nv_vec_size(in) - 1) : NULL;
-  nv_status st = nv_quantize_scaled(nv_stop_gradient(w), c->group_size, c->bits, c->mode, gw, v);
+  nv_status st =
+      nv_quantize_scaled(nv_stop_gradient(w), c->group_size, c->bits, c->mode, gw, v);
   if (st == NV_OK) {
     /* The closure's scope owns them past the list. */
     nv__scope_register(*wq = nv_retain(nv_vec_get(v, 0)));
@@ -263,8 +266,10 @@ static nv_status qq_vjp(void *payload, const nv_vec *in, nv_vec *out) {
   } else if (st == NV_OK) {
     st = nv_vec_push(out, nv_zeros_like(w));
   }
-  for (size_t i = 2; i < np && st == NV_OK; i++) st = nv_vec_push(out, nv_zeros_like(nv_vec_get(in, i)));
-  for (size_t i = 0; i < nv_vec_size(out) && st == NV_OK; i++) st = nv_array_status(nv_vec_get(out, i));
+  for (size_t i = 2; i < np && st == NV_OK; i++)
+    st = nv_vec_push(out, nv_zeros_like(nv_vec_get(in, i)));
+  for (size_t i = 0; i < nv_vec_size(out) && st == NV_OK; i++)
+    st = nv_array_status(nv_vec_get(out, i));
   nv_vec_free(prim);
   return st;
 }
@@ -342,6 +347,9 @@ nv_array *nv_qqmm(const nv_array *x, const nv_array *w, const nv_array *scales, 
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
                           "scales were given but w (dtype %s) is not quantized",
                           nv_dtype_name(ow->dtype));
+    if (ow->ndim != 2)
+      return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                          "an unquantized w must be a matrix (N, K), got shape %s", sw);
     if (ow->dtype != NV_DTYPE_FLOAT16 && ow->dtype != NV_DTYPE_BFLOAT16 &&
         ow->dtype != NV_DTYPE_FLOAT32)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,

@@ -2,12 +2,11 @@
 nv_load_gguf's NV_GGUF_AFFINE mode, through ctypes: against NumPy references of the formats'
 definitions, the errors named by the op, and gradients straight through the quantizers."""
 import ctypes as C
-import os
 
 import numpy as np
 import pytest
 
-from nvc import BF16, CODE, I, NuvecError, P, Session, lib, np_dtype, sig
+from nvc import CODE, I, NuvecError, P, Session, lib, np_dtype, sig
 
 sig("nv_quantize", I, P, I, I, C.c_char_p, P)
 sig("nv_quantize_scaled", I, P, I, I, C.c_char_p, P, P)
@@ -63,7 +62,8 @@ def quantize(nv, w, g, mode=b"nvfp4", gs=0):
 @pytest.mark.parametrize("g", [0.05, 1.0, 40.0, 5000.0])
 def test_scaled_round_trip_definition(nv, dtype, g):
     rng = np.random.default_rng(3)
-    w = (rng.standard_normal((2, 3, 48)) * np.exp(rng.uniform(-2, 2, (2, 3, 1)))).astype(np_dtype(dtype))
+    w = rng.standard_normal((2, 3, 48)) * np.exp(rng.uniform(-2, 2, (2, 3, 1)))
+    w = w.astype(np_dtype(dtype))
     w.reshape(-1)[::17] = 0.0
     ga = nv.array(np.float32(g))
     words, scales = quantize(nv, nv.array(w), ga)
@@ -191,8 +191,10 @@ def test_gguf_affine_mode(nv, tmp_path):
             b = lib.nv_map_get(m, (base + ".biases").encode())
             assert nv.read(s).dtype == np.float16 and nv.read(w).shape == (3, 64 * bits // 32)
             # With float32 scales and biases the affine form gives ggml's values exactly.
-            sf, bf = nv.array(nv.read(s).astype(np.float32)), nv.array(nv.read(b).astype(np.float32))
-            got = nv.read(nv.own(lib.nv_dequantize(w, sf, bf, 32, bits, b"affine", CODE["float32"])))
+            sf = nv.array(nv.read(s).astype(np.float32))
+            bf = nv.array(nv.read(b).astype(np.float32))
+            got = nv.read(nv.own(lib.nv_dequantize(w, sf, bf, 32, bits, b"affine",
+                                                   CODE["float32"])))
             np.testing.assert_array_equal(got, want)
         # Other block types stay raw.
         k = nv.read(lib.nv_map_get(m, b"k"))

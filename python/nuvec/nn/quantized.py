@@ -1,6 +1,7 @@
 """Quantized layers with mlx.nn's names and semantics: QuantizedLinear, QuantizedEmbedding,
-QQLinear (input quantized too, through qqmm) and quantize(), over nuvec's quantize / dequantize / quantized_matmul (the weights are packed as
-MLX packs them, so a model quantized by MLX loads and runs the same)."""
+QQLinear (input quantized too, through qqmm) and quantize(), over nuvec's quantize /
+dequantize / quantized_matmul / qqmm (the weights are packed as MLX packs them, so a model
+quantized by MLX loads and runs the same)."""
 import math
 
 import nuvec as mx
