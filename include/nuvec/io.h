@@ -147,10 +147,19 @@ NV_API nv_status nv_load_safetensors_from_memory(const void *data, size_t size,
 /* How GGUF's block-quantized tensors load. RAW: as uint8 arrays of their packed blocks, the
  * shape's last axis in bytes (ne0 / block_size × block_bytes), for every block type GGUF
  * defines. DEQUANTIZE: Q4_0, Q4_1 and Q8_0 as float32 computed as ggml does (scale × quant
- * [+ min] in float32); other block types then fail with NV_ERR_UNSUPPORTED. */
+ * [+ min] in float32); other block types then fail with NV_ERR_UNSUPPORTED. AFFINE (what MLX's
+ * load does): Q4_0, Q4_1 and Q8_0 as nv_quantize's affine triple, group size 32, bits 4, 4
+ * and 8, bit-identical to MLX's: the packed uint32 weight under the tensor's name, float16
+ * scales and biases under the name with its first ".weight" removed plus ".scales" /
+ * ".biases" (Q4_0: scale d, bias -8d; Q4_1: d, m; Q8_0: d, -128d, the quants offset by 128).
+ * No value is lost: the stored numbers are GGUF's, and quantized_matmul with a float32 x
+ * computes d × q + b in float32, ggml's values exactly (a float16 dequantize rounds them).
+ * Other block types load raw (MLX dequantizes them to float16); a derived name that another
+ * tensor already has fails with NV_ERR_IO. */
 typedef enum nv_gguf_mode {
   NV_GGUF_RAW = 0,
   NV_GGUF_DEQUANTIZE = 1,
+  NV_GGUF_AFFINE = 2,
 } nv_gguf_mode;
 
 /* A GGUF file (versions 2 and 3): F32, F16, BF16, F64, I8-I64 tensors as those dtypes, block

@@ -10,7 +10,8 @@
  *   "affine"  group 32, 64*, 128; bits 1, 2, 3, 4*, 5, 6, 8; scales and biases in w's dtype.
  *   "mxfp4"   group 32; bits 4: E2M1 elements, E8M0 scales (uint8).
  *   "mxfp8"   group 32; bits 8: E4M3 elements, E8M0 scales (uint8).
- *   "nvfp4"   group 16; bits 4: E2M1 elements, E4M3 scales (uint8); no global scale.
+ *   "nvfp4"   group 16; bits 4: E2M1 elements, E4M3 scales (uint8); optionally a global
+ *             float32 scale (nv_quantize_scaled).
  * Every `group_size` consecutive elements of a row of w share a scale (and a bias). The
  * quantized elements of a row form one little-endian bit stream (element j at bits
  * [j*bits, (j+1)*bits)) stored in uint32 words: shape (..., K * bits / 32). The values are the
@@ -87,6 +88,37 @@ NV_API nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_ar
  * operands that are not 2-D (MLX: batched matmul is not supported), inner dimensions that
  * differ, or segments of another shape or a non-integer dtype. */
 NV_API nv_array *nv_segmented_mm(const nv_array *a, const nv_array *b, const nv_array *segments);
+
+/* nvfp4 with a per-tensor global scale g (a float32 array of one element), as MLX's
+ * quantize(..., global_scale=g): each group's E4M3 scale encodes (amax / 6) * (2688 / g)
+ * (2688 = 448 * 6) and decodes as its value * (g / 2688); the elements are E2M1(w / decoded
+ * scale). `global_scale` NULL is nv_quantize. Fails as nv_quantize, and for a mode other than
+ * nvfp4, or a global scale that is not float32 or has more than one element. */
+NV_API nv_status nv_quantize_scaled(const nv_array *w, int group_size, int bits, const char *mode,
+                                    const nv_array *global_scale, nv_vec *out);
+
+/* The inverse of nv_quantize_scaled: element value * (scale value * (g / 2688)) in float32 (as
+ * MLX, whose result is float32 whatever `dtype` asks for; float64 is kept). `global_scale` NULL
+ * is nv_dequantize. Fails as nv_dequantize and nv_quantize_scaled. */
+NV_API nv_array *nv_dequantize_scaled(const nv_array *w, const nv_array *scales,
+                                      const nv_array *biases, int group_size, int bits,
+                                      const char *mode, const nv_array *global_scale,
+                                      nv_dtype dtype);
+
+/* MLX's qqmm: x @ w.T with x (..., K) quantized and dequantized on the fly in `mode` ("nvfp4",
+ * the default for NULL, "mxfp8" or "mxfp4"; not affine) and w either packed (uint32, with
+ * `scales`, quantized with the same group size, bits and mode) or a float matrix (N, K)
+ * quantized on the fly. x is float16, bfloat16 or float32 and the result has its dtype. The
+ * nvfp4 global scales come both or neither: x's quantizes x, w's quantizes an unquantized w and
+ * scales the product by g_w / 2688 (in float32). Composed of quantize, dequantize and
+ * quantized_matmul; its vjp (and jvp) go straight through the quantizers: dx = g @
+ * dequantize(w), dw = g^T @ qdq(x) for an unquantized w. (MLX's CPU backend has no vjp, runs
+ * only the packed-w, one-row case and ignores the global scales there.) Fails for another
+ * mode, another x dtype, mismatched shapes, a packed w without scales, an unquantized w that
+ * is not 2-D, or one global scale alone. */
+NV_API nv_array *nv_qqmm(const nv_array *x, const nv_array *w, const nv_array *scales,
+                         int group_size, int bits, const char *mode,
+                         const nv_array *global_scale_x, const nv_array *global_scale_w);
 
 #ifdef __cplusplus
 }

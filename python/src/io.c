@@ -288,9 +288,9 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw) {
     st = p ? nv_load_safetensors(p, &arrays, &meta)
            : nv_load_safetensors_from_memory(buf, size, &arrays, &meta);
     break;
-  default:
-    st = p ? nv_load_gguf(p, NV_GGUF_RAW, &arrays, &meta)
-           : nv_load_gguf_from_memory(buf, size, NV_GGUF_RAW, &arrays, &meta);
+  default: /* as MLX: Q4_0 / Q4_1 / Q8_0 as affine (weight, scales, biases) */
+    st = p ? nv_load_gguf(p, NV_GGUF_AFFINE, &arrays, &meta)
+           : nv_load_gguf_from_memory(buf, size, NV_GGUF_AFFINE, &arrays, &meta);
   }
   Py_END_ALLOW_THREADS Py_XDECREF(path);
   Py_XDECREF(data);

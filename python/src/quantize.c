@@ -1,5 +1,6 @@
 /* nuvec's CPython extension: the quantization functions of mlx.core (quantize, dequantize,
- * quantized_matmul, gather_mm, gather_qmm, segmented_mm), an op table added to the top-level module. */
+ * quantized_matmul, qqmm, gather_mm, gather_qmm, segmented_mm), an op table added to the
+ * top-level module. */
 #include "optable.h"
 
 /* group_size and bits: None (or absent) is 0, the mode's default in the C API. */
@@ -9,36 +10,44 @@ static int qargs(call *c, int gi, int bi, int mi, int *gs, int *bits, const char
   return *mode ? 0 : -1;
 }
 
-/* nvfp4's optional global scale is not implemented: refuse it rather than ignore it. */
+/* nvfp4's optional global scale is not implemented in gather_qmm: refuse it rather than
+ * ignore it. */
 static int no_global_scale(call *c, int i) {
   if (!given(c, i)) return 0;
   PyErr_Format(PyExc_NotImplementedError, "%s: global_scale is not supported", c->op->name);
   return -1;
 }
 
+/* An optional array argument: *out stays NULL when absent or None; -1 on a bad value. */
+static int opt_arr(call *c, int i, nv_array **out) {
+  *out = NULL;
+  if (!given(c, i)) return 0;
+  return (*out = arr(c, i)) ? 0 : -1;
+}
+
 static PyObject *sig_quantize(call *c) {
-  nv_array *w = arr(c, 0);
+  nv_array *w = arr(c, 0), *g;
   int gs, bits;
   const char *mode;
-  if (!w || qargs(c, 1, 2, 3, &gs, &bits, &mode) < 0 || no_global_scale(c, 4) < 0) return NULL;
+  if (!w || qargs(c, 1, 2, 3, &gs, &bits, &mode) < 0 || opt_arr(c, 4, &g) < 0) return NULL;
   nv_vec *v = nv_vec_new();
   if (!v) return PyErr_NoMemory();
-  nv_status st = nv_quantize(w, gs, bits, mode, v);
+  nv_status st = nv_quantize_scaled(w, gs, bits, mode, g, v);
   PyObject *r = st == NV_OK ? nvpy_tuple_from_vec(v) : nvpy_raise_last(st);
   nv_vec_free(v);
   return r;
 }
 
 static PyObject *sig_dequantize(call *c) {
-  nv_array *w = arr(c, 0), *s = w ? arr(c, 1) : NULL, *b = NULL;
+  nv_array *w = arr(c, 0), *s = w ? arr(c, 1) : NULL, *b = NULL, *g;
   int gs, bits;
   const char *mode;
   if (!s || (given(c, 2) && !(b = arr(c, 2))) || qargs(c, 3, 4, 5, &gs, &bits, &mode) < 0 ||
-      no_global_scale(c, 6) < 0)
+      opt_arr(c, 6, &g) < 0)
     return NULL;
   int dt = dtype_at(c, 7, NV_DTYPE_COUNT);
   if (dt < 0) return NULL;
-  return nvpy_wrap(nv_dequantize(w, s, b, gs, bits, mode, (nv_dtype)dt));
+  return nvpy_wrap(nv_dequantize_scaled(w, s, b, gs, bits, mode, g, (nv_dtype)dt));
 }
 
 static PyObject *sig_quantized_matmul(call *c) {
@@ -50,6 +59,16 @@ static PyObject *sig_quantized_matmul(call *c) {
       qargs(c, 5, 6, 7, &gs, &bits, &mode) < 0)
     return NULL;
   return nvpy_wrap(nv_quantized_matmul(x, w, s, b, transpose, gs, bits, mode));
+}
+
+static PyObject *sig_qqmm(call *c) {
+  nv_array *x = arr(c, 0), *w = x ? arr(c, 1) : NULL, *s, *gx, *gw;
+  int gs, bits;
+  if (!w || opt_arr(c, 2, &s) < 0 || int_at(c, 3, 0, &gs) < 0 || int_at(c, 4, 0, &bits) < 0)
+    return NULL;
+  const char *mode = str_at(c, 5, "nvfp4");
+  if (!mode || opt_arr(c, 6, &gx) < 0 || opt_arr(c, 7, &gw) < 0) return NULL;
+  return nvpy_wrap(nv_qqmm(x, w, s, gs, bits, mode, gx, gw));
 }
 
 static PyObject *sig_gather_mm(call *c) {
@@ -85,7 +104,8 @@ static PyObject *sig_segmented_mm(call *c) {
 static const nvpy_op quantize_ops[] = {
     {"quantize", sig_quantize, NULL, KW("w", "group_size", "bits", "mode", "global_scale"), 1,
      {0}, 0,
-     DOC("quantize(w, group_size=None, bits=None, mode='affine'): (w_q, scales[, biases]).")},
+     DOC("quantize(w, group_size=None, bits=None, mode='affine', global_scale=None): "
+         "(w_q, scales[, biases]).")},
     {"dequantize", sig_dequantize, NULL,
      KW("w", "scales", "biases", "group_size", "bits", "mode", "global_scale", "dtype"), 2, {0},
      0, DOC("dequantize(w, scales, biases=None, group_size=None, bits=None, mode='affine').")},
@@ -93,6 +113,12 @@ static const nvpy_op quantize_ops[] = {
      KW("x", "w", "scales", "biases", "transpose", "group_size", "bits", "mode"), 3, {0}, 0,
      DOC("quantized_matmul(x, w, scales, biases=None, transpose=True, group_size=None, "
          "bits=None, mode='affine'): x @ dequantize(w).T (or x @ dequantize(w)).")},
+    {"qqmm", sig_qqmm, NULL,
+     KW("x", "w", "scales", "group_size", "bits", "mode", "global_scale_x", "global_scale_w"),
+     2, {0}, 0,
+     DOC("qqmm(x, w, scales=None, group_size=None, bits=None, mode='nvfp4', "
+         "global_scale_x=None, global_scale_w=None): x @ w.T with x (and an unquantized w) "
+         "quantized on the fly.")},
     {"gather_mm", sig_gather_mm, NULL,
      KW("a", "b", "lhs_indices", "rhs_indices", "sorted_indices"), 2, {0}, 0,
      DOC("gather_mm(a, b, lhs_indices=None, rhs_indices=None, sorted_indices=False): "

@@ -115,8 +115,9 @@ def test_errors_match_mlx():
     q, s, b = nv.quantize(w)
     with pytest.raises(ValueError, match="quantized_matmul: the last dimension of x"):
         nv.quantized_matmul(nv.ones((2, 32)), q, s, b)
-    with pytest.raises(NotImplementedError, match="global_scale"):
-        nv.quantize(w, mode="nvfp4", global_scale=nv.array(1.0))
+    # A global scale is nvfp4's alone (python/tests/test_qq.py tests it).
+    with pytest.raises(ValueError, match="global scale is only supported for 'nvfp4'"):
+        nv.quantize(w, global_scale=nv.array(1.0))
 
 
 def test_grad_in_x_by_finite_differences(rng):

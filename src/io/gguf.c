@@ -372,6 +372,125 @@ static void dequantize_range(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* ---- Q4_0 / Q4_1 / Q8_0 as affine triples (NV_GGUF_AFFINE) ---- */
+
+typedef struct aff_job {
+  const unsigned char *src;
+  uint32_t *w;        /* 4 (bits 4) or 8 (bits 8) words per block */
+  uint16_t *sc, *bi;  /* float16 bits, one per block */
+  int type;
+} aff_job;
+
+/* Repacks blocks [begin, end): element j of a block at bits [j*bits, (j+1)*bits) of its words,
+ * as nv_quantize packs a row. */
+static void affine_range(void *ctx, int64_t begin, int64_t end) {
+  const aff_job *j = ctx;
+  for (int64_t b = begin; b < end; b++) {
+    uint8_t e[32];
+    const unsigned char *q;
+    uint16_t d;
+    float bias;
+    if (j->type == 8) { /* Q8_0: int8 quants; u = q + 128 with bias -128 d */
+      q = j->src + b * 34;
+      d = (uint16_t)(q[0] | q[1] << 8);
+      for (int i = 0; i < 32; i++) e[i] = (uint8_t)(q[2 + i] ^ 0x80);
+      bias = -128.0f * nv__f16_to_f32(d);
+      for (int k = 0; k < 8; k++)
+        j->w[b * 8 + k] = (uint32_t)e[4 * k] | (uint32_t)e[4 * k + 1] << 8 |
+                          (uint32_t)e[4 * k + 2] << 16 | (uint32_t)e[4 * k + 3] << 24;
+    } else { /* Q4_0 / Q4_1: byte i holds element i (low nibble) and i + 16 (high) */
+      int hdr = j->type == 2 ? 2 : 4;
+      q = j->src + b * (j->type == 2 ? 18 : 20);
+      d = (uint16_t)(q[0] | q[1] << 8);
+      bias = j->type == 2 ? -8.0f * nv__f16_to_f32(d)
+                          : nv__f16_to_f32((uint16_t)(q[2] | q[3] << 8));
+      for (int i = 0; i < 16; i++) {
+        e[i] = q[hdr + i] & 0x0f;
+        e[i + 16] = q[hdr + i] >> 4;
+      }
+      for (int k = 0; k < 4; k++) {
+        uint32_t v = 0;
+        for (int i = 0; i < 8; i++) v |= (uint32_t)e[8 * k + i] << (4 * i);
+        j->w[b * 4 + k] = v;
+      }
+    }
+    j->sc[b] = d;
+    /* -8 d and -128 d are exact in float16 (powers of two) unless they overflow. */
+    j->bi[b] = nv__f32_to_f16(bias);
+  }
+}
+
+/* The scales' / biases' name: `name` (n bytes) with its first ".weight" removed, + suffix. */
+static char *derived_name(const char *name, size_t n, const char *suffix) {
+  size_t cut = n, sl = strlen(suffix);
+  for (size_t i = 0; i + 7 <= n; i++)
+    if (!memcmp(name + i, ".weight", 7)) {
+      cut = i;
+      break;
+    }
+  size_t rest = cut < n ? n - cut - 7 : 0;
+  char *r = nv__malloc(cut + rest + sl + 1);
+  if (!r) return NULL;
+  memcpy(r, name, cut);
+  if (rest) memcpy(r + cut, name + cut + 7, rest);
+  memcpy(r + cut + rest, suffix, sl + 1);
+  return r;
+}
+
+/* Q4_0 / Q4_1 / Q8_0 tensor `t` as its three arrays (out[0..3), new references). */
+static nv_status make_affine(const nv__io_src *s, const gg_tensor *t, size_t base,
+                             nv_array **out) {
+  int shape[NV__MAX_DIMS], sshape[NV__MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++)
+    shape[i] = sshape[i] = (int)le(t->dims + 8 * (t->ndim - 1 - i), 8);
+  int bits = t->type->id == 8 ? 8 : 4, K = shape[t->ndim - 1];
+  uint64_t blocks = t->nbytes / (uint64_t)t->type->bytes;
+  shape[t->ndim - 1] = K / 32 * bits;
+  sshape[t->ndim - 1] = K / 32;
+  void *w, *sc, *bi;
+  out[0] = out[1] = out[2] = NULL;
+  nv_status st = nv__io_array_alloc(s->op, (size_t)(blocks * (uint64_t)bits * 4), NV_DTYPE_UINT32,
+                                    shape, t->ndim, NULL, &out[0], &w);
+  if (st == NV_OK)
+    st = nv__io_array_alloc(s->op, (size_t)(blocks * 2), NV_DTYPE_FLOAT16, sshape, t->ndim, NULL,
+                            &out[1], &sc);
+  if (st == NV_OK)
+    st = nv__io_array_alloc(s->op, (size_t)(blocks * 2), NV_DTYPE_FLOAT16, sshape, t->ndim, NULL,
+                            &out[2], &bi);
+  if (st != NV_OK) {
+    for (int i = 0; i < 3; i++) nv_release(out[i]), out[i] = NULL;
+    return st;
+  }
+  aff_job job = {s->data + base + (size_t)t->offset, w, sc, bi, t->type->id};
+  nv__parallel_for((int64_t)blocks, 4096, affine_range, &job);
+  return NV_OK;
+}
+
+/* Adds tensor `t` in affine form to `m`: the weight under `name`, the scales and biases under
+ * their derived names (failing when another tensor has one). */
+static nv_status add_affine(const nv__io_src *s, const gg_tensor *t, size_t base, const char *name,
+                            nv_map *m) {
+  nv_array *a[3];
+  nv_status st = make_affine(s, t, base, a);
+  if (st != NV_OK) return st;
+  static const char *const suffix[2] = {".scales", ".biases"};
+  char *names[2] = {NULL, NULL};
+  for (int i = 0; i < 2 && st == NV_OK; i++) {
+    names[i] = derived_name(t->name, t->name_len, suffix[i]);
+    if (!names[i]) st = nv__io_error(s, NV_ERR_OUT_OF_MEMORY, "out of memory");
+    else if (nv_map_get(m, names[i]))
+      st = nv__io_error(s, NV_ERR_IO, "tensor \"%.64s\": its %s name \"%.64s\" is taken",
+                        name, suffix[i] + 1, names[i]);
+  }
+  if (st == NV_OK && nv_map_get(m, name))
+    st = nv__io_error(s, NV_ERR_IO, "tensor \"%.64s\" appears twice", name);
+  if (st == NV_OK) st = nv_map_set(m, name, a[0]);
+  for (int i = 0; i < 2 && st == NV_OK; i++) st = nv_map_set(m, names[i], a[1 + i]);
+  for (int i = 0; i < 2; i++) nv__free(names[i]);
+  for (int i = 0; i < 3; i++) nv_release(a[i]);
+  return st;
+}
+
 static nv_status make_tensor(const nv__io_src *s, const gg_tensor *t, size_t base,
                              nv_gguf_mode mode, nv_array **out) {
   int shape[NV__MAX_DIMS];
@@ -380,7 +499,7 @@ static nv_status make_tensor(const nv__io_src *s, const gg_tensor *t, size_t bas
   if (t->type->dtype != NV_DTYPE_COUNT)
     return nv__io_array(s, off, (size_t)t->nbytes, t->type->dtype, shape, t->ndim, NULL, out);
   int nl = (int)(t->name_len > 64 ? 64 : t->name_len);
-  if (mode == NV_GGUF_RAW) {
+  if (mode != NV_GGUF_DEQUANTIZE) {
     /* The last axis holds each row's blocks in bytes; it fits an int because the row's
      * element count does and a block's bytes never exceed its elements × 4. */
     int64_t row = (int64_t)le(t->dims, 8) / t->type->block * t->type->bytes;
@@ -406,7 +525,7 @@ static nv_status make_tensor(const nv__io_src *s, const gg_tensor *t, size_t bas
 
 nv_status nv__gguf_parse(const nv__io_src *s, nv_gguf_mode mode, nv_map **arrays,
                          nv_io_metadata **meta) {
-  if (mode != NV_GGUF_RAW && mode != NV_GGUF_DEQUANTIZE)
+  if (mode != NV_GGUF_RAW && mode != NV_GGUF_DEQUANTIZE && mode != NV_GGUF_AFFINE)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: invalid mode %d", s->op, (int)mode);
   rd r = {s, 0, "the header"};
   uint32_t magic, version;
@@ -448,9 +567,16 @@ nv_status nv__gguf_parse(const nv__io_src *s, nv_gguf_mode mode, nv_map **arrays
   for (uint64_t i = 0; i < ntensors && st == NV_OK; i++) {
     nv_array *a = NULL;
     char *name = dup_bytes(t[i].name, t[i].name_len);
-    st = name ? make_tensor(s, &t[i], base, mode, &a)
-              : nv__io_error(s, NV_ERR_OUT_OF_MEMORY, "out of memory");
-    if (st == NV_OK) st = nv__map_append(m, name, a);
+    int id = t[i].type->id;
+    bool affine = mode == NV_GGUF_AFFINE && (id == 2 || id == 3 || id == 8);
+    if (!name) st = nv__io_error(s, NV_ERR_OUT_OF_MEMORY, "out of memory");
+    else if (affine) st = add_affine(s, &t[i], base, name, m);
+    else st = make_tensor(s, &t[i], base, mode, &a);
+    /* With derived names in the map a plain name may collide with one of them. */
+    if (st == NV_OK && !affine && mode == NV_GGUF_AFFINE && nv_map_get(m, name))
+      st = nv__io_error(s, NV_ERR_IO, "tensor \"%.64s\" has the name of another tensor's "
+                        "scales or biases", name);
+    if (st == NV_OK && !affine) st = nv__map_append(m, name, a);
     nv_release(a);
     nv__free(name);
   }

@@ -28,4 +28,8 @@ nv_array *nv__rows_node(int prim, nv_array *in, nv_dtype dt, const int *shape, i
  * carries the gradient). */
 nv_array *nv__argtopk(const nv_array *x, int k, const int *axis);
 
+/* logcumsumexp of complex64 along `axis` (normalized; -1: the flattened array), composed of
+ * logaddexp steps (src/ops/reduce_scan_complex.c). */
+nv_array *nv__logcumsumexp_complex(const nv_array *x, int axis, bool reverse, bool inclusive);
+
 #endif

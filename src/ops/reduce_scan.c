@@ -62,7 +62,7 @@ static nv_array *scan(int prim, const nv_array *x, const int *axis, bool reverse
   }
   if (prim == NV__PRIM_LOGCUMSUMEXP) {
     if (dt == NV_DTYPE_COMPLEX64)
-      return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "complex64 is not supported");
+      return nv__logcumsumexp_complex(x, axis ? ax[0] : -1, reverse, inclusive);
     dt = nv__at_least_float(dt);
   }
   nv__rows_params *p = NULL;

@@ -1,10 +1,10 @@
-/* libFuzzer target: nv_load_gguf_from_memory, raw and dequantizing, and the same bytes by path
- * through nv_load_gguf (both modes) and nv_load (raw). */
+/* libFuzzer target: nv_load_gguf_from_memory, raw, dequantizing and affine, and the same
+ * bytes by path through nv_load_gguf (every mode) and nv_load (raw). */
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   const char *path = fuzz_file(data, size, ".gguf");
-  for (int mode = NV_GGUF_RAW; mode <= NV_GGUF_DEQUANTIZE; mode++) {
+  for (int mode = NV_GGUF_RAW; mode <= NV_GGUF_AFFINE; mode++) {
     nv_map *m = NULL, *pm = NULL, *lm = NULL;
     nv_io_metadata *md = NULL, *pmd = NULL, *lmd = NULL;
     nv_status st = FUZZ_LOAD(nv_load_gguf_from_memory(data, size, (nv_gguf_mode)mode, &m, &md));

@@ -1,6 +1,6 @@
 """nuvec.nn: neural-network modules, layers, activations, initializers and losses with
 mlx.nn's names and semantics (`import nuvec.nn as nn` runs code written for mlx.nn).
-The quantized layers are not there yet: they need core ops nuvec lacks."""
+QuantizedLinear, QuantizedEmbedding, QQLinear and quantize() are in nuvec.nn.quantized."""
 from . import init, losses  # noqa: F401
 from .activations import *  # noqa: F401,F403
 from .base import Module  # noqa: F401

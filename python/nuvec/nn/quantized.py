@@ -1,6 +1,7 @@
-"""Quantized layers with mlx.nn's names and semantics: QuantizedLinear, QuantizedEmbedding and
-quantize(), over nuvec's quantize / dequantize / quantized_matmul (the weights are packed as
-MLX packs them, so a model quantized by MLX loads and runs the same)."""
+"""Quantized layers with mlx.nn's names and semantics: QuantizedLinear, QuantizedEmbedding,
+QQLinear (input quantized too, through qqmm) and quantize(), over nuvec's quantize /
+dequantize / quantized_matmul / qqmm (the weights are packed as MLX packs them, so a model
+quantized by MLX loads and runs the same)."""
 import math
 
 import nuvec as mx
@@ -9,7 +10,7 @@ from ..utils import tree_map_with_path
 from .base import Module
 from .layers import Embedding, Linear
 
-__all__ = ["QuantizedLinear", "QuantizedEmbedding", "quantize"]
+__all__ = ["QuantizedLinear", "QuantizedEmbedding", "QQLinear", "quantize"]
 
 # Each mode's (group_size, bits) when the caller gives None, as mlx.core.quantize's.
 _MODE_DEFAULTS = {"affine": (64, 4), "mxfp4": (32, 4), "mxfp8": (32, 8), "nvfp4": (16, 4)}
@@ -112,10 +113,72 @@ class QuantizedEmbedding(_Quantized):
         return q
 
 
+class QQLinear(Module):
+    """A bias-free Linear whose input is quantized on the fly as well as its weight: y =
+    qqmm(x, weight). In training mode the weight is kept unquantized (and trainable: qqmm's
+    gradient goes straight through the quantizers); eval() packs it (weight, scales) and
+    train() unpacks it again (in bfloat16 for the fp modes, as MLX's dequantize)."""
+
+    def __init__(self, input_dims, output_dims, group_size=None, bits=None, mode="nvfp4"):
+        super().__init__()
+        self.group_size, self.bits = _resolve(group_size, bits, mode)
+        self.mode = mode
+        scale = math.sqrt(1.0 / input_dims)
+        self.weight = mx.random.uniform(-scale, scale, (output_dims, input_dims))
+        self._quantized = False
+
+    def _extra_repr(self):
+        out_dims, in_dims = self["weight"].shape
+        if self["weight"].dtype == mx.uint32:
+            in_dims = in_dims * 32 // self.bits
+        return (f"input_dims={in_dims}, output_dims={out_dims}, group_size={self.group_size}, "
+                f"bits={self.bits}, mode={self.mode}")
+
+    def quantize(self):
+        """Packs the weight (once): weight becomes uint32 and scales appear."""
+        if not self._quantized:
+            self.weight, self.scales = mx.quantize(self["weight"], self.group_size, self.bits,
+                                                   mode=self.mode)
+            self._quantized = True
+
+    def dequantize(self):
+        """Unpacks the weight (once) and drops the scales."""
+        if self._quantized:
+            self.weight = mx.dequantize(self["weight"], self["scales"],
+                                        group_size=self.group_size, bits=self.bits,
+                                        mode=self.mode)
+            del self["scales"]
+            self._quantized = False
+
+    def _set_training_mode(self, mode):
+        super()._set_training_mode(mode)
+        if self._training:
+            self.dequantize()
+        else:
+            self.quantize()
+
+    def __call__(self, x):
+        return mx.qqmm(x, self["weight"], scales=self.get("scales"), group_size=self.group_size,
+                       bits=self.bits, mode=self.mode)
+
+    @classmethod
+    def from_linear(cls, linear_layer, group_size=None, bits=None, mode="nvfp4"):
+        """A QQLinear over a bias-free Linear's weight, in the Linear's training mode."""
+        output_dims, input_dims = linear_layer.weight.shape
+        if linear_layer.get("bias") is not None:
+            raise NotImplementedError("QQLinear does not support bias yet.")
+        q = cls(input_dims, output_dims, group_size, bits, mode=mode)
+        q.weight = linear_layer.weight
+        q.train(linear_layer.training)
+        return q
+
+
 def _linear_to_quantized(self, group_size=None, bits=None, mode="affine", quantize_input=False):
     if quantize_input:
-        raise ValueError("[quantize] quantize_input (activation quantization, qqmm) is not "
-                         "supported by nuvec yet")
+        if mode not in ("nvfp4", "mxfp8"):
+            raise ValueError("Quantized activations are only supported for 'nvfp4' and 'mxfp8' "
+                             f"modes, got {mode}.")
+        return QQLinear.from_linear(self, group_size, bits, mode)
     return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 
