@@ -49,6 +49,7 @@ void nv__cpu_register_distributed(nv__kernel_fn *k);
 void nv__cpu_register_fast(nv__kernel_fn *k);
 void nv__cpu_register_fast_sdpa(nv__kernel_fn *k);
 void nv__cpu_register_fast_serving(nv__kernel_fn *k);
+void nv__cpu_register_fast_paged(nv__kernel_fn *k);
 void nv__cpu_register_compiled(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
@@ -71,6 +72,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_fast,
     nv__cpu_register_fast_sdpa,
     nv__cpu_register_fast_serving,
+    nv__cpu_register_fast_paged,
     nv__cpu_register_compiled,
     nv__cpu_register_quantize,
 };

@@ -24,6 +24,7 @@ void nv__gpu_register_distributed(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_sdpa(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k);
+void nv__gpu_register_fast_paged(nv__gpu_kernel_fn *k);
 void nv__gpu_register_quantize(nv__gpu_kernel_fn *k);
 void nv__gpu_register_compiled(nv__gpu_kernel_fn *k);
 
@@ -47,6 +48,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_fast,
     nv__gpu_register_fast_sdpa,
     nv__gpu_register_fast_serving,
+    nv__gpu_register_fast_paged,
     nv__gpu_register_quantize,
     nv__gpu_register_compiled,
 };
