@@ -1,10 +1,12 @@
 /* The CPU kernel of paged attention (nv_fast_paged_attention, include/nuvec/fast.h): the table
  * and the context lengths checked first (a failing node computes nothing), then one task per
- * (query token, key/value head, split of the keys): the G query rows of the group share each
- * key and value row, read through the block table and converted once; scores per block of
- * keys, an online softmax, float32 accumulation (float64 for float64). With fewer tasks than the
+ * (sequence, key/value head, block of its query tokens, split of the keys): the G query heads
+ * of the group times the block's tokens share each key and value row, gathered through the
+ * block table and converted once; scores and P V per block of keys by BLAS, an online softmax,
+ * float32 accumulation (float64 for float64). With fewer tasks than the
  * pool can take (decode of few sequences), the keys split into more tasks and a second pass
  * combines the splits' partials. */
+#include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,7 +17,10 @@
 #include "cpu/pool.h"
 #include "ops/fast_paged.h"
 
-enum { KEYS = 64 }; /* keys per block of scores */
+enum {
+  KEYS = 64, /* keys per block of scores */
+  ROWS = 64, /* query rows (heads x tokens) a task at most */
+};
 
 typedef struct paged_job {
   const char *q, *k, *v;
@@ -25,6 +30,7 @@ typedef struct paged_job {
   float scale;
   int Hq, Hkv, G, D, Dv, BS, M;
   int64_t c;
+  int qrows, nqb; /* query tokens a task (of one sequence), query blocks a sequence */
   int nsplit, split_len;
   atomic_int failed;
 } paged_job;
@@ -32,18 +38,22 @@ typedef struct paged_job {
 #define C float
 #define NAME(x) x##_f32
 #define EXP expf
+#define GEMM cblas_sgemm
 #include "cpu/fast_paged_impl.h"
 #undef C
 #undef NAME
 #undef EXP
+#undef GEMM
 
 #define C double
 #define NAME(x) x##_f64
 #define EXP exp
+#define GEMM cblas_dgemm
 #include "cpu/fast_paged_impl.h"
 #undef C
 #undef NAME
 #undef EXP
+#undef GEMM
 
 /* The context lengths within [0, M BS] and the block ids each sequence reads within [0, NB):
  * the first failure, in sequence order, as the GPU's index check reports it. */
@@ -95,7 +105,11 @@ static nv_status k_paged_attention(nv__node *node, const nv__operand *in, int do
   j.out = (char *)out->buf->ptr + out->offset * (int64_t)nv_dtype_size(out->dtype);
   /* Too few tasks for the pool: the keys (at most M BS a sequence) split into more tasks of
    * whole blocks of at least 4 x KEYS keys. */
-  const int64_t tasks = T * j.Hkv, want = 4 * (int64_t)nv__pool_threads();
+  /* a task's rows: the G heads of a group times up to ROWS / G query tokens */
+  j.qrows = ROWS / j.G > 0 ? ROWS / j.G : 1;
+  if (j.qrows > j.c) j.qrows = (int)j.c;
+  j.nqb = (int)((j.c + j.qrows - 1) / j.qrows);
+  const int64_t tasks = S * j.Hkv * j.nqb, want = 4 * (int64_t)nv__pool_threads();
   const int64_t cap = (int64_t)j.M * j.BS, kblocks = (cap + KEYS - 1) / KEYS;
   int64_t nsplit = 1;
   if (tasks < want && kblocks > 4) {

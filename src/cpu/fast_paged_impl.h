@@ -1,6 +1,6 @@
 /* The body of paged attention's CPU kernel in one compute type, included by src/cpu/fast_paged.c
  * twice: with C float (float16, bfloat16, float32) and with C double (float64), NAME(x) naming
- * the type's functions and EXP its exponential. */
+ * the type's functions, EXP its exponential and GEMM its BLAS gemm. */
 
 /* n elements of a row of dtype dt at x as C: x itself when it already is C, else converted
  * into tmp. */
@@ -26,47 +26,44 @@ static void NAME(store)(const paged_job *j, int64_t i, C x) {
   }
 }
 
-NV_KERNEL_CLONES static C NAME(dot)(const C *a, const C *b, int n) {
-  C s = 0;
-  for (int i = 0; i < n; i++) s += a[i] * b[i];
-  return s;
-}
-
-/* o[0, n) += p v[0, n) */
-NV_KERNEL_CLONES static void NAME(axpy)(C *o, C p, const C *v, int n) {
-  for (int i = 0; i < n; i++) o[i] += p * v[i];
-}
-
 NV_KERNEL_CLONES static void NAME(scale)(C *o, C f, int n) {
   for (int i = 0; i < n; i++) o[i] *= f;
 }
 
-/* Task t: the G query rows of token (s, i) reading key/value head hkv, over split `split` of
- * the keys that token sees, in blocks of at most KEYS keys: the scores, the online softmax
- * (running maxima m, sums l, output rows O rescaled as the maxima grow), then O normalized into
- * the output, or (several splits) the unnormalized partial with its m and l. */
+/* Task t: the rows (G heads x up to qrows query tokens, head-major) of sequence s's query
+ * block reading key/value head hkv, over split `split` of the keys the block sees, in blocks
+ * of at most KEYS keys gathered through the table (converted to C): the scores by GEMM, the
+ * causal limit of each row, the online softmax (running maxima m, sums l, output rows O
+ * rescaled as the maxima grow), O += P V by GEMM; then O normalized into the output, or
+ * (several splits) the unnormalized partial with its m and l. */
 static void NAME(task)(const paged_job *j, int64_t t, C *work) {
   const int G = j->G, D = j->D, Dv = j->Dv, BS = j->BS;
   const int split = (int)(t % j->nsplit);
   t /= j->nsplit;
+  const int qb = (int)(t % j->nqb);
+  t /= j->nqb;
   const int hkv = (int)(t % j->Hkv);
-  const int64_t tok = t / j->Hkv; /* = s c + i */
-  const int64_t s = tok / j->c, i = tok % j->c;
-  C *Q = work, *O = Q + (size_t)G * D, *Sc = O + (size_t)G * Dv, *m = Sc + (size_t)G * KEYS;
-  C *l = m + G, *kt = l + G, *vt = kt + D;
+  const int64_t s = t / j->Hkv, q0 = (int64_t)qb * j->qrows;
+  const int nq = (int)(j->c - q0 < j->qrows ? j->c - q0 : j->qrows), rows = G * nq;
+  const size_t R = (size_t)G * j->qrows;
+  C *Q = work, *O = Q + R * D, *Sc = O + R * Dv, *m = Sc + R * KEYS, *l = m + R;
+  C *Kt = l + R, *Vt = Kt + (size_t)KEYS * D;
   const size_t es = nv_dtype_size(j->dt);
-  for (int g = 0; g < G; g++) {
-    const int hq = hkv * G + g;
-    const C *qr = NAME(row)(j->q + ((size_t)tok * j->Hq + hq) * D * es, j->dt, D, kt);
-    for (int d = 0; d < D; d++) Q[(size_t)g * D + d] = qr[d] * (C)j->scale;
-    m[g] = -INFINITY;
-    l[g] = 0;
+  const int64_t L = j->lens[s];
+  for (int r = 0; r < rows; r++) {
+    const int64_t tok = s * j->c + q0 + r % nq;
+    const int hq = hkv * G + r / nq;
+    const C *qr = NAME(row)(j->q + ((size_t)tok * j->Hq + hq) * D * es, j->dt, D, Kt);
+    for (int d = 0; d < D; d++) Q[(size_t)r * D + d] = qr[d] * (C)j->scale;
+    m[r] = -INFINITY;
+    l[r] = 0;
   }
-  memset(O, 0, (size_t)G * Dv * sizeof *O);
-  /* the keys this token sees: j <= L - c + i, within [0, L) */
-  int64_t L = j->lens[s], kend = L - j->c + i + 1;
+  memset(O, 0, (size_t)rows * Dv * sizeof *O);
+  /* the keys the block's last query sees: j <= L - c + q0 + nq - 1, within [0, L) */
+  int64_t kend = L - j->c + q0 + nq;
   if (kend < 0) kend = 0;
-  int64_t ks = (int64_t)split * j->split_len, ke = ks + j->split_len;
+  const int64_t ks = (int64_t)split * j->split_len;
+  int64_t ke = ks + j->split_len;
   if (ke > kend) ke = kend;
   const int32_t *table = j->tables + s * j->M;
   const size_t kstride = (size_t)j->Hkv * D, vstride = (size_t)j->Hkv * Dv;
@@ -74,42 +71,48 @@ static void NAME(task)(const paged_job *j, int64_t t, C *work) {
     const int n = ke - j0 < KEYS ? (int)(ke - j0) : KEYS;
     for (int x = 0; x < n; x++) {
       const int64_t key = j0 + x, slot = (int64_t)table[key / BS] * BS + key % BS;
-      const C *kr = NAME(row)(j->k + ((size_t)slot * kstride + (size_t)hkv * D) * es, j->dt, D, kt);
-      for (int g = 0; g < G; g++) Sc[(size_t)g * KEYS + x] = NAME(dot)(Q + (size_t)g * D, kr, D);
+      const char *kr = j->k + ((size_t)slot * kstride + (size_t)hkv * D) * es;
+      const char *vr = j->v + ((size_t)slot * vstride + (size_t)hkv * Dv) * es;
+      const C *kc = NAME(row)(kr, j->dt, D, Kt + (size_t)x * D);
+      if (kc != Kt + (size_t)x * D) memcpy(Kt + (size_t)x * D, kc, (size_t)D * sizeof *Kt);
+      const C *vc = NAME(row)(vr, j->dt, Dv, Vt + (size_t)x * Dv);
+      if (vc != Vt + (size_t)x * Dv) memcpy(Vt + (size_t)x * Dv, vc, (size_t)Dv * sizeof *Vt);
     }
-    for (int g = 0; g < G; g++) {
+    /* zeroed first: BLAS may read C even with beta = 0 (and skips it when D = 0) */
+    memset(Sc, 0, (size_t)rows * n * sizeof *Sc);
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, D, 1, Q, D, Kt, D, 0, Sc, n);
+    for (int r = 0; r < rows; r++) {
+      C *sc = Sc + (size_t)r * n, mnew = m[r];
+      const int64_t last = L - j->c + q0 + r % nq; /* the last key this row sees */
+      for (int x = 0; x < n; x++)
+        if (j0 + x > last) sc[x] = -INFINITY;
       /* the maximum ignores NaN scores: their exponentials make l and O NaN anyway */
-      C *sc = Sc + (size_t)g * KEYS, mnew = m[g];
       for (int x = 0; x < n; x++)
         if (sc[x] > mnew) mnew = sc[x];
       /* a row whose scores are all -inf so far keeps exponentials of 0, not NaN */
-      const C mu = mnew == -INFINITY ? 0 : mnew, corr = EXP(m[g] - mu);
+      const C mu = mnew == -INFINITY ? 0 : mnew, corr = EXP(m[r] - mu);
       C sum = 0;
       for (int x = 0; x < n; x++) {
         sc[x] = EXP(sc[x] - mu);
         sum += sc[x];
       }
-      l[g] = l[g] * corr + sum;
-      m[g] = mnew;
-      if (corr != 1) NAME(scale)(O + (size_t)g * Dv, corr, Dv);
+      l[r] = l[r] * corr + sum;
+      m[r] = mnew;
+      if (corr != 1) NAME(scale)(O + (size_t)r * Dv, corr, Dv);
     }
-    for (int x = 0; x < n; x++) {
-      const int64_t key = j0 + x, slot = (int64_t)table[key / BS] * BS + key % BS;
-      const C *vr = NAME(row)(j->v + ((size_t)slot * vstride + (size_t)hkv * Dv) * es, j->dt, Dv, vt);
-      for (int g = 0; g < G; g++) NAME(axpy)(O + (size_t)g * Dv, Sc[(size_t)g * KEYS + x], vr, Dv);
-    }
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, Dv, n, 1, Sc, n, Vt, Dv, 1, O, Dv);
   }
-  for (int g = 0; g < G; g++) {
-    const int64_t orow = tok * j->Hq + hkv * G + g;
-    const C *o = O + (size_t)g * Dv;
+  for (int r = 0; r < rows; r++) {
+    const int64_t orow = (s * j->c + q0 + r % nq) * j->Hq + hkv * G + r / nq;
+    const C *o = O + (size_t)r * Dv;
     if (j->nsplit > 1) {
       C *pt = (C *)j->part + ((size_t)orow * j->nsplit + split) * (size_t)(Dv + 2);
       memcpy(pt, o, (size_t)Dv * sizeof *pt);
-      pt[Dv] = m[g];
-      pt[Dv + 1] = l[g];
+      pt[Dv] = m[r];
+      pt[Dv + 1] = l[r];
     } else {
       /* no key seen (or every score -inf): 0 */
-      const C inv = l[g] == 0 ? 0 : 1 / l[g];
+      const C inv = l[r] == 0 ? 0 : 1 / l[r];
       for (int d = 0; d < Dv; d++) NAME(store)(j, orow * Dv + d, o[d] * inv);
     }
   }
@@ -141,7 +144,8 @@ static void NAME(combine)(void *ctx, int64_t b, int64_t e) {
 
 static void NAME(range)(void *ctx, int64_t b, int64_t e) {
   paged_job *j = ctx;
-  size_t n = (size_t)j->G * (j->D + j->Dv + KEYS + 2) + (size_t)j->D + (size_t)j->Dv;
+  const size_t R = (size_t)j->G * j->qrows;
+  size_t n = R * (j->D + j->Dv + KEYS + 2) + (size_t)KEYS * (j->D + j->Dv);
   C *work = malloc(n * sizeof *work);
   if (!work) {
     atomic_store(&j->failed, 1);
