@@ -1,5 +1,6 @@
 /* The CPU kernel of paged attention (nv_fast_paged_attention, include/nuvec/fast.h): the table
- * and the context lengths checked first (a failing node computes nothing), then one task per
+ * and the context lengths checked first (a failing node computes nothing; an empty result
+ * reads nothing), then one task per
  * (sequence, key/value head, block of its query tokens, split of the keys): the G query heads
  * of the group times the block's tokens share each key and value row, gathered through the
  * block table and converted once; scores and P V per block of keys by BLAS, an online softmax,

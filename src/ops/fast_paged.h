@@ -13,11 +13,10 @@ typedef struct nv__paged_params {
   float scale;
 } nv__paged_params;
 
-/* The composition the primitive stands for (q [..., T, Hq, D], the pools [..., NB, BS, Hkv,
- * D|Dv], block_tables [..., S, M], context_lens [..., S], the same leading axes on each or
- * none): the keys and values gathered by take over the flattened pools at the table's slots
- * (block ids clipped into [0, NB)), attention (nv__sdpa_compose) with the mask
- * j <= L - c + i, and the rows that see no key set to 0; the result [..., T, Hq, Dv] in `out`
+/* The composition the primitive stands for, over the node's shapes (vmap maps it whole): the
+ * keys and values gathered by take over the flattened pools at the table's slots (block ids
+ * clipped into [0, NB)), attention (nv__sdpa_compose) with the mask j <= L - c + i, and the
+ * rows that see no key set to 0; the result [T, Hq, Dv] in `out`
  * (float64 computes in float64, the rest in float32). A new reference; call with the scopes
  * suspended. */
 nv_array *nv__paged_compose(const nv_array *q, const nv_array *k_pool, const nv_array *v_pool,
