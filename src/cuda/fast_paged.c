@@ -113,7 +113,8 @@ static nv_status k_paged_attention(nv__gpu_ctx *ctx, nv__node *node, const nv__o
   /* (the decode kernel's head sizes keep the general kernel's tiles within the limit too, so
    * nothing declines once memory is asked for) */
   const bool decode = c == 1 && G <= NV__GPU_SDPA_DECODE_ROWS && D > 0 && Dv > 0 && D <= 256 &&
-                      Dv <= 256 && dt != NV_DTYPE_FLOAT64 && cap <= INT32_MAX - KEY_GRAIN;
+                      Dv <= 256 && dt != NV_DTYPE_FLOAT64 && cap <= INT32_MAX - KEY_GRAIN &&
+                      (int64_t)NB * BS <= INT32_MAX;
   if (smem > SMEM_LIMIT) return NV__GPU_DECLINED;
   nv__gpu_arg a[NV__GPU_PATTN_VIEWS];
   nv_status st = nv__gpu_output(ctx, out, &a[NV__GPU_PATTN_OUT]);

@@ -79,11 +79,11 @@ __device__ __forceinline__ float out_of(const P &p, float acc, float L) {
   return p.paged && L == 0.0f ? 0.0f : acc / L;
 }
 
-/* Key jj's row in k and v: jj itself, or (paged) its slot through the batch's block table. */
-template <bool PG>
-__device__ __forceinline__ int64_t key_row(const P &p, const int32_t *table, int jj) {
+/* Key jj's row in k and v: jj itself, or (paged) its slot through the batch's block table (the
+ * pool's NB x BS slots fit int32: the host checks). */
+template <bool PG> __device__ __forceinline__ int key_row(const P &p, const int32_t *table, int jj) {
   if (!PG) return jj;
-  return (int64_t)__ldg(table + jj / p.BS) * p.BS + jj % p.BS;
+  return __ldg(table + jj / p.BS) * p.BS + jj % p.BS;
 }
 
 /* The last key (exclusive) a block of query positions [first, last] reads: causal blocks stop
@@ -561,7 +561,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
   /* the first step's k and v rows; a key past the split reads nothing (zeros). rw[u]: the row
    * of key u of the step whose loads were issued last (k's, then v's) */
   uint4 kr[U][NC], vr[U][NC];
-  int64_t rw[U];
+  int rw[U];
 #pragma unroll
   for (int u = 0; u < U; u++) {
     const int jj = ks + u * NG + grp;
@@ -569,8 +569,8 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
 #pragma unroll
     for (int c = 0; c < NC; c++) {
       const int e0 = (c * T + t) * VE;
-      kr[u][c] = jj < ke && kin[c] ? ld16(kb + rw[u] * kst + e0) : zero;
-      vr[u][c] = jj < ke && vin[c] ? ld16(vb + rw[u] * vst + e0) : zero;
+      kr[u][c] = jj < ke && kin[c] ? ld16(kb + (int64_t)rw[u] * kst + e0) : zero;
+      vr[u][c] = jj < ke && vin[c] ? ld16(vb + (int64_t)rw[u] * vst + e0) : zero;
     }
   }
   for (int j0 = ks; j0 < ke; j0 += STEP) {
@@ -604,7 +604,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
       rw[u] = jn < ke ? key_row<PG>(p, table, jn) : 0;
 #pragma unroll
       for (int c = 0; c < NC; c++)
-        kr[u][c] = jn < ke && kin[c] ? ld16(kb + rw[u] * kst + (c * T + t) * VE) : zero;
+        kr[u][c] = jn < ke && kin[c] ? ld16(kb + (int64_t)rw[u] * kst + (c * T + t) * VE) : zero;
     }
     /* masks, then the online softmax per row */
 #pragma unroll
@@ -650,7 +650,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
       const int jn = j0 + STEP + u * NG + grp;
 #pragma unroll
       for (int c = 0; c < NC; c++)
-        vr[u][c] = jn < ke && vin[c] ? ld16(vb + rw[u] * vst + (c * T + t) * VE) : zero;
+        vr[u][c] = jn < ke && vin[c] ? ld16(vb + (int64_t)rw[u] * vst + (c * T + t) * VE) : zero;
     }
   }
   /* the warp's groups merge pairwise (lanes l and l ^ off hold the same chunks): both sides

@@ -47,7 +47,7 @@ typedef struct nv__gpu_sdpa_params {
    * are pools [NB, BS, Hkv, D | Dv] (key j of batch b in slot j % BS of block
    * tables[b, j / BS]), the mask view holds the block tables (int32 [B, M]) and the sinks view
    * the context lengths (int32 [B]); Lq = 1, Lk = M x BS (the most keys a batch has), no mask,
-   * no sinks, no causal; a row without keys gives 0; a context length outside [0, Lk] or a
+   * no sinks, no causal, NB x BS <= INT32_MAX; a row without keys gives 0; a context length outside [0, Lk] or a
    * block id it reads outside [0, NB) raises `bad` and reads nothing. */
   int32_t paged, BS, M, NB;
   nv__gpu_bad *bad;
