@@ -32,8 +32,9 @@ def main():
     rng = np.random.default_rng(0)
     mx = mlx_core()
     rows = []
-    for name, (S, c, H, L, D, BS) in [("paged_decode_s8h32L1024d128_f32", (8, 1, 32, 1024, 128, 16)),
-                                      ("paged_chunk64_h32L2048d128_f32", (1, 64, 32, 2048, 128, 16))]:
+    shapes = [("paged_decode_s8h32L1024d128_f32", (8, 1, 32, 1024, 128, 16)),
+              ("paged_chunk64_h32L2048d128_f32", (1, 64, 32, 2048, 128, 16))]
+    for name, (S, c, H, L, D, BS) in shapes:
         q, kp, vp, tables, lens = case(rng, S, c, H, L, D, BS)
         scale = D ** -0.5
         j = np.arange(L)

@@ -133,12 +133,12 @@ NV_API nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array 
  * (L - c + i < 0, e.g. a padding sequence of L = 0) gives 0. Errors at the call (invalid
  * argument, naming the shapes): ranks, mismatched dimensions, Hq not a multiple of Hkv, T not a
  * multiple of S, non-float q or pools, non-integer tables. Errors at the evaluation of a
- * non-empty result (the node fails, nothing out of bounds is read): a block id a sequence reads outside [0, NB)
- * ("paged_attention: index b is out of range for an axis of size NB"), a context length outside
- * [0, M BS] ("... index L is out of range for an axis of size M BS + 1"). Gradients (q and the
- * pools) and vmap go through the composed form: the keys and values gathered through the table
- * by take (entries clipped into the pool), then attention with the causal mask, rows that see
- * no key set to 0. */
+ * non-empty result (the node fails, nothing out of bounds is read): a block id a sequence reads
+ * outside [0, NB) ("paged_attention: index b is out of range for an axis of size NB"), a
+ * context length outside [0, M BS] ("... index L is out of range for an axis of size
+ * M BS + 1"). Gradients (q and the pools) and vmap go through the composed form: the keys and
+ * values gathered through the table by take (entries clipped into the pool), then attention
+ * with the causal mask, rows that see no key set to 0. */
 NV_API nv_array *nv_fast_paged_attention(const nv_array *q, const nv_array *k_pool,
                                          const nv_array *v_pool, const nv_array *block_tables,
                                          const nv_array *context_lens, float scale);

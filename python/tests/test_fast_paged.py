@@ -176,5 +176,6 @@ def test_bad_block_fails_evaluation():
     with pytest.raises(Exception, match="paged_attention: index 6 is out of range"):
         nv.eval(out)
     with pytest.raises(Exception, match="multiple of the 2 sequences"):
-        nv.fast.paged_attention(nv.array(np.concatenate([q, q[:1]])), nv.array(kp), nv.array(vp), nv.array(tables),
+        nv.fast.paged_attention(nv.array(np.concatenate([q, q[:1]])), nv.array(kp), nv.array(vp),
+                                nv.array(tables),
                                 nv.array(np.array(lens, np.int32)), 0.5)

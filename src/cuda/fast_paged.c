@@ -153,10 +153,11 @@ static nv_status k_paged_attention(nv__gpu_ctx *ctx, nv__node *node, const nv__o
   if (dvec) {
     /* the views line up with SDPA's: out, q, k, v, mask = the tables, sinks = the lengths,
      * part */
+    const float scale = ((const nv__paged_params *)node->params)->scale;
     nv__gpu_sdpa_params p = {.B = S, .Hq = Hq, .Hkv = Hkv, .G = G, .Lq = 1, .Lk = (int32_t)cap,
-                             .D = D, .Dv = Dv, .scale = ((const nv__paged_params *)node->params)->scale,
-                             .rows = G, .nsplit = nsplit, .split_len = (int32_t)len, .paged = 1,
-                             .BS = BS, .M = M, .NB = NB, .bad = bad};
+                             .D = D, .Dv = Dv, .scale = scale, .rows = G, .nsplit = nsplit,
+                             .split_len = (int32_t)len, .paged = 1, .BS = BS, .M = M, .NB = NB,
+                             .bad = bad};
     return passes(ctx, dvec, nv__gpu_sdpa_combine((int)dt), (int64_t)S * Hkv, rows, nsplit, 0, a,
                   p.off, &p, sizeof p);
   }

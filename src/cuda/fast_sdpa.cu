@@ -81,7 +81,8 @@ __device__ __forceinline__ float out_of(const P &p, float acc, float L) {
 
 /* Key jj's row in k and v: jj itself, or (paged) its slot through the batch's block table (the
  * pool's NB x BS slots fit int32: the host checks). */
-template <bool PG> __device__ __forceinline__ int key_row(const P &p, const int32_t *table, int jj) {
+template <bool PG>
+__device__ __forceinline__ int key_row(const P &p, const int32_t *table, int jj) {
   if (!PG) return jj;
   return __ldg(table + jj / p.BS) * p.BS + jj % p.BS;
 }
