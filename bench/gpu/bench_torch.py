@@ -161,7 +161,7 @@ def main():
         a, b = r(4096, 4096), r(4096, 4096)
         report("matmul_f32_4096", timed(lambda: a @ b, 3, 10))
         del a, b
-    if want("sdpa_"):
+    if want("sdpa_") or want("paged_decode_b8h32L4096d128_bf16"):
         sdpa = torch.nn.functional.scaled_dot_product_attention
         q, k, v = (r(8, 32, 4096, 128, dt=torch.bfloat16) for _ in range(3))
         if want("sdpa_causal_prefill_b8h32L4096d128_bf16"):
@@ -172,6 +172,11 @@ def main():
             f = lambda: sdpa(q1, k, v)
             report("sdpa_decode_b8h32L4096d128_bf16", timed(f, 5, 30))
             report("sdpa_decode_b8h32L4096d128_bf16:graph", graphed(f, 5, 30))
+        if want("paged_decode_b8h32L4096d128_bf16"):
+            # the peer of paged attention: torch's SDPA over the same keys, contiguous
+            f = lambda: sdpa(q1, k, v)
+            report("paged_decode_b8h32L4096d128_bf16", timed(f, 5, 30))
+            report("paged_decode_b8h32L4096d128_bf16:graph", graphed(f, 5, 30))
         del q, k, v, q1
     for name, n, m in [("qmm_decode_4bit_4096x4096", 4096, 1),
                        ("qmm_decode_4bit_14336x4096", 14336, 1),

@@ -1,7 +1,8 @@
 /* nuvec — fused fast ops with MLX's mx.fast names and semantics (MLX 0.32): rms_norm,
  * layer_norm, rope and scaled_dot_product_attention; then the serving kernels (sorted_offsets,
- * softmax and causal_softmax in place, paged_write, conv_slots), each defined at its
- * declaration; last the custom CUDA kernels (cuda_kernel, precompiled_cuda_kernel).
+ * softmax and causal_softmax in place, paged_write, paged_attention, conv_slots, norm_rope,
+ * gated_delta_slots), each defined at its declaration; last the custom CUDA kernels
+ * (cuda_kernel, precompiled_cuda_kernel).
  *
  * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
  * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
@@ -115,6 +116,33 @@ NV_API nv_array *nv_fast_causal_softmax(const nv_array *x, int rows);
  * extra row taking the skipped tokens, dropped afterwards). */
 NV_API nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array *values,
                                      const nv_array *slot_mapping);
+
+/* Attention of queries over a paged KV cache (vLLM's paged attention), for decode and chunked
+ * prefill. q is [T, Hq, D]: the queries of S sequences, c = T / S consecutive tokens each (T a
+ * multiple of S; c = 1 is decode), token t = s c + i being query i of sequence s. k_pool is
+ * [NB, BS, Hkv, D] and v_pool [NB, BS, Hkv, Dv]: NB blocks of BS token slots, paged_write's
+ * pool layout with token rows [Hkv, D] (slot s of the flattened pool is slot s % BS of block
+ * s / BS). block_tables is [S, M] and context_lens [S], integer arrays (converted to int32, so
+ * their values must fit it): sequence s has L = context_lens[s] keys, key j < L in slot j % BS
+ * of block block_tables[s, j / BS]; table entries past ceil(L / BS) are never read. The chunk
+ * sits at the end of its context: query i sees the keys j <= L - c + i (causal; for decode all
+ * L). With Hkv dividing Hq (grouped-query attention) query head h reads key/value head
+ * h / (Hq / Hkv):
+ *   out[t, h] = sum_j softmax_j(scale q[t, h]·k_j) v_j   over the keys j query t sees,
+ * computed in float32 (float64 for float64) and returned in the promoted dtype of q, k_pool
+ * and v_pool (which must be a floating type), shape [T, Hq, Dv]. A query that sees no key
+ * (L - c + i < 0, e.g. a padding sequence of L = 0) gives 0. Errors at the call (invalid
+ * argument, naming the shapes): ranks, mismatched dimensions, Hq not a multiple of Hkv, T not a
+ * multiple of S, non-float q or pools, non-integer tables. Errors at the evaluation of a
+ * non-empty result (the node fails, nothing out of bounds is read): a block id a sequence reads
+ * outside [0, NB) ("paged_attention: index b is out of range for an axis of size NB"), a
+ * context length outside [0, M BS] ("... index L is out of range for an axis of size
+ * M BS + 1"). Gradients (q and the pools) and vmap go through the composed form: the keys and
+ * values gathered through the table by take (entries clipped into the pool), then attention
+ * with the causal mask, rows that see no key set to 0. */
+NV_API nv_array *nv_fast_paged_attention(const nv_array *q, const nv_array *k_pool,
+                                         const nv_array *v_pool, const nv_array *block_tables,
+                                         const nv_array *context_lens, float scale);
 
 /* One step of a causal depthwise conv1d per sequence with a rolling state per slot (the
  * short convolution of Mamba / GatedDeltaNet decoding): x is [N, C] (one new input per

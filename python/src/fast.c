@@ -3,7 +3,7 @@
  * names and defaults. weight and bias take None; rope's base takes None (freqs then given) and
  * its offset an int or an integer array (a scalar, or one offset per batch); attention's mask
  * None, a str ("causal") or an array. The seeds' serving kernels follow (sorted_offsets, softmax,
- * causal_softmax, paged_write, conv_slots, norm_rope, gated_delta_slots: include/nuvec/fast.h). */
+ * causal_softmax, paged_write, paged_attention, conv_slots, norm_rope, gated_delta_slots: include/nuvec/fast.h). */
 #include <math.h>
 
 #include "optable.h"
@@ -95,6 +95,16 @@ static PyObject *sig_causal_softmax(call *c) {
 static PyObject *sig_paged_write(call *c) {
   nv_array *pool = arr(c, 0), *v = pool ? arr(c, 1) : NULL, *slots = v ? arr(c, 2) : NULL;
   return slots ? nvpy_wrap(nv_fast_paged_write(pool, v, slots)) : NULL;
+}
+
+/* paged_attention(q, k_pool, v_pool, block_tables, context_lens, scale). */
+static PyObject *sig_paged_attention(call *c) {
+  nv_array *x[5];
+  for (int i = 0; i < 5; i++)
+    if (!(x[i] = arr(c, i))) return NULL;
+  double scale;
+  if (double_at(c, 5, 1, &scale) < 0) return NULL;
+  return nvpy_wrap(nv_fast_paged_attention(x[0], x[1], x[2], x[3], x[4], (float)scale));
 }
 
 /* conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, new pool). */
@@ -193,6 +203,12 @@ static const nvpy_op fast_ops[] = {
      "paged_write(cache_pool, values, slot_mapping): the pool [num_blocks, block_size, ...] with "
      "values[t] written at slot slot_mapping[t] (negative: skipped); in place when the pool is "
      "donated."},
+    {"paged_attention", sig_paged_attention, NULL,
+     KW("q", "k_pool", "v_pool", "block_tables", "context_lens", "scale"), 6, {0}, 0,
+     "paged_attention(q, k_pool, v_pool, block_tables, context_lens, scale): attention of q "
+     "[T, Hq, D] (T / S tokens per sequence, at the end of its context) over the keys and values "
+     "of a paged cache [num_blocks, block_size, Hkv, D], sequence s reading the blocks "
+     "block_tables[s] up to context_lens[s] keys, causal within the chunk."},
     {"conv_slots", sig_conv_slots, NULL,
      KW("x", "weight", "bias", "conv_state_pool", "slot_ids", "silu"), 5, {0}, 0,
      "conv_slots(x, weight, bias, conv_state_pool, slot_ids, silu=False) -> (y, pool): a causal "

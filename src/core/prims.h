@@ -25,6 +25,7 @@
 #include "ops/prims_fast_serving.h"
 #include "ops/prims_fast_custom.h"
 #include "ops/prims_fast_state.h"
+#include "ops/prims_fast_paged.h"
 #include "ops/prims_quantize.h"
 
 #define NV__PRIM_LIST(X)      \
@@ -43,6 +44,7 @@
   NV__PRIMS_FAST_SERVING(X)   \
   NV__PRIMS_FAST_CUSTOM(X)    \
   NV__PRIMS_FAST_STATE(X)     \
+  NV__PRIMS_FAST_PAGED(X)     \
   NV__PRIMS_QUANTIZE(X)       \
   /* one family a line, each line ending in a backslash (this one ends the list) */
 

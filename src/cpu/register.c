@@ -51,6 +51,7 @@ void nv__cpu_register_fast_sdpa(nv__kernel_fn *k);
 void nv__cpu_register_fast_serving(nv__kernel_fn *k);
 void nv__cpu_register_fast_norm_rope(nv__kernel_fn *k);
 void nv__cpu_register_fast_delta(nv__kernel_fn *k);
+void nv__cpu_register_fast_paged(nv__kernel_fn *k);
 void nv__cpu_register_compiled(nv__kernel_fn *k);
 
 /* Families register here, one line each. */
@@ -76,6 +77,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_fast_serving,
     nv__cpu_register_fast_norm_rope,
     nv__cpu_register_fast_delta,
+    nv__cpu_register_fast_paged,
     nv__cpu_register_compiled,
     nv__cpu_register_quantize,
     nv__cpu_register_fast_custom,

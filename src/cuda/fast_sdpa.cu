@@ -73,6 +73,20 @@ __device__ __forceinline__ float sink_of(const P &p, const void *sinks, int hq) 
 /* The reference a running maximum subtracts: itself, or 0 while it is -inf. */
 __device__ __forceinline__ float ref_of(float m) { return m == -INFINITY ? 0.0f : m; }
 
+/* An output element from its weighted sum and the softmax's denominator; paged rows without
+ * keys (denominator 0) give 0. */
+__device__ __forceinline__ float out_of(const P &p, float acc, float L) {
+  return p.paged && L == 0.0f ? 0.0f : acc / L;
+}
+
+/* Key jj's row in k and v: jj itself, or (paged) its slot through the batch's block table (the
+ * pool's NB x BS slots fit int32: the host checks). */
+template <bool PG>
+__device__ __forceinline__ int key_row(const P &p, const int32_t *table, int jj) {
+  if (!PG) return jj;
+  return __ldg(table + jj / p.BS) * p.BS + jj % p.BS;
+}
+
 /* The last key (exclusive) a block of query positions [first, last] reads: causal blocks stop
  * after the last query's position unless a query sits before every key (it then sees none and
  * averages all of them). */
@@ -242,7 +256,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS)
   for (int d = tid; d < Dv; d += NV__GPU_SDPA_THREADS) {
     float acc = 0.0f;
     for (int s = 0; s < ns; s++) acc = fmaf(pt[s * PF + d], wts[s], acc);
-    ((S *)out)[p.off[NV__GPU_SDPA_OUT] + row * Dv + d] = f32io<DT>::st(acc / L);
+    ((S *)out)[p.off[NV__GPU_SDPA_OUT] + row * Dv + d] = f32io<DT>::st(out_of(p, acc, L));
   }
 }
 
@@ -282,7 +296,7 @@ __device__ __forceinline__ void merge_warps(const float (&red_m)[NW][MR],
     }
     const int64_t orow = ((int64_t)b * p.Hq + hq) * p.Lq + i;
     if (final_pass) {
-      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(acc / L);
+      ((S *)out)[p.off[NV__GPU_SDPA_OUT] + orow * Dv + d] = f32io<DT>::st(out_of(p, acc, L));
     } else {
       float *pt = (float *)part + p.off[NV__GPU_SDPA_PART] +
                   (orow * p.nsplit + split) * NV__GPU_SDPA_PART_FLOATS(Dv);
@@ -462,7 +476,7 @@ template <int DT> __device__ __forceinline__ void unpack16(const uint4 &u, float
  * its v rows once p·v is done, so 2 U vectors per lane stay in flight. At the end the groups
  * of a warp merge by shuffles, the 4 warps through shared memory, into the output (one split)
  * or the split's partial (reference: the warps' maximum; the sink joins in the combine). */
-template <int DT, int T, int NC, int MR>
+template <int DT, int T, int NC, int MR, bool PG>
 __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS_PER_SM(MR, NC))
     sdpa_decode_vec(void *out, const void *q, const void *k, const void *v, const void *mask,
                     const void *sinks, void *part, P p) {
@@ -481,8 +495,14 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
   bid /= p.nsplit;
   const int hkv = (int)(bid % p.Hkv), b = (int)(bid / p.Hkv);
   const S *qb = (const S *)q + p.off[NV__GPU_SDPA_Q];
-  const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] + ((int64_t)b * p.Hkv + hkv) * p.Lk * D;
-  const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] + ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv;
+  /* key jj's k row at kb + key_row(jj) kst (v likewise): [B, Hkv, Lk, D] or the pools */
+  const S *kb = (const S *)k + p.off[NV__GPU_SDPA_K] +
+                (PG ? (int64_t)hkv * D : ((int64_t)b * p.Hkv + hkv) * p.Lk * D);
+  const S *vb = (const S *)v + p.off[NV__GPU_SDPA_V] +
+                (PG ? (int64_t)hkv * Dv : ((int64_t)b * p.Hkv + hkv) * p.Lk * Dv);
+  const int64_t kst = PG ? (int64_t)p.Hkv * D : D, vst = PG ? (int64_t)p.Hkv * Dv : Dv;
+  const int32_t *table = PG ? (const int32_t *)mask + p.off[NV__GPU_SDPA_MASK] + (int64_t)b * p.M
+                            : nullptr;
   /* chunk c of this lane: elements [e0(c), e0(c) + VE), inside k's and v's rows or not (D and
    * Dv are multiples of VE) */
   bool kin[NC], vin[NC];
@@ -514,21 +534,44 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
       }
     }
   }
-  const int kend = key_end(p, 0, p.Lq - 1);
+  int kend = key_end(p, 0, p.Lq - 1);
+  if (PG) { /* the batch's context length, checked: a bad one reads no key */
+    const int L = __ldg((const int32_t *)sinks + p.off[NV__GPU_SDPA_SINKS] + b);
+    kend = L >= 0 && L <= p.Lk ? L : 0;
+    if (kend != L && tid == 0) nv__gpu_raise_bad(p.bad, L, (long long)p.Lk + 1);
+  }
   const int64_t ks64 = (int64_t)split * p.split_len;
   const int ks = (int)(ks64 < kend ? ks64 : kend);
-  const int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
+  int ke = (int)(ks64 + p.split_len < kend ? ks64 + p.split_len : kend);
+  if (PG) { /* the block ids of the split's keys, checked: a bad one reads no key */
+    __shared__ int bad_id;
+    if (tid == 0) bad_id = 0;
+    __syncthreads();
+    if (ke > ks)
+      for (int blk = ks / p.BS + tid; blk <= (ke - 1) / p.BS; blk += NV__GPU_SDPA_THREADS) {
+        const int id = __ldg(table + blk);
+        if (id < 0 || id >= p.NB) {
+          nv__gpu_raise_bad(p.bad, id, p.NB);
+          bad_id = 1;
+        }
+      }
+    __syncthreads();
+    if (bad_id) ke = ks;
+  }
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  /* the first step's k and v rows; a key past the split reads nothing (zeros) */
+  /* the first step's k and v rows; a key past the split reads nothing (zeros). rw[u]: the row
+   * of key u of the step whose loads were issued last (k's, then v's) */
   uint4 kr[U][NC], vr[U][NC];
+  int rw[U];
 #pragma unroll
   for (int u = 0; u < U; u++) {
     const int jj = ks + u * NG + grp;
+    rw[u] = jj < ke ? key_row<PG>(p, table, jj) : 0;
 #pragma unroll
     for (int c = 0; c < NC; c++) {
       const int e0 = (c * T + t) * VE;
-      kr[u][c] = jj < ke && kin[c] ? ld16(kb + (int64_t)jj * D + e0) : zero;
-      vr[u][c] = jj < ke && vin[c] ? ld16(vb + (int64_t)jj * Dv + e0) : zero;
+      kr[u][c] = jj < ke && kin[c] ? ld16(kb + (int64_t)rw[u] * kst + e0) : zero;
+      vr[u][c] = jj < ke && vin[c] ? ld16(vb + (int64_t)rw[u] * vst + e0) : zero;
     }
   }
   for (int j0 = ks; j0 < ke; j0 += STEP) {
@@ -559,9 +602,10 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int jn = j0 + STEP + u * NG + grp;
+      rw[u] = jn < ke ? key_row<PG>(p, table, jn) : 0;
 #pragma unroll
       for (int c = 0; c < NC; c++)
-        kr[u][c] = jn < ke && kin[c] ? ld16(kb + (int64_t)jn * D + (c * T + t) * VE) : zero;
+        kr[u][c] = jn < ke && kin[c] ? ld16(kb + (int64_t)rw[u] * kst + (c * T + t) * VE) : zero;
     }
     /* masks, then the online softmax per row */
 #pragma unroll
@@ -607,7 +651,7 @@ __global__ void __launch_bounds__(NV__GPU_SDPA_THREADS, NV__GPU_SDPA_DVEC_BLOCKS
       const int jn = j0 + STEP + u * NG + grp;
 #pragma unroll
       for (int c = 0; c < NC; c++)
-        vr[u][c] = jn < ke && vin[c] ? ld16(vb + (int64_t)jn * Dv + (c * T + t) * VE) : zero;
+        vr[u][c] = jn < ke && vin[c] ? ld16(vb + (int64_t)rw[u] * vst + (c * T + t) * VE) : zero;
     }
   }
   /* the warp's groups merge pairwise (lanes l and l ^ off hold the same chunks): both sides
@@ -1053,12 +1097,13 @@ const void *nv__gpu_sdpa_decode(int dtype, int d) {
   return NULL;
 }
 
-/* The vectorized decode kernel of T lanes per key and NC chunks per lane for `mr` rows. */
-#define NV_SDPA_DVEC_ROWS(DT, T, NC)                            \
-  switch (mr) {                                                  \
-    case 1: return (const void *)sdpa_decode_vec<DT, T, NC, 1>;  \
-    case 2: return (const void *)sdpa_decode_vec<DT, T, NC, 2>;  \
-    default: return (const void *)sdpa_decode_vec<DT, T, NC, 4>; \
+/* The vectorized decode kernel of T lanes per key and NC chunks per lane for `mr` rows (PG:
+ * paged). */
+#define NV_SDPA_DVEC_ROWS(DT, T, NC)                                \
+  switch (mr) {                                                      \
+    case 1: return (const void *)sdpa_decode_vec<DT, T, NC, 1, PG>;  \
+    case 2: return (const void *)sdpa_decode_vec<DT, T, NC, 2, PG>;  \
+    default: return (const void *)sdpa_decode_vec<DT, T, NC, 4, PG>; \
   }
 /* ... for `c` <= 32 chunks per row: the fewest lanes (at least 4) that hold one chunk each */
 #define NV_SDPA_DVEC_CASES(DT)           \
@@ -1067,7 +1112,9 @@ const void *nv__gpu_sdpa_decode(int dtype, int d) {
   if (c <= 16) NV_SDPA_DVEC_ROWS(DT, 16, 1) \
   NV_SDPA_DVEC_ROWS(DT, 32, 1)
 
-const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows) {
+}  /* extern "C" */
+
+template <bool PG> static const void *decode_vec(int dtype, int d, int rows) {
   if (d < 0 || d > 256 || rows < 1 || rows > NV__GPU_SDPA_DECODE_ROWS) return NULL;
   const int mr = rows == 1 ? 1 : rows == 2 ? 2 : 4;
   if (dtype == DT_F16) {
@@ -1084,6 +1131,16 @@ const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows) {
     NV_SDPA_DVEC_CASES(DT_F32)
   }
   return NULL;
+}
+
+extern "C" {
+
+const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows) {
+  return decode_vec<false>(dtype, d, rows);
+}
+
+const void *nv__gpu_sdpa_decode_vec_paged(int dtype, int d, int rows) {
+  return decode_vec<true>(dtype, d, rows);
 }
 
 const void *nv__gpu_sdpa_combine(int dtype) {

@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "cuda/checks.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,6 +43,14 @@ typedef struct nv__gpu_sdpa_params {
    * key splits (split_len keys each; nsplit > 1: the kernel writes partials that the combine
    * kernel reduces). The decode kernel: rows = G x Lq, and the splits. */
   int32_t rows, keys, tpd, ntiles, nsplit, split_len;
+  /* Paged decode (paged_attention through nv__gpu_sdpa_decode_vec_paged; 0 elsewhere): k and v
+   * are pools [NB, BS, Hkv, D | Dv] (key j of batch b in slot j % BS of block
+   * tables[b, j / BS]), the mask view holds the block tables (int32 [B, M]) and the sinks view
+   * the context lengths (int32 [B]); Lq = 1, Lk = M x BS (the most keys a batch has), no mask,
+   * no sinks, no causal, NB x BS <= INT32_MAX; a row without keys gives 0; a context length outside [0, Lk] or a
+   * block id it reads outside [0, NB) raises `bad` and reads nothing. */
+  int32_t paged, BS, M, NB;
+  nv__gpu_bad *bad;
 } nv__gpu_sdpa_params;
 
 /* The partial of one output row in one split: Dv unnormalized output values, the running
@@ -64,6 +74,9 @@ const void *nv__gpu_sdpa_decode(int dtype, int d);
  * in 16-byte vectors: each of D and Dv a multiple of 16 bytes' elements (8 of float16/bfloat16,
  * 4 of float32) and the three views 16-byte aligned (the caller checks). */
 const void *nv__gpu_sdpa_decode_vec(int dtype, int d, int rows);
+/* The same kernel reading k and v through block tables (the params' paged form), with the same
+ * conditions. */
+const void *nv__gpu_sdpa_decode_vec_paged(int dtype, int d, int rows);
 /* The blocks per SM the vectorized decode kernel of `mr` rows (1, 2 or 4) and `nc` chunks per
  * lane (2: float32 rows of more than 128 elements, else 1) is built for: its registers per
  * thread are at most 65536 / (128 x that). */

@@ -26,6 +26,7 @@ void nv__gpu_register_fast_sdpa(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_norm_rope(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_delta(nv__gpu_kernel_fn *k);
+void nv__gpu_register_fast_paged(nv__gpu_kernel_fn *k);
 void nv__gpu_register_quantize(nv__gpu_kernel_fn *k);
 void nv__gpu_register_compiled(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_custom(nv__gpu_kernel_fn *k);
@@ -52,6 +53,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_fast_serving,
     nv__gpu_register_fast_norm_rope,
     nv__gpu_register_fast_delta,
+    nv__gpu_register_fast_paged,
     nv__gpu_register_quantize,
     nv__gpu_register_compiled,
     nv__gpu_register_fast_custom,

@@ -24,6 +24,7 @@ static void (*const families[])(nv__prim_rule *) = {
     nv__rules_register_fast_sdpa,
     nv__rules_register_fast_serving,
     nv__rules_register_fast_state,
+    nv__rules_register_fast_paged,
     nv__rules_register_quantize,
 };
 

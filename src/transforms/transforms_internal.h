@@ -58,6 +58,7 @@ void nv__rules_register_fast(nv__prim_rule *r);
 void nv__rules_register_fast_sdpa(nv__prim_rule *r);
 void nv__rules_register_fast_serving(nv__prim_rule *r);
 void nv__rules_register_fast_state(nv__prim_rule *r);
+void nv__rules_register_fast_paged(nv__prim_rule *r);
 void nv__rules_register_quantize(nv__prim_rule *r);
 
 /* ---- Helpers for rules (src/transforms/rules.c) ---- */

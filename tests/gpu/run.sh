@@ -131,8 +131,8 @@ stage4() {
   # The indexing, scatter and sort kernels under memcheck (their GPU test files, sampled).
   t=$(date +%s)
   NUVEC_DEFAULT_DEVICE=gpu NUVEC_TEST_SAMPLE_SCALE=0.04 timeout $(left ${MEMCHECK_TIME:-150}) $CS --tool memcheck --error-exitcode 3 --report-api-errors no \
-    python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_gpu_gather.py tests/gpu/test_gpu_scatter.py tests/gpu/test_gpu_sort.py tests/gpu/test_gpu_scan.py tests/gpu/test_gpu_conv.py tests/gpu/test_gpu_fft.py tests/gpu/test_gpu_fast_norm.py tests/gpu/test_gpu_fast_sdpa.py tests/gpu/test_gpu_fast_serving.py tests/gpu/test_gpu_fast_state.py \
-    -k "${MEMCHECK_K:-out_of_range or large or duplicates or one_long_row or topk or masked or embedding or rows or columns or as_strided or sdpa_layouts or sdpa_edges or decode_vec_nan or causal_softmax_edges or sorted_offsets_extremes or conv_slots_extremes or paged_write_out_of_range or norm_rope_extremes or gated_delta_slots_extremes}" \
+    python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_gpu_gather.py tests/gpu/test_gpu_scatter.py tests/gpu/test_gpu_sort.py tests/gpu/test_gpu_scan.py tests/gpu/test_gpu_conv.py tests/gpu/test_gpu_fft.py tests/gpu/test_gpu_fast_norm.py tests/gpu/test_gpu_fast_sdpa.py tests/gpu/test_gpu_fast_serving.py tests/gpu/test_gpu_fast_paged.py tests/gpu/test_gpu_fast_state.py \
+    -k "${MEMCHECK_K:-out_of_range or large or duplicates or one_long_row or topk or masked or embedding or rows or columns or as_strided or sdpa_layouts or sdpa_edges or decode_vec_nan or causal_softmax_edges or sorted_offsets_extremes or conv_slots_extremes or paged_write_out_of_range or bad_tables_fail or decode_unaligned or norm_rope_extremes or gated_delta_slots_extremes}" \
     >"$OUT/sanitizer_py.log" 2>&1
   note "4b. memcheck over the index/scatter/sort tests: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer_py.log" | tail -1) $(grep -E 'passed|failed' "$OUT/sanitizer_py.log" | tail -1) ($(( $(date +%s) - t )) s)"
   grep -E "Invalid|out of bounds" "$OUT/sanitizer_py.log" | head -5 | tee -a "$SUM"
