@@ -1,9 +1,11 @@
-/* gather_mm and gather_qmm, composed: the operands' matrices are gathered along their
- * flattened batch axes (take) and multiplied with matmul / quantized_matmul, so their
- * transforms and kernels are those of take and the products. */
+/* gather_mm (composed: the operands' matrices gathered along their flattened batch axes by
+ * take and multiplied with matmul) and gather_qmm (the GATHER_QMM primitive, reading each
+ * pair's matrix of w in place; on a GPU stream the products its kernel does not take are
+ * composed of take and quantized_matmul), and segmented_mm (composed of masks and matmul). */
 #include "nuvec/quantize.h"
 
 #include "ops/ops_internal.h"
+#include "ops/quantize_checks.h"
 
 /* `x` (at least 2-D) with its batch axes flattened to one: (B, r, c), and B. */
 static nv_array *flat3(const nv_array *x, int64_t *B) {
@@ -86,15 +88,113 @@ nv_array *nv_gather_mm(const nv_array *a, const nv_array *b, const nv_array *lhs
   return r;
 }
 
+/* ---- gather_qmm ---- */
+
+static bool is_float(nv_dtype t) {
+  return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
+         t == NV_DTYPE_FLOAT64;
+}
+
+/* Whether the GPU's gather kernel (quantize_gemv.cu's gemv indexed by pair) takes a product
+ * of `M` rows per pair over K in dtype `dt`: transposed, M <= 8, K a multiple of 32, x
+ * float16, bfloat16 or float32. The rest is composed on a GPU stream. */
+static bool gpu_gather_kernel(const nv__quant_params *p, int64_t M, int64_t K, nv_dtype dt) {
+  return p->transpose && M <= 8 && K % 32 == 0 &&
+         (dt == NV_DTYPE_FLOAT16 || dt == NV_DTYPE_BFLOAT16 || dt == NV_DTYPE_FLOAT32);
+}
+
+static const char *mode_name(int m) {
+  static const char *const names[] = {"affine", "mxfp4", "mxfp8", "nvfp4"};
+  return names[m];
+}
+
+nv_array *nv__gather_qmm3(const nv_array *x3, const nv_array *w3, const nv_array *s3,
+                          const nv_array *b3, const nv_array *li, const nv_array *ri,
+                          const nv__gather_qmm_params *p) {
+  static const char *const OP = "gather_qmm";
+  const nv__output *ox = nv__out(x3), *ow = nv__out(w3), *oi = nv__out(li);
+  bool affine = p->q.mode == NV__QMODE_AFFINE;
+  nv_dtype dt = affine ? nv_promote_types(ox->dtype, nv__out(s3)->dtype)
+                       : is_float(ox->dtype) ? ox->dtype : NV_DTYPE_FLOAT32;
+  if (!is_float(dt)) dt = NV_DTYPE_FLOAT32;
+  int M = ox->shape[1], K = ox->shape[2];
+  int N = p->q.transpose ? ow->shape[1] : (int)((int64_t)ow->shape[2] * 32 / p->q.bits);
+  int64_t L = 1;
+  for (int i = 0; i < oi->ndim; i++) L *= oi->shape[i];
+  int fin[NV__MAX_DIMS], nfin = oi->ndim;
+  memcpy(fin, oi->shape, (size_t)oi->ndim * sizeof(int));
+  fin[nfin++] = M;
+  fin[nfin++] = N;
+  if (nfin > NV__MAX_DIMS || L * M > INT32_MAX)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "the result of %lld pairs of %d x %d products is too large",
+                        (long long)L, M, N);
+  nv__scope_suspend();
+  nv_array *r;
+  if (nv_current_stream().device.type == NV_DEVICE_GPU && !gpu_gather_kernel(&p->q, M, K, dt)) {
+    /* No GPU kernel for this product: the selected matrices gathered (take) and multiplied. */
+    nv_array *gx = nv_take(x3, li, 0), *gw = nv_take(w3, ri, 0), *gs = nv_take(s3, ri, 0);
+    nv_array *gb = b3 ? nv_take(b3, ri, 0) : NULL;
+    r = nv_quantized_matmul(gx, gw, gs, gb, p->q.transpose, p->q.group_size, p->q.bits,
+                            mode_name(p->q.mode));
+    nv_release(gx), nv_release(gw), nv_release(gs), nv_release(gb);
+  } else {
+    int flat = (int)L;
+    nv_array *xc = nv__cast_unscoped(x3, dt), *in[6];
+    in[0] = nv_contiguous(xc);
+    in[1] = nv_contiguous(w3);
+    in[2] = nv_contiguous(s3);
+    int k = 3;
+    if (b3) in[k++] = nv_contiguous(b3);
+    const nv_array *ix[2] = {li, ri};
+    for (int i = 0; i < 2; i++) {
+      nv_array *c = nv_astype(ix[i], NV_DTYPE_INT64), *f = nv_reshape(c, &flat, 1);
+      in[k++] = nv_contiguous(f);
+      nv_release(c), nv_release(f);
+    }
+    int out3[3] = {flat, M, N};
+    nv__node *n = nv__op_node(NV__PRIM_GATHER_QMM, in, k, dt, out3, 3, sizeof *p);
+    if (n) *(nv__gather_qmm_params *)n->params = *p;
+    nv_array *g = nv__op_finish(OP, n);
+    r = nv_reshape(g, fin, nfin);
+    nv_release(g), nv_release(xc);
+    for (int i = 0; i < k; i++) nv_release(in[i]);
+  }
+  nv__scope_resume();
+  return r;
+}
+
 nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_array *scales,
                         const nv_array *biases, const nv_array *lhs_indices,
                         const nv_array *rhs_indices, bool transpose, int group_size, int bits,
                         const char *mode, bool sorted_indices) {
   static const char *const OP = "gather_qmm";
-  (void)sorted_indices;
-  const nv_array *xs[4] = {x, w, scales, biases};
-  nv_array *f = nv__op_check(OP, xs, biases ? 4 : 3);
+  const nv_array *xs[6] = {x, w, scales, biases, lhs_indices, rhs_indices};
+  nv_array *f = nv__op_check(OP, xs, 3);
+  for (int i = 3; !f && i < 6; i++)
+    if (xs[i]) f = nv__op_check(OP, xs + i, 1);
+  nv__gather_qmm_params p = {.sorted = sorted_indices};
+  if (!f) f = nv__quant_parse_mode(OP, mode, &group_size, &bits, &p.q);
   if (f) return f;
+  p.q.transpose = transpose;
+  const nv__output *ox = nv__out(x), *ow = nv__out(w), *os = nv__out(scales);
+  if ((f = nv__quant_check_scales(OP, ow, os, biases ? nv__out(biases) : NULL, &p.q))) return f;
+  char sx[NV__SHAPE_BUF], sw[NV__SHAPE_BUF];
+  nv__shape_str(ox->shape, ox->ndim, sx, sizeof sx);
+  nv__shape_str(ow->shape, ow->ndim, sw, sizeof sw);
+  if (ox->ndim < 2 || ox->dtype == NV_DTYPE_COMPLEX64)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "x must be a real array of at least 2 dimensions, got %s of shape %s",
+                        nv_dtype_name(ox->dtype), sx);
+  int rows = ow->shape[ow->ndim - 2];
+  int cols = (int)((int64_t)ow->shape[ow->ndim - 1] * 32 / bits);
+  int K = transpose ? cols : rows;
+  if (ox->shape[ox->ndim - 1] != K)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "the last dimension of x (shape %s) does not match the expanded "
+                        "quantized matrix (%d, %d) computed from shape %s with group_size=%d, "
+                        "bits=%d and transpose=%s",
+                        sx, rows, cols, sw, group_size, bits, transpose ? "true" : "false");
   nv__scope_suspend();
   int64_t Bx, Bw, Bs;
   nv_array *fx, *fw, *li, *ri, *r;
@@ -102,18 +202,10 @@ nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_array *sc
   if (f) {
     r = f;
   } else {
-    nv_array *fs = NULL, *fbias = NULL, *gs = NULL, *gb = NULL;
-    if (nv__out(scales)->ndim >= 2) fs = flat3(scales, &Bs);
-    if (biases && nv__out(biases)->ndim >= 2) fbias = flat3(biases, &Bs);
-    nv_array *gx = nv_take(fx, li, 0), *gw = nv_take(fw, ri, 0);
-    if (fs) gs = nv_take(fs, ri, 0);
-    if (fbias) gb = nv_take(fbias, ri, 0);
-    /* Scales of the wrong rank reach quantized_matmul as they are and fail there. */
-    r = nv_quantized_matmul(gx, gw, gs ? gs : scales, gb ? gb : biases, transpose, group_size,
-                            bits, mode);
-    nv_release(gx), nv_release(gw), nv_release(gs), nv_release(gb), nv_release(fs),
-        nv_release(fbias);
-    nv_release(fx), nv_release(fw), nv_release(li), nv_release(ri);
+    nv_array *fs = flat3(scales, &Bs), *fb = biases ? flat3(biases, &Bs) : NULL;
+    r = nv__gather_qmm3(fx, fw, fs, fb, li, ri, &p);
+    nv_release(fs), nv_release(fb), nv_release(fx), nv_release(fw), nv_release(li),
+        nv_release(ri);
   }
   nv__scope_resume();
   nv__scope_register(r);
