@@ -73,8 +73,13 @@ NV_API nv_array *nv_gather_mm(const nv_array *a, const nv_array *b, const nv_arr
                               const nv_array *rhs_indices, bool sorted_indices);
 
 /* The quantized gather_mm, as MLX's gather_qmm: x[lhs_indices] multiplied by the matrices of
- * w (with their scales and biases) at rhs_indices, as nv_quantized_matmul. Composed of take
- * and quantized_matmul. Fails as nv_gather_mm and nv_quantized_matmul. */
+ * w (with their scales and biases) at rhs_indices, as nv_quantized_matmul. A primitive that
+ * reads each pair's matrix of w in place (no gathered copy); on a GPU stream the products its
+ * kernel does not take (not transposed, more than 8 rows of x per pair, K not a multiple of
+ * 32, float64) are composed of take and quantized_matmul. `sorted_indices` (rhs ascending, as
+ * after sorting the pairs by expert) lets the GPU compute consecutive pairs of one matrix
+ * together; any order gives the same result. Negative indices wrap once (as take's). Fails as
+ * nv_gather_mm and nv_quantized_matmul; an out-of-range index fails the evaluation. */
 NV_API nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_array *scales,
                                const nv_array *biases, const nv_array *lhs_indices,
                                const nv_array *rhs_indices, bool transpose, int group_size,
