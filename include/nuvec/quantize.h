@@ -1,5 +1,5 @@
 /* nuvec — quantization: quantize, dequantize, quantized_matmul (MLX 0.32's formats), and the
- * gathered products gather_mm, gather_qmm and segmented_mm.
+ * gathered products gather_mm, gather_qmm and segmented_mm, and block_masked_mm.
  *
  * The builders follow the conventions of nuvec/ops.h: lazy, inputs borrowed, new arrays
  * returned (owned by the caller or the innermost scope); bad arguments give arrays that carry
@@ -92,6 +92,17 @@ NV_API nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_ar
  * operands that are not 2-D (MLX: batched matmul is not supported), inner dimensions that
  * differ, or segments of another shape or a non-integer dtype. */
 NV_API nv_array *nv_segmented_mm(const nv_array *a, const nv_array *b, const nv_array *segments);
+
+/* a (..., M, K) @ b (..., K, N) with blocks of block_size x block_size masked, as MLX's
+ * block_masked_mm: mask_lhs (..., ceil(M/bs), ceil(K/bs)) over a's blocks, mask_rhs
+ * (..., ceil(K/bs), ceil(N/bs)) over b's, mask_out (..., ceil(M/bs), ceil(N/bs)) over the
+ * result's (each optional: NULL). A bool mask zeroes its false blocks exactly (whatever they
+ * hold); another dtype's mask scales each block by its value. Composed of repeat, slice,
+ * where / multiply and matmul. Fails for operands of fewer than 2 dimensions or of integer
+ * dtypes, inner dimensions that differ, a non-positive block size, or masks of other shapes. */
+NV_API nv_array *nv_block_masked_mm(const nv_array *a, const nv_array *b, int block_size,
+                                    const nv_array *mask_out, const nv_array *mask_lhs,
+                                    const nv_array *mask_rhs);
 
 #ifdef __cplusplus
 }

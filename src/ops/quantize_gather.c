@@ -256,3 +256,93 @@ nv_array *nv_segmented_mm(const nv_array *a, const nv_array *b, const nv_array *
   nv__scope_register(r);
   return r;
 }
+
+/* ---- block_masked_mm ---- */
+
+/* Checks block mask `m` of an (R, C) operand: at least 2-D, its last two axes
+ * (ceil(R / bs), ceil(C / bs)). NULL when it fits, else the failed array. */
+static nv_array *check_block_mask(const char *op, const char *what, const nv_array *m, int bs,
+                                  int R, int C) {
+  const nv__output *o = nv__out(m);
+  char sm[NV__SHAPE_BUF];
+  int rb = (int)(((int64_t)R + bs - 1) / bs), cb = (int)(((int64_t)C + bs - 1) / bs);
+  if (o->ndim < 2 || o->shape[o->ndim - 2] != rb || o->shape[o->ndim - 1] != cb)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                        "%s must have shape (..., %d, %d) for an operand of %d x %d with "
+                        "block_size=%d, got %s",
+                        what, rb, cb, R, C, bs, nv__shape_str(o->shape, o->ndim, sm, sizeof sm));
+  if (o->dtype == NV_DTYPE_COMPLEX64)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op, "%s must be bool or real, got complex64",
+                        what);
+  return NULL;
+}
+
+/* `x` (..., R, C) with block mask `m` applied: each mask entry repeated over its bs x bs block
+ * (the last partial blocks cut), then where(mask, x, 0) for a bool mask (masked-out blocks are
+ * exactly zero, whatever they hold) and x * mask otherwise (a scale per block). */
+static nv_array *apply_block_mask(const nv_array *x, const nv_array *m, int bs, int R, int C) {
+  const nv__output *o = nv__out(m);
+  int nd = o->ndim;
+  nv_array *r1 = nv_repeat(m, bs, nd - 2), *r2 = nv_repeat(r1, bs, nd - 1);
+  int start[NV__MAX_DIMS] = {0}, stop[NV__MAX_DIMS], step[NV__MAX_DIMS];
+  for (int i = 0; i < nd; i++) stop[i] = o->shape[i], step[i] = 1;
+  stop[nd - 2] = R;
+  stop[nd - 1] = C;
+  nv_array *e = nv_slice(r2, start, stop, step, nd), *r;
+  if (o->dtype == NV_DTYPE_BOOL) {
+    nv_array *z = nv_zeros(NULL, 0, nv__out(x)->dtype);
+    r = nv_where(e, x, z);
+    nv_release(z);
+  } else {
+    nv_array *ec = nv_astype(e, nv__out(x)->dtype);
+    r = nv_multiply(x, ec);
+    nv_release(ec);
+  }
+  nv_release(r1), nv_release(r2), nv_release(e);
+  return r;
+}
+
+nv_array *nv_block_masked_mm(const nv_array *a, const nv_array *b, int block_size,
+                             const nv_array *mask_out, const nv_array *mask_lhs,
+                             const nv_array *mask_rhs) {
+  static const char *const OP = "block_masked_mm";
+  const nv_array *xs[5] = {a, b, mask_out, mask_lhs, mask_rhs};
+  nv_array *f = nv__op_check(OP, xs, 2);
+  for (int i = 2; !f && i < 5; i++)
+    if (xs[i]) f = nv__op_check(OP, xs + i, 1);
+  if (f) return f;
+  const nv__output *oa = nv__out(a), *ob = nv__out(b);
+  char sa[NV__SHAPE_BUF], sb[NV__SHAPE_BUF];
+  nv__shape_str(oa->shape, oa->ndim, sa, sizeof sa);
+  nv__shape_str(ob->shape, ob->ndim, sb, sizeof sb);
+  if (block_size <= 0)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP, "block_size must be positive, got %d",
+                        block_size);
+  if (oa->ndim < 2 || ob->ndim < 2)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "the operands must have at least 2 dimensions, got shapes %s and %s",
+                        sa, sb);
+  int M = oa->shape[oa->ndim - 2], K = oa->shape[oa->ndim - 1], N = ob->shape[ob->ndim - 1];
+  if (ob->shape[ob->ndim - 2] != K)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "the inner dimensions of a (shape %s) and b (shape %s) differ", sa, sb);
+  nv_dtype dt = nv_promote_types(oa->dtype, ob->dtype);
+  if (!nv_issubdtype(dt, NV_CATEGORY_FLOATING))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP,
+                        "only floating point types are supported, got %s and %s",
+                        nv_dtype_name(oa->dtype), nv_dtype_name(ob->dtype));
+  if ((mask_out && (f = check_block_mask(OP, "mask_out", mask_out, block_size, M, N))) ||
+      (mask_lhs && (f = check_block_mask(OP, "mask_lhs", mask_lhs, block_size, M, K))) ||
+      (mask_rhs && (f = check_block_mask(OP, "mask_rhs", mask_rhs, block_size, K, N))))
+    return f;
+  nv__scope_suspend();
+  nv_array *ac = nv__cast_unscoped(a, dt), *bc = nv__cast_unscoped(b, dt);
+  nv_array *am = mask_lhs ? apply_block_mask(ac, mask_lhs, block_size, M, K) : nv_retain(ac);
+  nv_array *bm = mask_rhs ? apply_block_mask(bc, mask_rhs, block_size, K, N) : nv_retain(bc);
+  nv_array *p = nv_matmul(am, bm);
+  nv_array *r = mask_out ? apply_block_mask(p, mask_out, block_size, M, N) : nv_retain(p);
+  nv_release(ac), nv_release(bc), nv_release(am), nv_release(bm), nv_release(p);
+  nv__scope_resume();
+  nv__scope_register(r);
+  return r;
+}

@@ -389,3 +389,32 @@ def test_gather_qmm_empty_and_out_of_range(nv, rng):
             with On(device):
                 with pytest.raises(NuvecError, match="gather_qmm: " + bad):
                     nv.read(make(sorted_))
+
+
+# ---- block_masked_mm (composed of repeat, slice, where / multiply and matmul) ----
+
+sig("nv_block_masked_mm", P, P, P, I, P, P, P)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float32"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_block_masked_mm(nv, rng, kind, dtype):
+    a = rng.standard_normal((2, 70, 40)).astype(np.float32).astype(np_dtype(dtype))
+    b = rng.standard_normal((40, 100)).astype(np.float32).astype(np_dtype(dtype))
+    a[0, 0, 0] = np.nan
+
+    def mask(shape):
+        m = rng.random(shape)
+        return m > 0.4 if kind == "bool" else m.astype(np.float32)
+    mo, ml, mr = mask((3, 4)), mask((2, 3, 2)), mask((2, 4))
+
+    def make():
+        return nv.own(lib.nv_block_masked_mm(nv.array(a), nv.array(b), 32, nv.array(mo),
+                                             nv.array(ml), nv.array(mr)))
+    got, want = gpu_and_cpu(nv, make, "block_masked_mm")
+    assert got.dtype == want.dtype and got.shape == want.shape == (2, 70, 100)
+    tol = 1.6e-2 if dtype == "bfloat16" else 1e-4
+    g, wv = ref64(got), ref64(want)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(wv))
+    fin = ~np.isnan(wv)
+    np.testing.assert_allclose(g[fin], wv[fin], rtol=tol, atol=tol * (1 + np.abs(wv[fin]).max()))

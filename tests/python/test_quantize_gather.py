@@ -145,3 +145,64 @@ def test_gather_qmm_errors(nv, rng):
         gqmm(nv, x, q, s, b, np.array([0, 1]), np.array([0, 1, 2]), True, 64, 4, "affine")
     with pytest.raises(NuvecError, match="gather_qmm: affine quantization requires biases"):
         gqmm(nv, x, q, s, None, None, np.array([0, 1]), True, 64, 4, "affine")
+
+
+# ---- block_masked_mm (composed) ----
+
+sig("nv_block_masked_mm", P, P, P, I, P, P, P)
+
+
+def block_ref(x, m, bs):
+    """Block mask m applied to x (float64): bool masks select, others scale."""
+    R, C = x.shape[-2:]
+    e = np.repeat(np.repeat(m, bs, -2), bs, -1)[..., :R, :C]
+    return np.where(e, x, 0.0) if m.dtype == bool else x * e.astype(np.float64)
+
+
+def bmm(nv, a, b, bs, mo, ml, mr):
+    h = lib.nv_block_masked_mm(nv.array(a), nv.array(b), bs,
+                               *(nv.array(m) if m is not None else None for m in (mo, ml, mr)))
+    return nv.read(nv.own(h))
+
+
+@pytest.mark.parametrize("bs", [32, 64, 16])
+@pytest.mark.parametrize("ashape,bshape", [((70, 40), (40, 50)), ((2, 64, 33), (33, 96)),
+                                           ((3, 1, 5, 7), (2, 7, 65))])
+@pytest.mark.parametrize("kind", ["bool", "float32"])
+def test_block_masked_mm(nv, rng, bs, ashape, bshape, kind):
+    a = rng.standard_normal(ashape).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+    M, K, N = ashape[-2], ashape[-1], bshape[-1]
+    cb = lambda n: -(-n // bs)  # noqa: E731
+
+    def mask(shape):
+        m = rng.random(shape)
+        return m > 0.4 if kind == "bool" else m.astype(np.float32)
+    mo, ml, mr = mask((cb(M), cb(N))), mask(ashape[:-2] + (cb(M), cb(K))), mask((cb(K), cb(N)))
+    a[..., 0, 0] = np.nan  # a NaN in a block that a bool mask may zero
+    want = block_ref(block_ref(a.astype(np.float64), ml, bs) @ block_ref(b, mr, bs), mo, bs)
+    got = bmm(nv, a, b, bs, mo, ml, mr)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # Each mask alone, and none.
+    for k in range(4):
+        ms = [mo if k == 0 else None, ml if k == 1 else None, mr if k == 2 else None]
+        x = block_ref(a.astype(np.float64), ml, bs) if k == 1 else a.astype(np.float64)
+        y = block_ref(b, mr, bs) if k == 2 else b
+        want = block_ref(x @ y, mo, bs) if k == 0 else x @ y
+        np.testing.assert_allclose(bmm(nv, a, b, bs, *ms), want, rtol=1e-4, atol=1e-4)
+
+
+def test_block_masked_mm_dtypes_and_errors(nv, rng):
+    a = rng.standard_normal((40, 40)).astype(np.float16)
+    m = np.ones((2, 2), bool)
+    assert bmm(nv, a, a, 32, m, None, None).dtype == np.float16
+    with pytest.raises(NuvecError, match="block_masked_mm: only floating point types"):
+        bmm(nv, np.ones((4, 4), np.int32), np.ones((4, 4), np.int32), 32, None, None, None)
+    with pytest.raises(NuvecError, match=r"block_masked_mm: mask_lhs must have shape "
+                                         r"\(\.\.\., 2, 2\)"):
+        bmm(nv, a, a, 32, None, np.ones((1, 2), bool), None)
+    with pytest.raises(NuvecError, match="block_masked_mm: the inner dimensions"):
+        bmm(nv, a, a[:3], 32, None, None, None)
+    with pytest.raises(NuvecError, match="block_masked_mm: block_size must be positive"):
+        bmm(nv, a, a, 0, None, None, None)
