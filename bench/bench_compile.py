@@ -3,7 +3,9 @@
 
 Rows, each compiled and not: x*y+z on 2^26 float32 (the issue's target: <= 50 ms compiled), a
 tanh-form GELU chain and a SiLU chain on 2^24 float32, a layer-norm-like chain over 4096 rows of
-1024 float32 ((x - mean) * rsqrt(var + eps) * w + b), the tiny-op chain (x = x*0.5 + 1, 1000
+1024 float32 ((x - mean) * rsqrt(var + eps) * w + b), x*y+z on 2^24 bfloat16 (computed in
+float32, rounded after each operation), a chain ending in a row reduction ((x*w + b).exp().sum(-1)
+over 4096 rows of 1024 float32: one kernel compiled), the tiny-op chain (x = x*0.5 + 1, 1000
 times on 1024 float32) and an MLP training step (784-512-10, batch 256, SGD) with the model and
 optimizer state captured. Each time is the median of several runs after a warm-up (the trace
 and the kernel compilation happen there); ratios are the peer's time over nuvec compiled's.
@@ -45,7 +47,11 @@ def chains(m):
             x = x * 0.5 + 1
         return x
 
-    return {"axpy": axpy, "gelu": gelu, "silu": silu, "layer_norm": layer_norm, "tiny": tiny}
+    def row_chain(x, w, b):
+        return m.exp(x * w + b).sum(axis=-1)
+
+    return {"axpy": axpy, "gelu": gelu, "silu": silu, "layer_norm": layer_norm, "tiny": tiny,
+            "axpy_bf16": axpy, "row_chain": row_chain}
 
 
 def inputs(m, rng):
@@ -54,7 +60,10 @@ def inputs(m, rng):
     rows = m.array(rng.standard_normal((4096, 1024)).astype(np.float32))
     w, b = (m.array(rng.standard_normal(1024).astype(np.float32)) for _ in range(2))
     small = m.array(rng.standard_normal(1024).astype(np.float32))
-    return {"axpy": big, "gelu": [mid], "silu": [mid], "layer_norm": [rows, w, b], "tiny": [small]}
+    half = [m.array(rng.uniform(-4, 4, 1 << 24).astype(np.float32)).astype(m.bfloat16)
+            for _ in range(3)]
+    return {"axpy": big, "gelu": [mid], "silu": [mid], "layer_norm": [rows, w, b], "tiny": [small],
+            "axpy_bf16": half, "row_chain": [rows, w, b]}
 
 
 def mlp_step(m, nn, optim, compiled, rng):
@@ -102,9 +111,12 @@ def main():
         for compiled in (False, True):
             times[("mlp_step", name, compiled)] = median_time(mlp_step(m, nn, optim, compiled, rng),
                                                               repeat=9, warmup=2)
-    npx = [np.asarray(a) for a in inputs(nv, rng)["axpy"]]
-    numpy = {"axpy": median_time(lambda: npx[0] * npx[1] + npx[2], repeat=5)}
-    for case in ["axpy", "gelu", "silu", "layer_norm", "tiny", "mlp_step"]:
+    npin = inputs(nv, rng)
+    npx = [np.asarray(a) for a in npin["axpy"]]
+    npr = [np.asarray(a) for a in npin["row_chain"]]
+    numpy = {"axpy": median_time(lambda: npx[0] * npx[1] + npx[2], repeat=5),
+             "row_chain": median_time(lambda: np.exp(npr[0] * npr[1] + npr[2]).sum(-1), repeat=9)}
+    for case in ["axpy", "gelu", "silu", "layer_norm", "axpy_bf16", "row_chain", "tiny", "mlp_step"]:
         peers = {"nuvec eager": times[(case, "nuvec", False)]}
         if mx:
             peers["mlx compiled"] = times[(case, "mlx", True)]
@@ -112,7 +124,7 @@ def main():
         if case in numpy:
             peers["numpy"] = numpy[case]
         rows.append((case, times[(case, "nuvec", True)], peers))
-    report("compile (CPU, float32; nuvec column = nuvec compiled; ratio = peer / nuvec compiled)",
+    report("compile (CPU, float32 unless named; nuvec column = nuvec compiled; ratio = peer / nuvec compiled)",
            rows, ["nuvec eager", "mlx compiled", "mlx eager", "numpy"])
 
 

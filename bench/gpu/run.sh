@@ -44,6 +44,11 @@ work = {  # bytes moved or flops, for rates
     "sum_axis2_64x1024x1024_f32": ("TB/s", 4 * 64 * 2**20),
     "matmul_bf16_8192": ("TFLOP/s", 2 * 8192**3), "matmul_f32_4096": ("TFLOP/s", 2 * 4096**3),
     "tiny_1000_ops": ("us/op", 1000), "mlp_train_4x4096_bf16": ("TFLOP/s", 3 * 2 * 4 * 4096**3),
+    "mlp_train_4x4096_bf16_compiled": ("TFLOP/s", 3 * 2 * 4 * 4096**3),
+    "fma_2^28_bf16": ("TB/s", 4 * 2 * 2**28), "fma_2^28_bf16_compiled": ("TB/s", 4 * 2 * 2**28),
+    # the row chain reads x (its rows' sums are 1/4096 of it); the copy reads and writes x
+    "row_chain_16384x4096_f32_compiled": ("TB/s", 4 * 16384 * 4096),
+    "row_chain_16384x4096_f32_copy": ("TB/s", 2 * 4 * 16384 * 4096),
     "ops_cumsum_axis2": ("TB/s", 8 * 64 * 2**20), "ops_cumsum_axis1": ("TB/s", 8 * 64 * 2**20),
     "ops_logsumexp_axis2": ("TB/s", 4 * 64 * 2**20), "ops_add_broadcast_row": ("TB/s", 8 * 64 * 2**20),
     "ops_add_transposed": ("TB/s", 12 * 64 * 2**20), "ops_concatenate_axis1": ("TB/s", 16 * 64 * 2**20),

@@ -295,7 +295,7 @@ int main(int argc, char **argv) {
   CK(hrx_runtime_counters(rt, &k));
 
   /* ---- 4. round trip of a one-operation graph (submit to observed completion) ---- */
-  double rt_us[2];
+  double rt_us[2], rt_sub_us[2];
   for (int e = 0; e < 2; e++) {
     hrx_runtime *r2 = rt;
     if (e == 1) {
@@ -311,16 +311,48 @@ int main(int argc, char **argv) {
     hrx_prepared *fp = NULL;
     CK(hrx_graph_prepare(fg, &fp));
     for (int i = 0; i < 100; i++) run(fp);
+    double sub = 0;
     for (int r = 0; r < 5; r++) {
       t0 = now_us();
-      for (int i = 0; i < 200; i++) run(fp);
+      for (int i = 0; i < 200; i++) {
+        double s0 = now_us();
+        hrx_completion *c = NULL;
+        CK(hrx_submit(fp, &c));
+        sub += now_us() - s0;
+        wait_ok(c);
+      }
       samples[r] = (now_us() - t0) / 200;
     }
     rt_us[e] = median(samples, 5);
+    rt_sub_us[e] = sub / 1000;
     hrx_prepared_release(fp);
     hrx_buffer_release(fb);
     if (e == 1) hrx_runtime_release(r2);
   }
+
+  /* The same round trip in raw CUDA: one tiny kernel launched and the stream synchronized, and
+   * a captured one-memset graph launched and synchronized (hrx's floor). */
+  double raw_rt[2];
+  cudaGraph_t mg;
+  cudaGraphExec_t me;
+  CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CU(cudaMemsetAsync(dx, 7, 256, s));
+  CU(cudaStreamEndCapture(s, &mg));
+  CU(cudaGraphInstantiate(&me, mg, 0));
+  for (int e = 0; e < 2; e++) {
+    for (int r = 0; r < 6; r++) {
+      t0 = now_us();
+      for (int i = 0; i < 200; i++) {
+        if (e == 0) CU(cudaLaunchKernel((const void *)raw, g1, b1, args, 0, s));
+        else CU(cudaGraphLaunch(me, s));
+        CU(cudaStreamSynchronize(s));
+      }
+      samples[r] = (now_us() - t0) / 200;
+    }
+    raw_rt[e] = median(samples + 1, 5);
+  }
+  CU(cudaGraphExecDestroy(me));
+  CU(cudaGraphDestroy(mg));
 
   printf("\n%-58s %12s\n", "measure", "value");
   printf("%-58s %12.1f\n", "prepare (record excluded), us", prep_us);
@@ -344,7 +376,10 @@ int main(int argc, char **argv) {
   printf("%-58s %12.2f\n", "speedup (sequential / together)", seq_us / par_us);
   printf("%-58s %12.1f\n", "copy throughput together, GB/s", 2.0 * bytes / par_us * 1e-3);
   printf("%-58s %12.1f\n", "one-fill graph round trip, CUDA engine, us", rt_us[0]);
+  printf("%-58s %12.1f\n", "  of which hrx_submit, us", rt_sub_us[0]);
   printf("%-58s %12.1f\n", "one-fill graph round trip, host engine, us", rt_us[1]);
+  printf("%-58s %12.1f\n", "raw kernel launch + stream sync round trip, us", raw_rt[0]);
+  printf("%-58s %12.1f\n", "raw one-memset graph launch + stream sync, us", raw_rt[1]);
   printf("%-58s %12llu\n", "native graphs prepared", (unsigned long long)k.native_graphs_prepared);
   printf("%-58s %12llu\n", "native graphs updated in place", (unsigned long long)k.native_graphs_updated);
 

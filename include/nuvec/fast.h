@@ -1,7 +1,7 @@
 /* nuvec — fused fast ops with MLX's mx.fast names and semantics (MLX 0.32): rms_norm,
  * layer_norm, rope and scaled_dot_product_attention; then the serving kernels (sorted_offsets,
  * softmax and causal_softmax in place, paged_write, conv_slots), each defined at its
- * declaration.
+ * declaration; last the custom CUDA kernels (cuda_kernel, precompiled_cuda_kernel).
  *
  * Each is one primitive with a CPU and a CUDA kernel (one pass per row of the last axis,
  * float32 accumulation for float16/bfloat16/float32, float64 for float64) and a composed
@@ -136,6 +136,115 @@ NV_API nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array 
 NV_API nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight,
                                     const nv_array *bias, const nv_array *conv_state_pool,
                                     const nv_array *slot_ids, bool silu, nv_array **out);
+
+/* ---- Custom CUDA kernels (src/ops/fast_custom.c), MLX's mx.fast.cuda_kernel and
+ * precompiled_cuda_kernel. They run on GPU streams only: on a CPU stream a call fails with
+ * NV_ERR_INVALID_ARGUMENT "cuda_kernel: custom kernels run on the GPU only" naming the kernel
+ * (E57). Custom kernels have no vjp, jvp or vmap rule (an error naming cuda_kernel). ---- */
+
+/* A kernel made once from a body and called many times. `source` is the body of a CUDA
+ * function whose signature nuvec generates: for input i, `const T *<input_names[i]>` (T the
+ * input's CUDA type: bool, uint8_t .. uint64_t, int8_t .. int64_t, __half, __nv_bfloat16,
+ * float, double, complex64_t {float real, imag}) pointing at its element 0, with
+ * `<name>_shape` (Shape: int32 [i], up to 10 dimensions), `<name>_strides` (Strides: int64
+ * elements) and `<name>_ndim` (int); for output i, `T *<output_names[i]>`, row-contiguous;
+ * the template arguments of the call as `constexpr int`, `constexpr bool` or `using` type
+ * declarations at the top of the body. `header` is placed before the function (helpers,
+ * includes); cuda_fp16.h, cuda_bf16.h and cuda/std/cstdint are included, cooperative_groups.h
+ * (namespace `cg`) too when the body or header names `cg::` or cooperative_groups, and
+ * `elem_to_loc(elem, shape, strides, ndim)` gives a flat index's element offset. With
+ * `ensure_row_contiguous` the inputs are copied row-contiguous first (their strides then are
+ * the row-major ones). `shared_memory` bytes of dynamic shared memory (0 to 232448) are
+ * requested per launch. Names must be C identifiers, all distinct; `name` names the kernel
+ * (`custom_kernel_<name>`). Returns NULL on bad arguments (nv_last_error says which). */
+typedef struct nv_cuda_kernel nv_cuda_kernel;
+NV_API nv_cuda_kernel *nv_fast_cuda_kernel(const char *name, const char *const *input_names,
+                                           int ninputs, const char *const *output_names,
+                                           int noutputs, const char *source, const char *header,
+                                           bool ensure_row_contiguous, int shared_memory);
+NV_API void nv_fast_cuda_kernel_release(nv_cuda_kernel *k);
+
+/* A template argument: `value` is the int, the bool (0/1) or the nv_dtype. */
+typedef enum nv_template_kind {
+  NV_TEMPLATE_INT = 0,
+  NV_TEMPLATE_BOOL = 1,
+  NV_TEMPLATE_DTYPE = 2,
+} nv_template_kind;
+typedef struct nv_template_arg {
+  const char *name;
+  nv_template_kind kind;
+  int value;
+} nv_template_arg;
+
+/* One call's launch: the outputs' shapes (output_ndims[i] dimensions each) and dtypes, the
+ * grid in threads per dimension (MLX's and Metal's convention: ceil(grid / threadgroup)
+ * blocks of min(threadgroup, grid) threads each, so a kernel checks its bounds when grid is
+ * not a multiple), the threadgroup (>= 1 each, at most 1024 threads, z <= 64), the
+ * template arguments, and when `has_init` the value every output element starts from
+ * (converted to its dtype); otherwise outputs start undefined. A grid dimension of 0
+ * launches nothing. `verbose` prints the generated source to stderr. */
+typedef struct nv_cuda_kernel_launch {
+  const int *const *output_shapes;
+  const int *output_ndims;
+  const nv_dtype *output_dtypes;
+  int grid[3];
+  int threadgroup[3];
+  const nv_template_arg *template_args;
+  int ntemplate;
+  bool has_init;
+  double init_value;
+  bool verbose;
+} nv_cuda_kernel_launch;
+
+/* Calls `k` on `ninputs` inputs (its input count) on the current stream: writes its
+ * noutputs outputs into `outputs`, each a new array. The kernel is generated for the inputs'
+ * dtypes and the template arguments, compiled by NVRTC for sm_90 on first use and cached (in
+ * memory, and on disk as <hash>.cubin in the compile cache). Returns NV_OK, or the error
+ * every output then carries: bad arguments (counts, shapes, dtypes, grid, threadgroup), a CPU
+ * stream (E57), an NVRTC error carrying NVRTC's log. */
+NV_API nv_status nv_fast_cuda_kernel_call(const nv_cuda_kernel *k, const nv_array *const *inputs,
+                                          int ninputs, const nv_cuda_kernel_launch *launch,
+                                          nv_array **outputs);
+
+/* The CUDA source a call with these inputs (only their dtypes and dimensions count) and
+ * launch compiles, written into buf as snprintf does (buf may be NULL with size 0). Returns
+ * its length, or -1 on bad arguments (nv_last_error). Needs no GPU. */
+NV_API long nv_fast_cuda_kernel_source(const nv_cuda_kernel *k, const nv_array *const *inputs,
+                                       int ninputs, const nv_cuda_kernel_launch *launch,
+                                       char *buf, size_t size);
+
+/* Compiles that source with NVRTC into a CUBIN (sm_90), written into buf when it fits; *size
+ * gets the CUBIN's size either way. Needs no GPU (precompiled_cuda_kernel loads the result).
+ * Fails with NV_ERR_INVALID_ARGUMENT carrying NVRTC's log, NV_ERR_UNSUPPORTED without CUDA. */
+NV_API nv_status nv_fast_cuda_kernel_compile(const nv_cuda_kernel *k,
+                                             const nv_array *const *inputs, int ninputs,
+                                             const nv_cuda_kernel_launch *launch, void *buf,
+                                             size_t capacity, size_t *size);
+
+/* A scalar argument of a precompiled kernel. */
+typedef enum nv_scalar_kind {
+  NV_SCALAR_BOOL = 0,
+  NV_SCALAR_INT = 1,   /* int32 */
+  NV_SCALAR_FLOAT = 2, /* float32 */
+} nv_scalar_kind;
+typedef struct nv_kernel_scalar {
+  nv_scalar_kind kind;
+  double value;
+} nv_kernel_scalar;
+
+/* MLX's precompiled_cuda_kernel: runs the extern "C" kernel `name` of a CUBIN or PTX image
+ * (`size` bytes), whose parameters are a pointer to element 0 of each input, a pointer to
+ * each (row-contiguous) output, then each scalar by value (bool, int, float), up to 32.
+ * Inputs keep their layout unless `ensure_row_contiguous` (one with a negative stride is
+ * always copied row-contiguous). The launch is as nv_fast_cuda_kernel_call's (template
+ * arguments and verbose unused); `noutputs` outputs. The image is loaded once per process. */
+NV_API nv_status nv_fast_precompiled_cuda_kernel(const char *name, const void *image, size_t size,
+                                                 const nv_array *const *inputs, int ninputs,
+                                                 int noutputs, const nv_kernel_scalar *scalars,
+                                                 int nscalars,
+                                                 const nv_cuda_kernel_launch *launch,
+                                                 int shared_memory, bool ensure_row_contiguous,
+                                                 nv_array **outputs);
 
 #ifdef __cplusplus
 }

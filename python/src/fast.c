@@ -165,7 +165,8 @@ static struct PyModuleDef fast_def = {
 int nvpy_init_fast(PyObject *m) {
   PyObject *r = PyModule_Create(&fast_def);
   if (!r) return -1;
-  if (nvpy_add_ops(r, fast_ops, sizeof fast_ops / sizeof fast_ops[0], "fast.") < 0) {
+  if (nvpy_add_ops(r, fast_ops, sizeof fast_ops / sizeof fast_ops[0], "fast.") < 0 ||
+      nvpy_init_cuda_kernel(r) < 0) {
     Py_DECREF(r);
     return -1;
   }

@@ -159,6 +159,7 @@ int nvpy_init_conv(PyObject *m);
 int nvpy_init_fft(PyObject *m);
 int nvpy_init_distributed(PyObject *m);
 int nvpy_init_fast(PyObject *m);
+int nvpy_init_cuda_kernel(PyObject *fast); /* cuda_kernel.c: into nuvec.fast */
 int nvpy_init_linalg(PyObject *m);
 int nvpy_init_quantize(PyObject *m);
 int nvpy_init_dtypeinfo(PyObject *m);

@@ -18,6 +18,7 @@ def rand(rng, shape, dtype):
     a = nv.array(np_rand(rng, shape, dtype))
     return a if a.dtype == getattr(nv, dtype) else a.astype(getattr(nv, dtype))
 
+HALVES = ["float16", "bfloat16"]
 UNARY = ["abs", "exp", "log1p", "sin", "tanh", "sigmoid", "negative", "square", "sqrt", "erf"]
 
 
@@ -43,9 +44,12 @@ def test_unary_chains_equal_uncompiled(rng, op, dtype):
     for _ in range(2):
         r, e = np.array(c(x)), np.array(f(x))
         # Fused exp, tanh and sigmoid use libm where the hand kernels use fast
-        # formulas (a few ulp apart); everything else is the same arithmetic.
-        if r.dtype in (np.float32, np.float64) and op in ("exp", "tanh", "sigmoid"):
-            assert_close(r, e, r.dtype.name)
+        # formulas (a few ulp apart); everything else is the same arithmetic. float16/bfloat16
+        # chains round each result, so a fast float32 formula (log1p, sin and erf too) may
+        # move one across a rounding boundary: one ulp of the half format.
+        if (dtype in ("float32", "float64") and op in ("exp", "tanh", "sigmoid")) or (
+                dtype in HALVES and op in ("exp", "tanh", "sigmoid", "log1p", "sin", "erf")):
+            assert_close(r, e, dtype)
         else:
             assert np.array_equal(r, e, equal_nan=True)
 
@@ -496,3 +500,146 @@ def test_multi_output_primitives_and_siblings(rng):
     c = nv.compile(f)
     for a, b in zip(c(x, y), f(x, y)):
         assert np.array_equal(np.array(a), np.array(b))
+
+
+# ---- float16/bfloat16 chains (computed in float32, rounded after every operation) ----
+
+
+def _bits(a):
+    """An array's bits as unsigned integers, for bit-for-bit comparisons (NaN included)."""
+    a = np.array(a.astype(nv.float32) if a.dtype in (nv.float16, nv.bfloat16) else a)
+    return a.view(np.uint32) if a.dtype == np.float32 else a
+
+
+def _half_inputs(rng, dtype, shape=(65, 41)):
+    x = rng.standard_normal(shape).astype(np.float32) * 4
+    x.flat[:4] = [np.nan, np.inf, -np.inf, 70000.0]  # 70000 overflows float16
+    cast = lambda a: nv.array(a).astype(getattr(nv, dtype))  # noqa: E731
+    return (cast(x), cast(rng.standard_normal(shape[-1:]).astype(np.float32)),
+            cast(rng.standard_normal(shape).astype(np.float32)))
+
+
+HALF_CHAINS = {
+    "axpy": lambda x, y, z: x * y + z,
+    "arith": lambda x, y, z: nv.maximum(x * y, z) / (nv.abs(z) + 1.0) - nv.square(x) * 0.5,
+    "casts": lambda x, y, z: nv.where(x > y, (x.astype(nv.float64) / 3.0).astype(x.dtype),
+                                      z.astype(nv.float32).astype(x.dtype)) * 2.0,
+    "mixed": lambda x, y, z: (x.astype(nv.float16) + z.astype(nv.bfloat16)) * y,  # to float32
+    "sqrt_rsqrt": lambda x, y, z: nv.sqrt(nv.abs(x)) * nv.rsqrt(nv.abs(z) + 0.5) + y,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HALF_CHAINS))
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_chains_fuse_bit_exact(rng, name, dtype):
+    """Rounding after each operation, as the unfused kernels (and MLX's compile) do, makes the
+    fused chain equal the unfused one bit for bit; a whole array, a broadcast row and a scalar
+    as inputs, NaN, infinities and float16 overflow among the values."""
+    f = HALF_CHAINS[name]
+    c = nv.compile(f)
+    x, y, z = _half_inputs(rng, dtype)
+    for args in ((x, y, z), (x, nv.array(0.75, getattr(nv, dtype)), z)):
+        for _ in range(2):  # trace, replay
+            r, e = c(*args), f(*args)
+            assert r.dtype == e.dtype
+            assert np.array_equal(_bits(r), _bits(e)), name
+        assert c._stats["fused"] == 1  # one kernel for each signature (the row, the scalar)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_chain_transcendentals_within_an_ulp(rng, dtype):
+    """exp, tanh and sigmoid: the fused C kernel calls libm where the hand kernels use fast
+    float32 formulas (a few float32 ulp apart), so after rounding a result may differ by one
+    ulp of the half format; everything else in the chain is the same arithmetic."""
+    f = lambda x, y, z: nv.exp(-nv.abs(x)) * y + nv.tanh(z) - nv.sigmoid(x)  # noqa: E731
+    c = nv.compile(f)
+    x, y, z = _half_inputs(rng, dtype)
+    r, e = np.array(c(x, y, z).astype(nv.float32)), np.array(f(x, y, z).astype(nv.float32))
+    assert c._stats["fused"] == 1
+    ulp = 2.0 ** (-10 if dtype == "float16" else -7)
+    assert (np.isnan(e) == np.isnan(r)).all()
+    fin = ~np.isnan(e)
+    # Three rounded terms (exp(-|x|) * y up to |y|, tanh and sigmoid up to 1), each a rounding
+    # or two off, and the sums' roundings: a few ulp of the terms' magnitude.
+    scale = np.maximum(np.abs(e), np.abs(np.array(y.astype(nv.float32))) + 2.0)
+    assert ((r == e) | (np.abs(r - e) <= 4 * ulp * scale))[fin].all()
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_multi_output_and_strided(rng, dtype):
+    """An intermediate used outside the chain is stored in its dtype as a second output; a
+    transposed input keeps its chain unfused (same values)."""
+    def f(x, y, z):
+        t = x * y
+        return nv.maximum(t + z, -0.25), t
+
+    x, y, z = _half_inputs(rng, dtype, (40, 40))
+    c = nv.compile(f)
+    for xs, fused in ((x, 1), (x.T, 0)):
+        got, want = c(xs, y, z), f(xs, y, z)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and np.array_equal(_bits(g), _bits(w))
+        assert c._stats["fused"] == fused  # the last trace's kernels
+
+
+@pytest.mark.parametrize("dtype", ["float32"] + HALVES)
+def test_compiled_step_writes_into_its_intermediates(rng, dtype):
+    """A compiled step whose fused chain reads a matmul's result (an intermediate only the
+    chain reads, donated to it: tests/c/test_compile_donation.c counts the donations) gives the
+    uncompiled values, and leaves its inputs alone."""
+    def step(x, w, b):
+        h = x @ w
+        return nv.maximum(h * 0.5 + b, 0.0)
+
+    x = rand(rng, (32, 24), dtype)
+    w, b = rand(rng, (24, 48), dtype), rand(rng, (48,), dtype)
+    x0 = _bits(x).copy()
+    c = nv.compile(step)
+    for _ in range(3):
+        assert np.array_equal(_bits(c(x, w, b)), _bits(step(x, w, b)))
+    assert np.array_equal(_bits(x), x0)
+    assert c._stats["fused"] == 1
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_fusion_against_mlx(rng, dtype):
+    """MLX's compile rounds half chains per operation too: its compiled x*y+z and nuvec's agree
+    bit for bit."""
+    mx = pytest.importorskip("mlx.core")
+    x, y, z = _half_inputs(rng, dtype)
+    r = nv.compile(HALF_CHAINS["axpy"])(x, y, z)
+    m32 = [mx.array(np.array(a.astype(nv.float32))).astype(getattr(mx, dtype)) for a in (x, y, z)]
+    m = mx.compile(lambda a, b, c: a * b + c)(*m32)
+    mb = np.array(m.astype(mx.float32)).view(np.uint32)
+    nb = _bits(r)
+    nan = np.isnan(np.array(m.astype(mx.float32)))
+    assert np.array_equal(nb[~nan], mb[~nan])
+    assert np.isnan(np.array(r.astype(nv.float32))[nan]).all()
+
+
+def test_compiled_bfloat16_mlp_gradients_equal_uncompiled(rng):
+    """value_and_grad of a bfloat16 MLP with erf-GELU (the GPU bench's step, small), compiled:
+    its forward and backward element-wise chains fuse, and the loss and every gradient equal the
+    uncompiled ones bit for bit."""
+    ws = [rand(rng, (32, 32), "float32") * 0.125 for _ in range(3)]
+    bs = [rand(rng, (32,), "float32") * 0.01 for _ in range(3)]
+    x, y = rand(rng, (16, 32), "float32"), rand(rng, (16, 32), "float32")
+
+    def loss(*a):
+        h = a[6].astype(nv.bfloat16)
+        for i in range(3):
+            h = h @ a[2 * i].astype(nv.bfloat16) + a[2 * i + 1].astype(nv.bfloat16)
+            h = (h * 0.5) * (nv.erf(h * 0.70710678118654752) + 1)
+        d = h.astype(nv.float32) - a[7]
+        return (d * d).mean()
+
+    vg = nv.value_and_grad(loss, argnums=list(range(6)))
+    c = nv.compile(vg)
+    args = [v for p in zip(ws, bs) for v in p] + [x, y]
+    want = vg(*args)
+    for _ in range(2):
+        got = c(*args)
+        assert np.array_equal(np.array(got[0]), np.array(want[0]))
+        for g, w in zip(got[1], want[1]):
+            assert np.array_equal(np.array(g), np.array(w))
+    assert c._stats["fused"] >= 6  # GELU forward and backward per layer, at least

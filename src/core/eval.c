@@ -396,21 +396,25 @@ static bool owned_on_cpu(const nv__node *consumer, int i) {
 static int donation(const nv__node *n) {
   if (tracing_depth > 0 || nv__node_is_tracer(n)) return -1;
   const nv__prim_info *info = &nv__prims[n->prim];
-  if (info->donate[0] < 0 || info->view) return -1;
-  if (!info->elementwise) {
+  /* A fused chain (COMPILED) donates into output 0 by the element-wise rule, any data input
+   * a candidate; its other outputs (escaping intermediates) get buffers of their own. */
+  bool compiled = n->prim == NV__PRIM_COMPILED;
+  if (compiled ? !nv__compiled_donates(n) : (info->donate[0] < 0 || info->view)) return -1;
+  if (!compiled && !info->elementwise) {
     int at = info->donate[0];
     if (at >= n->ninputs) return -1;
     const nv__output *base = &n->inputs[at].node->out[n->inputs[at].idx];
     if (!nv__donatable_size((uint64_t)base->size)) return -1;
     return owned_on_cpu(n, at) ? at : -1;
   }
-  if (n->noutputs != 1) return -1;
+  if (n->noutputs != 1 && !compiled) return -1;
   const nv__output *out = &n->out[0];
   if (out->size == 0 || !(out->dtype == NV_DTYPE_FLOAT16 || out->dtype == NV_DTYPE_BFLOAT16 ||
                           out->dtype == NV_DTYPE_FLOAT32))
     return -1;
-  for (int k = 0; k < 4 && info->donate[k] >= 0; k++) {
-    int at = info->donate[k];
+  int ncand = compiled ? n->ninputs - 1 : 4;
+  for (int k = 0; k < ncand && (compiled || info->donate[k] >= 0); k++) {
+    int at = compiled ? k : info->donate[k];
     if (at >= n->ninputs) continue;
     const nv__output *in = &n->inputs[at].node->out[n->inputs[at].idx];
     if (in->dtype != out->dtype || in->ndim != out->ndim) continue;

@@ -391,6 +391,10 @@ long nv__test_live_completions(void);
 long nv__test_donations(void);
 /* Whether an update base of n elements may be donated: 0 < n < 2^32 − 1. */
 bool nv__donatable_size(uint64_t n);
+/* Whether a COMPILED node (compile's fused chain, src/transforms/fuse.c) may write output 0
+ * into one of its data inputs (all but the last, its kernel's keeper): its kernel is
+ * element-wise. The evaluation then takes the first input that passes the element-wise rule. */
+bool nv__compiled_donates(const nv__node *n);
 /* A two-output test primitive: (a + b, a * b) of two same-shape arrays of one dtype. */
 nv_status nv__test_add_multiply(const nv_array *a, const nv_array *b, nv_array **sum,
                                 nv_array **product);

@@ -23,6 +23,7 @@
 #include "ops/prims_distributed.h"
 #include "ops/prims_fast.h"
 #include "ops/prims_fast_serving.h"
+#include "ops/prims_fast_custom.h"
 #include "ops/prims_quantize.h"
 
 #define NV__PRIM_LIST(X)      \
@@ -39,6 +40,7 @@
   NV__PRIMS_DISTRIBUTED(X)    \
   NV__PRIMS_FAST(X)           \
   NV__PRIMS_FAST_SERVING(X)   \
+  NV__PRIMS_FAST_CUSTOM(X)    \
   NV__PRIMS_QUANTIZE(X)       \
   /* one family a line, each line ending in a backslash (this one ends the list) */
 

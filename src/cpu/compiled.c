@@ -19,14 +19,15 @@ static void run(void *ctx, int64_t lo, int64_t hi) {
 }
 
 static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) {
-  (void)donated;
   const nv__compiled_params *p = node->params;
   if (!p->k->fn) /* a GPU chain's kernel, declined by the CUDA backend */
     return nv__set_error(NV_ERR_BACKEND, "compiled: a fused GPU kernel cannot run on the CPU");
   nv__output *o = &node->out[0];
   void *outs[NV__COMPILED_MAX_OUT];
   for (int i = 0; i < node->noutputs; i++) {
-    nv_status s = nv__output_alloc(&node->out[i]);
+    /* Output 0 may be a donated input's buffer (element-wise kernels only: each element is
+     * read before it is written, nv__compiled_donates). */
+    nv_status s = i == 0 && donated >= 0 ? NV_OK : nv__output_alloc(&node->out[i]);
     if (s != NV_OK)
       return s;
     outs[i] = nv__output_ptr(&node->out[i]);

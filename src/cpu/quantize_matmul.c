@@ -1,7 +1,8 @@
-/* quantized_matmul and gather_qmm (each pair's matrix of w read in place) on the CPU: the weights are dequantized on the fly, a few rows (transposed)
- * or a band of columns (not transposed) at a time into a float32 tile owned by one task, never
- * as a whole matrix; products accumulate in float32. Tasks are (batch, block of output
- * columns), pool-parallel. x is converted to float32 once per call when it is not float32. */
+/* quantized_matmul and gather_qmm (each pair's matrix of w read in place) on the CPU: the weights
+ * are dequantized on the fly, a few rows (transposed) or a band of columns (not transposed) at a
+ * time into a float32 tile owned by one task, never as a whole matrix; products accumulate in
+ * float32. Tasks are (batch, block of output columns), pool-parallel. x is converted to float32
+ * once per call when it is not float32. */
 #include <stdatomic.h>
 #include <stdlib.h>
 

@@ -55,6 +55,7 @@ void nv__cpu_register_compiled(nv__kernel_fn *k);
 void nv__cpu_register_index(nv__kernel_fn *k);
 void nv__cpu_register_fft(nv__kernel_fn *k);
 void nv__cpu_register_quantize(nv__kernel_fn *k);
+void nv__cpu_register_fast_custom(nv__kernel_fn *k);
 static void (*const families[])(nv__kernel_fn *) = {
     register_core,
     nv__cpu_register_elementwise,
@@ -73,6 +74,7 @@ static void (*const families[])(nv__kernel_fn *) = {
     nv__cpu_register_fast_serving,
     nv__cpu_register_compiled,
     nv__cpu_register_quantize,
+    nv__cpu_register_fast_custom,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -311,7 +311,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 static nv_status kernel_for(nv__gpu_dev *d, const nv__gpu_launch *l, hrx_kernel **out) {
-  uint64_t key[16 + 2 * 64];
+  uint64_t key[16 + 2 * 64 + 1 + NV__GPU_MAX_CONSTANTS];
   size_t n = 0;
   key[n++] = (uint64_t)(uintptr_t)l->func;
   key[n++] = (uint64_t)l->grid[0] | (uint64_t)l->grid[1] << 32;
@@ -323,6 +323,8 @@ static nv_status kernel_for(nv__gpu_dev *d, const nv__gpu_launch *l, hrx_kernel 
     key[n++] = (uint64_t)l->access[i];
     key[n++] = (uint64_t)l->views[i].length;
   }
+  key[n++] = (uint64_t)l->nconstants;
+  for (int i = 0; i < l->nconstants; i++) key[n++] = l->constants[i].size;
   uint64_t h = 0;
   for (size_t i = 0; i < n; i++) h = mix(h, key[i]);
   size_t b = h % NV__GPU_KERNEL_BUCKETS;
@@ -337,7 +339,7 @@ static nv_status kernel_for(nv__gpu_dev *d, const nv__gpu_launch *l, hrx_kernel 
   hrx_binding_contract bc[64];
   for (int i = 0; i < l->nviews; i++)
     bc[i] = (hrx_binding_contract){l->access[i], 1, l->views[i].length};
-  hrx_kernel_contract c = {bc, (size_t)l->nviews, NULL, 0};
+  hrx_kernel_contract c = {bc, (size_t)l->nviews, l->constants, (size_t)l->nconstants};
   hrx_kernel *k = NULL;
   hrx_status hs = hrx_kernel_create_function(d->rt, l->func, &c, l->params_size, l->shared_bytes,
                                              l->grid, l->block, &k);
@@ -708,7 +710,8 @@ nv_status nv__gpu_record_upload(nv__gpu_ctx *ctx, hrx_view dst, const void *src,
     hrx_view v = hrx_view_make(dst.buffer, dst.offset, bytes);
     hrx_access a = HRX_ACCESS_WRITE;
     uint32_t blocks = (uint32_t)((bytes + 255) / 256);
-    nv__gpu_launch l = {func, {blocks, 1, 1}, {256, 1, 1}, 0, &v, &a, 1, block, psize, false};
+    nv__gpu_launch l = {func, {blocks, 1, 1}, {256, 1, 1}, 0, &v, &a, 1, block, psize, false,
+                        NULL, 0};
     return nv__gpu_dispatch(ctx, &l);
   }
   nv__pinned p;
@@ -910,11 +913,16 @@ nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *l) {
   if (st != NV_OK) return st;
   if (l->nviews < 0 || l->nviews > 64 || (l->nviews && (!l->views || !l->access)))
     return nv__set_error(NV_ERR_BACKEND, "recording a GPU kernel: bad launch (%d views)", l->nviews);
+  if (l->nconstants < 0 || l->nconstants > NV__GPU_MAX_CONSTANTS || (l->nconstants && !l->constants))
+    return nv__set_error(NV_ERR_BACKEND, "recording a GPU kernel: bad launch (%d constants)",
+                         l->nconstants);
   hrx_kernel *k;
   long long t0 = now_ns();
   if ((st = kernel_for(ctx->dev, l, &k)) != NV_OK) return st;
   long long t1 = now_ns();
-  hrx_status hs = hrx_graph_dispatch_ex(ctx->g, k, l->views, (size_t)l->nviews, NULL, 0, l->params,
+  hrx_status hs = hrx_graph_dispatch_ex(ctx->g, k, l->views, (size_t)l->nviews,
+                                        l->nconstants ? l->constants : NULL,
+                                        (size_t)l->nconstants, l->params,
                                         l->params_size, l->aliasing ? HRX_DISPATCH_ALIASING : 0,
                                         NULL);
   prof_add(PROF_KERNEL, t1 - t0);

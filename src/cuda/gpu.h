@@ -60,7 +60,8 @@ nv_status nv__gpu_output(nv__gpu_ctx *ctx, nv__output *o, nv__gpu_arg *out);
 nv_status nv__gpu_scratch(nv__gpu_ctx *ctx, size_t bytes, hrx_view *out);
 
 /* One kernel launch. Parameters of `func` are: one pointer per view (the view's start), then,
- * when params_size > 0, one by-value struct of params_size bytes (at most 4096). Accesses
+ * each constant, then, when params_size > 0, one by-value struct of params_size bytes (at
+ * most 4096). Accesses
  * declare how each view is used (hrx orders work by them); `aliasing` allows a written view to
  * overlap another (element-wise in place). Views need 16-byte alignment only if `align16`. */
 typedef struct nv__gpu_launch {
@@ -74,7 +75,13 @@ typedef struct nv__gpu_launch {
   const void *params;
   size_t params_size;
   bool aliasing;
+  /* Scalars passed by value after the views and before `params` (at most
+   * NV__GPU_MAX_CONSTANTS): precompiled custom kernels take their scalar arguments so. */
+  const hrx_constant *constants;
+  int nconstants;
 } nv__gpu_launch;
+
+#define NV__GPU_MAX_CONSTANTS 32
 
 /* Records one launch. Fails (NV_ERR_BACKEND with hrx's message, or out of memory). */
 nv_status nv__gpu_dispatch(nv__gpu_ctx *ctx, const nv__gpu_launch *launch);

@@ -1,11 +1,11 @@
 /* The quantize family on the GPU: the kernel-table entries of quantize, dequantize,
- * quantized_matmul and gather_qmm (host code, C11). Each gets its outputs' device memory and its inputs
- * row-contiguous (copied into scratch memory where they are not) and records one launch of
- * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed
- * w (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16
- * or float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products
- * of more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not
- * reach it). */
+ * quantized_matmul and gather_qmm (host code, C11). Each gets its outputs' device memory and its
+ * inputs row-contiguous (copied into scratch memory where they are not) and records one launch of
+ * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed w
+ * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
+ * float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products of
+ * more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not reach
+ * it). */
 #include "cuda/gpu.h"
 #include "cuda/quantize_kernels.h"
 #include "ops/quantize_params.h"
@@ -80,7 +80,20 @@ static nv_status k_dequantize(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
   add_view(&lv, &p, &a[0], HRX_ACCESS_READ);
   add_view(&lv, &p, &a[1], HRX_ACCESS_READ);
   add_view(&lv, &p, affine ? &a[2] : &a[1], HRX_ACCESS_READ);
-  uint32_t blocks = nv__gpu_blocks(p.n, NV__GPU_QUANT_THREADS, 65535 * 8);
+  int64_t items = p.n;
+  /* A packed word per thread where a word holds whole elements of one group and the words
+   * per group are a power of two (every size MLX uses); one element per thread otherwise. */
+  int epw = 32 / (qp->bits > 0 ? qp->bits : 1);
+  int wpg = 32 % qp->bits == 0 && qp->group_size % epw == 0 ? qp->group_size / epw : 0;
+  const void *words = wpg > 0 && (wpg & (wpg - 1)) == 0
+                          ? nv__gpu_kernel_dequantize_words((int)out->dtype, qp->bits)
+                          : NULL;
+  if (words) {
+    func = words;
+    items = p.n / epw;
+    p.transpose = __builtin_ctz((unsigned)wpg);
+  }
+  uint32_t blocks = nv__gpu_blocks(items, NV__GPU_QUANT_THREADS, 65535 * 8);
   return nv__gpu_dispatch_1d(ctx, "dequantize", func, blocks, NV__GPU_QUANT_THREADS, lv.v, lv.a,
                              lv.n, &p, sizeof p);
 }
@@ -224,7 +237,8 @@ static nv_status k_gather_qmm(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
   add_view(&lv, &p, affine ? &a[3] : &a[2], HRX_ACCESS_READ);
   add_view(&lv, &p, &a[ni - 2], HRX_ACCESS_READ);
   add_view(&lv, &p, &a[ni - 1], HRX_ACCESS_READ);
-  int64_t rows = (int64_t)nv__gpu_qmv_rows_per_warp(runs ? runs : M, p.bits) * NV__GPU_QMV_WARPS;
+  int64_t rows =
+      (int64_t)nv__gpu_qmv_rows_per_warp(runs ? runs : M, p.bits) * NV__GPU_QMV_WARPS;
   int64_t blocks = (p.N + rows - 1) / rows;
   if (blocks > INT32_MAX)
     return nv__set_error(NV_ERR_UNSUPPORTED, "gather_qmm: N = %lld is too large",

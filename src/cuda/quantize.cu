@@ -1,7 +1,7 @@
 /* The quantize family on the GPU. quantize and dequantize use the CPU kernels' per-group
  * arithmetic (src/ops/quantize_codec.h, explicitly rounded) and write the same bits; they run
- * one thread per group (quantize) or per output element (dequantize), grid-stride loops with
- * 64-bit indices. quantized_matmul has two kernels:
+ * one thread per group (quantize) or per output element (dequantize; per packed word for bits
+ * 2, 4 and 8), grid-stride loops with 64-bit indices. quantized_matmul has two kernels:
  *   - the decode gemv (M <= 8, transposed w): one warp per output column streams that row of
  *     packed w with 16-byte loads (bits 1, 2, 4, 8 on 16-byte aligned rows; element by
  *     element otherwise), dequantizes in registers and keeps one float32 sum per row of x;
@@ -101,9 +101,30 @@ __global__ void quantize_kernel(uint32_t *packed, void *scales, void *biases,
   }
 }
 
-/* ---- dequantize: one thread per output element ---- */
+/* ---- dequantize ---- */
 
-/* DT is the output's dtype, and the scales' in affine mode. */
+/* One dequantized element of code c: affine with the group's scale sv and bias bv (stored in
+ * the output's dtype), else the fp modes with the group's scale code. */
+template <int DT>
+__device__ __forceinline__ typename f32io<DT>::S dequant_one(int mode, uint32_t c,
+                                                             typename f32io<DT>::S sv,
+                                                             typename f32io<DT>::S bv,
+                                                             uint8_t code) {
+  typedef f32io<DT> F;
+  if (mode == NV__QMODE_AFFINE) {
+    if (DT == DT_F64)
+      return (typename F::S)__dadd_rn(__dmul_rn((double)sv, (double)c), (double)bv);
+    /* In the scales' dtype: float16 and bfloat16 round the product and the sum. */
+    float t = F::ld(F::st(__fmul_rn(F::ld(sv), (float)c)));
+    return F::st(__fadd_rn(t, F::ld(bv)));
+  }
+  float s = scale_value(mode, code), ev = element_value(mode, c);
+  if (DT == DT_F64) return (typename F::S)__dmul_rn((double)s, (double)ev);
+  return F::st(__fmul_rn(F::ld(F::st(s)), ev));
+}
+
+/* One thread per output element (any bits and group size). DT is the output's dtype, and the
+ * scales' in affine mode. */
 template <int DT>
 __global__ void dequantize_kernel(typename f32io<DT>::S *out, const uint32_t *packed,
                                   const void *scales, const void *biases,
@@ -113,27 +134,73 @@ __global__ void dequantize_kernel(typename f32io<DT>::S *out, const uint32_t *pa
   packed += p.off[1];
   const int gs = p.group_size, bits = p.bits;
   const int64_t words = (int64_t)gs * bits / 32;
+  const bool affine = p.mode == NV__QMODE_AFFINE;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < p.n;
        e += (int64_t)gridDim.x * blockDim.x) {
     int64_t g = e / gs;
     uint32_t c = nv__qextract(packed + g * words, e - g * gs, bits, words);
-    if (p.mode == NV__QMODE_AFFINE) {
-      typename F::S sv = ((const typename F::S *)scales)[p.off[2] + g];
-      typename F::S bv = ((const typename F::S *)biases)[p.off[3] + g];
-      if (DT == DT_F64) {
-        out[e] = (typename F::S)__dadd_rn(__dmul_rn((double)sv, (double)c), (double)bv);
-      } else {
-        /* In the scales' dtype: float16 and bfloat16 round the product and the sum. */
-        float t = F::ld(F::st(__fmul_rn(F::ld(sv), (float)c)));
-        out[e] = F::st(__fadd_rn(t, F::ld(bv)));
-      }
+    typename F::S sv = 0, bv = 0;
+    uint8_t code = 0;
+    if (affine) {
+      sv = ((const typename F::S *)scales)[p.off[2] + g];
+      bv = ((const typename F::S *)biases)[p.off[3] + g];
     } else {
-      float sv = scale_value(p.mode, ((const uint8_t *)scales)[p.off[2] + g]);
-      float ev = element_value(p.mode, c);
-      if (DT == DT_F64)
-        out[e] = (typename F::S)__dmul_rn((double)sv, (double)ev);
-      else
-        out[e] = F::st(__fmul_rn(F::ld(F::st(sv)), ev));
+      code = ((const uint8_t *)scales)[p.off[2] + g];
+    }
+    out[e] = dequant_one<DT>(p.mode, c, sv, bv, code);
+  }
+}
+
+/* One thread per packed word for bits 2, 4 and 8 (32 / BITS elements of one group: a word
+ * never straddles groups, whose sizes are multiples of 16) with a power-of-two number of
+ * words per group (`wshift`: its log2, in p.transpose's place): the group's scale and bias
+ * read once, the word's elements stored with 16- or 8-byte stores where the output is aligned.
+ * The same arithmetic per element as dequantize_kernel (dequant_one). */
+template <int DT, int BITS>
+__global__ void dequantize_words_kernel(typename f32io<DT>::S *out, const uint32_t *packed,
+                                        const void *scales, const void *biases,
+                                        nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  typedef typename F::S S;
+  constexpr int EPW = 32 / BITS;
+  constexpr int BYTES = EPW * (int)sizeof(S);
+  out += p.off[0];
+  packed += p.off[1];
+  const int wshift = p.transpose;
+  const int64_t nw = p.n / EPW;
+  const bool affine = p.mode == NV__QMODE_AFFINE;
+  const bool al16 = BYTES % 16 == 0 && ((uintptr_t)out & 15) == 0;
+  const bool al8 = BYTES % 8 == 0 && ((uintptr_t)out & 7) == 0;
+  for (int64_t wi = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; wi < nw;
+       wi += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t g = wi >> wshift;
+    const uint32_t word = __ldg(packed + wi);
+    S sv = 0, bv = 0;
+    uint8_t code = 0;
+    if (affine) {
+      sv = ((const S *)scales)[p.off[2] + g];
+      bv = ((const S *)biases)[p.off[3] + g];
+    } else {
+      code = ((const uint8_t *)scales)[p.off[2] + g];
+    }
+    union {
+      S v[EPW];
+      uint4 q16[BYTES / 16 > 0 ? BYTES / 16 : 1];
+      uint2 q8[BYTES / 8 > 0 ? BYTES / 8 : 1];
+    } u;
+#pragma unroll
+    for (int k = 0; k < EPW; k++)
+      u.v[k] = dequant_one<DT>(p.mode, (word >> (k * BITS)) & ((1u << BITS) - 1), sv, bv, code);
+    S *o = out + wi * EPW;
+    if (BYTES % 16 == 0 && al16) {
+#pragma unroll
+      for (int j = 0; j < BYTES / 16; j++) ((uint4 *)o)[j] = u.q16[j];
+    } else if (BYTES % 8 == 0 && al8) {
+#pragma unroll
+      for (int j = 0; j < BYTES / 8; j++) ((uint2 *)o)[j] = u.q8[j];
+    } else {
+#pragma unroll
+      for (int k = 0; k < EPW; k++) o[k] = u.v[k];
     }
   }
 }
@@ -364,6 +431,25 @@ extern "C" const void *nv__gpu_kernel_dequantize(int dtype) {
     case DT_BF16: return (const void *)dequantize_kernel<DT_BF16>;
     case DT_F32: return (const void *)dequantize_kernel<DT_F32>;
     case DT_F64: return (const void *)dequantize_kernel<DT_F64>;
+    default: return nullptr;
+  }
+}
+
+template <int DT> static const void *words_for_bits(int bits) {
+  switch (bits) {
+    case 2: return (const void *)dequantize_words_kernel<DT, 2>;
+    case 4: return (const void *)dequantize_words_kernel<DT, 4>;
+    case 8: return (const void *)dequantize_words_kernel<DT, 8>;
+    default: return nullptr;
+  }
+}
+
+extern "C" const void *nv__gpu_kernel_dequantize_words(int dtype, int bits) {
+  switch (dtype) {
+    case DT_F16: return words_for_bits<DT_F16>(bits);
+    case DT_BF16: return words_for_bits<DT_BF16>(bits);
+    case DT_F32: return words_for_bits<DT_F32>(bits);
+    case DT_F64: return words_for_bits<DT_F64>(bits);
     default: return nullptr;
   }
 }

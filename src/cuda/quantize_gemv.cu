@@ -1,8 +1,9 @@
 /* quantized_matmul's decode gemv (x @ w.T with M <= 8 rows of x per matrix), streaming the
  * packed weights at memory speed, and gather_qmm's (the same product, qmv_product, with each
- * pair's matrix of w read in place: by pair, or by runs of consecutive pairs of one matrix). Each lane of a warp owns "units" of 32 consecutive elements
- * of K (exactly BITS packed words of a row, inside one group for group sizes >= 32, two for
- * nvfp4's 16) and walks the row's units 32 apart. Per step it first issues every load of the
+ * pair's matrix of w read in place: by pair, or by runs of consecutive pairs of one matrix).
+ * Each lane of a warp owns "units" of 32 consecutive elements of K (exactly BITS packed words
+ * of a row, inside one group for group sizes >= 32, two for nvfp4's 16) and walks the row's
+ * units 32 apart. Per step it first issues every load of the
  * step (UNROLL units of R rows of w with 16-, 8- or 4-byte loads that do not allocate in L1,
  * plus their scales and biases), then dequantizes in registers and multiplies with x, read
  * 4 or 8 elements at a time with 8- or 16-byte loads (x stays in L1: every warp of the SM
@@ -20,6 +21,7 @@
  * 32 (anything else goes to quantize.cu's gemv); x or w not aligned for the vector loads (a
  * view's offset) take an element-by-element loop here. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda/convert.cuh"
 #include "cuda/quantize_kernels.h"
@@ -311,7 +313,8 @@ __device__ __forceinline__ void qmv_product(typename F::S *out, int64_t orow, co
 /* Packed rows and x aligned for the vector loads (every row and unit start is when their
  * starts are, K being a multiple of 32), else (a view's offset; uniform over the grid) element
  * by element. */
-template <int BITS, class S> __device__ __forceinline__ bool qmv_aligned(const uint32_t *w, const S *x) {
+template <int BITS, class S>
+__device__ __forceinline__ bool qmv_aligned(const uint32_t *w, const S *x) {
   constexpr uintptr_t WALIGN = BITS % 4 == 0 ? 16 : BITS % 2 == 0 ? 8 : 4;
   return ((uintptr_t)w & (WALIGN - 1)) == 0 && ((uintptr_t)x & 15) == 0;
 }
@@ -434,6 +437,18 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
   }
 }
 
+/* Whether one row of x takes the two-rows-of-w shape (MT = 2: each load of x serves two rows
+ * of w, two units in flight per row) instead of one row of w per warp: NUVEC_QMV_PAIRS=1, a
+ * measurement switch read once (bench/gpu compares the two). quantized_matmul and gather_qmm
+ * by pair both follow it (nv__gpu_qmv_rows_per_warp gives their shape's rows). */
+static bool qmv_pairs(void) {
+  static const bool on = [] {
+    const char *e = getenv("NUVEC_QMV_PAIRS");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 /* The kernel for m rows of x: quantized_matmul's (gather false), gather_qmm's by pair (runs 0)
  * or by runs of MT = runs pairs (4 or 8). */
 template <int DT, int BITS, int MODE>
@@ -441,6 +456,9 @@ const void *kernel_for_m(bool gather, int64_t m, int runs) {
   if (gather && runs == 4) return (const void *)gather_runs_kernel<DT, BITS, MODE, 4>;
   if (gather && runs == 8) return (const void *)gather_runs_kernel<DT, BITS, MODE, 8>;
   if (gather && runs != 0) return nullptr;
+  if (m <= 1 && qmv_pairs())
+    return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 2>
+                  : (const void *)qmv_kernel<DT, BITS, MODE, 2>;
   if (m <= 1)
     return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 1>
                   : (const void *)qmv_kernel<DT, BITS, MODE, 1>;
@@ -495,7 +513,8 @@ extern "C" const void *nv__gpu_kernel_gather_qmv(int dtype, int mode, int bits, 
 }
 
 template <int BITS> static int qmv_rows(int64_t m) {
-  return m <= 1   ? gemv_shape<1, BITS>::R
+  return m <= 1 && qmv_pairs() ? gemv_shape<2, BITS>::R
+         : m <= 1              ? gemv_shape<1, BITS>::R
          : m <= 4 ? gemv_shape<4, BITS>::R
                   : gemv_shape<8, BITS>::R;
 }

@@ -48,6 +48,9 @@ typedef struct nv__gpu_quant_params {
  * or 8 (whole words of 16-byte loads) or any bits (0: element by element). */
 const void *nv__gpu_kernel_quantize(int dtype);
 const void *nv__gpu_kernel_dequantize(int dtype);
+/* dequantize a packed word per thread, for bits 2, 4 and 8 (else NULL); the launch's
+ * params.transpose holds log2 of the words per group (a power of two). */
+const void *nv__gpu_kernel_dequantize_words(int dtype, int bits);
 const void *nv__gpu_kernel_qmm_gemv(int dtype, int bits);
 const void *nv__gpu_kernel_qmm_tiled(int dtype);
 /* The streaming decode gemv for x's dtype (float16, bfloat16, float32), mode, bits and m rows

@@ -26,6 +26,7 @@ void nv__gpu_register_fast_sdpa(nv__gpu_kernel_fn *k);
 void nv__gpu_register_fast_serving(nv__gpu_kernel_fn *k);
 void nv__gpu_register_quantize(nv__gpu_kernel_fn *k);
 void nv__gpu_register_compiled(nv__gpu_kernel_fn *k);
+void nv__gpu_register_fast_custom(nv__gpu_kernel_fn *k);
 
 /* Families register here, one line each. */
 static void (*const families[])(nv__gpu_kernel_fn *) = {
@@ -49,6 +50,7 @@ static void (*const families[])(nv__gpu_kernel_fn *) = {
     nv__gpu_register_fast_serving,
     nv__gpu_register_quantize,
     nv__gpu_register_compiled,
+    nv__gpu_register_fast_custom,
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -292,6 +292,14 @@ struct hrx_runtime {
   bool copy_healthy[3];
   pthread_mutex_t copy_lock[3];
   hrx__watch *watch_head[3], *watch_tail[3];
+  /* Per lane (written under the lock, readable without it): how many watch entries have
+   * been settled, how many are queued, and whether the lane's watcher is waiting for its
+   * head's event outside the lock. A waiter helping the watcher (polling a head's event
+   * outside the lock) settles that head only if the settled count has not moved and the
+   * watcher is not waiting for it, so the watcher's head stays valid while it waits. */
+  atomic_uint_least64_t watch_gen[3];
+  atomic_int watch_len[3];
+  atomic_bool watch_busy[3];
   hrx__quarantine *quarantine;
   hrx__run *graveyard; /* finished runs to free outside the lock */
   pthread_t threads[HRX_QUEUES + 3];

@@ -200,13 +200,13 @@ void hrx__wake_locked(hrx_runtime *rt) {
     return;
   }
   /* Only the workers with something to do are woken, so a submission costs one wake-up,
-   * not one per thread. Finished runs waiting to be freed count as work for any worker. */
-  bool grave = rt->graveyard != NULL;
+   * not one per thread. Finished runs waiting to be freed wake nobody: the thread that
+   * finished them frees them when it unlocks (hrx__unlock), or before it sleeps (the worker
+   * and watcher loops), so a wake-up would only contend for the lock. */
   for (int q = 0; q < HRX_QUEUES; q++) {
     hrx__run *run;
     size_t r;
-    if (grave || find_ready_locked(rt, q, &run, &r)) pthread_cond_signal(&rt->work[q]);
-    grave = false;
+    if (find_ready_locked(rt, q, &run, &r)) pthread_cond_signal(&rt->work[q]);
   }
 }
 
@@ -388,6 +388,7 @@ static void settle_locked(hrx_runtime *rt, hrx__run *run, size_t r, exec_result 
       if (rt->watch_tail[reg->lane]) rt->watch_tail[reg->lane]->next = w;
       else rt->watch_head[reg->lane] = w;
       rt->watch_tail[reg->lane] = w;
+      atomic_fetch_add_explicit(&rt->watch_len[reg->lane], 1, memory_order_relaxed);
       pthread_cond_signal(&rt->watch[reg->lane]);
       hrx__wake_locked(rt); /* GPU regions that wait for this one can be issued now */
       return;
@@ -549,6 +550,80 @@ static void issue_inline_locked(hrx_runtime *rt, hrx__run *run) {
 }
 #endif
 
+#ifdef HRX_HAVE_CUDA
+/* Settles the head of `lane`'s watch list, whose event reported `e` (under the lock, and only
+ * if the lane's count still equals `gen`, the one read with that head: else another thread
+ * settled it meanwhile). */
+static void settle_head_locked(hrx_runtime *rt, int lane, uint64_t gen, cudaError_t e) {
+  hrx__watch *w = rt->watch_head[lane];
+  if (!w || atomic_load(&rt->watch_gen[lane]) != gen || atomic_load(&rt->watch_busy[lane])) return;
+  atomic_fetch_add(&rt->watch_gen[lane], 1);
+  atomic_fetch_sub_explicit(&rt->watch_len[lane], 1, memory_order_relaxed);
+  rt->watch_head[lane] = w->next;
+  if (!w->next) rt->watch_tail[lane] = NULL;
+  exec_result res;
+  memset(&res, 0, sizeof res);
+  if (e != cudaSuccess) {
+    hrx__region *reg = region_of(w->run, w->region);
+    cuda_fail(&res, e, reg->kind == HRX_REG_COPY ? "copy region" : "native region");
+    if (reg->kind == HRX_REG_COPY) res.copy = true;
+    else res.native = true;
+  }
+  settle_locked(rt, w->run, w->region, &res);
+  hrx__free(w);
+}
+
+/* A waiter's help to the watchers: it follows one watched GPU region (the head of a lane
+ * whose watcher is not already waiting for it), polls its event outside the lock and settles
+ * it once finished, so that a short run's completion is observed by the thread that waits
+ * for it rather than after a sleeping watcher wakes (a wake-up can cost more than the run).
+ * The lock is taken only to pick a head and to settle it; the prepared graph that owns the
+ * event is retained meanwhile. */
+typedef struct wait_help {
+  hrx_runtime *rt;
+  hrx_prepared *held; /* NULL: no head followed */
+  cudaEvent_t ev;
+  uint64_t gen;
+  int lane;
+} wait_help;
+
+static void help_drop(wait_help *h) {
+  hrx_prepared_release(h->held);
+  h->held = NULL;
+}
+
+static void help_step(wait_help *h) {
+  hrx_runtime *rt = h->rt;
+  if (h->held) {
+    if (atomic_load(&rt->watch_busy[h->lane]) || atomic_load(&rt->watch_gen[h->lane]) != h->gen) {
+      help_drop(h); /* the watcher has it, or it is settled */
+      return;
+    }
+    cudaError_t e = cudaEventQuery(h->ev);
+    if (e == cudaErrorNotReady) return;
+    hrx__lock(rt);
+    settle_head_locked(rt, h->lane, h->gen, e);
+    hrx__unlock(rt);
+    help_drop(h);
+    return;
+  }
+  int lane = 0;
+  while (lane < 3 && (!atomic_load_explicit(&rt->watch_len[lane], memory_order_relaxed) ||
+                      atomic_load(&rt->watch_busy[lane])))
+    lane++;
+  if (lane == 3) return;
+  hrx__lock(rt);
+  hrx__watch *w = rt->watch_head[lane];
+  if (w && !rt->failed && !atomic_load(&rt->watch_busy[lane])) {
+    h->lane = lane;
+    h->gen = atomic_load(&rt->watch_gen[lane]);
+    h->held = hrx_prepared_retain(w->run->prepared);
+    h->ev = event_of(w->run, w->region);
+  }
+  hrx__unlock(rt);
+}
+#endif
+
 void *hrx__watcher_main(void *arg) {
   struct hrx__targ *t = arg;
   hrx_runtime *rt = t->rt;
@@ -568,22 +643,15 @@ void *hrx__watcher_main(void *arg) {
       pthread_cond_wait(&rt->watch[lane], &rt->lock);
       continue;
     }
+    /* While this thread waits for the head's event, no helping waiter settles it (busy). */
+    uint64_t gen = atomic_load(&rt->watch_gen[lane]);
     cudaEvent_t ev = event_of(w->run, w->region);
+    atomic_store(&rt->watch_busy[lane], true);
     hrx__unlock(rt);
     cudaError_t e = cudaEventSynchronize(ev);
     hrx__lock(rt);
-    rt->watch_head[lane] = w->next;
-    if (!w->next) rt->watch_tail[lane] = NULL;
-    exec_result res;
-    memset(&res, 0, sizeof res);
-    if (e != cudaSuccess) {
-      hrx__region *reg = region_of(w->run, w->region);
-      cuda_fail(&res, e, reg->kind == HRX_REG_COPY ? "copy region" : "native region");
-      if (reg->kind == HRX_REG_COPY) res.copy = true;
-      else res.native = true;
-    }
-    settle_locked(rt, w->run, w->region, &res);
-    hrx__free(w);
+    atomic_store(&rt->watch_busy[lane], false);
+    settle_head_locked(rt, lane, gen, e);
   }
   hrx__unlock(rt);
 #else
@@ -797,24 +865,72 @@ static hrx_status final_status(hrx_completion *c, const char *call) {
   return hrx__err(c->status, "%s: %s", call, c->message);
 }
 
-/* Busy-waits for the completion's done hint for at most HRX_SPIN_NS (or the timeout). */
+/* The runtime of a completion, retained, while it still lives (NULL once it is gone: its
+ * run has then long finished). */
+static hrx_runtime *completion_runtime(hrx_completion *c) {
+  hrx__token *t = c->token;
+  /* A reference only while the runtime still has one: a count already at zero means its
+   * teardown has begun. */
+  pthread_mutex_lock(&t->lock);
+  hrx_runtime *rt = NULL;
+  if (t->alive) {
+    int n = atomic_load(&t->rt->refs);
+    while (n > 0 && !atomic_compare_exchange_weak(&t->rt->refs, &n, n + 1)) {
+    }
+    if (n > 0) rt = t->rt;
+  }
+  pthread_mutex_unlock(&t->lock);
+  return rt;
+}
+
+/* Whether waiters help the watchers (HRX_WAIT_HELP=0 turns it off: a diagnostic, to measure
+ * what the help saves). Read once. */
+static bool wait_help_enabled(void) {
+  static atomic_int on = -1;
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("HRX_WAIT_HELP");
+    v = !(e && e[0] == '0');
+    atomic_store_explicit(&on, v, memory_order_relaxed);
+  }
+  return v != 0;
+}
+
+/* Busy-waits for the completion's done hint for at most HRX_SPIN_NS (or the timeout). On the
+ * CUDA engine the waiter meanwhile observes finished GPU regions itself (help_step). */
 #define HRX_SPIN_NS 100000ull
 static void spin_until_done(hrx_completion *c, uint64_t timeout_ns) {
   uint64_t limit = timeout_ns < HRX_SPIN_NS ? timeout_ns : HRX_SPIN_NS;
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+#ifdef HRX_HAVE_CUDA
+  wait_help h = {wait_help_enabled() ? completion_runtime(c) : NULL, NULL, NULL, 0, 0};
+  if (h.rt && !hrx__gpu_engine(h.rt)) {
+    hrx_runtime_release(h.rt);
+    h.rt = NULL;
+  }
+#endif
   for (unsigned i = 0;; i++) {
-    if (atomic_load_explicit(&c->done_hint, memory_order_acquire)) return;
+    if (atomic_load_explicit(&c->done_hint, memory_order_acquire)) break;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#endif
+#ifdef HRX_HAVE_CUDA
+    /* Every ~0.5 us at first (a short run's latency), every ~4 us after the first 1024
+     * iterations (a longer run's watcher is waiting for it anyway). */
+    if (h.rt && (i & (i < 1024 ? 15 : 127)) == 15) help_step(&h);
 #endif
     if ((i & 63) == 63) {
       clock_gettime(CLOCK_MONOTONIC, &t);
       uint64_t ns = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
                     (uint64_t)t0.tv_nsec;
-      if (ns >= limit) return;
+      if (ns >= limit) break;
     }
   }
+#ifdef HRX_HAVE_CUDA
+  help_drop(&h);
+  hrx_runtime_release(h.rt);
+#endif
 }
 
 HRX_API hrx_status hrx_completion_wait(hrx_completion *completion, uint64_t timeout_ns) {
@@ -873,18 +989,7 @@ HRX_API hrx_status hrx_completion_status(hrx_completion *completion) {
 
 HRX_API hrx_status hrx_completion_cancel(hrx_completion *completion) {
   if (!completion) return hrx__err(HRX_E_INVALID, "hrx_completion_cancel: completion is NULL");
-  hrx__token *t = completion->token;
-  /* Take a reference only while the runtime still has one: a count already at zero means
-   * its teardown has begun. */
-  pthread_mutex_lock(&t->lock);
-  hrx_runtime *rt = NULL;
-  if (t->alive) {
-    int n = atomic_load(&t->rt->refs);
-    while (n > 0 && !atomic_compare_exchange_weak(&t->rt->refs, &n, n + 1)) {
-    }
-    if (n > 0) rt = t->rt;
-  }
-  pthread_mutex_unlock(&t->lock);
+  hrx_runtime *rt = completion_runtime(completion);
   if (!rt) return HRX_OK; /* the runtime is gone, so the run has long finished */
   hrx__lock(rt);
   if (completion->run)

@@ -4,7 +4,8 @@
  *                  node's rules are the user's closures (custom_function, checkpoint)
  *   COMPILE_INPUT  the stand-in compile traces in place of an input (never evaluated)
  *   COMPILED       a chain of element-wise nodes fused by compile into a generated kernel
- *                  (CPU streams only; src/transforms/fuse.c)
+ *                  (src/transforms/fuse.c); D_NONE here, its donation rule is
+ *                  nv__compiled_donates (any data input, element-wise kernels only)
  *   AS_STRIDED_VJP the adjoint of as_strided: a cotangent scattered (summed) back into the
  *                  row-contiguous data it viewed */
 #ifndef NUVEC_OPS_PRIMS_TRANSFORMS_H

@@ -62,11 +62,13 @@ typedef struct nv__fused {
   nv__fused_fn fn; /* a CPU chain's kernel (NULL for a GPU chain) */
   const void *gpu; /* a GPU chain's: the cudaKernel_t of its generated CUDA kernel */
   int nin;         /* data inputs (the keeper follows them) */
-  /* GPU chains' launch (fuse.c's generate_cuda describes the kernel): whether it ends in a
-   * reduction, of rows of `cols` elements, each taken by `group` threads (32 or 256); else
-   * whether the kernel may step 4 elements at a time (its inputs all whole or scalars). */
-  bool reduce, vec;
-  int group;
+  bool reduce;     /* whether the chain ends in a reduction (else it is element-wise) */
+  /* GPU chains' launch (fuse.c's generate_cuda describes the kernel): a reduction's rows of
+   * `cols` elements, each taken by `group` threads (32 or 256); else whether the kernel may
+   * step `lanes` (4, or 8 for float16/bfloat16 chains) elements at a time (its inputs all
+   * whole or scalars). */
+  bool vec;
+  int group, lanes;
   int64_t cols;
 } nv__fused;
 
@@ -90,6 +92,16 @@ uint64_t nv__compile_hash(uint64_t h, const char *s);
  * where it takes a kernel's host address. NULL when NVRTC fails (warned once: the chain then
  * stays unfused). */
 const void *nv__gpu_fused_kernel(const char *source);
+
+/* Whether NVRTC compiles a generated CUDA source for sm_90 (or NUVEC_NVRTC_ARCH), without
+ * loading it (no GPU needed); the reason in `why` when not. */
+bool nv__gpu_nvrtc_compiles(const char *source, char *why, size_t n);
+
+/* Test hook: while `on`, fusing a chain on a CPU stream also compiles the CUDA source the
+ * chain would get on a GPU stream with NVRTC (nv__gpu_nvrtc_compiles); *ok and *failed count
+ * the outcomes so far, *why is the last failure's reason. False (counts 0) without the CUDA
+ * backend. */
+bool nv__test_fuse_nvrtc(bool on, long *ok, long *failed, const char **why);
 
 /* Replaces chains of element-wise nodes of `r` (CPU and GPU streams) by COMPILED
  * nodes running generated kernels, compiled by the system C compiler or NVRTC; `src` are

@@ -1,7 +1,10 @@
 /* compile's fusion (DESIGN §8): chains of element-wise nodes of a recipe
- * (float32, float64 and bool values: unary and binary arithmetic, comparisons,
- * where, casts between them) become one COMPILED node running a generated C
- * kernel. The kernel's source is compiled by the system C compiler (NUVEC_CC,
+ * (float16, bfloat16, float32, float64 and bool values: unary and binary arithmetic,
+ * comparisons, where, casts between them) become one COMPILED node running a generated C
+ * kernel. float16/bfloat16 values are loaded into float32, computed there and rounded to
+ * their dtype after every operation (as the unfused kernels round each operation's result,
+ * and as MLX's compile does: its compiled bfloat16 x*y+z equals its uncompiled one), so a
+ * fused chain equals the unfused one bit for bit; stores are then exact. The kernel's source is compiled by the system C compiler (NUVEC_CC,
  * else cc) into a shared object, loaded with dlopen and cached in memory (by
  * source) and on disk ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec; named by a
  * hash of the source, the flags and the compiler's version; written under a
@@ -25,6 +28,11 @@
  * one generated CUDA kernel each (generate_cuda), compiled by NVRTC and cached by
  * src/cuda/compiled.c; its arithmetic rounds each operation as the unfused GPU
  * kernels do, so x*y+z fused equals x*y+z unfused bit for bit.
+ *
+ * Donation: an element-wise chain's output 0 may be written into a data input's buffer
+ * (nv__compiled_donates; the evaluation picks the input by the element-wise rule), since each
+ * element is read before it is written, by the same iteration (CPU: such pointers are not
+ * `restrict`, the loops carry NV_IVDEP) or thread (GPU).
  *
  * Not yet: fusion for shapeless element-wise replays (their layouts are known
  * only per call). */
@@ -95,12 +103,35 @@ static const opdef *op_of(int prim) {
   return NULL;
 }
 
+static bool half_dtype(nv_dtype d) { return d == NV_DTYPE_FLOAT16 || d == NV_DTYPE_BFLOAT16; }
+
 static bool value_dtype(nv_dtype d) {
-  return d == NV_DTYPE_FLOAT32 || d == NV_DTYPE_FLOAT64 || d == NV_DTYPE_BOOL;
+  return d == NV_DTYPE_FLOAT32 || d == NV_DTYPE_FLOAT64 || d == NV_DTYPE_BOOL || half_dtype(d);
 }
 
+/* The type a value of dtype d is computed in (float16/bfloat16: float, holding a value the
+ * format represents exactly) ... */
 static const char *ctype(nv_dtype d) {
-  return d == NV_DTYPE_FLOAT32 ? "float" : d == NV_DTYPE_FLOAT64 ? "double" : "unsigned char";
+  return d == NV_DTYPE_FLOAT64 ? "double" : d == NV_DTYPE_BOOL ? "unsigned char" : "float";
+}
+
+/* ... and stored in (float16/bfloat16: their bits). */
+static const char *stype(nv_dtype d) { return half_dtype(d) ? "unsigned short" : ctype(d); }
+
+/* The generated helpers converting stored bits to the compute value and back (exact: a
+ * stored value was rounded when computed), and rounding a float32 or float64 result to the
+ * dtype (once, to nearest even, as the hand kernels' conversions in src/core/convert.h); ""
+ * for dtypes that need none. */
+static const char *load_fn(nv_dtype d) {
+  return d == NV_DTYPE_FLOAT16 ? "nv_h2f" : d == NV_DTYPE_BFLOAT16 ? "nv_b2f" : "";
+}
+static const char *store_fn(nv_dtype d) {
+  return d == NV_DTYPE_FLOAT16 ? "nv_f2h" : d == NV_DTYPE_BFLOAT16 ? "nv_f2b" : "";
+}
+static const char *round_fn(nv_dtype d, bool from_double) {
+  if (d == NV_DTYPE_FLOAT16)
+    return from_double ? "nv_rdh" : "nv_rh";
+  return from_double ? "nv_rdb" : "nv_rb";
 }
 
 /* ---- A growing string ---- */
@@ -308,29 +339,33 @@ static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
     }
 }
 
-/* The statement computing member k into t<k>, in C or (gpu) in CUDA C. */
+/* The statement computing member k into t<k>, in C or (gpu) in CUDA C. A float16/bfloat16
+ * result is rounded to its dtype at once, so the chain rounds after every operation as the
+ * unfused kernels (and MLX's compiled ones) do: fused equals unfused bit for bit. */
 static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, int nins,
                       const nv__output *const *src, bool gpu) {
   const rnode *n = &r->nodes[k];
   nv_dtype od = n->out[0].dtype;
   sb_add(b, "    %s t%zu = ", ctype(od), k);
   if (n->prim == NV__PRIM_ASTYPE) {
-    rout m = meta_of(r, n->in[0], src);
+    nv_dtype md = meta_of(r, n->in[0], src).dtype;
+    const char *post = ")";
     if (od == NV_DTYPE_BOOL) {
       sb_add(b, "(");
-      operand(b, n->in[0], ins, nins);
-      sb_add(b, " != 0)");
-    } else if (gpu && m.dtype != od && m.dtype != NV_DTYPE_BOOL) {
-      /* float <-> double as the GPU's astype converts (NaN payloads as x86 keeps them) */
+      post = " != 0)";
+    } else if (half_dtype(od)) {
+      /* float64 rounds once (as nv__f64_to_f16), the rest as float32 values */
+      sb_add(b, "%s(", round_fn(od, md == NV_DTYPE_FLOAT64));
+    } else if (gpu && md != NV_DTYPE_BOOL &&
+               (od == NV_DTYPE_FLOAT64) != (md == NV_DTYPE_FLOAT64)) {
+      /* float <-> double as the GPU's astype converts (NaN payloads as x86 keeps them); a
+       * float16/bfloat16 value converts as its float32 value */
       sb_add(b, "%s(", od == NV_DTYPE_FLOAT64 ? "nv_f2d" : "nv_d2f");
-      operand(b, n->in[0], ins, nins);
-      sb_add(b, ")");
     } else {
       sb_add(b, "(%s)(", ctype(od));
-      operand(b, n->in[0], ins, nins);
-      sb_add(b, ")");
     }
-    sb_add(b, ";\n");
+    operand(b, n->in[0], ins, nins);
+    sb_add(b, "%s;\n", post);
     return;
   }
   const opdef *op = op_of(n->prim);
@@ -340,6 +375,10 @@ static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, i
   const char *t = f64 ? op->d : op->f;
   if (gpu && (f64 ? op->gd : op->gf))
     t = f64 ? op->gd : op->gf;
+  /* where selects values already rounded */
+  bool round = half_dtype(od) && n->prim != NV__PRIM_WHERE;
+  if (round)
+    sb_add(b, "%s(", round_fn(od, false));
   for (const char *c = t; *c; c++) {
     if (c[0] == '$' && c[1] >= '0' && c[1] <= '2') {
       operand(b, n->in[c[1] - '0'], ins, nins);
@@ -348,13 +387,18 @@ static void emit_node(sbuf *b, const recipe *r, size_t k, const chain_in *ins, i
       sb_add(b, "%c", *c);
     }
   }
-  sb_add(b, ";\n");
+  sb_add(b, "%s;\n", round ? ")" : "");
 }
 
 static const char PRELUDE[] =
     "#include <math.h>\n#include <stdint.h>\n"
     "#define NV_FMAXN(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))\n"
     "#define NV_FMINN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))\n"
+    /* No dependence between iterations (output 0 may be an input's buffer, read at the same
+     * index before it is written), so the element loops vectorize without alias checks. */
+    "#if defined(__clang__)\n#define NV_IVDEP _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+    "#elif defined(__GNUC__)\n#define NV_IVDEP _Pragma(\"GCC ivdep\")\n"
+    "#else\n#define NV_IVDEP\n#endif\n"
     "static inline float nv_sigmoid_f(float x) {\n"
     "  float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n  return x >= 0 ? r "
     ": e * r;\n}\n"
@@ -362,29 +406,107 @@ static const char PRELUDE[] =
     "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e "
     "* r;\n}\n";
 
+/* float16/bfloat16 in generated C, bit for bit src/core/convert.h's conversions: bits to
+ * float32 (exact), float32 to bits rounding once to nearest even (NaN stays a quiet NaN with
+ * its payload's top bits, overflow gives inf), float64 to bits rounding once; nv_r*: a float
+ * rounded to the format and back. Emitted only into chains that hold such values. */
+static const char HALF_PRELUDE[] =
+    "static inline unsigned nv_fbits(float f) {\n"
+    "  union { float f; unsigned u; } c = {f};\n  return c.u;\n}\n"
+    "static inline float nv_bitsf(unsigned u) {\n"
+    "  union { unsigned u; float f; } c = {u};\n  return c.f;\n}\n"
+    "static inline float nv_h2f(unsigned short h) {\n"
+    "  unsigned sign = (unsigned)(h & 0x8000) << 16, em = h & 0x7fff;\n"
+    "  if (em >= 0x7c00) return nv_bitsf(sign | 0x7f800000u | ((em & 0x3ff) << 13));\n"
+    "  if (em >= 0x400) return nv_bitsf(sign | ((em << 13) + 0x38000000u));\n"
+    "  return nv_bitsf(sign | nv_fbits((float)em * 5.9604644775390625e-08f));\n}\n"
+    "static inline unsigned short nv_f2h(float f) {\n"
+    "  unsigned x = nv_fbits(f);\n"
+    "  unsigned short sign = (unsigned short)((x >> 16) & 0x8000);\n"
+    "  x &= 0x7fffffffu;\n"
+    "  if (x >= 0x7f800000u)\n"
+    "    return sign | (x > 0x7f800000u ? (unsigned short)(0x7e00 | ((x >> 13) & 0x3ff)) : "
+    "0x7c00);\n"
+    "  if (x >= 0x477ff000u) return sign | 0x7c00;\n"
+    "  if (x < 0x38800000u)\n"
+    "    return sign | (unsigned short)(nv_fbits(nv_bitsf(x) + 0.5f) - 0x3f000000u);\n"
+    "  x += 0xc8000fffu + ((x >> 13) & 1);\n"
+    "  return sign | (unsigned short)(x >> 13);\n}\n"
+    "static inline float nv_b2f(unsigned short h) { return nv_bitsf((unsigned)h << 16); }\n"
+    "static inline unsigned short nv_f2b(float f) {\n"
+    "  unsigned u = nv_fbits(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);\n"
+    "  u += 0x7fffu + ((u >> 16) & 1);\n"
+    "  return (unsigned short)(u >> 16);\n}\n"
+    "static inline float nv_rh(float f) { return nv_h2f(nv_f2h(f)); }\n"
+    "static inline float nv_rb(float f) { return nv_b2f(nv_f2b(f)); }\n"
+    /* float64: the finite magnitude rounded once into (ebits, mbits), as nv__round_bits */
+    "static unsigned nv_round_bits(double d, int ebits, int mbits, int *ovf) {\n"
+    "  *ovf = 0;\n  if (d == 0) return 0;\n"
+    "  int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias, e;\n"
+    "  frexp(d, &e);\n  int E = e - 1;\n  if (E < emin) E = emin;\n"
+    "  unsigned long long q = (unsigned long long)rint(ldexp(d, mbits - E));\n"
+    "  if (q >= (2ull << mbits)) {\n    q >>= 1;\n    E += 1;\n  }\n"
+    "  if (q < (1ull << mbits)) return (unsigned)q;\n"
+    "  if (E + bias >= (1 << ebits) - 1) {\n    *ovf = 1;\n    return 0;\n  }\n"
+    "  return ((unsigned)(E + bias) << mbits) | (unsigned)(q - (1ull << mbits));\n}\n"
+    "static float nv_rd(double d, int ebits, int mbits, unsigned nan, unsigned inf) {\n"
+    "  unsigned sign = signbit(d) ? 0x8000 : 0;\n  int ovf = 0;\n"
+    "  unsigned b = isnan(d) ? nan : isinf(d) ? inf : nv_round_bits(fabs(d), ebits, mbits, &ovf);\n"
+    "  if (ovf) b = inf;\n"
+    "  return ebits == 5 ? nv_h2f((unsigned short)(sign | b)) : nv_b2f((unsigned short)(sign | b));\n}\n"
+    "static inline float nv_rdh(double d) { return nv_rd(d, 5, 10, 0x7e00, 0x7c00); }\n"
+    "static inline float nv_rdb(double d) { return nv_rd(d, 8, 7, 0x7fc0, 0x7f80); }\n";
+
+/* Whether the chain holds float16/bfloat16 values (its inputs, members or outputs). */
+static bool chain_has_half(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
+                           int nins) {
+  for (int i = 0; i < nins; i++)
+    if (half_dtype(ins[i].dtype))
+      return true;
+  for (size_t m = 0; m < nm; m++)
+    if (half_dtype(r->nodes[members[m]].out[0].dtype))
+      return true;
+  return false;
+}
+
+/* Whether input i may be the buffer output 0 writes (a donation, nv__compiled_donates): read
+ * whole, in output 0's dtype, by an element-wise chain. Such pointers lose `restrict`; the
+ * loops stay vectorized under NV_IVDEP (element e is read before it is written, by the same
+ * iteration). */
+static bool may_alias_out(const chain_in *in, nv_dtype od, bool reduce) {
+  return !reduce && in->kind == IN_FULL && in->dtype == od;
+}
+
 /* The kernel's source for the chain `members` (recipe order) rooted at the
  * last. */
 static char *generate(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
                       int nins, const size_t *esc, int nesc, const nv__output *const *src) {
   sbuf b = {0};
+  size_t root = members[nm - 1];
+  const rnode *rn = &r->nodes[root];
+  nv_dtype od = rn->out[0].dtype;
+  const char *oty = stype(od);
+  bool reduce = !op_of(rn->prim);
+  size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
   sb_add(&b, "%s", PRELUDE);
+  if (chain_has_half(r, members, nm, ins, nins))
+    sb_add(&b, "%s", HALF_PRELUDE);
   sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
              "*in, void *const *out) {\n");
   for (int i = 0; i < nins; i++) {
-    const char *ty = ctype(ins[i].dtype);
+    const char *ty = stype(ins[i].dtype);
+    const char *rs = may_alias_out(&ins[i], od, reduce) ? "" : "restrict ";
     if (ins[i].kind == IN_SCALAR)
-      sb_add(&b, "  const %s s%d = ((const %s *)in[%d])[0];\n", ty, i, ty, i);
+      sb_add(&b, "  const %s s%d = %s(((const %s *)in[%d])[0]);\n", ctype(ins[i].dtype), i,
+             load_fn(ins[i].dtype), ty, i);
     else
-      sb_add(&b, "  const %s *restrict p%d = (const %s *)in[%d];\n", ty, i, ty, i);
+      sb_add(&b, "  const %s *%sp%d = (const %s *)in[%d];\n", ty, rs, i, ty, i);
   }
-  size_t root = members[nm - 1];
-  const rnode *rn = &r->nodes[root];
-  const char *oty = ctype(rn->out[0].dtype);
-  bool reduce = !op_of(rn->prim);
-  size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
-  sb_add(&b, "  %s *restrict o = (%s *)out[0];\n", oty, oty);
+  /* Output 0 is a donated input's buffer when the evaluation donates one. */
+  sb_add(&b, "  %s *%so = (%s *)out[0];\n", oty, reduce ? "restrict " : "", oty);
   for (int x = 0; x < nesc; x++) {
-    const char *ety = ctype(r->nodes[esc[x]].out[0].dtype);
+    const char *ety = stype(r->nodes[esc[x]].out[0].dtype);
     sb_add(&b, "  %s *restrict o%d = (%s *)out[%d];\n", ety, x + 1, ety, x + 1);
   }
   if (reduce) {
@@ -418,45 +540,49 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     sb_add(&b, "    int64_t n = %lldll - e0 %% %lldll;\n    if (n > hi - e0) n = hi - e0;\n",
            (long long)run, (long long)run);
     for (int i = 0; i < nins; i++) {
-      const char *ty = ctype(ins[i].dtype);
+      const char *ty = stype(ins[i].dtype);
+      const char *rs = may_alias_out(&ins[i], od, reduce) ? "" : "restrict ";
       if (ins[i].kind == IN_FULL)
-        sb_add(&b, "    const %s *restrict q%d = p%d + e0;\n", ty, i, i);
+        sb_add(&b, "    const %s *%sq%d = p%d + e0;\n", ty, rs, i, i);
       else if (ins[i].kind == IN_TRAIL)
         sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %lldll;\n", ty, i, i,
                (long long)ins[i].inner);
       else if (ins[i].kind == IN_BLOCK)
-        sb_add(&b, "    const %s b%d = p%d[(e0 / %lldll) %% %lldll];\n", ty, i, i,
-               (long long)ins[i].div, (long long)ins[i].inner);
+        sb_add(&b, "    const %s b%d = %s(p%d[(e0 / %lldll) %% %lldll]);\n",
+               ctype(ins[i].dtype), i, load_fn(ins[i].dtype), i, (long long)ins[i].div,
+               (long long)ins[i].inner);
     }
-    sb_add(&b, "    %s *restrict oo = o + e0;\n", oty);
+    sb_add(&b, "    %s *oo = o + e0;\n", oty);
     for (int x = 0; x < nesc; x++)
-      sb_add(&b, "    %s *restrict oo%d = o%d + e0;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1,
-             x + 1);
-    sb_add(&b, "    for (int64_t j = 0; j < n; j++) {\n");
+      sb_add(&b, "    %s *restrict oo%d = o%d + e0;\n", stype(r->nodes[esc[x]].out[0].dtype),
+             x + 1, x + 1);
+    sb_add(&b, "    NV_IVDEP\n    for (int64_t j = 0; j < n; j++) {\n");
   } else if (!reduce) {
-    sb_add(&b, "  for (int64_t e = lo; e < hi; e++) {\n");
+    sb_add(&b, "  NV_IVDEP\n  for (int64_t e = lo; e < hi; e++) {\n");
   }
   for (int i = 0; i < nins; i++) {
-    const char *ty = ctype(ins[i].dtype);
+    const char *ty = ctype(ins[i].dtype), *ld = load_fn(ins[i].dtype);
     if (ins[i].kind == IN_SCALAR)
       sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
     else if (run && ins[i].kind == IN_BLOCK)
       sb_add(&b, "    const %s x%d = b%d;\n", ty, i, i);
     else if (run)
-      sb_add(&b, "    const %s x%d = q%d[j];\n", ty, i, i);
+      sb_add(&b, "    const %s x%d = %s(q%d[j]);\n", ty, i, ld, i);
     else if (ins[i].kind == IN_BLOCK)
-      sb_add(&b, "    const %s x%d = p%d[(e / %lldll) %% %lldll];\n", ty, i, i,
+      sb_add(&b, "    const %s x%d = %s(p%d[(e / %lldll) %% %lldll]);\n", ty, i, ld, i,
              (long long)ins[i].div, (long long)ins[i].inner);
     else if (ins[i].kind == IN_FULL)
-      sb_add(&b, "    const %s x%d = p%d[e];\n", ty, i, i);
+      sb_add(&b, "    const %s x%d = %s(p%d[e]);\n", ty, i, ld, i);
     else
-      sb_add(&b, "    const %s x%d = p%d[e %% %lld];\n", ty, i, i, (long long)ins[i].inner);
+      sb_add(&b, "    const %s x%d = %s(p%d[e %% %lld]);\n", ty, i, ld, i,
+             (long long)ins[i].inner);
   }
   for (size_t m = 0; m < elementwise; m++)
     emit_node(&b, r, members[m], ins, nins, src, false);
   /* The intermediates used outside the chain, element by element. */
   for (int x = 0; x < nesc; x++)
-    sb_add(&b, run ? "    oo%d[j] = t%zu;\n" : "    o%d[e] = t%zu;\n", x + 1, esc[x]);
+    sb_add(&b, run ? "    oo%d[j] = %s(t%zu);\n" : "    o%d[e] = %s(t%zu);\n", x + 1,
+           store_fn(r->nodes[esc[x]].out[0].dtype), esc[x]);
   if (reduce) {
     sb_add(&b, "    ");
     ref last = rn->in[0];
@@ -481,9 +607,9 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     else
       sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
   } else if (run) {
-    sb_add(&b, "    oo[j] = t%zu;\n    }\n    e0 += n;\n  }\n}\n", root);
+    sb_add(&b, "    oo[j] = %s(t%zu);\n    }\n    e0 += n;\n  }\n}\n", store_fn(od), root);
   } else {
-    sb_add(&b, "    o[e] = t%zu;\n  }\n}\n", root);
+    sb_add(&b, "    o[e] = %s(t%zu);\n  }\n}\n", store_fn(od), root);
   }
   if (b.oom) {
     nv__free(b.p);
@@ -524,31 +650,118 @@ static const char CUDA_PRELUDE[] =
     "  if ((b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull)\n"
     "    return __uint_as_float((unsigned int)(b >> 32 & 0x80000000u) | 0x7fc00000u |\n"
     "                           (unsigned int)((b >> 29) & 0x7fffffu));\n"
-    "  return __double2float_rn(d);\n}\n"
-    "struct alignas(16) nv_d4 {\n  double x, y, z, w;\n};\n";
+    "  return __double2float_rn(d);\n}\n";
 
-/* The 4-element vector type of a value dtype, and the alignment its loads need. */
-static const char *vtype(nv_dtype d) {
-  return d == NV_DTYPE_FLOAT32 ? "float4" : d == NV_DTYPE_FLOAT64 ? "nv_d4" : "uchar4";
+/* float16/bfloat16 on the device, bit for bit src/cuda/elementwise_device.cuh's and
+ * convert.cuh's conversions (so those of src/core/convert.h): bits to float (exact; NaN keeps
+ * sign and payload), float to bits rounding once to nearest even (NaN as the CPU's), float64
+ * to bits rounding once (convert.cuh's round_bits); nv_r*: rounded to the format and back.
+ * Emitted only into chains that hold such values. */
+static const char CUDA_HALF_PRELUDE[] =
+    "__device__ __forceinline__ float nv_h2f(unsigned short h) {\n"
+    "  float f;\n  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "  if ((h & 0x7fff) > 0x7c00)\n"
+    "    f = __uint_as_float(((unsigned)(h & 0x8000) << 16) | 0x7f800000u |\n"
+    "                        ((unsigned)(h & 0x3ff) << 13));\n"
+    "  return f;\n}\n"
+    "__device__ __forceinline__ unsigned short nv_f2h(float f) {\n"
+    "  unsigned short h;\n  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "  unsigned x = __float_as_uint(f);\n"
+    "  if ((x & 0x7fffffffu) > 0x7f800000u)\n"
+    "    h = (unsigned short)(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));\n"
+    "  return h;\n}\n"
+    "__device__ __forceinline__ float nv_b2f(unsigned short h) {\n"
+    "  return __uint_as_float((unsigned)h << 16);\n}\n"
+    "__device__ __forceinline__ unsigned short nv_f2b(float f) {\n"
+    "  unsigned u = __float_as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
+    "  u += 0x7fffu + ((u >> 16) & 1u);\n"
+    "  return (unsigned short)(u >> 16);\n}\n"
+    "__device__ __forceinline__ float nv_rh(float f) { return nv_h2f(nv_f2h(f)); }\n"
+    "__device__ __forceinline__ float nv_rb(float f) { return nv_b2f(nv_f2b(f)); }\n"
+    "__device__ unsigned nv_round_bits(double d, int ebits, int mbits, int *ovf) {\n"
+    "  *ovf = 0;\n  if (d == 0) return 0;\n"
+    "  int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias, e;\n"
+    "  frexp(d, &e);\n  int E = e - 1;\n  if (E < emin) E = emin;\n"
+    "  unsigned long long q = (unsigned long long)rint(ldexp(d, mbits - E));\n"
+    "  if (q >= (2ull << mbits)) {\n    q >>= 1;\n    E += 1;\n  }\n"
+    "  if (q < (1ull << mbits)) return (unsigned)q;\n"
+    "  if (E + bias >= (1 << ebits) - 1) {\n    *ovf = 1;\n    return 0;\n  }\n"
+    "  return ((unsigned)(E + bias) << mbits) | (unsigned)(q - (1ull << mbits));\n}\n"
+    "__device__ float nv_rd(double d, int ebits, int mbits, unsigned nan, unsigned inf) {\n"
+    "  unsigned long long u = (unsigned long long)__double_as_longlong(d);\n"
+    "  unsigned sign = (u >> 63) ? 0x8000u : 0u, b;\n"
+    "  unsigned long long mag = u & 0x7fffffffffffffffull;\n"
+    "  int ovf = 0;\n"
+    "  if (mag > 0x7ff0000000000000ull) b = nan;\n"
+    "  else if (mag == 0x7ff0000000000000ull) b = inf;\n"
+    "  else b = nv_round_bits(fabs(d), ebits, mbits, &ovf);\n"
+    "  if (ovf) b = inf;\n"
+    "  return ebits == 5 ? nv_h2f((unsigned short)(sign | b)) : "
+    "nv_b2f((unsigned short)(sign | b));\n}\n"
+    "__device__ __forceinline__ float nv_rdh(double d) { return nv_rd(d, 5, 10, 0x7e00u, "
+    "0x7c00u); }\n"
+    "__device__ __forceinline__ float nv_rdb(double d) { return nv_rd(d, 8, 7, 0x7fc0u, "
+    "0x7f80u); }\n";
+
+/* The vector loads of a value dtype: chunks of the CUDA vector type `*type`, each holding
+ * `*per` elements (float16/bfloat16: 8 in a uint4, two a 32-bit word); the alignment a chunk's
+ * load needs is its size. */
+static void vchunk(nv_dtype d, const char **type, int *per) {
+  *type = half_dtype(d) ? "uint4" : d == NV_DTYPE_FLOAT32 ? "float4"
+          : d == NV_DTYPE_FLOAT64                        ? "double2"
+                                                         : "uchar4";
+  *per = half_dtype(d) ? 8 : d == NV_DTYPE_FLOAT64 ? 2 : 4;
 }
 static int valign(nv_dtype d) { return d == NV_DTYPE_BOOL ? 4 : 16; }
 
+/* Lane l's value of a vector of dtype d held in chunks v<i>_<c> (a compute value). */
+static void vlane(sbuf *b, nv_dtype d, int i, int l) {
+  static const char comp[] = "xyzw";
+  const char *type;
+  int per;
+  vchunk(d, &type, &per);
+  if (half_dtype(d))
+    sb_add(b, "%s((unsigned short)(v%d_0.%c >> %d))", load_fn(d), i, comp[l / 2], 16 * (l % 2));
+  else
+    sb_add(b, "v%d_%d.%c", i, l / per, comp[l % per]);
+}
+
+/* Stores the lanes w<x>[0..lanes) of an output of dtype d as vector v of its chunks. */
+static void vstore(sbuf *b, nv_dtype d, int x, int lanes) {
+  const char *type;
+  int per;
+  vchunk(d, &type, &per);
+  for (int c = 0; c < lanes / per; c++) {
+    sb_add(b, "      ((%s *)o%d)[v * %d + %d] = make_%s(", type, x, lanes / per, c, type);
+    if (half_dtype(d))
+      for (int w = 0; w < 4; w++)
+        sb_add(b, "%s(unsigned)%s(w%d[%d]) | ((unsigned)%s(w%d[%d]) << 16)", w ? ", " : "",
+               store_fn(d), x, 2 * w, store_fn(d), x, 2 * w + 1);
+    else
+      for (int l = 0; l < per; l++)
+        sb_add(b, "%sw%d[%d]", l ? ", " : "", x, c * per + l);
+    sb_add(b, ");\n");
+  }
+}
+
 /* Loads input i's value for element `e` (a C expression) into x<i>. */
 static void cuda_load(sbuf *b, const chain_in *in, int i, const char *e) {
-  const char *ty = ctype(in->dtype);
+  const char *ty = ctype(in->dtype), *ld = load_fn(in->dtype);
   if (in->kind == IN_SCALAR)
     sb_add(b, "      const %s x%d = s%d;\n", ty, i, i);
   else if (in->kind == IN_FULL)
-    sb_add(b, "      const %s x%d = p%d[%s];\n", ty, i, i, e);
+    sb_add(b, "      const %s x%d = %s(p%d[%s]);\n", ty, i, ld, i, e);
   else if (in->kind == IN_TRAIL)
-    sb_add(b, "      const %s x%d = p%d[(%s) %% %lldll];\n", ty, i, i, e, (long long)in->inner);
+    sb_add(b, "      const %s x%d = %s(p%d[(%s) %% %lldll]);\n", ty, i, ld, i, e,
+           (long long)in->inner);
   else
-    sb_add(b, "      const %s x%d = p%d[((%s) / %lldll) %% %lldll];\n", ty, i, i, e,
+    sb_add(b, "      const %s x%d = %s(p%d[((%s) / %lldll) %% %lldll]);\n", ty, i, ld, i, e,
            (long long)in->div, (long long)in->inner);
 }
 
-/* One element's inputs loaded at index `e`, its outputs declared (y0 of type `oty`, then the
- * escaping intermediates') and nv_body called on them. */
+/* One element's inputs loaded at index `e`, its outputs declared (y0 of compute type `oty`,
+ * then the escaping intermediates') and nv_body called on them. */
 static void cuda_body_call(sbuf *b, const recipe *r, const chain_in *ins, int nins,
                            const size_t *esc, int nesc, const char *oty) {
   for (int i = 0; i < nins; i++)
@@ -565,14 +778,16 @@ static void cuda_body_call(sbuf *b, const recipe *r, const chain_in *ins, int ni
 }
 
 /* The CUDA source of the chain `members` (recipe order, root last) for the launch `k`
- * describes (k->reduce, k->cols, k->group, k->vec set): `nv_fused_kernel`, blocks of 256
- * threads. Its parameters: a pointer per input (the view's start), one per output (the root's
- * values, then the escaping intermediates'), then { long long off[inputs + outputs]; long long
- * n; } by value: each pointer's element-0 offset, and the elements (element-wise) or rows (a
- * reduction). Element-wise chains walk their elements with a grid-stride loop, 4 at a time
- * through vector loads where every input is whole or a scalar and every pointer is aligned;
- * a chain ending in a reduction takes one row per `group` threads (a warp, or a block whose
- * warps combine through shared memory), folding in double as the C kernel does. */
+ * describes (k->reduce, k->cols, k->group, k->vec, k->lanes set): `nv_fused_kernel`, blocks of
+ * 256 threads. Its parameters: a pointer per input (the view's start), one per output (the
+ * root's values, then the escaping intermediates'), then { long long off[inputs + outputs];
+ * long long n; } by value: each pointer's element-0 offset, and the elements (element-wise) or
+ * rows (a reduction). Element-wise chains walk their elements with a grid-stride loop,
+ * k->lanes at a time through 16-byte vector loads (4-byte for bool) where every input is whole
+ * or a scalar and every pointer is aligned; a chain ending in a reduction takes one row per
+ * `group` threads (a warp, or a block whose warps combine through shared memory), folding in
+ * double as the C kernel does. Output 0 may be an input's buffer (a donation): each element,
+ * or vector of them, is read by the thread that writes it, before it writes it. */
 static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
                            int nins, const size_t *esc, int nesc, const nv__output *const *src,
                            const nv__fused *k) {
@@ -583,14 +798,18 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
   const char *oty = ctype(od);
   size_t elementwise = k->reduce ? nm - 1 : nm;
   int nout = nesc + 1;
+  /* The dtype of output x. */
+#define ODT(x) ((x) ? r->nodes[esc[(x) - 1]].out[0].dtype : od)
   sb_add(&b, "%s", CUDA_PRELUDE);
+  if (chain_has_half(r, members, nm, ins, nins))
+    sb_add(&b, "%s", CUDA_HALF_PRELUDE);
   /* The per-element body: the inputs' values in, the outputs' values out. */
   sb_add(&b, "__device__ __forceinline__ void nv_body(");
   for (int i = 0; i < nins; i++)
     sb_add(&b, "%s x%d, ", ctype(ins[i].dtype), i);
   sb_add(&b, "%s &y0", oty);
   for (int x = 0; x < nesc; x++)
-    sb_add(&b, ", %s &y%d", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
+    sb_add(&b, ", %s &y%d", ctype(ODT(x + 1)), x + 1);
   sb_add(&b, ") {\n");
   for (size_t m = 0; m < elementwise; m++)
     emit_node(&b, r, members[m], ins, nins, src, true);
@@ -606,64 +825,67 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
   sb_add(&b, "struct nv_fp {\n  long long off[%d];\n  long long n;\n};\n", nins + nout);
   sb_add(&b, "extern \"C\" __global__ void __launch_bounds__(256) nv_fused_kernel(");
   for (int i = 0; i < nins; i++)
-    sb_add(&b, "const %s *a%d, ", ctype(ins[i].dtype), i);
+    sb_add(&b, "const %s *a%d, ", stype(ins[i].dtype), i);
   for (int x = 0; x < nout; x++)
-    sb_add(&b, "%s *b%d, ", x ? ctype(r->nodes[esc[x - 1]].out[0].dtype) : oty, x);
+    sb_add(&b, "%s *b%d, ", stype(ODT(x)), x);
   sb_add(&b, "const nv_fp P) {\n");
   for (int i = 0; i < nins; i++) {
-    const char *ty = ctype(ins[i].dtype);
-    sb_add(&b, "  const %s *p%d = a%d + P.off[%d];\n", ty, i, i, i);
+    sb_add(&b, "  const %s *p%d = a%d + P.off[%d];\n", stype(ins[i].dtype), i, i, i);
     if (ins[i].kind == IN_SCALAR)
-      sb_add(&b, "  const %s s%d = p%d[0];\n", ty, i, i);
+      sb_add(&b, "  const %s s%d = %s(p%d[0]);\n", ctype(ins[i].dtype), i,
+             load_fn(ins[i].dtype), i);
   }
   for (int x = 0; x < nout; x++)
-    sb_add(&b, "  %s *o%d = b%d + P.off[%d];\n",
-           x ? ctype(r->nodes[esc[x - 1]].out[0].dtype) : oty, x, x, nins + x);
+    sb_add(&b, "  %s *o%d = b%d + P.off[%d];\n", stype(ODT(x)), x, x, nins + x);
   if (!k->reduce) {
     sb_add(&b, "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
     sb_add(&b, "  const long long step = (long long)gridDim.x * blockDim.x;\n");
     sb_add(&b, "  long long e0 = 0;\n");
     if (k->vec) {
-      /* 4 elements per step: every whole input and every output through one vector access
-       * (a pointer of the wrong alignment takes the scalar loop throughout). */
+      /* k->lanes elements per step: every whole input and every output through vector
+       * accesses (a pointer of the wrong alignment takes the scalar loop throughout). */
+      int L = k->lanes;
       sb_add(&b, "  if ((0");
       for (int i = 0; i < nins; i++)
         if (ins[i].kind == IN_FULL)
           sb_add(&b, " | ((unsigned long long)p%d & %d)", i, valign(ins[i].dtype) - 1);
       for (int x = 0; x < nout; x++)
-        sb_add(&b, " | ((unsigned long long)o%d & %d)", x,
-               valign(x ? r->nodes[esc[x - 1]].out[0].dtype : od) - 1);
+        sb_add(&b, " | ((unsigned long long)o%d & %d)", x, valign(ODT(x)) - 1);
       sb_add(&b, ") == 0) {\n");
-      sb_add(&b, "    const long long nv = P.n / 4;\n");
+      sb_add(&b, "    const long long nv = P.n / %d;\n", L);
       sb_add(&b, "    for (long long v = tid; v < nv; v += step) {\n");
       for (int i = 0; i < nins; i++)
-        if (ins[i].kind == IN_FULL)
-          sb_add(&b, "      const %s v%d = ((const %s *)p%d)[v];\n", vtype(ins[i].dtype), i,
-                 vtype(ins[i].dtype), i);
+        if (ins[i].kind == IN_FULL) {
+          const char *type;
+          int per;
+          vchunk(ins[i].dtype, &type, &per);
+          for (int c = 0; c < L / per; c++)
+            sb_add(&b, "      const %s v%d_%d = ((const %s *)p%d)[v * %d + %d];\n", type, i, c,
+                   type, i, L / per, c);
+        }
       for (int x = 0; x < nout; x++)
-        sb_add(&b, "      %s w%d;\n", vtype(x ? r->nodes[esc[x - 1]].out[0].dtype : od), x);
-      static const char lanes[] = "xyzw";
-      for (int l = 0; l < 4; l++) {
+        sb_add(&b, "      %s w%d[%d];\n", ctype(ODT(x)), x, L);
+      for (int l = 0; l < L; l++) {
         sb_add(&b, "      nv_body(");
-        for (int i = 0; i < nins; i++)
+        for (int i = 0; i < nins; i++) {
           if (ins[i].kind == IN_FULL)
-            sb_add(&b, "v%d.%c, ", i, lanes[l]);
+            vlane(&b, ins[i].dtype, i, l);
           else
-            sb_add(&b, "s%d, ", i);
+            sb_add(&b, "s%d", i);
+          sb_add(&b, ", ");
+        }
         for (int x = 0; x < nout; x++)
-          sb_add(&b, "%sw%d.%c", x ? ", " : "", x, lanes[l]);
+          sb_add(&b, "%sw%d[%d]", x ? ", " : "", x, l);
         sb_add(&b, ");\n");
       }
-      for (int x = 0; x < nout; x++) {
-        const char *vt = vtype(x ? r->nodes[esc[x - 1]].out[0].dtype : od);
-        sb_add(&b, "      ((%s *)o%d)[v] = w%d;\n", vt, x, x);
-      }
-      sb_add(&b, "    }\n    e0 = nv * 4;\n  }\n");
+      for (int x = 0; x < nout; x++)
+        vstore(&b, ODT(x), x, L);
+      sb_add(&b, "    }\n    e0 = nv * %d;\n  }\n", L);
     }
     sb_add(&b, "  for (long long e = e0 + tid; e < P.n; e += step) {\n");
     cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
     for (int x = 0; x < nout; x++)
-      sb_add(&b, "      o%d[e] = y%d;\n", x, x);
+      sb_add(&b, "      o%d[e] = %s(y%d);\n", x, store_fn(ODT(x)), x);
     sb_add(&b, "  }\n}\n");
   } else {
     bool max = rn->prim == NV__PRIM_MAX;
@@ -683,7 +905,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
     cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
     sb_add(&b, "      const double u = (double)y0;\n      %s\n", comb);
     for (int x = 0; x < nesc; x++)
-      sb_add(&b, "      o%d[e] = y%d;\n", x + 1, x + 1);
+      sb_add(&b, "      o%d[e] = %s(y%d);\n", x + 1, store_fn(ODT(x + 1)), x + 1);
     sb_add(&b, "    }\n");
     sb_add(&b, "    for (int m = 16; m > 0; m >>= 1) {\n"
                "      const double u = __shfl_xor_sync(0xffffffffu, acc, m);\n      %s\n    }\n",
@@ -705,6 +927,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
       sb_add(&b, "    if (lane == 0) o0[row] = (%s)acc;\n", oty);
     sb_add(&b, "  }\n}\n");
   }
+#undef ODT
   if (b.oom) {
     nv__free(b.p);
     return NULL;
@@ -892,6 +1115,11 @@ static nv_status keeper(nv__fused *k, nv__node **node) {
 
 /* ---- The pass ---- */
 
+bool nv__compiled_donates(const nv__node *n) {
+  const nv__compiled_params *p = n->params;
+  return !p->k->reduce;
+}
+
 nv_status nv__compile_compact(recipe *r) {
   bool *live = nv__calloc(r->n + 1, sizeof *live);
   size_t *renum = nv__malloc((r->n + 1) * sizeof *renum);
@@ -932,6 +1160,81 @@ nv_status nv__compile_compact(recipe *r) {
 }
 
 static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.idx == b.idx; }
+
+/* The GPU launch of a chain rooted at rn over the shape rm (k->reduce set): whether it steps
+ * k->lanes elements at a time, or a reduction's row length and threads per row. False: the
+ * chain stays unfused on the GPU. */
+static bool gpu_launch(const recipe *r, const rnode *rn, const rout *rm, const chain_in *ins,
+                       int nins, const size_t *esc, int nesc, nv__fused *k) {
+  k->vec = !k->reduce;
+  /* 8 elements a step where the chain moves float16/bfloat16 values (one 16-byte load of
+   * each), else 4 */
+  k->lanes = half_dtype(rn->out[0].dtype) ? 8 : 4;
+  for (int i = 0; i < nins; i++) {
+    k->vec &= ins[i].kind == IN_FULL || ins[i].kind == IN_SCALAR;
+    if (ins[i].kind == IN_FULL && half_dtype(ins[i].dtype))
+      k->lanes = 8;
+  }
+  for (int x = 0; x < nesc; x++)
+    if (half_dtype(r->nodes[esc[x]].out[0].dtype))
+      k->lanes = 8;
+  if (!k->reduce)
+    return true;
+  k->cols = 1;
+  if (((const nv__reduce_params *)rn->params)->naxes == 1)
+    k->cols = rm->shape[rm->ndim - 1];
+  else
+    for (int d = 0; d < rm->ndim; d++)
+      k->cols *= rm->shape[d];
+  /* A warp per row of up to 256 elements, a block per longer row. */
+  k->group = k->cols <= 256 ? 32 : 256;
+  /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
+   * is one block): the hand reductions, which split rows across blocks, do better. */
+  int64_t size = 1;
+  for (int d = 0; d < rm->ndim; d++)
+    size *= rm->shape[d];
+  return !(k->cols > 65536 && size / k->cols < 132);
+}
+
+#ifdef NUVEC_HAVE_CUDA
+/* The test hook nv__test_fuse_nvrtc: CPU chains also compile, with NVRTC, the CUDA source
+ * they would get on a GPU stream (no GPU needed); the outcomes are counted. */
+static atomic_bool nvrtc_check;
+static atomic_long nvrtc_ok, nvrtc_failed;
+static char nvrtc_why[512];
+
+static void check_cuda_source(const recipe *r, const size_t *members, size_t nm,
+                              const chain_in *ins, int nins, const size_t *esc, int nesc,
+                              const nv__output *const *src, const rnode *rn, const rout *rm) {
+  nv__fused k = {.nin = nins, .reduce = !op_of(rn->prim)};
+  if (!gpu_launch(r, rn, rm, ins, nins, esc, nesc, &k))
+    return;
+  char *source = generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &k);
+  char why[512] = "out of memory";
+  if (source && nv__gpu_nvrtc_compiles(source, why, sizeof why)) {
+    atomic_fetch_add(&nvrtc_ok, 1);
+  } else {
+    atomic_fetch_add(&nvrtc_failed, 1);
+    snprintf(nvrtc_why, sizeof nvrtc_why, "%s", why);
+  }
+  nv__free(source);
+}
+#endif
+
+bool nv__test_fuse_nvrtc(bool on, long *ok, long *failed, const char **why) {
+#ifdef NUVEC_HAVE_CUDA
+  atomic_store(&nvrtc_check, on);
+  *ok = atomic_load(&nvrtc_ok);
+  *failed = atomic_load(&nvrtc_failed);
+  *why = nvrtc_why;
+  return true;
+#else
+  (void)on;
+  *ok = *failed = 0;
+  *why = "";
+  return false;
+#endif
+}
 
 /* Turns the chain `members` (recipe order, root last) into a COMPILED node at
  * the root's place. Returns whether it did (false: an input it cannot read, or
@@ -974,31 +1277,14 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
   bool gpu = r->nodes[root].stream.device.type == NV_DEVICE_GPU;
   if (!ok || (gpu && nins + nesc + 1 > 64))
     return NV_OK;
-  nv__fused launch = {.nin = nins};
-  if (gpu) {
-    const rnode *rn = &r->nodes[root];
-    launch.reduce = !op_of(rn->prim);
-    launch.vec = !launch.reduce;
-    for (int i = 0; i < nins; i++)
-      launch.vec &= ins[i].kind == IN_FULL || ins[i].kind == IN_SCALAR;
-    if (launch.reduce) {
-      launch.cols = 1;
-      if (((const nv__reduce_params *)rn->params)->naxes == 1)
-        launch.cols = rm->shape[rm->ndim - 1];
-      else
-        for (int d = 0; d < rm->ndim; d++)
-          launch.cols *= rm->shape[d];
-      /* A warp per row of up to 256 elements, a block per longer row. */
-      launch.group = launch.cols <= 256 ? 32 : 256;
-      /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
-       * is one block): the hand reductions, which split rows across blocks, do better. */
-      int64_t size = 1;
-      for (int d = 0; d < rm->ndim; d++)
-        size *= rm->shape[d];
-      if (launch.cols > 65536 && size / launch.cols < 132)
-        return NV_OK;
-    }
-  }
+  const rnode *rn = &r->nodes[root];
+  nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
+  if (gpu && !gpu_launch(r, rn, rm, ins, nins, esc, nesc, &launch))
+    return NV_OK;
+#ifdef NUVEC_HAVE_CUDA
+  if (!gpu && atomic_load(&nvrtc_check))
+    check_cuda_source(r, members, nm, ins, nins, esc, nesc, src, rn, rm);
+#endif
   char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &launch)
                      : generate(r, members, nm, ins, nins, esc, nesc, src);
   if (!source)

@@ -9,8 +9,8 @@
 #   3. the fallback census: which primitives ran on the CPU during the suite;
 #   4. compute-sanitizer memcheck over the GPU semantics tests;
 #   5. the benchmarks beside PyTorch (bench/gpu);
-#   6-10. the threads tests, charlm on both devices, the row-kernel and ops sweeps, ncu over
-#      chosen bench cases (stages 6-10 run only when named).
+#   6-11. the threads tests, charlm on both devices, the row-kernel and ops sweeps, ncu over
+#      chosen bench cases, the per-evaluation cost profile (stages 6-11 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 set -u
@@ -38,13 +38,23 @@ note "device: $(head -1 "$OUT/device.txt") | $(tail -1 "$OUT/device.txt")"
 
 B=/tmp/nvb
 t=$(date +%s)
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_WERROR=OFF \
-  -DCMAKE_LIBRARY_PATH="$D/lib" -DCMAKE_INCLUDE_PATH="$D/include" -DCBLAS_INCLUDE_DIR="$D/include" \
-  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" \
-  >"$OUT/build.log" 2>&1 && timeout 400 cmake --build $B -j16 ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUT/build.log" 2>&1
-rc=$?
-note "build: rc=$rc in $(( $(date +%s) - t )) s"
-if [ $rc != 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; fi
+if [ -n "${PREBUILT:-}" ]; then
+  # Binaries built here beforehand (tests/gpu/make_prebuilt.sh), for the stages that need no
+  # more than them (the profile, a bench subset); refused when the sources have changed since.
+  mkdir -p $B && tar xJf .carry/prebuilt.tar.xz -C $B
+  if [ "$(cat $B/STAMP)" != "$(bash tests/gpu/source_stamp.sh)" ]; then
+    note "prebuilt: stale (the sources differ from the ones it was built from)"; exit 1
+  fi
+  note "prebuilt: unpacked in $(( $(date +%s) - t )) s"
+else
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_WERROR=OFF \
+    -DCMAKE_LIBRARY_PATH="$D/lib" -DCMAKE_INCLUDE_PATH="$D/include" -DCBLAS_INCLUDE_DIR="$D/include" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" \
+    >"$OUT/build.log" 2>&1 && timeout 400 cmake --build $B -j16 ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUT/build.log" 2>&1
+  rc=$?
+  note "build: rc=$rc in $(( $(date +%s) - t )) s"
+  if [ $rc != 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; fi
+fi
 
 export NUVEC_LIB=$B/src/libnuvec.so PYTHONDONTWRITEBYTECODE=1
 # The smaller of $1 and the seconds left of BUDGET (at least 10).
@@ -192,6 +202,32 @@ stage10() {
   timeout 120 $B/bench/gpu/ops_sweep >"$OUT/ops_sweep.log" 2>&1
   note "10. ops_sweep: rc=$?"
   grep -E "^SWEEP|^BEST|FAIL" "$OUT/ops_sweep.log" | head -30 | tee -a "$SUM"
+}
+
+stage11() {
+  # Where one evaluation's time goes: hrx's round trip against raw CUDA (hrx_bench), nuvec's
+  # host phases per case (NUVEC_GPU_PROFILE=1), and an Nsight Systems API summary where nsys is.
+  t=$(date +%s)
+  note "11. tools: $(for x in nsys perf gdb; do command -v $x >/dev/null && echo -n "$x "; done)"
+  timeout 90 $B/bench/hrx/hrx_bench ${HRX_NODES:-200} >"$OUT/hrx_bench.log" 2>&1
+  note "11a. hrx_bench: rc=$?"
+  grep -E "round trip|replay|stream launches|update in place, us |prepare" "$OUT/hrx_bench.log" | tee -a "$SUM"
+  NUVEC_GPU_PROFILE=1 timeout 120 $B/bench/gpu/bench_gpu "${PROF_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" >"$OUT/prof.log" 2>&1
+  note "11b. profiled bench: rc=$?"
+  grep -E "^BENCH|^DIAG" "$OUT/prof.log" | grep -v "inputs" | cut -c1-400 | tee -a "$SUM"
+  # The waiters' help to the watchers off and on (HRX_WAIT_HELP), the same cases unprofiled.
+  for h in 0 1; do
+    HRX_WAIT_HELP=$h timeout 60 $B/bench/hrx/hrx_bench 50 2>&1 | grep -E "round trip|of which" | sed "s/^/help=$h /" | tee -a "$SUM"
+    HRX_WAIT_HELP=$h timeout 60 $B/bench/gpu/bench_gpu "${AB_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" 2>&1 | grep -E "^BENCH" | sed "s/^/help=$h /" | tee -a "$SUM"
+  done
+  if command -v nsys >/dev/null; then
+    timeout 120 nsys profile -t cuda,osrt -s none --cpuctxsw=none --cuda-graph-trace=node -o /tmp/nvprof -f true \
+      $B/bench/gpu/bench_gpu "${NSYS_CASE:-eval_roundtrip}" >"$OUT/nsys.log" 2>&1
+    timeout 90 nsys stats -r cuda_api_sum,cuda_gpu_kern_sum,osrt_sum /tmp/nvprof.nsys-rep >>"$OUT/nsys.log" 2>&1
+    note "11c. nsys: rc=$?"
+    grep -E "^ +[0-9.]+ +[0-9]+ +[0-9]+ " "$OUT/nsys.log" | head -${NSYS_LINES:-30} | cut -c1-200 | tee -a "$SUM"
+  fi
+  note "   ($(( $(date +%s) - t )) s)"
 }
 
 finish() {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Packs binaries built here (build/, with nvcc for sm_90) into .carry/prebuilt.tar.xz, so that a
+# GPU call that only benchmarks or profiles skips the ~2 minutes of building there:
+# `PREBUILT=1 bash tests/gpu/run.sh 11`. The archive carries a stamp of the sources it was built
+# from; run.sh refuses it for a tree whose sources differ.
+#   usage: bash tests/gpu/make_prebuilt.sh [targets, default "bench_gpu hrx_bench"]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TARGETS=${1:-"bench_gpu hrx_bench"}
+cmake --build build -j2 --target $TARGETS >/dev/null
+W=$(mktemp -d)
+for t in $TARGETS; do
+  f=$(find build -type f -name "$t" -perm -u+x | head -1)
+  [ -n "$f" ] || { echo "no binary for $t" >&2; exit 1; }
+  mkdir -p "$W/$(dirname "${f#build/}")"
+  strip --strip-debug -o "$W/${f#build/}" "$f"
+done
+bash tests/gpu/source_stamp.sh > "$W/STAMP"
+mkdir -p .carry && tar cf - -C "$W" . | xz -T2 -6 > .carry/prebuilt.tar.xz
+rm -rf "$W"
+ls -la .carry/prebuilt.tar.xz
