@@ -284,6 +284,17 @@ static void run_qmm(void *p) {
   nv_release(y);
 }
 
+/* gather_qmm of x (a) with 4-bit affine experts (b packed, c scales; gq_bias the biases),
+ * group 64, transposed, at the pairs' expert indices gq_rhs; n: sorted_indices. */
+static nv_array *gq_bias, *gq_rhs;
+static void run_gather_qmm(void *p) {
+  args *x = p;
+  nv_array *y = nv_gather_qmm(x->a, x->b, x->c, gq_bias, NULL, gq_rhs, true, 64, 4, "affine",
+                              x->n != 0);
+  check(nv_eval1(y), "gather_qmm");
+  nv_release(y);
+}
+
 /* 1000 dependent tiny ops: y = y * s + t on a 16-element array, evaluated at the end. */
 static void run_tiny(void *p) {
   args *x = p;
@@ -554,6 +565,66 @@ int main(int argc, char **argv) {
       nv_release(x.a), nv_release(w);
       nv_vec_free(v);
     }
+  }
+  if (WANT("gather_qmm_moe_8of64") || WANT("qmm_dense_moe_8of64")) {
+    /* An 8-of-64 MoE layer (N = 14336, K = 4096 per expert, 4-bit affine, group 64): one token
+     * (8 pairs: experts 0, 8, .., 56) and 32 tokens routed 4 to each expert (256 pairs sorted
+     * by expert, x's rows in that order), each beside the dense quantized_matmul of the same
+     * active weights: the 8 (64) experts' matrices as one of 8 (64) x 14336 rows, with 1 (4)
+     * rows of x. The 64 experts are one quantized random matrix tiled (the timing does not
+     * depend on the values). */
+    enum { E = 64, N = 14336, K = 4096 };
+    int ws[2] = {N, K};
+    nv_array *w = rand_on_gpu(ws, 2, NV_DTYPE_BFLOAT16);
+    nv_vec *v = nv_vec_new();
+    check(nv_quantize(w, 64, 4, "affine", v), "quantize");
+    nv_array *ex[3];
+    for (int i = 0; i < 3; i++) {
+      int reps[3] = {E, 1, 1};
+      ex[i] = nv_tile(nv_vec_get(v, (size_t)i), reps, 3);
+    }
+    check(nv_eval(ex, 3), "tile");
+    nv_vec_free(v);
+    nv_release(w);
+    const char *gnames[2] = {"gather_qmm_moe_8of64_t1", "gather_qmm_moe_8of64_t32"};
+    const char *dnames[2] = {"qmm_dense_moe_8of64_t1", "qmm_dense_moe_8of64_t32"};
+    for (int c = 0; c < 2; c++) {
+      int pairs = c ? 256 : 8, active = c ? E : 8, rows = c ? 4 : 1;
+      uint32_t idx[256];
+      for (int l = 0; l < pairs; l++) idx[l] = (uint32_t)(c ? l / 4 : l * 8);
+      int ishape[2] = {c ? pairs : 1, c ? 1 : pairs}; /* t1: (1, 8); t32: (256, 1) */
+      nv_array *ih = nv_array_from_data(idx, ishape, 2, NV_DTYPE_UINT32);
+      gq_rhs = nv_add_scalar(ih, 0); /* moved to the GPU */
+      check(nv_eval1(gq_rhs), "indices");
+      nv_release(ih);
+      int xs[4] = {c ? pairs : 1, 1, 1, K}; /* x (T, 1, 1, K) as MLX's MoE layers call it */
+      args x = {rand_on_gpu(xs, 4, NV_DTYPE_BFLOAT16), ex[0], ex[1], 0, c};
+      gq_bias = ex[2];
+      diag("inputs");
+      if (WANT(gnames[c])) bench_case(gnames[c], run_gather_qmm, &x, 5, 30);
+      nv_release(x.a), nv_release(gq_rhs);
+      if (WANT(dnames[c])) {
+        /* The first `active` experts as one matrix (contiguous: a prefix of the stack). */
+        nv_array *d[3];
+        for (int i = 0; i < 3; i++) {
+          const int *sh = nv_array_shape(ex[i]);
+          int start[3] = {0, 0, 0}, stop[3] = {active, sh[1], sh[2]}, step[3] = {1, 1, 1};
+          nv_array *sl = nv_slice(ex[i], start, stop, step, 3);
+          int flat[2] = {active * sh[1], sh[2]};
+          d[i] = nv_reshape(sl, flat, 2);
+          nv_release(sl);
+        }
+        check(nv_eval(d, 3), "dense weights");
+        int x2[2] = {rows, K};
+        args y = {rand_on_gpu(x2, 2, NV_DTYPE_BFLOAT16), d[0], d[1], 0, 0};
+        qb = d[2];
+        diag("inputs");
+        bench_case(dnames[c], run_qmm, &y, 5, 30);
+        nv_release(y.a);
+        for (int i = 0; i < 3; i++) nv_release(d[i]);
+      }
+    }
+    for (int i = 0; i < 3; i++) nv_release(ex[i]);
   }
   if (WANT("tiny_1000") || WANT("eval_roundtrip")) {
     int shape[1] = {16};

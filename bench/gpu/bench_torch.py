@@ -187,6 +187,32 @@ def main():
             report(name, timed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
             report(name + ":graph", graphed(lambda: x @ w.T, 5, 10 if m > 1 else 50))
             del w, x
+    if want("gather_qmm_moe_8of64") or want("qmm_dense_moe_8of64"):
+        # The 8-of-64 MoE layer of bench_gpu.c in bf16: each expert's tokens multiplied by its
+        # matrix (the eager loop of MoE layers), beside one dense matmul of the active weights.
+        E, N, K = 64, 14336, 4096
+        w = r(E, N, K, dt=torch.bfloat16)
+        for name, dense, pairs, rows in [("gather_qmm_moe_8of64_t1", "qmm_dense_moe_8of64_t1",
+                                          8, 1),
+                                         ("gather_qmm_moe_8of64_t32",
+                                          "qmm_dense_moe_8of64_t32", 256, 4)]:
+            if want(name):
+                experts = list(range(0, E, 8)) if pairs == 8 else list(range(E))
+                x = r(1 if pairs == 8 else pairs, K, dt=torch.bfloat16)
+                per = pairs // E  # rows of x per expert (t32); t1: every expert takes x's row
+                f = (lambda: torch.cat([x @ w[e].T for e in experts])) if pairs == 8 else \
+                    (lambda: torch.cat([x[e * per:(e + 1) * per] @ w[e].T for e in experts]))
+                report(name, timed(f, 5, 30))
+                report(name + ":graph", graphed(f, 5, 30))
+                del x
+            if want(dense):
+                active = 8 if pairs == 8 else E
+                wd = w[:active].reshape(active * N, K)
+                x = r(rows, K, dt=torch.bfloat16)
+                report(dense, timed(lambda: x @ wd.T, 5, 30))
+                report(dense + ":graph", graphed(lambda: x @ wd.T, 5, 30))
+                del x, wd
+        del w
     if want("tiny_1000") or want("eval_roundtrip"):
         y0, s, t = r(16), r(16), r(16)
         report("eval_roundtrip_1op", timed(lambda: y0 + t, 20, 64))

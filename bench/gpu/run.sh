@@ -65,6 +65,11 @@ work = {  # bytes moved or flops, for rates
     "qmm_decode_4bit_4096x4096": ("TB/s", 4096 * 4096 // 2 + 4096 * 64 * 4),
     "qmm_decode_4bit_14336x4096": ("TB/s", 14336 * 4096 // 2 + 14336 * 64 * 4),
     "qmm_prefill_4bit_4096x4096": ("TFLOP/s", 2 * 4096**3),
+    # gather_qmm: the active experts' packed weights (8 and 64 of 14336 x 4096) streamed.
+    "gather_qmm_moe_8of64_t1": ("TB/s", 8 * (14336 * 4096 // 2 + 14336 * 64 * 4)),
+    "qmm_dense_moe_8of64_t1": ("TB/s", 8 * (14336 * 4096 // 2 + 14336 * 64 * 4)),
+    "gather_qmm_moe_8of64_t32": ("TB/s", 64 * (14336 * 4096 // 2 + 14336 * 64 * 4)),
+    "qmm_dense_moe_8of64_t32": ("TB/s", 64 * (14336 * 4096 // 2 + 14336 * 64 * 4)),
 }
 for a in range(3): work[f"ops_argmax_axis{a}"] = ("TB/s", 4 * 64 * 2**20)
 print("(charlm_step_gpu: the 'torch graph' column holds nuvec's own CPU step for the GPU/CPU ratio)")

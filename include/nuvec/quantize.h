@@ -1,5 +1,5 @@
 /* nuvec — quantization: quantize, dequantize, quantized_matmul (MLX 0.32's formats), and the
- * gathered products gather_mm, gather_qmm and segmented_mm.
+ * gathered products gather_mm, gather_qmm and segmented_mm, and block_masked_mm.
  *
  * The builders follow the conventions of nuvec/ops.h: lazy, inputs borrowed, new arrays
  * returned (owned by the caller or the innermost scope); bad arguments give arrays that carry
@@ -74,8 +74,13 @@ NV_API nv_array *nv_gather_mm(const nv_array *a, const nv_array *b, const nv_arr
                               const nv_array *rhs_indices, bool sorted_indices);
 
 /* The quantized gather_mm, as MLX's gather_qmm: x[lhs_indices] multiplied by the matrices of
- * w (with their scales and biases) at rhs_indices, as nv_quantized_matmul. Composed of take
- * and quantized_matmul. Fails as nv_gather_mm and nv_quantized_matmul. */
+ * w (with their scales and biases) at rhs_indices, as nv_quantized_matmul. A primitive that
+ * reads each pair's matrix of w in place (no gathered copy); on a GPU stream the products its
+ * kernel does not take (not transposed, more than 8 rows of x per pair, K not a multiple of
+ * 32, float64) are composed of take and quantized_matmul. `sorted_indices` (rhs ascending, as
+ * after sorting the pairs by expert) lets the GPU compute consecutive pairs of one matrix
+ * together; any order gives the same result. Negative indices wrap once (as take's). Fails as
+ * nv_gather_mm and nv_quantized_matmul; an out-of-range index fails the evaluation. */
 NV_API nv_array *nv_gather_qmm(const nv_array *x, const nv_array *w, const nv_array *scales,
                                const nv_array *biases, const nv_array *lhs_indices,
                                const nv_array *rhs_indices, bool transpose, int group_size,
@@ -119,6 +124,17 @@ NV_API nv_array *nv_dequantize_scaled(const nv_array *w, const nv_array *scales,
 NV_API nv_array *nv_qqmm(const nv_array *x, const nv_array *w, const nv_array *scales,
                          int group_size, int bits, const char *mode,
                          const nv_array *global_scale_x, const nv_array *global_scale_w);
+
+/* a (..., M, K) @ b (..., K, N) with blocks of block_size x block_size masked, as MLX's
+ * block_masked_mm: mask_lhs (..., ceil(M/bs), ceil(K/bs)) over a's blocks, mask_rhs
+ * (..., ceil(K/bs), ceil(N/bs)) over b's, mask_out (..., ceil(M/bs), ceil(N/bs)) over the
+ * result's (each optional: NULL). A bool mask zeroes its false blocks exactly (whatever they
+ * hold); another dtype's mask scales each block by its value. Composed of repeat, slice,
+ * where / multiply and matmul. Fails for operands of fewer than 2 dimensions or of integer
+ * dtypes, inner dimensions that differ, a non-positive block size, or masks of other shapes. */
+NV_API nv_array *nv_block_masked_mm(const nv_array *a, const nv_array *b, int block_size,
+                                    const nv_array *mask_out, const nv_array *mask_lhs,
+                                    const nv_array *mask_rhs);
 
 #ifdef __cplusplus
 }

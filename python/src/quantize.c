@@ -1,6 +1,6 @@
 /* nuvec's CPython extension: the quantization functions of mlx.core (quantize, dequantize,
- * quantized_matmul, qqmm, gather_mm, gather_qmm, segmented_mm), an op table added to the
- * top-level module. */
+ * quantized_matmul, qqmm, gather_mm, gather_qmm, segmented_mm, block_masked_mm), an op table
+ * added to the top-level module. */
 #include "optable.h"
 
 /* group_size and bits: None (or absent) is 0, the mode's default in the C API. */
@@ -99,6 +99,15 @@ static PyObject *sig_segmented_mm(call *c) {
   return seg ? nvpy_wrap(nv_segmented_mm(a, b, seg)) : NULL;
 }
 
+static PyObject *sig_block_masked_mm(call *c) {
+  nv_array *a = arr(c, 0), *b = a ? arr(c, 1) : NULL, *mo = NULL, *ml = NULL, *mr = NULL;
+  int bs;
+  if (!b || int_at(c, 2, 64, &bs) < 0 || (given(c, 3) && !(mo = arr(c, 3))) ||
+      (given(c, 4) && !(ml = arr(c, 4))) || (given(c, 5) && !(mr = arr(c, 5))))
+    return NULL;
+  return nvpy_wrap(nv_block_masked_mm(a, b, bs, mo, ml, mr));
+}
+
 #define DOC(s) "mlx.core." s
 
 static const nvpy_op quantize_ops[] = {
@@ -131,6 +140,10 @@ static const nvpy_op quantize_ops[] = {
          "transpose=True, group_size=None, bits=None, mode='affine', sorted_indices=False).")},
     {"segmented_mm", sig_segmented_mm, NULL, KW("a", "b", "segments"), 3, {0}, 0,
      DOC("segmented_mm(a, b, segments): a[:, s:e] @ b[s:e] for each (s, e) of segments.")},
+    {"block_masked_mm", sig_block_masked_mm, NULL,
+     KW("a", "b", "block_size", "mask_out", "mask_lhs", "mask_rhs"), 2, {0}, 0,
+     DOC("block_masked_mm(a, b, block_size=64, mask_out=None, mask_lhs=None, mask_rhs=None): "
+         "a @ b with block_size x block_size blocks of a, b and the result masked.")},
 };
 
 int nvpy_init_quantize(PyObject *m) {

@@ -197,4 +197,5 @@ void nv__cpu_register_quantize(nv__kernel_fn *k) {
   k[NV__PRIM_QUANTIZE] = k_quantize;
   k[NV__PRIM_DEQUANTIZE] = k_dequantize;
   k[NV__PRIM_QUANTIZED_MATMUL] = nv__k_quantized_matmul;
+  k[NV__PRIM_GATHER_QMM] = nv__k_gather_qmm;
 }

@@ -12,5 +12,6 @@ float nv__q_load(nv_dtype dt, const void *p, int64_t i);
 float nv__q_scale_value(int mode, uint8_t code);
 
 nv_status nv__k_quantized_matmul(nv__node *node, const nv__operand *in, int donated);
+nv_status nv__k_gather_qmm(nv__node *node, const nv__operand *in, int donated);
 
 #endif

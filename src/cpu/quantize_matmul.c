@@ -1,7 +1,8 @@
-/* quantized_matmul on the CPU: the weights are dequantized on the fly, a few rows (transposed)
- * or a band of columns (not transposed) at a time into a float32 tile owned by one task, never
- * as a whole matrix; products accumulate in float32. Tasks are (batch, block of output
- * columns), pool-parallel. x is converted to float32 once per call when it is not float32. */
+/* quantized_matmul and gather_qmm (each pair's matrix of w read in place) on the CPU: the weights
+ * are dequantized on the fly, a few rows (transposed) or a band of columns (not transposed) at a
+ * time into a float32 tile owned by one task, never as a whole matrix; products accumulate in
+ * float32. Tasks are (batch, block of output columns), pool-parallel. x is converted to float32
+ * once per call when it is not float32. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -24,6 +25,7 @@ typedef struct qmm_job {
   nv_dtype sdt;       /* the scales' dtype (affine) */
   int64_t B, M, K, N, R, words, groups;
   bool wbatch;        /* w has one matrix per batch */
+  const int64_t *li, *ri; /* gather_qmm: x's and w's batch of each output batch, else NULL */
   nv__output *out;
   int64_t nblocks;    /* column blocks per batch */
   const float *xsum;  /* affine, transposed: x's sums per group, (B, M, groups) */
@@ -107,10 +109,15 @@ static void store_out(nv__output *o, int64_t i, float v) {
   }
 }
 
-/* The row pointers of w's row r in batch b. */
+/* The index of x's row m for output batch b (a row of (Bx * M, K)). */
+static int64_t x_index(const qmm_job *j, int64_t b, int64_t m) {
+  return (j->li ? j->li[b] : b) * j->M + m;
+}
+
+/* The row pointers of w's row r for output batch b. */
 static void w_row(const qmm_job *j, int64_t b, int64_t r, const uint32_t **row, const void **s,
                   const void **bias) {
-  int64_t wb = j->wbatch ? b : 0, rr = wb * j->R + r;
+  int64_t wb = j->ri ? j->ri[b] : j->wbatch ? b : 0, rr = wb * j->R + r;
   size_t ssz = j->p->mode == NV__QMODE_AFFINE ? nv_dtype_size(j->sdt) : 1;
   *row = j->w + rr * j->words;
   *s = (const char *)j->s + rr * j->groups * (int64_t)ssz;
@@ -137,7 +144,7 @@ static void range_t(void *ctx, int64_t lo, int64_t hi) {
     }
     for (int64_t m = 0; m < j->M; m++) {
       float res[TCOLS];
-      dots(j->x + (b * j->M + m) * j->K, tile, j->K, nt, res);
+      dots(j->x + x_index(j, b, m) * j->K, tile, j->K, nt, res);
       for (int c = 0; c < nt; c++) store_out(j->out, (b * j->M + m) * j->N + n0 + c, res[c]);
     }
   }
@@ -188,8 +195,9 @@ static void range_ta(void *ctx, int64_t lo, int64_t hi) {
       float sv = nv__q_load(j->sdt, s, g), bv = nv__q_load(j->sdt, bias, g);
       for (int64_t m = 0; m < j->M; m++) {
         float d;
-        dots(j->x + (b * j->M + m) * j->K + g * gs, q, gs, 1, &d);
-        acc[m] += sv * d + bv * j->xsum[(b * j->M + m) * j->groups + g];
+        int64_t xi = x_index(j, b, m);
+        dots(j->x + xi * j->K + g * gs, q, gs, 1, &d);
+        acc[m] += sv * d + bv * j->xsum[xi * j->groups + g];
       }
     }
     for (int64_t m = 0; m < j->M; m++) store_out(j->out, (b * j->M + m) * j->N + n, acc[m]);
@@ -217,13 +225,63 @@ static void range_n(void *ctx, int64_t lo, int64_t hi) {
       w_row(j, b, k, &row, &s, &bias);
       deq_seg(j, row, s, bias, n0, nb, band);
       for (int64_t m = 0; m < j->M; m++)
-        axpy(acc + m * NBAND, j->x[(b * j->M + m) * j->K + k], band, nb);
+        axpy(acc + m * NBAND, j->x[x_index(j, b, m) * j->K + k], band, nb);
     }
     for (int64_t m = 0; m < j->M; m++)
       for (int64_t c = 0; c < nb; c++)
         store_out(j->out, (b * j->M + m) * j->N + n0 + c, acc[m * NBAND + c]);
   }
   free(acc);
+}
+
+/* Runs job `j` (its operand pointers, sizes and indices set) for x `xin` into `out` (allocated,
+ * not empty): x converted to float32, x's group sums for the fused path, the parallel loop. */
+static nv_status run_qmm(qmm_job *j, const char *op, const nv__operand *xin, nv__output *out) {
+  const nv__quant_params *p = j->p;
+  const nv__output *ox = xin->meta;
+  atomic_init(&j->oom, false);
+  if (j->K == 0) {
+    for (int64_t i = 0; i < out->size; i++) store_out(out, i, 0.0f);
+    return NV_OK;
+  }
+  float *xf = NULL;
+  if (ox->dtype == NV_DTYPE_FLOAT32) {
+    j->x = nv__operand_ptr(xin);
+  } else {
+    xf = malloc((size_t)(ox->size > 0 ? ox->size : 1) * sizeof(float));
+    if (!xf) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+    const void *xp = nv__operand_ptr(xin);
+    for (int64_t i = 0; i < ox->size; i++) xf[i] = nv__q_load(ox->dtype, xp, i);
+    j->x = xf;
+  }
+  float *xsum = NULL;
+  bool fused = p->transpose && p->mode == NV__QMODE_AFFINE;
+  if (fused) {
+    int gs = p->group_size;
+    int64_t xrows = ox->size / j->K; /* every row of x (gather_qmm: of all Bx batches) */
+    xsum = malloc((size_t)(xrows * j->groups > 0 ? xrows * j->groups : 1) * sizeof(float));
+    if (!xsum) {
+      free(xf);
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+    }
+    for (int64_t r = 0; r < xrows; r++)
+      for (int64_t g = 0; g < j->groups; g++) {
+        float t = 0;
+        for (int i = 0; i < gs; i++) t += j->x[r * j->K + g * gs + i];
+        xsum[r * j->groups + g] = t;
+      }
+    j->xsum = xsum;
+  }
+  int cols = fused ? 1 : p->transpose ? TCOLS : NBAND;
+  j->nblocks = (j->N + cols - 1) / cols;
+  int64_t work = j->M * j->K * cols; /* multiply-adds per task */
+  int64_t grain = work >= NV__PAR_GRAIN ? 1 : NV__PAR_GRAIN / (work > 0 ? work : 1);
+  nv__parallel_for(j->B * j->nblocks, grain,
+                   fused ? range_ta : p->transpose ? range_t : range_n, j);
+  free(xsum);
+  free(xf);
+  if (atomic_load(&j->oom)) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  return NV_OK;
 }
 
 nv_status nv__k_quantized_matmul(nv__node *node, const nv__operand *in, int donated) {
@@ -247,47 +305,52 @@ nv_status nv__k_quantized_matmul(nv__node *node, const nv__operand *in, int dona
                .groups = in[2].meta->shape[2],
                .wbatch = ow->shape[0] > 1,
                .out = out};
-  atomic_init(&j.oom, false);
-  if (j.K == 0) {
-    for (int64_t i = 0; i < out->size; i++) store_out(out, i, 0.0f);
-    return NV_OK;
-  }
-  float *xf = NULL;
-  if (ox->dtype == NV_DTYPE_FLOAT32) {
-    j.x = nv__operand_ptr(&in[0]);
-  } else {
-    xf = malloc((size_t)ox->size * sizeof(float));
-    if (!xf) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "quantized_matmul: out of memory");
-    const void *xp = nv__operand_ptr(&in[0]);
-    for (int64_t i = 0; i < ox->size; i++) xf[i] = nv__q_load(ox->dtype, xp, i);
-    j.x = xf;
-  }
-  float *xsum = NULL;
-  bool fused = p->transpose && p->mode == NV__QMODE_AFFINE;
-  if (fused) {
-    int gs = p->group_size;
-    xsum = malloc((size_t)(j.B * j.M * j.groups) * sizeof(float));
-    if (!xsum) {
-      free(xf);
-      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "quantized_matmul: out of memory");
-    }
-    for (int64_t r = 0; r < j.B * j.M; r++)
-      for (int64_t g = 0; g < j.groups; g++) {
-        float t = 0;
-        for (int i = 0; i < gs; i++) t += j.x[r * j.K + g * gs + i];
-        xsum[r * j.groups + g] = t;
+  return run_qmm(&j, "quantized_matmul", &in[0], out);
+}
+
+/* gather_qmm: the indices checked and wrapped (negative ones once, as take's) into a copy,
+ * then quantized_matmul's job with x's and w's batch of each pair. */
+nv_status nv__k_gather_qmm(nv__node *node, const nv__operand *in, int donated) {
+  (void)donated;
+  const nv__gather_qmm_params *gp = node->params;
+  const nv__quant_params *p = &gp->q;
+  nv__output *out = &node->out[0];
+  nv_status st = nv__output_alloc(out);
+  if (st != NV_OK || out->size == 0) return st;
+  int ni = node->ninputs;
+  const nv__output *ox = in[0].meta, *ow = in[1].meta;
+  int64_t L = out->shape[0], size[2] = {ox->shape[0], ow->shape[0]};
+  int64_t *idx = malloc((size_t)(2 * L) * sizeof(int64_t));
+  if (!idx) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "gather_qmm: out of memory");
+  for (int a = 0; a < 2; a++) {
+    const int64_t *src = nv__operand_ptr(&in[ni - 2 + a]);
+    for (int64_t l = 0; l < L; l++) {
+      int64_t v = src[l], w = v < 0 ? v + size[a] : v;
+      if (w < 0 || w >= size[a]) {
+        free(idx);
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                             "gather_qmm: index %lld is out of range for an axis of size %lld",
+                             (long long)v, (long long)size[a]);
       }
-    j.xsum = xsum;
+      idx[a * L + l] = w;
+    }
   }
-  int cols = fused ? 1 : p->transpose ? TCOLS : NBAND;
-  j.nblocks = (j.N + cols - 1) / cols;
-  int64_t work = j.M * j.K * cols; /* multiply-adds per task */
-  int64_t grain = work >= NV__PAR_GRAIN ? 1 : NV__PAR_GRAIN / (work > 0 ? work : 1);
-  nv__parallel_for(j.B * j.nblocks, grain, fused ? range_ta : p->transpose ? range_t : range_n,
-                   &j);
-  free(xsum);
-  free(xf);
-  if (atomic_load(&j.oom))
-    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "quantized_matmul: out of memory");
-  return NV_OK;
+  qmm_job j = {.p = p,
+               .w = nv__operand_ptr(&in[1]),
+               .s = nv__operand_ptr(&in[2]),
+               .b = p->mode == NV__QMODE_AFFINE ? nv__operand_ptr(&in[3]) : NULL,
+               .sdt = in[2].meta->dtype,
+               .B = L,
+               .M = ox->shape[1],
+               .K = ox->shape[2],
+               .N = out->shape[2],
+               .R = ow->shape[1],
+               .words = ow->shape[2],
+               .groups = in[2].meta->shape[2],
+               .li = idx,
+               .ri = idx + L,
+               .out = out};
+  st = run_qmm(&j, "gather_qmm", &in[0], out);
+  free(idx);
+  return st;
 }

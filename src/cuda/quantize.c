@@ -1,19 +1,19 @@
-/* The quantize family on the GPU: the kernel-table entries of quantize, dequantize and
- * quantized_matmul (host code, C11). Each gets its outputs' device memory and its inputs
- * row-contiguous (copied into scratch memory where they are not) and records one launch of
- * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed
- * w (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16
- * or float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products
- * of more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not
- * reach it). */
+/* The quantize family on the GPU: the kernel-table entries of quantize, dequantize,
+ * quantized_matmul and gather_qmm (host code, C11). Each gets its outputs' device memory and its
+ * inputs row-contiguous (copied into scratch memory where they are not) and records one launch of
+ * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed w
+ * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
+ * float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products of
+ * more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not reach
+ * it). */
 #include "cuda/gpu.h"
 #include "cuda/quantize_kernels.h"
 #include "ops/quantize_params.h"
 
 /* Views and accesses of one launch: outputs first (written), then inputs (read). */
 typedef struct launch_views {
-  hrx_view v[5];
-  hrx_access a[5];
+  hrx_view v[7];
+  hrx_access a[7];
   int n;
 } launch_views;
 
@@ -186,8 +186,78 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
   return nv__gpu_dispatch(ctx, &l);
 }
 
+/* gather_qmm: the streaming gemv indexed by pair (the builder sends here only what it takes:
+ * transposed, M <= 8, K a multiple of 32, float16, bfloat16 or float32). With sorted_indices
+ * and one row of x per pair, more pairs than matrices are computed by runs of consecutive
+ * pairs of one matrix (4 or 8 pairs per chunk: about L / E pairs share a matrix). */
+static nv_status k_gather_qmm(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
+                              int donated) {
+  (void)donated;
+  const nv__gather_qmm_params *gp = node->params;
+  const nv__quant_params *qp = &gp->q;
+  nv__output *out = &node->out[0];
+  const nv__output *ox = in[0].meta, *ow = in[1].meta;
+  bool affine = qp->mode == NV__QMODE_AFFINE;
+  int ni = node->ninputs;
+  int64_t L = out->shape[0], M = ox->shape[1], E = ow->shape[0];
+  int runs = gp->sorted && M == 1 && L > E ? (L >= 4 * E ? 8 : 4) : 0;
+  const void *func =
+      qp->transpose && M <= NV__GPU_QMM_GEMV_MAX_M && ox->shape[2] % 32 == 0
+          ? nv__gpu_kernel_gather_qmv((int)out->dtype, qp->mode, qp->bits, M, runs)
+          : NULL;
+  if (!func)
+    return nv__set_error(NV_ERR_UNSUPPORTED,
+                         "gather_qmm: no GPU kernel for a %s product of %lld rows per pair "
+                         "(transpose=%s, K=%lld)",
+                         nv_dtype_name(out->dtype), (long long)M,
+                         qp->transpose ? "true" : "false", (long long)ox->shape[2]);
+  nv__gpu_arg o, a[6];
+  nv_status st = nv__gpu_output(ctx, out, &o);
+  if (st != NV_OK || out->size == 0) return st;
+  /* K == 0 needs no special case: the kernel checks the indices and stores zeros. */
+  if ((st = inputs(ctx, in, ni, a)) != NV_OK) return st;
+  nv__gpu_quant_params p = {.mode = qp->mode,
+                            .group_size = qp->group_size,
+                            .bits = qp->bits,
+                            .transpose = qp->transpose,
+                            .B = L,
+                            .M = M,
+                            .K = ox->shape[2],
+                            .N = out->shape[2],
+                            .R = ow->shape[1],
+                            .words = ow->shape[2],
+                            .groups = in[2].meta->shape[2],
+                            .sdt = (int32_t)in[2].meta->dtype,
+                            .Bx = ox->shape[0],
+                            .E = E};
+  if ((st = nv__gpu_index_check(ctx, "gather_qmm", &p.bad)) != NV_OK) return st;
+  launch_views lv = {.n = 0};
+  add_view(&lv, &p, &o, HRX_ACCESS_WRITE);
+  for (int i = 0; i < 3; i++) add_view(&lv, &p, &a[i], HRX_ACCESS_READ);
+  add_view(&lv, &p, affine ? &a[3] : &a[2], HRX_ACCESS_READ);
+  add_view(&lv, &p, &a[ni - 2], HRX_ACCESS_READ);
+  add_view(&lv, &p, &a[ni - 1], HRX_ACCESS_READ);
+  int64_t rows =
+      (int64_t)nv__gpu_qmv_rows_per_warp(runs ? runs : M, p.bits) * NV__GPU_QMV_WARPS;
+  int64_t blocks = (p.N + rows - 1) / rows;
+  if (blocks > INT32_MAX)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "gather_qmm: N = %lld is too large",
+                         (long long)p.N);
+  nv__gpu_launch l = {.func = func,
+                      .grid = {(uint32_t)blocks, cap_grid(runs ? (L + runs - 1) / runs : L), 1},
+                      .block = {32 * NV__GPU_QMV_WARPS, 1, 1},
+                      .views = lv.v,
+                      .access = lv.a,
+                      .nviews = lv.n,
+                      .params = &p,
+                      .params_size = sizeof p,
+                      .aliasing = false};
+  return nv__gpu_dispatch(ctx, &l);
+}
+
 void nv__gpu_register_quantize(nv__gpu_kernel_fn *k) {
   k[NV__PRIM_QUANTIZE] = k_quantize;
   k[NV__PRIM_DEQUANTIZE] = k_dequantize;
   k[NV__PRIM_QUANTIZED_MATMUL] = k_quantized_matmul;
+  k[NV__PRIM_GATHER_QMM] = k_gather_qmm;
 }

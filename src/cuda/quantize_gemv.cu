@@ -1,7 +1,9 @@
 /* quantized_matmul's decode gemv (x @ w.T with M <= 8 rows of x per matrix), streaming the
- * packed weights at memory speed. Each lane of a warp owns "units" of 32 consecutive elements
- * of K (exactly BITS packed words of a row, inside one group for group sizes >= 32, two for
- * nvfp4's 16) and walks the row's units 32 apart. Per step it first issues every load of the
+ * packed weights at memory speed, and gather_qmm's (the same product, qmv_product, with each
+ * pair's matrix of w read in place: by pair, or by runs of consecutive pairs of one matrix).
+ * Each lane of a warp owns "units" of 32 consecutive elements of K (exactly BITS packed words
+ * of a row, inside one group for group sizes >= 32, two for nvfp4's 16) and walks the row's
+ * units 32 apart. Per step it first issues every load of the
  * step (UNROLL units of R rows of w with 16-, 8- or 4-byte loads that do not allocate in L1,
  * plus their scales and biases), then dequantizes in registers and multiplies with x, read
  * 4 or 8 elements at a time with 8- or 16-byte loads (x stays in L1: every warp of the SM
@@ -174,146 +176,271 @@ __device__ __forceinline__ void load_x(const typename F::S *p, float *out) {
   }
 }
 
-/* Block NV__GPU_QMV_WARPS warps; warp w of block x computes rows n0 .. n0+R-1 of w
- * (n0 = (x * WARPS + w) * R; rows past N repeat row N-1 and are not stored) for every row of
- * x in batch blockIdx.y (grid-stride over batches). MT: at most this many rows of x. */
+/* x's rows of one product: a batch of x, row m at base + m * K. */
+template <class S> struct x_batch {
+  const S *base;
+  int64_t K;
+  __device__ __forceinline__ const S *row(int m) const { return base + m * K; }
+};
+
+/* x's rows of one run of gathered pairs (one row each): any rows of x. */
+template <class S, int MT> struct x_rows {
+  const S *r[MT];
+  __device__ __forceinline__ const S *row(int m) const { return r[m]; }
+};
+
+/* One warp's product: rows n0 .. n0+R-1 of w's matrix wb (rows past N repeat row N-1 and are
+ * not stored) times the M (<= MT) rows of x that `xr` gives, stored to output rows orow ..
+ * orow+M-1 (of N elements each). `aligned`: w and x are aligned for the vector loads. */
+template <class F, int BITS, int MODE, int MT, class XR>
+__device__ __forceinline__ void qmv_product(typename F::S *out, int64_t orow, const XR &xr,
+                                            int M, const uint32_t *w, const void *scales,
+                                            const void *biases, int64_t wb, int64_t n0,
+                                            bool aligned, const nv__gpu_quant_params &p) {
+  typedef typename F::S S;
+  typedef gemv_shape<MT, BITS> SH;
+  constexpr int R = SH::R, UNROLL = SH::UNROLL, CH = SH::CH;
+  constexpr int NS = MODE == NV__QMODE_NVFP4 ? 2 : 1; /* scales per unit */
+  constexpr bool AFF = MODE == NV__QMODE_AFFINE;
+  const int lane = threadIdx.x & 31;
+  const int64_t U = aligned ? p.K / UNIT : 0;
+  const int gshift = __ffs(p.group_size) - 1; /* group sizes are powers of two */
+  const int64_t ssz = AFF ? dtype_size(p.sdt) : 1;
+  const uint32_t *wr[R];
+  const char *sr[R], *br[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int64_t rr = wb * p.R + (n0 + r < p.N ? n0 + r : p.N - 1);
+    wr[r] = w + rr * p.words;
+    sr[r] = (const char *)scales + (p.off[3] + rr * p.groups) * ssz;
+    br[r] = (const char *)biases + (p.off[4] + rr * p.groups) * ssz;
+  }
+  float acc[MT][R];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[m][r] = 0;
+  if (!aligned) {
+    for (int64_t e = lane; e < p.K; e += 32) {
+      const int64_t g = e >> gshift;
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        const uint32_t c = nv__qextract(wr[r], e, BITS, p.words);
+        float v;
+        if (AFF)
+          v = __fmaf_rn((float)c, load_scale(p.sdt, sr[r], g), load_scale(p.sdt, br[r], g));
+        else
+          v = __fmul_rn(fp_scale(MODE, ((const uint8_t *)sr[r])[g]),
+                        MODE == NV__QMODE_MXFP8 ? fp8_to_f32((uint8_t)c) : nv__qfp4_value(c));
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+          if (m < M) acc[m][r] = __fmaf_rn(v, F::ld(xr.row(m)[e]), acc[m][r]);
+      }
+    }
+  }
+  for (int64_t u0 = lane; u0 < U; u0 += 32 * UNROLL) {
+    /* Every load of the step first: weights, then their scales and biases. */
+    uint32_t q[UNROLL][R][BITS];
+    float sc[UNROLL][R][NS], bi[UNROLL][R];
+#pragma unroll
+    for (int j = 0; j < UNROLL; j++) {
+      const int64_t u = u0 + 32 * j;
+      if (u < U) {
+#pragma unroll
+        for (int r = 0; r < R; r++) load_unit<BITS>(wr[r] + u * BITS, q[j][r]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < UNROLL; j++) {
+      const int64_t u = u0 + 32 * j;
+      if (u < U) {
+        const int64_t g = (u * UNIT) >> gshift;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+          if (AFF) {
+            sc[j][r][0] = load_scale(p.sdt, sr[r], g);
+            bi[j][r] = load_scale(p.sdt, br[r], g);
+          } else {
+            bi[j][r] = 0;
+#pragma unroll
+            for (int h = 0; h < NS; h++)
+              sc[j][r][h] = fp_scale(MODE, __ldg((const uint8_t *)sr[r] + g + h));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < UNROLL; j++) {
+      const int64_t u = u0 + 32 * j;
+      if (u >= U) break; /* units only run out at the row's end */
+#pragma unroll
+      for (int c = 0; c < UNIT / CH; c++) {
+        float dq[R][CH];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+          dequant<BITS, MODE, CH, SH::MAGIC>(q[j][r], c, sc[j][r][0], sc[j][r][NS - 1],
+                                             bi[j][r], dq[r]);
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+          if (m >= M) break;
+          float xv[CH];
+          load_x<F, CH>(xr.row(m) + u * UNIT + CH * c, xv);
+#pragma unroll
+          for (int r = 0; r < R; r++) {
+            float a = acc[m][r];
+#pragma unroll
+            for (int t = 0; t < CH; t++) a = __fmaf_rn(dq[r][t], xv[t], a);
+            acc[m][r] = a;
+          }
+        }
+      }
+    }
+  }
+  /* Butterfly sums (every lane ends with the totals); output i is stored by lane i % 32. */
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    if (m >= M) break;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      float s = acc[m][r];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == ((m * R + r) & 31) && n0 + r < p.N) out[(orow + m) * p.N + n0 + r] = F::st(s);
+    }
+  }
+}
+
+/* Packed rows and x aligned for the vector loads (every row and unit start is when their
+ * starts are, K being a multiple of 32), else (a view's offset; uniform over the grid) element
+ * by element. */
+template <int BITS, class S>
+__device__ __forceinline__ bool qmv_aligned(const uint32_t *w, const S *x) {
+  constexpr uintptr_t WALIGN = BITS % 4 == 0 ? 16 : BITS % 2 == 0 ? 8 : 4;
+  return ((uintptr_t)w & (WALIGN - 1)) == 0 && ((uintptr_t)x & 15) == 0;
+}
+
+/* The first row of w of this warp: (blockIdx.x * WARPS + warp) * R. */
+template <int MT, int BITS> __device__ __forceinline__ int64_t qmv_first_row() {
+  return ((int64_t)blockIdx.x * NV__GPU_QMV_WARPS + (threadIdx.x >> 5)) * gemv_shape<MT, BITS>::R;
+}
+
+/* Index `v` of an axis of `size` wrapped once (negative from the end) into *w; false (and
+ * the node's check record raised) when out of range. Uniform over a warp. */
+__device__ __forceinline__ bool wrap_index(int64_t v, int64_t size, nv__gpu_bad *bad,
+                                           int64_t *w) {
+  const int64_t t = v < 0 ? v + size : v;
+  if (t < 0 || t >= size) {
+    if ((threadIdx.x & 31) == 0) nv__gpu_raise_bad(bad, (long long)v, (long long)size);
+    return false;
+  }
+  *w = t;
+  return true;
+}
+
+/* quantized_matmul. Block NV__GPU_QMV_WARPS warps; warp w of block x computes rows
+ * n0 .. n0+R-1 of w for every row of x in batch blockIdx.y (grid-stride over batches). MT: at
+ * most this many rows of x. */
 template <int DT, int BITS, int MODE, int MT>
 __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>::MINB))
     qmv_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x, const uint32_t *w,
                const void *scales, const void *biases, nv__gpu_quant_params p) {
   typedef f32io<DT> F;
   typedef typename F::S S;
-  typedef gemv_shape<MT, BITS> SH;
-  constexpr int R = SH::R, UNROLL = SH::UNROLL, CH = SH::CH;
-  constexpr int NS = MODE == NV__QMODE_NVFP4 ? 2 : 1; /* scales per unit */
-  constexpr bool AFF = MODE == NV__QMODE_AFFINE;
   out += p.off[0];
   x += p.off[1];
   w += p.off[2];
-  const int lane = threadIdx.x & 31;
-  const int64_t n0 = ((int64_t)blockIdx.x * NV__GPU_QMV_WARPS + (threadIdx.x >> 5)) * R;
+  const int64_t n0 = qmv_first_row<MT, BITS>();
   if (n0 >= p.N) return; /* the whole warp */
-  const int M = (int)p.M;
-  /* Packed rows and x aligned for the vector loads (every row and unit start is when their
-   * starts are, K being a multiple of 32), else (a view's offset; uniform over the grid)
-   * element by element. */
-  constexpr uintptr_t WALIGN = BITS % 4 == 0 ? 16 : BITS % 2 == 0 ? 8 : 4;
-  const bool aligned = ((uintptr_t)w & (WALIGN - 1)) == 0 && ((uintptr_t)x & 15) == 0;
-  const int64_t U = aligned ? p.K / UNIT : 0;
-  const int gshift = __ffs(p.group_size) - 1; /* group sizes are powers of two */
-  const int64_t ssz = AFF ? dtype_size(p.sdt) : 1;
+  const bool aligned = qmv_aligned<BITS>(w, x);
   for (int64_t bt = blockIdx.y; bt < p.B; bt += gridDim.y) {
-    const int64_t wb = p.wbatch ? bt : 0;
-    const uint32_t *wr[R];
-    const char *sr[R], *br[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-      const int64_t rr = wb * p.R + (n0 + r < p.N ? n0 + r : p.N - 1);
-      wr[r] = w + rr * p.words;
-      sr[r] = (const char *)scales + (p.off[3] + rr * p.groups) * ssz;
-      br[r] = (const char *)biases + (p.off[4] + rr * p.groups) * ssz;
-    }
-    const S *xb = x + bt * p.M * p.K;
-    float acc[MT][R];
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-      for (int r = 0; r < R; r++) acc[m][r] = 0;
-    if (!aligned) {
-      for (int64_t e = lane; e < p.K; e += 32) {
-        const int64_t g = e >> gshift;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-          const uint32_t c = nv__qextract(wr[r], e, BITS, p.words);
-          float v;
-          if (AFF)
-            v = __fmaf_rn((float)c, load_scale(p.sdt, sr[r], g), load_scale(p.sdt, br[r], g));
-          else
-            v = __fmul_rn(fp_scale(MODE, ((const uint8_t *)sr[r])[g]),
-                          MODE == NV__QMODE_MXFP8 ? fp8_to_f32((uint8_t)c) : nv__qfp4_value(c));
-#pragma unroll
-          for (int m = 0; m < MT; m++)
-            if (m < M) acc[m][r] = __fmaf_rn(v, F::ld(xb[m * p.K + e]), acc[m][r]);
-        }
+    const x_batch<S> xr = {x + bt * p.M * p.K, p.K};
+    qmv_product<F, BITS, MODE, MT>(out, bt * p.M, xr, (int)p.M, w, scales, biases,
+                                   p.wbatch ? bt : 0, n0, aligned, p);
+  }
+}
+
+/* gather_qmm, one pair at a time: as qmv_kernel with batch blockIdx.y (grid-stride over the
+ * L = p.B pairs) being x's batch lhs[l] times w's matrix rhs[l]. */
+template <int DT, int BITS, int MODE, int MT>
+__global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>::MINB))
+    gather_qmv_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x,
+                      const uint32_t *w, const void *scales, const void *biases,
+                      const int64_t *lhs, const int64_t *rhs, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  typedef typename F::S S;
+  out += p.off[0];
+  x += p.off[1];
+  w += p.off[2];
+  lhs += p.off[5];
+  rhs += p.off[6];
+  const int64_t n0 = qmv_first_row<MT, BITS>();
+  if (n0 >= p.N) return; /* the whole warp */
+  const bool aligned = qmv_aligned<BITS>(w, x);
+  for (int64_t l = blockIdx.y; l < p.B; l += gridDim.y) {
+    int64_t xi, wi;
+    if (!wrap_index(__ldg(lhs + l), p.Bx, p.bad, &xi)) continue;
+    if (!wrap_index(__ldg(rhs + l), p.E, p.bad, &wi)) continue;
+    const x_batch<S> xr = {x + xi * p.M * p.K, p.K};
+    qmv_product<F, BITS, MODE, MT>(out, l * p.M, xr, (int)p.M, w, scales, biases, wi, n0,
+                                   aligned, p);
+  }
+}
+
+/* gather_qmm by runs (x has one row per pair, p.M == 1): block row blockIdx.y walks chunks of
+ * MT consecutive pairs (grid-stride); in each chunk the runs of consecutive pairs of one
+ * wrapped rhs index are one product of up to MT rows of x (the rows lhs[l]) with that matrix,
+ * so sorted pairs read each matrix about once per chunk instead of once per pair. Any order
+ * of the pairs gives the same result (shorter runs). */
+template <int DT, int BITS, int MODE, int MT>
+__global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>::MINB))
+    gather_runs_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x,
+                       const uint32_t *w, const void *scales, const void *biases,
+                       const int64_t *lhs, const int64_t *rhs, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  typedef typename F::S S;
+  out += p.off[0];
+  x += p.off[1];
+  w += p.off[2];
+  lhs += p.off[5];
+  rhs += p.off[6];
+  const int64_t n0 = qmv_first_row<MT, BITS>();
+  if (n0 >= p.N) return; /* the whole warp */
+  const bool aligned = qmv_aligned<BITS>(w, x);
+  const int64_t chunks = (p.B + MT - 1) / MT;
+  for (int64_t ch = blockIdx.y; ch < chunks; ch += gridDim.y) {
+    const int64_t c0 = ch * MT, c1 = c0 + MT < p.B ? c0 + MT : p.B;
+    for (int64_t i = c0; i < c1;) {
+      int64_t wi, j = i + 1;
+      if (!wrap_index(__ldg(rhs + i), p.E, p.bad, &wi)) {
+        i++;
+        continue;
       }
-    }
-    for (int64_t u0 = lane; u0 < U; u0 += 32 * UNROLL) {
-      /* Every load of the step first: weights, then their scales and biases. */
-      uint32_t q[UNROLL][R][BITS];
-      float sc[UNROLL][R][NS], bi[UNROLL][R];
-#pragma unroll
-      for (int j = 0; j < UNROLL; j++) {
-        const int64_t u = u0 + 32 * j;
-        if (u < U) {
-#pragma unroll
-          for (int r = 0; r < R; r++) load_unit<BITS>(wr[r] + u * BITS, q[j][r]);
-        }
+      /* A raw index out of range ends the run (it is reported as the next run's first). */
+      while (j < c1) {
+        const int64_t v = __ldg(rhs + j), t = v < 0 ? v + p.E : v;
+        if (t < 0 || t >= p.E || t != wi) break;
+        j++;
       }
+      const int M = (int)(j - i);
+      x_rows<S, MT> xr;
+      bool ok = true;
 #pragma unroll
-      for (int j = 0; j < UNROLL; j++) {
-        const int64_t u = u0 + 32 * j;
-        if (u < U) {
-          const int64_t g = (u * UNIT) >> gshift;
-#pragma unroll
-          for (int r = 0; r < R; r++) {
-            if (AFF) {
-              sc[j][r][0] = load_scale(p.sdt, sr[r], g);
-              bi[j][r] = load_scale(p.sdt, br[r], g);
-            } else {
-              bi[j][r] = 0;
-#pragma unroll
-              for (int h = 0; h < NS; h++)
-                sc[j][r][h] = fp_scale(MODE, __ldg((const uint8_t *)sr[r] + g + h));
-            }
-          }
-        }
+      for (int m = 0; m < MT; m++) {
+        int64_t xi = 0;
+        if (m < M) ok &= wrap_index(__ldg(lhs + i + m), p.Bx, p.bad, &xi);
+        xr.r[m] = x + xi * p.K;
       }
-#pragma unroll
-      for (int j = 0; j < UNROLL; j++) {
-        const int64_t u = u0 + 32 * j;
-        if (u >= U) break; /* units only run out at the row's end */
-        const S *xu = xb + u * UNIT;
-#pragma unroll
-        for (int c = 0; c < UNIT / CH; c++) {
-          float dq[R][CH];
-#pragma unroll
-          for (int r = 0; r < R; r++)
-            dequant<BITS, MODE, CH, SH::MAGIC>(q[j][r], c, sc[j][r][0], sc[j][r][NS - 1],
-                                               bi[j][r], dq[r]);
-#pragma unroll
-          for (int m = 0; m < MT; m++) {
-            if (m >= M) break;
-            float xv[CH];
-            load_x<F, CH>(xu + m * p.K + CH * c, xv);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-              float a = acc[m][r];
-#pragma unroll
-              for (int t = 0; t < CH; t++) a = __fmaf_rn(dq[r][t], xv[t], a);
-              acc[m][r] = a;
-            }
-          }
-        }
-      }
-    }
-    /* Butterfly sums (every lane ends with the totals); output i is stored by lane i % 32. */
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      if (m >= M) break;
-#pragma unroll
-      for (int r = 0; r < R; r++) {
-        float s = acc[m][r];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == ((m * R + r) & 31) && n0 + r < p.N) out[(bt * p.M + m) * p.N + n0 + r] = F::st(s);
-      }
+      if (ok)
+        qmv_product<F, BITS, MODE, MT>(out, i, xr, M, w, scales, biases, wi, n0, aligned, p);
+      i = j;
     }
   }
 }
 
 /* Whether one row of x takes the two-rows-of-w shape (MT = 2: each load of x serves two rows
  * of w, two units in flight per row) instead of one row of w per warp: NUVEC_QMV_PAIRS=1, a
- * measurement switch read once (bench/gpu compares the two). */
+ * measurement switch read once (bench/gpu compares the two). quantized_matmul and gather_qmm
+ * by pair both follow it (nv__gpu_qmv_rows_per_warp gives their shape's rows). */
 static bool qmv_pairs(void) {
   static const bool on = [] {
     const char *e = getenv("NUVEC_QMV_PAIRS");
@@ -322,29 +449,54 @@ static bool qmv_pairs(void) {
   return on;
 }
 
-template <int DT, int BITS, int MODE> const void *qmv_for_m(int64_t m) {
-  if (m <= 1 && qmv_pairs()) return (const void *)qmv_kernel<DT, BITS, MODE, 2>;
-  if (m <= 1) return (const void *)qmv_kernel<DT, BITS, MODE, 1>;
-  if (m <= 4) return (const void *)qmv_kernel<DT, BITS, MODE, 4>;
-  return (const void *)qmv_kernel<DT, BITS, MODE, 8>;
+/* The kernel for m rows of x: quantized_matmul's (gather false), gather_qmm's by pair (runs 0)
+ * or by runs of MT = runs pairs (4 or 8). */
+template <int DT, int BITS, int MODE>
+const void *kernel_for_m(bool gather, int64_t m, int runs) {
+  if (gather && runs == 4) return (const void *)gather_runs_kernel<DT, BITS, MODE, 4>;
+  if (gather && runs == 8) return (const void *)gather_runs_kernel<DT, BITS, MODE, 8>;
+  if (gather && runs != 0) return nullptr;
+  if (m <= 1 && qmv_pairs())
+    return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 2>
+                  : (const void *)qmv_kernel<DT, BITS, MODE, 2>;
+  if (m <= 1)
+    return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 1>
+                  : (const void *)qmv_kernel<DT, BITS, MODE, 1>;
+  if (m <= 4)
+    return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 4>
+                  : (const void *)qmv_kernel<DT, BITS, MODE, 4>;
+  return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 8>
+                : (const void *)qmv_kernel<DT, BITS, MODE, 8>;
 }
 
-template <int DT> const void *qmv_for(int mode, int bits, int64_t m) {
+template <int DT> const void *kernel_for(int mode, int bits, bool gather, int64_t m, int runs) {
   switch (mode) {
     case NV__QMODE_AFFINE:
       switch (bits) {
-        case 1: return qmv_for_m<DT, 1, NV__QMODE_AFFINE>(m);
-        case 2: return qmv_for_m<DT, 2, NV__QMODE_AFFINE>(m);
-        case 3: return qmv_for_m<DT, 3, NV__QMODE_AFFINE>(m);
-        case 4: return qmv_for_m<DT, 4, NV__QMODE_AFFINE>(m);
-        case 5: return qmv_for_m<DT, 5, NV__QMODE_AFFINE>(m);
-        case 6: return qmv_for_m<DT, 6, NV__QMODE_AFFINE>(m);
-        case 8: return qmv_for_m<DT, 8, NV__QMODE_AFFINE>(m);
+        case 1: return kernel_for_m<DT, 1, NV__QMODE_AFFINE>(gather, m, runs);
+        case 2: return kernel_for_m<DT, 2, NV__QMODE_AFFINE>(gather, m, runs);
+        case 3: return kernel_for_m<DT, 3, NV__QMODE_AFFINE>(gather, m, runs);
+        case 4: return kernel_for_m<DT, 4, NV__QMODE_AFFINE>(gather, m, runs);
+        case 5: return kernel_for_m<DT, 5, NV__QMODE_AFFINE>(gather, m, runs);
+        case 6: return kernel_for_m<DT, 6, NV__QMODE_AFFINE>(gather, m, runs);
+        case 8: return kernel_for_m<DT, 8, NV__QMODE_AFFINE>(gather, m, runs);
         default: return nullptr;
       }
-    case NV__QMODE_MXFP4: return bits == 4 ? qmv_for_m<DT, 4, NV__QMODE_MXFP4>(m) : nullptr;
-    case NV__QMODE_MXFP8: return bits == 8 ? qmv_for_m<DT, 8, NV__QMODE_MXFP8>(m) : nullptr;
-    case NV__QMODE_NVFP4: return bits == 4 ? qmv_for_m<DT, 4, NV__QMODE_NVFP4>(m) : nullptr;
+    case NV__QMODE_MXFP4:
+      return bits == 4 ? kernel_for_m<DT, 4, NV__QMODE_MXFP4>(gather, m, runs) : nullptr;
+    case NV__QMODE_MXFP8:
+      return bits == 8 ? kernel_for_m<DT, 8, NV__QMODE_MXFP8>(gather, m, runs) : nullptr;
+    case NV__QMODE_NVFP4:
+      return bits == 4 ? kernel_for_m<DT, 4, NV__QMODE_NVFP4>(gather, m, runs) : nullptr;
+    default: return nullptr;
+  }
+}
+
+const void *kernel_for_dtype(int dtype, int mode, int bits, bool gather, int64_t m, int runs) {
+  switch (dtype) {
+    case DT_F16: return kernel_for<DT_F16>(mode, bits, gather, m, runs);
+    case DT_BF16: return kernel_for<DT_BF16>(mode, bits, gather, m, runs);
+    case DT_F32: return kernel_for<DT_F32>(mode, bits, gather, m, runs);
     default: return nullptr;
   }
 }
@@ -352,12 +504,12 @@ template <int DT> const void *qmv_for(int mode, int bits, int64_t m) {
 }  // namespace
 
 extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t m) {
-  switch (dtype) {
-    case DT_F16: return qmv_for<DT_F16>(mode, bits, m);
-    case DT_BF16: return qmv_for<DT_BF16>(mode, bits, m);
-    case DT_F32: return qmv_for<DT_F32>(mode, bits, m);
-    default: return nullptr;
-  }
+  return kernel_for_dtype(dtype, mode, bits, false, m, 0);
+}
+
+extern "C" const void *nv__gpu_kernel_gather_qmv(int dtype, int mode, int bits, int64_t m,
+                                                 int runs) {
+  return kernel_for_dtype(dtype, mode, bits, true, m, runs);
 }
 
 template <int BITS> static int qmv_rows(int64_t m) {

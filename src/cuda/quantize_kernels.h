@@ -6,11 +6,14 @@
  *   quantize:   packed (W), scales (W), biases (W; in the fp modes w's view again, unused), w.
  *   dequantize: out (W), packed, scales, biases (the scales' view again in the fp modes).
  *   qmm (gemv and tiled): out (W), x, packed, scales, biases (likewise).
+ *   gather qmv: out (W), x, packed, scales, biases (likewise), lhs, rhs (int64).
  * Layouts are those of src/ops/quantize_params.h. */
 #ifndef NUVEC_CUDA_QUANTIZE_KERNELS_H
 #define NUVEC_CUDA_QUANTIZE_KERNELS_H
 
 #include <stdint.h>
+
+#include "cuda/checks.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,13 +30,16 @@ extern "C" {
 #define NV__GPU_QMM_KSTEP 32
 
 typedef struct nv__gpu_quant_params {
-  int64_t off[5];
+  int64_t off[7];
   int64_t n;      /* quantize: groups; dequantize: output elements */
   int32_t mode, group_size, bits;
   int32_t transpose, wbatch;
   int64_t B, M, K, N; /* quantized_matmul: x (B, M, K), out (B, M, N) */
   int64_t R, words, groups; /* w (Bw, R, words), scales (Bw, R, groups) */
   int32_t sdt;              /* the affine scales' nv_dtype code (qmm) */
+  /* gather_qmm: x (Bx, M, K), w (E, R, words), L pairs (B = L), and the index check. */
+  int64_t Bx, E;
+  nv__gpu_bad *bad;
 } nv__gpu_quant_params;
 
 /* Kernels for an nv_dtype code, else NULL. quantize: w's dtype (float16, bfloat16, float32).
@@ -53,6 +59,12 @@ const void *nv__gpu_kernel_qmm_tiled(int dtype);
  * nv__gpu_qmv_rows_per_warp(m, bits) consecutive rows of w. */
 const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t m);
 int nv__gpu_qmv_rows_per_warp(int64_t m, int bits);
+/* gather_qmm's streaming gemv (the same kernel indexed by pair), as nv__gpu_kernel_qmv.
+ * runs == 0: grid.y walks the pairs, pair l being x[lhs[l]] (m rows) times w[rhs[l]]. runs
+ * (4 or 8; x has one row per pair): grid.y walks chunks of `runs` consecutive pairs, each
+ * chunk's runs of pairs of one (wrapped) rhs index computed together as the rows of one
+ * product, so that sorted pairs read each matrix of w about once. */
+const void *nv__gpu_kernel_gather_qmv(int dtype, int mode, int bits, int64_t m, int runs);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include "nuvec/quantize.h"
 
 #include "ops/ops_internal.h"
+#include "ops/quantize_checks.h"
 #include "ops/quantize_params.h"
 
 /* ---- Mode, group size and bits ---- */
@@ -356,4 +357,16 @@ nv_array *nv_quantized_matmul(const nv_array *x, const nv_array *w, const nv_arr
   nv__scope_resume();
   nv__scope_register(res);
   return res;
+}
+
+/* ---- Checks shared with gather_qmm (src/ops/quantize_gather.c) ---- */
+
+nv_array *nv__quant_parse_mode(const char *op, const char *mode, int *gs, int *bits,
+                               nv__quant_params *p) {
+  return parse_mode(op, mode, gs, bits, p);
+}
+
+nv_array *nv__quant_check_scales(const char *op, const nv__output *w, const nv__output *s,
+                                 const nv__output *b, const nv__quant_params *p) {
+  return check_scales(op, w, s, b, p);
 }

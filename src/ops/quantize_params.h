@@ -10,7 +10,11 @@
  *   (affine: the scales' dtype; the builder converts afterwards).
  * quantized_matmul: inputs x (B, M, K) of the output dtype, packed w (Bw, N, K*bits/32) when
  *   transposed, else (Bw, K, N*bits/32), scales and (affine) biases (Bw, rows, groups), all
- *   row-contiguous; Bw is 1 (one matrix for every batch) or B. Output (B, M, N). */
+ *   row-contiguous; Bw is 1 (one matrix for every batch) or B. Output (B, M, N).
+ * gather_qmm: inputs x (Bx, M, K) of the output dtype, packed w (E, rows, words), scales and
+ *   (affine) biases (E, rows, groups) as quantized_matmul's, then lhs and rhs indices (L,)
+ *   int64 (negative ones wrap once, as take's); output (L, M, N), pair l being
+ *   x[lhs[l]] @ dequantize(w[rhs[l]])(.T). `sorted`: rhs is ascending (a hint). */
 #ifndef NUVEC_OPS_QUANTIZE_PARAMS_H
 #define NUVEC_OPS_QUANTIZE_PARAMS_H
 
@@ -22,5 +26,10 @@ typedef struct nv__quant_params {
   int32_t mode, group_size, bits;
   int32_t transpose; /* quantized_matmul: x @ w.T */
 } nv__quant_params;
+
+typedef struct nv__gather_qmm_params {
+  nv__quant_params q;
+  int32_t sorted; /* sorted_indices: rhs ascending */
+} nv__gather_qmm_params;
 
 #endif

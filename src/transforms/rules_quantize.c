@@ -6,9 +6,17 @@
  *   quantized matrix, its scales and its biases have no rules (an error naming the op, as MLX
  *   for w).
  * - quantize and dequantize have no derivatives (an error naming the op; MLX has none either).
+ * - gather_qmm: the cotangent of x is gather_qmm(cot, w, scales, biases) of the same rhs
+ *   indices with `transpose` flipped, scatter-added into x's batches at the lhs indices (MLX's
+ *   rule); its jvp in x is gather_qmm of the tangent; none for w, scales and biases (as
+ *   quantized_matmul), none needed for the integer indices. vmap flattens the map into the
+ *   pairs: a batched operand's V copies become V * Bx (V * E) batches and each map entry's
+ *   indices move by v * Bx (v * E); an index out of range stays out of range (it is sent past
+ *   the end).
  * - vmap: the batch goes in front of every batched operand; the unbatched ones among w, scales
  *   and biases are broadcast along it, and the builder's batch broadcasting does the rest.
  *   quantize and dequantize map over the batch as over any leading axis. */
+#include "ops/quantize_checks.h"
 #include "ops/quantize_params.h"
 #include "transforms/rule_decls.h"
 
@@ -105,6 +113,111 @@ VMAP(vmap_dequantize) {
   return NV_OK;
 }
 
+/* gather_qmm's operands: x, w, scales, biases (NULL in the fp modes), lhs, rhs. */
+static void gqmm_operands(const nv__node *n, nv_array *const *in, const nv_array **op) {
+  bool affine = ((const nv__gather_qmm_params *)n->params)->q.mode == NV__QMODE_AFFINE;
+  op[0] = in[0], op[1] = in[1], op[2] = in[2], op[3] = affine ? in[3] : NULL;
+  op[4] = in[n->ninputs - 2], op[5] = in[n->ninputs - 1];
+}
+
+VJP(vjp_gqmm) {
+  for (int i = 1; i < n->ninputs - 2; i++)
+    if (want[i])
+      return nv__set_error(NV_ERR_UNSUPPORTED,
+                           "gather_qmm: no vjp with respect to the quantized matrix, its "
+                           "scales or its biases");
+  if (!want[0]) return NV_OK;
+  const nv_array *op[6];
+  gqmm_operands(n, in, op);
+  nv__gather_qmm_params p = *(const nv__gather_qmm_params *)n->params;
+  p.q.transpose = !p.q.transpose;
+  int L = meta(op[5])->shape[0], one = 1, axis = 0;
+  nv_array *pairs = nv_arange(0, L, 1, NV_DTYPE_INT64);
+  nv_array *g = nv__gather_qmm3(cot[0], op[1], op[2], op[3], pairs, op[5], &p);
+  nv_array *u = nv_expand_dims(g, &one, 1); /* (L, 1, M, K): the updates of axis 0 */
+  nv_array *z = nv_zeros_like(in[0]);
+  const nv_array *ia[1] = {op[4]};
+  grad[0] = nv_scatter_add(z, ia, 1, u, &axis);
+  nv_release(pairs), nv_release(g), nv_release(u), nv_release(z);
+  return NV_OK;
+}
+
+JVP(jvp_gqmm) {
+  for (int i = 1; i < n->ninputs - 2; i++)
+    if (tan[i])
+      return nv__set_error(NV_ERR_UNSUPPORTED,
+                           "gather_qmm: no jvp with respect to the quantized matrix, its "
+                           "scales or its biases");
+  if (!tan[0]) return NV_OK;
+  const nv_array *op[6];
+  gqmm_operands(n, in, op);
+  ot[0] = nv__gather_qmm3(tan[0], op[1], op[2], op[3], op[4], op[5], n->params);
+  return NV_OK;
+}
+
+/* The (V, L) indices of one operand side under vmap: `idx` (batched along `iax` or not) with
+ * negative entries wrapped by `size` and, when the operand itself is mapped, entry v moved by
+ * v * size; out-of-range entries become V * size (out of range of the V * size batches). */
+static nv_array *vmap_indices(const nv_array *idx, int iax, bool mapped, int V, int size) {
+  nv_array *f = nv__tf_front(idx, iax, 1);
+  int shape[2] = {V, meta(f)->shape[meta(f)->ndim - 1]}; /* f: (L,) or (V, L) */
+  nv_array *c = nv_astype(f, NV_DTYPE_INT64), *b = nv_broadcast_to(c, shape, 2);
+  nv_array *sz = nv_full(NULL, 0, size, NV_DTYPE_INT64), *zero = nv_zeros(NULL, 0, NV_DTYPE_INT64);
+  nv_array *neg = nv_less(b, zero), *bs = nv_add(b, sz), *w = nv_where(neg, bs, b);
+  nv_array *lo = nv_greater_equal(w, zero), *hi = nv_less(w, sz), *ok = nv_logical_and(lo, hi);
+  nv_array *moved = nv_retain(w);
+  if (mapped) {
+    int col = 1;
+    nv_array *v = nv_arange(0, V, 1, NV_DTYPE_INT64), *v1 = nv_expand_dims(v, &col, 1);
+    nv_array *off = nv_multiply(v1, sz);
+    nv_release(moved);
+    moved = nv_add(w, off);
+    nv_release(v), nv_release(v1), nv_release(off);
+  }
+  nv_array *past = nv_full(NULL, 0, (double)V * size, NV_DTYPE_INT64);
+  nv_array *r = nv_where(ok, moved, past);
+  nv_array *tmp[] = {f, c, b, sz, zero, neg, bs, w, lo, hi, ok, moved, past};
+  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) nv_release(tmp[i]);
+  return r;
+}
+
+/* A mapped operand (V, B, r, c) as (V * B, r, c). */
+static nv_array *merge_front(nv_array *x) {
+  const nv__output *o = meta(x);
+  int s[3] = {o->shape[0] * o->shape[1], o->shape[2], o->shape[3]};
+  nv_array *r = nv_reshape(x, s, 3);
+  nv_release(x);
+  return r;
+}
+
+VMAP(vmap_gqmm) {
+  const nv_array *op[6];
+  gqmm_operands(n, in, op);
+  int ni = n->ninputs, V = nv__tf_batch_size(in, axes, ni);
+  int nw = ni - 3; /* w, scales (, biases) */
+  bool wmapped = false;
+  for (int i = 1; i <= nw; i++) wmapped |= axes[i] >= 0;
+  nv_array *x = axes[0] >= 0 ? merge_front(nv__tf_front(in[0], axes[0], 3))
+                             : nv_retain(in[0]);
+  nv_array *wv[3] = {NULL, NULL, NULL};
+  if (wmapped) {
+    front_all(in + 1, axes + 1, nw, 3, wv);
+    for (int i = 0; i < nw; i++) wv[i] = merge_front(wv[i]);
+  } else {
+    for (int i = 0; i < nw; i++) wv[i] = nv_retain(in[1 + i]);
+  }
+  int E = wmapped ? meta(wv[0])->shape[0] / V : meta(in[1])->shape[0];
+  int Bxs = axes[0] >= 0 ? meta(x)->shape[0] / V : meta(x)->shape[0];
+  nv_array *li = vmap_indices(op[4], axes[ni - 2], axes[0] >= 0, V, Bxs);
+  nv_array *ri = vmap_indices(op[5], axes[ni - 1], wmapped, V, E);
+  bool affine = nw == 3;
+  out[0] = nv__gather_qmm3(x, wv[0], wv[1], affine ? wv[2] : NULL, li, ri, n->params);
+  oax[0] = 0;
+  nv_release(x), nv_release(li), nv_release(ri);
+  for (int i = 0; i < nw; i++) nv_release(wv[i]);
+  return NV_OK;
+}
+
 VJP(vjp_none_quantize) {
   (void)cot;
   for (int i = 0; i < n->ninputs; i++)
@@ -124,6 +237,7 @@ JVP(jvp_none_quantize) {
 
 void nv__rules_register_quantize(nv__prim_rule *r) {
   r[NV__PRIM_QUANTIZED_MATMUL] = (nv__prim_rule){vjp_qmm, jvp_qmm, vmap_qmm};
+  r[NV__PRIM_GATHER_QMM] = (nv__prim_rule){vjp_gqmm, jvp_gqmm, vmap_gqmm};
   r[NV__PRIM_QUANTIZE] = (nv__prim_rule){vjp_none_quantize, jvp_none_quantize, vmap_quantize};
   r[NV__PRIM_DEQUANTIZE] =
       (nv__prim_rule){vjp_none_quantize, jvp_none_quantize, vmap_dequantize};

@@ -284,3 +284,137 @@ def test_quantized_matmul_decode_edge_values(nv, rng):
     both_inf = np.isinf(got) & np.isinf(want)
     np.testing.assert_array_equal(got[both_inf], want[both_inf])
     np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4 * np.abs(want[fin]).max())
+
+
+# ---- gather_qmm (src/cuda/quantize_gemv.cu's gemv indexed by pair, and by runs) ----
+
+sig("nv_gather_qmm", P, P, P, P, P, P, P, C.c_bool, I, I, C.c_char_p, C.c_bool)
+
+GATHER = [
+    # (x shape, E, N, K, lhs, rhs, sorted): the per-pair kernel for M <= 8 (1, 4 and 8 rows),
+    # the runs kernel (sorted, one row per pair, more pairs than matrices: chunks of 4 and 8),
+    # and the composed path (more than 8 rows per pair)
+    ((1, 1, 4224), 4, 37, 4224, None, [[2, 0, 2, 3]], False),
+    ((6, 3, 512), 5, 13, 512, [0, 1, 2, 3, 4, 5, 5], [4, 0, 4, 1, 0, 2, -1], False),
+    ((3, 8, 256), 3, 70, 256, [[0, 2], [1, -1]], [[2, 2], [0, 1]], False),
+    ((40, 1, 1024), 16, 23, 1024, None, "sorted", True),
+    ((100, 1, 512), 16, 9, 512, None, "sorted", True),
+    ((100, 1, 512), 16, 9, 512, None, "shuffled", True),
+    ((2, 12, 256), 4, 16, 256, [0, 1, 1], [3, 0, 3], False),
+]
+GATHER_MODES = [("affine", 64, 4), ("affine", 32, 2), ("affine", 128, 8), ("affine", 32, 3),
+                ("affine", 64, 5), ("affine", 64, 6), ("affine", 32, 1), ("mxfp4", 32, 4),
+                ("mxfp8", 32, 8), ("nvfp4", 16, 4)]
+GATHER_CASES = [c + m + (d,) for c in GATHER for m in GATHER_MODES
+                for d in ("float16", "bfloat16", "float32")]
+
+
+def gather_make(nv, rng, xshape, E, N, K, li, ri, mode, gs, bits, dtype, x_offset=0):
+    """A make() for gather_qmm of E random experts (quantized on the CPU) and x."""
+    w = (rng.standard_normal((E, N, K)) * rng.uniform(0.5, 2, (E, N, 1)))
+    w = w.astype(np.float32).astype(np_dtype(dtype))
+    with On("cpu"):
+        parts, _ = quantize_here(nv, w, mode, gs, bits)
+    x = rng.standard_normal(xshape).astype(np.float32).astype(np_dtype(dtype))
+    if isinstance(ri, str):
+        r = np.sort(rng.integers(0, E, xshape[0]))
+        ri = r if ri == "sorted" else rng.permutation(r)
+    li = None if li is None else np.array(li, np.int32)
+    ri = np.array(ri)
+    ri = ri.astype(np.uint32 if ri.size and ri.min() >= 0 else np.int32)
+    b = parts[2] if mode == "affine" else None
+
+    def xarr():
+        if not x_offset:
+            return nv.array(x)
+        flat = np.zeros(x.size + x_offset, x.dtype)
+        flat[x_offset:] = x.reshape(-1)
+        start, n = ints([x_offset])
+        stop, _ = ints([flat.size])
+        step, _ = ints([1])
+        v = nv.own(lib.nv_slice(nv.array(flat), start, stop, step, n))
+        shape, nd = ints(x.shape)
+        return nv.own(lib.nv_reshape(v, shape, nd))
+
+    def make(sorted_=False):
+        return nv.own(lib.nv_gather_qmm(xarr(), nv.array(parts[0]), nv.array(parts[1]),
+                                        nv.array(b) if b is not None else None,
+                                        nv.array(li) if li is not None else None,
+                                        nv.array(ri), True, gs, bits, mode.encode(), sorted_))
+    return make
+
+
+def gather_compare(nv, make, dtype):
+    got, want = gpu_and_cpu(nv, make, "gather_qmm")
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = {"bfloat16": 1.6e-2, "float16": 2e-3}.get(dtype, 1e-4)
+    g, wv = ref64(got), ref64(want)
+    np.testing.assert_allclose(g, wv, rtol=tol, atol=tol * (1 + np.abs(wv).max()))
+
+
+@pytest.mark.parametrize("xshape,E,N,K,li,ri,sorted_,mode,gs,bits,dtype",
+                         sample(GATHER_CASES, 60, 3))
+def test_gather_qmm(nv, rng, xshape, E, N, K, li, ri, sorted_, mode, gs, bits, dtype):
+    make = gather_make(nv, rng, xshape, E, N, K, li, ri, mode, gs, bits, dtype)
+    gather_compare(nv, lambda: make(sorted_), dtype)
+
+
+@pytest.mark.parametrize("sorted_", [False, True])
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_gather_qmm_unaligned_and_float64(nv, rng, sorted_, offset):
+    """x starting 1 or 4 elements into its buffer (the element-by-element loop), and float64
+    x (composed on the GPU: take and quantized_matmul)."""
+    make = gather_make(nv, rng, (24, 1, 512), 8, 21, 512, None, "sorted", "affine", 64, 4,
+                       "bfloat16", x_offset=offset)
+    gather_compare(nv, lambda: make(sorted_), "bfloat16")
+    make = gather_make(nv, rng, (3, 2, 256), 3, 8, 256, None, [2, 0, 2], "affine", 64, 4,
+                       "float64")
+    gather_compare(nv, lambda: make(sorted_), "float64")
+
+
+def test_gather_qmm_empty_and_out_of_range(nv, rng):
+    make = gather_make(nv, rng, (2, 1, 256), 4, 8, 256, [], [], "affine", 64, 4, "float32")
+    with On("gpu"):
+        assert nv.read(make()).shape == (0, 1, 8)
+    for li, ri, sorted_, bad in [([0, 1], [0, 9], False, "index 9 is out of range for an axis "
+                                  "of size 4"),
+                                 ([0, 5], [0, 1], False, "index 5 is out of range for an axis "
+                                  "of size 2"),
+                                 ([0, 1, 0, 1, 0, 1], [0, 0, 1, 1, 2, 7], True,
+                                  "index 7 is out of range for an axis of size 4"),
+                                 ([0, 1, 0, 1, 0, -3], [0, 0, 1, 1, 2, 2], True,
+                                  "index -3 is out of range for an axis of size 2")]:
+        make = gather_make(nv, rng, (2, 1, 256), 4, 8, 256, li, ri, "affine", 64, 4, "float32")
+        for device in ("cpu", "gpu"):
+            with On(device):
+                with pytest.raises(NuvecError, match="gather_qmm: " + bad):
+                    nv.read(make(sorted_))
+
+
+# ---- block_masked_mm (composed of repeat, slice, where / multiply and matmul) ----
+
+sig("nv_block_masked_mm", P, P, P, I, P, P, P)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float32"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_block_masked_mm(nv, rng, kind, dtype):
+    a = rng.standard_normal((2, 70, 40)).astype(np.float32).astype(np_dtype(dtype))
+    b = rng.standard_normal((40, 100)).astype(np.float32).astype(np_dtype(dtype))
+    a[0, 0, 0] = np.nan
+
+    def mask(shape):
+        m = rng.random(shape)
+        return m > 0.4 if kind == "bool" else m.astype(np.float32)
+    mo, ml, mr = mask((3, 4)), mask((2, 3, 2)), mask((2, 4))
+
+    def make():
+        return nv.own(lib.nv_block_masked_mm(nv.array(a), nv.array(b), 32, nv.array(mo),
+                                             nv.array(ml), nv.array(mr)))
+    got, want = gpu_and_cpu(nv, make, "block_masked_mm")
+    assert got.dtype == want.dtype and got.shape == want.shape == (2, 70, 100)
+    tol = 1.6e-2 if dtype == "bfloat16" else 1e-4
+    g, wv = ref64(got), ref64(want)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(wv))
+    fin = ~np.isnan(wv)
+    np.testing.assert_allclose(g[fin], wv[fin], rtol=tol, atol=tol * (1 + np.abs(wv[fin]).max()))
