@@ -217,12 +217,11 @@ stage11() {
   NUVEC_GPU_PROFILE=1 timeout 120 $B/bench/gpu/bench_gpu "${PROF_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" >"$OUT/prof.log" 2>&1
   note "11b. profiled bench: rc=$?"
   grep -E "^BENCH|^DIAG" "$OUT/prof.log" | grep -v "inputs" | cut -c1-400 | tee -a "$SUM"
-  # A switch off and on (AB_VAR: HRX_WAIT_HELP, the waiters' help to the watchers, or another
-  # measurement switch such as NUVEC_QMV_PAIRS), the same cases unprofiled.
-  V=${AB_VAR:-HRX_WAIT_HELP}
-  for h in ${AB_VALUES:-0 1}; do
-    env $V=$h timeout 60 $B/bench/hrx/hrx_bench 50 2>&1 | grep -E "round trip|of which" | sed "s/^/$V=$h /" | tee -a "$SUM"
-    env $V=$h timeout 60 $B/bench/gpu/bench_gpu "${AB_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" 2>&1 | grep -E "^BENCH" | sed "s/^/$V=$h /" | tee -a "$SUM"
+  # Measurement switches (AB_SETS: VAR=value settings, one run each; HRX_WAIT_HELP, the waiters'
+  # help to the watchers, HRX_WATCH_SPIN_US, NUVEC_QMV_PAIRS), the same cases unprofiled.
+  for set in ${AB_SETS:-HRX_WAIT_HELP=0 HRX_WAIT_HELP=1}; do
+    env $set timeout 60 $B/bench/hrx/hrx_bench 50 2>&1 | grep -E "round trip|of which" | sed "s/^/$set /" | tee -a "$SUM"
+    env $set timeout 60 $B/bench/gpu/bench_gpu "${AB_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" 2>&1 | grep -E "^BENCH" | sed "s/^/$set /" | tee -a "$SUM"
   done
   if command -v nsys >/dev/null; then
     timeout 120 nsys profile -t cuda,osrt -s none --cpuctxsw=none --cuda-graph-trace=node -o /tmp/nvprof -f true \
