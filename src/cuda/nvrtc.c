@@ -136,9 +136,15 @@ static bool load(const void *image, const char *entry, cudaKernel_t *k, char **w
   }
   if (e != cudaSuccess) {
     cudaGetLastError(); /* not sticky: later checks must not see it */
-    *why = loaded ? message("the image has no kernel named '%s' (cudaLibraryGetKernel: %s)",
-                            entry, cudaGetErrorString(e))
-                  : message("loading the kernel image: %s", cudaGetErrorString(e));
+    /* Images load lazily: a damaged one can load and fail only when its kernel is looked up,
+     * so the lookup's error decides which of the two it was. */
+    bool bad_image = e == cudaErrorInvalidKernelImage || e == cudaErrorInvalidPtx ||
+                     e == cudaErrorNoKernelImageForDevice || e == cudaErrorUnsupportedPtxVersion ||
+                     e == cudaErrorInvalidSource || e == cudaErrorJitCompilerNotFound;
+    bool missing = loaded && !bad_image;
+    *why = missing ? message("the image has no kernel named '%s' (cudaLibraryGetKernel: %s)",
+                             entry, cudaGetErrorString(e))
+                   : message("loading the kernel image: %s", cudaGetErrorString(e));
     return false;
   }
   return true;
