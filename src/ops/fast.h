@@ -10,6 +10,18 @@
 /* The compute dtype of an output dtype: float64 for float64, else float32. */
 nv_dtype nv__fast_compute_type(nv_dtype dt);
 
+/* Whether t is float16, bfloat16, float32 or float64; whether t is a (signed or unsigned)
+ * integer dtype. */
+bool nv__fast_real_float(nv_dtype t);
+bool nv__fast_integer(nv_dtype t);
+
+/* Releases `old` and returns `next`: one step of a chain of temporaries, y = nv__then(y, f(y)). */
+nv_array *nv__then(nv_array *old, nv_array *next);
+
+/* x converted to `dt` and row-contiguous (the same array, retained, when it is both). New
+ * reference, not scoped (callers suspend the scopes). */
+nv_array *nv__fast_prepared(const nv_array *x, nv_dtype dt);
+
 /* A rms_norm (prim FAST_RMS_NORM) or layer_norm (FAST_LAYER_NORM) node of output dtype `dt`
  * over x and the optional w and b (NULL where the params say absent; converted to dt and made
  * row-contiguous here). Arguments are not checked again. New reference (not scoped). */

@@ -5,29 +5,8 @@
 
 #include "nuvec/fast.h"
 #include "ops/fast_state.h"
+#include "ops/fast.h"
 #include "ops/ops_internal.h"
-
-static bool real_float(nv_dtype t) {
-  return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
-         t == NV_DTYPE_FLOAT64;
-}
-
-static bool integer(nv_dtype t) {
-  return t == NV_DTYPE_INT8 || t == NV_DTYPE_INT16 || t == NV_DTYPE_INT32 ||
-         t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT8 || t == NV_DTYPE_UINT16 ||
-         t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64;
-}
-
-static nv_array *then(nv_array *old, nv_array *next) {
-  nv_release(old);
-  return next;
-}
-
-static nv_array *prepared(const nv_array *x, nv_dtype dt) {
-  nv_array *c = nv__cast_unscoped(x, dt);
-  if (!nv__meta_known(c) || (nv__out(c)->flags & NV__FLAG_ROW)) return c;
-  return then(c, nv_contiguous(c));
-}
 
 nv_dtype nv__fast_delta_compute_type(nv_dtype dt, nv_dtype sdt) {
   return dt == NV_DTYPE_FLOAT64 || sdt == NV_DTYPE_FLOAT64 ? NV_DTYPE_FLOAT64 : NV_DTYPE_FLOAT32;
@@ -46,9 +25,10 @@ nv__node *nv__fast_delta_node(const nv_array *q, const nv_array *k, const nv_arr
   nv_dtype ct = nv__fast_delta_compute_type(dt, sdt);
   nv_dtype idt = nv__out(slots)->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32 : NV_DTYPE_INT64;
   nv__scope_suspend();
-  nv_array *in[7] = {prepared(q, dt),    prepared(k, dt),     prepared(v, dt),
-                     prepared(g, ct),    prepared(beta, ct),  prepared(pool, sdt),
-                     prepared(slots, idt)};
+  nv_array *in[7] = {nv__fast_prepared(q, dt),     nv__fast_prepared(k, dt),
+                     nv__fast_prepared(v, dt),     nv__fast_prepared(g, ct),
+                     nv__fast_prepared(beta, ct),  nv__fast_prepared(pool, sdt),
+                     nv__fast_prepared(slots, idt)};
   int bad = -1;
   for (int i = 0; i < 7 && bad < 0; i++)
     if (!nv__meta_known(in[i])) bad = i;
@@ -95,7 +75,8 @@ nv_status nv_fast_gated_delta_slots(const nv_array *q, const nv_array *k, const 
   const nv__output *qo = nv__out(q), *ko = nv__out(k), *vo = nv__out(v), *go = nv__out(g),
                    *bo = nv__out(beta), *po = nv__out(state_pool), *so = nv__out(slot_ids);
   char a[NV__SHAPE_BUF], b[NV__SHAPE_BUF], c[NV__SHAPE_BUF];
-  bool qk = qo->ndim == 4 && ko->ndim == 4 && real_float(qo->dtype) && real_float(ko->dtype);
+  bool qk = qo->ndim == 4 && ko->ndim == 4 && nv__fast_real_float(qo->dtype) &&
+            nv__fast_real_float(ko->dtype);
   for (int i = 0; qk && i < 4; i++) qk = qo->shape[i] == ko->shape[i];
   if (!qk || qo->shape[2] < 1) {
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
@@ -107,7 +88,7 @@ nv_status nv_fast_gated_delta_slots(const nv_array *q, const nv_array *k, const 
     return delta_fail(f, out);
   }
   int n = qo->shape[0], t = qo->shape[1], hk = qo->shape[2], dk = qo->shape[3];
-  if (vo->ndim != 4 || !real_float(vo->dtype) || vo->shape[0] != n || vo->shape[1] != t ||
+  if (vo->ndim != 4 || !nv__fast_real_float(vo->dtype) || vo->shape[0] != n || vo->shape[1] != t ||
       vo->shape[2] % hk)
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                      "v must be floating [N, T, Hv, Dv] with N = %d, T = %d and Hv a multiple of "
@@ -120,7 +101,7 @@ nv_status nv_fast_gated_delta_slots(const nv_array *q, const nv_array *k, const 
   const char *gbn[2] = {"g", "beta"};
   for (int i = 0; i < 2 && !f; i++)
     if (gb[i]->ndim != 3 || gb[i]->shape[0] != n || gb[i]->shape[1] != t ||
-        gb[i]->shape[2] != hv || !real_float(gb[i]->dtype))
+        gb[i]->shape[2] != hv || !nv__fast_real_float(gb[i]->dtype))
       f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                        "%s must be floating [N, T, Hv] = [%d, %d, %d] (v %s) but has shape %s "
                        "and dtype %s",
@@ -128,14 +109,14 @@ nv_status nv_fast_gated_delta_slots(const nv_array *q, const nv_array *k, const 
                        nv__shape_str(gb[i]->shape, gb[i]->ndim, b, sizeof b),
                        nv_dtype_name(gb[i]->dtype));
   if (!f && (po->ndim != 4 || po->shape[1] != hv || po->shape[2] != dk || po->shape[3] != dv ||
-             !real_float(po->dtype)))
+             !nv__fast_real_float(po->dtype)))
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                      "state_pool must be floating [S, Hv, Dk, Dv] with Hv = %d, Dk = %d, Dv = %d "
                      "(q %s, v %s) but has shape %s and dtype %s",
                      hv, dk, dv, nv__shape_str(qo->shape, 4, a, sizeof a),
                      nv__shape_str(vo->shape, 4, b, sizeof b),
                      nv__shape_str(po->shape, po->ndim, c, sizeof c), nv_dtype_name(po->dtype));
-  if (!f && (!integer(so->dtype) || so->ndim != 1 || so->shape[0] != n))
+  if (!f && (!nv__fast_integer(so->dtype) || so->ndim != 1 || so->shape[0] != n))
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                      "slot_ids must be a 1-D integer array of N = %d slots but has shape %s and "
                      "dtype %s",
@@ -162,7 +143,7 @@ static nv_array *at_time(const nv_array *x, int t) {
   nv_array *s = nv_slice(x, st, sp, NULL, o->ndim);
   shape[0] = o->shape[0];
   for (int i = 2; i < o->ndim; i++) shape[i - 1] = o->shape[i];
-  return then(s, nv_reshape(s, shape, o->ndim - 1));
+  return nv__then(s, nv_reshape(s, shape, o->ndim - 1));
 }
 
 /* q or k [N, T, Hk, Dk] in ct with each head repeated for the rep value heads reading it:
@@ -172,11 +153,11 @@ static nv_array *heads_repeated(const nv_array *x, int rep, nv_dtype ct) {
   nv_array *c = nv_astype(x, ct);
   if (rep == 1) return c;
   int five[5] = {o->shape[0], o->shape[1], o->shape[2], 1, o->shape[3]};
-  c = then(c, nv_reshape(c, five, 5));
+  c = nv__then(c, nv_reshape(c, five, 5));
   five[3] = rep;
-  c = then(c, nv_broadcast_to(c, five, 5));
+  c = nv__then(c, nv_broadcast_to(c, five, 5));
   int four[4] = {o->shape[0], o->shape[1], o->shape[2] * rep, o->shape[3]};
-  return then(c, nv_reshape(c, four, 4));
+  return nv__then(c, nv_reshape(c, four, 4));
 }
 
 void nv__fast_delta_composed(const nv_array *q, const nv_array *k, const nv_array *v,
@@ -197,7 +178,7 @@ void nv__fast_delta_composed(const nv_array *q, const nv_array *k, const nv_arra
   nv_release(s);
   nv_array *m = nv_take(pool, at, 0);
   nv_release(at);
-  m = then(m, nv_astype(m, ct));
+  m = nv__then(m, nv_astype(m, ct));
   nv_array *qc = heads_repeated(q, rep, ct), *kc = heads_repeated(k, rep, ct);
   nv_array *vc = nv_astype(v, ct), *gc = nv_astype(g, ct), *bc = nv_astype(beta, ct);
   nv_array *sc = nv_array_scalar(scale, ct);
@@ -206,32 +187,32 @@ void nv__fast_delta_composed(const nv_array *q, const nv_array *k, const nv_arra
   for (int i = 0; os && i < t; i++) {
     nv_array *gt = at_time(gc, i), *bt = at_time(bc, i), *kt = at_time(kc, i),
              *qt = at_time(qc, i), *vt = at_time(vc, i);
-    gt = then(gt, nv_exp(gt));
-    gt = then(gt, nv_reshape(gt, one, 4));
-    m = then(m, nv_multiply(m, gt)); /* M = M exp(g) */
+    gt = nv__then(gt, nv_exp(gt));
+    gt = nv__then(gt, nv_reshape(gt, one, 4));
+    m = nv__then(m, nv_multiply(m, gt)); /* M = M exp(g) */
     nv_release(gt);
-    kt = then(kt, nv_reshape(kt, col, 4));
+    kt = nv__then(kt, nv_reshape(kt, col, 4));
     nv_array *km = nv_multiply(m, kt);
     nv_array *kv = nv_sum(km, &two, 1, false); /* M^T k: [N, Hv, Dv] */
     nv_release(km);
     nv_array *u = nv_subtract(vt, kv);
     nv_release(kv);
     nv_release(vt);
-    bt = then(bt, nv_reshape(bt, one, 3));
-    u = then(u, nv_multiply(u, bt)); /* u = (v - M^T k) beta */
+    bt = nv__then(bt, nv_reshape(bt, one, 3));
+    u = nv__then(u, nv_multiply(u, bt)); /* u = (v - M^T k) beta */
     nv_release(bt);
-    u = then(u, nv_reshape(u, row, 4));
+    u = nv__then(u, nv_reshape(u, row, 4));
     nv_array *ku = nv_multiply(kt, u);
     nv_release(kt);
     nv_release(u);
-    m = then(m, nv_add(m, ku)); /* M = M + k u^T */
+    m = nv__then(m, nv_add(m, ku)); /* M = M + k u^T */
     nv_release(ku);
-    qt = then(qt, nv_reshape(qt, col, 4));
+    qt = nv__then(qt, nv_reshape(qt, col, 4));
     nv_array *qm = nv_multiply(m, qt);
     nv_release(qt);
     nv_array *o = nv_sum(qm, &two, 1, false);
     nv_release(qm);
-    os[i] = then(o, nv_multiply(o, sc)); /* o = scale M^T q */
+    os[i] = nv__then(o, nv_multiply(o, sc)); /* o = scale M^T q */
   }
   nv_release(qc);
   nv_release(kc);
@@ -252,25 +233,25 @@ void nv__fast_delta_composed(const nv_array *q, const nv_array *k, const nv_arra
   free(os);
   int padshape[4] = {n, 1, 1, 1};
   nv_array *padc = nv_reshape(pad, padshape, 4), *zero = nv_array_scalar(0, ct);
-  o = then(o, nv_where(padc, zero, o));
+  o = nv__then(o, nv_where(padc, zero, o));
   nv_release(padc);
   nv_release(zero);
-  out[1] = then(o, nv_astype(o, dt));
+  out[1] = nv__then(o, nv_astype(o, dt));
   /* The pool: each sequence's final state scattered at its slot (padding at an extra row
    * dropped afterwards). */
   int upd[5] = {n, 1, hv, dk, dv}, extra[4] = {1, hv, dk, dv};
-  m = then(m, nv_astype(m, sdt));
-  m = then(m, nv_reshape(m, upd, 5));
+  m = nv__then(m, nv_astype(m, sdt));
+  m = nv__then(m, nv_reshape(m, upd, 5));
   nv_array *padrow = nv_zeros(extra, 4, sdt);
   const nv_array *pp[2] = {pool, padrow};
   nv_array *ext = nv_concatenate(pp, 2, 0);
   nv_release(padrow);
   const nv_array *idx[1] = {to};
   int ax0 = 0;
-  ext = then(ext, nv_scatter(ext, idx, 1, m, &ax0));
+  ext = nv__then(ext, nv_scatter(ext, idx, 1, m, &ax0));
   nv_release(m);
   nv_release(to);
   nv_release(pad);
   int start[4] = {0, 0, 0, 0}, stop[4] = {ns, hv, dk, dv};
-  out[0] = then(ext, nv_slice(ext, start, stop, NULL, 4));
+  out[0] = nv__then(ext, nv_slice(ext, start, stop, NULL, 4));
 }

@@ -7,27 +7,30 @@
 #include "ops/fast.h"
 #include "ops/ops_internal.h"
 
-static bool real_float(nv_dtype t) {
+bool nv__fast_real_float(nv_dtype t) {
   return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
          t == NV_DTYPE_FLOAT64;
+}
+
+bool nv__fast_integer(nv_dtype t) {
+  return t == NV_DTYPE_INT8 || t == NV_DTYPE_INT16 || t == NV_DTYPE_INT32 ||
+         t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT8 || t == NV_DTYPE_UINT16 ||
+         t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64;
 }
 
 nv_dtype nv__fast_compute_type(nv_dtype dt) {
   return dt == NV_DTYPE_FLOAT64 ? NV_DTYPE_FLOAT64 : NV_DTYPE_FLOAT32;
 }
 
-/* Releases `old` and returns `next`: one step of a chain of temporaries, y = then(y, f(y)). */
-static nv_array *then(nv_array *old, nv_array *next) {
+nv_array *nv__then(nv_array *old, nv_array *next) {
   nv_release(old);
   return next;
 }
 
-/* x converted to `dt` and row-contiguous (the same array, retained, when it is both). New
- * reference, not scoped (callers suspend the scopes). */
-static nv_array *prepared(const nv_array *x, nv_dtype dt) {
+nv_array *nv__fast_prepared(const nv_array *x, nv_dtype dt) {
   nv_array *c = nv__cast_unscoped(x, dt);
   if (!nv__meta_known(c) || (nv__out(c)->flags & NV__FLAG_ROW)) return c;
-  return then(c, nv_contiguous(c));
+  return nv__then(c, nv_contiguous(c));
 }
 
 /* ---- rms_norm and layer_norm ---- */
@@ -38,9 +41,9 @@ nv_array *nv__fast_norm_node(int prim, const nv_array *x, const nv_array *w, con
   nv__scope_suspend();
   nv_array *in[3];
   int n = 0;
-  in[n++] = prepared(x, dt);
-  if (p->has_weight) in[n++] = prepared(w, dt);
-  if (p->has_bias) in[n++] = prepared(b, dt);
+  in[n++] = nv__fast_prepared(x, dt);
+  if (p->has_weight) in[n++] = nv__fast_prepared(w, dt);
+  if (p->has_bias) in[n++] = nv__fast_prepared(b, dt);
   nv_array *f = nv__op_check(op, (const nv_array *const *)in, n);
   nv__node *node = NULL;
   if (!f) {
@@ -86,7 +89,7 @@ static nv_array *norm(int prim, const nv_array *x, const nv_array *w, const nv_a
   if (b && (f = check_vector(op, "bias", b, d))) return f;
   if (w) dt = nv_promote_types(dt, nv__out(w)->dtype);
   if (b) dt = nv_promote_types(dt, nv__out(b)->dtype);
-  if (!real_float(dt))
+  if (!nv__fast_real_float(dt))
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                         "received unsupported type %s (x %s); it takes float16, bfloat16, "
                         "float32 or float64",
@@ -106,15 +109,15 @@ nv_array *nv_fast_layer_norm(const nv_array *x, const nv_array *weight, const nv
 
 /* y * w + b in dt, each when given; consumes y. */
 static nv_array *affine(nv_array *y, const nv_array *w, const nv_array *b, nv_dtype dt) {
-  y = then(y, nv_astype(y, dt));
+  y = nv__then(y, nv_astype(y, dt));
   if (w) {
     nv_array *wc = nv_astype(w, dt);
-    y = then(y, nv_multiply(y, wc));
+    y = nv__then(y, nv_multiply(y, wc));
     nv_release(wc);
   }
   if (b) {
     nv_array *bc = nv_astype(b, dt);
-    y = then(y, nv_add(y, bc));
+    y = nv__then(y, nv_add(y, bc));
     nv_release(bc);
   }
   return y;
@@ -123,9 +126,9 @@ static nv_array *affine(nv_array *y, const nv_array *w, const nv_array *b, nv_dt
 /* rsqrt(mean(v, last axis) + eps), keeping the axis; consumes v. */
 static nv_array *inv_root_mean(nv_array *v, double eps) {
   int axis = nv__out(v)->ndim - 1;
-  v = then(v, nv_mean(v, &axis, 1, true));
-  v = then(v, nv_add_scalar(v, eps));
-  return then(v, nv_rsqrt(v));
+  v = nv__then(v, nv_mean(v, &axis, 1, true));
+  v = nv__then(v, nv_add_scalar(v, eps));
+  return nv__then(v, nv_rsqrt(v));
 }
 
 nv_array *nv__fast_rms_composed(const nv_array *x, const nv_array *w, double eps, nv_dtype dt) {
@@ -160,9 +163,9 @@ nv_array *nv__fast_rope_node(const nv_array *x, const nv_array *offset, const nv
   nv__scope_suspend();
   nv_array *in[3];
   int n = 0;
-  in[n++] = prepared(x, dt);
-  in[n++] = prepared(offset, NV_DTYPE_INT32);
-  if (p->has_freqs) in[n++] = prepared(freqs, nv__fast_compute_type(dt));
+  in[n++] = nv__fast_prepared(x, dt);
+  in[n++] = nv__fast_prepared(offset, NV_DTYPE_INT32);
+  if (p->has_freqs) in[n++] = nv__fast_prepared(freqs, nv__fast_compute_type(dt));
   nv_array *f = nv__op_check("rope", (const nv_array *const *)in, n);
   nv__node *node = NULL;
   if (!f) {
@@ -176,7 +179,7 @@ nv_array *nv__fast_rope_node(const nv_array *x, const nv_array *offset, const nv
 }
 
 static bool is_integer(nv_dtype t) {
-  return t != NV_DTYPE_BOOL && !real_float(t) && t != NV_DTYPE_COMPLEX64;
+  return t != NV_DTYPE_BOOL && !nv__fast_real_float(t) && t != NV_DTYPE_COMPLEX64;
 }
 
 nv_array *nv_fast_rope(const nv_array *x, int dims, bool traditional, double base, double scale,
@@ -190,7 +193,7 @@ nv_array *nv_fast_rope(const nv_array *x, int dims, bool traditional, double bas
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "rope",
                         "input must have at least 3 dimensions but got input with %d dimensions",
                         o->ndim);
-  if (!real_float(o->dtype))
+  if (!nv__fast_real_float(o->dtype))
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "rope", "input must be a floating type but got %s",
                         nv_dtype_name(o->dtype));
   int d = o->shape[o->ndim - 1];
@@ -244,27 +247,27 @@ static nv_array *rope_angles(const nv_array *offset, const nv_array *freqs,
   nv_array *inv;
   if (p->has_freqs) {
     inv = nv_astype(freqs, ct);
-    inv = then(inv, nv_reciprocal(inv));
+    inv = nv__then(inv, nv_reciprocal(inv));
   } else {
     inv = nv_arange(0, half, 1, ct);
-    inv = then(inv, nv_multiply_scalar(inv, -2.0 * log(p->base) / p->dims));
-    inv = then(inv, nv_exp(inv));
+    inv = nv__then(inv, nv_multiply_scalar(inv, -2.0 * log(p->base) / p->dims));
+    inv = nv__then(inv, nv_exp(inv));
   }
   int shape[NV__MAX_DIMS];
   for (int i = 0; i < nd; i++) shape[i] = 1;
   shape[0] = (int)nv_array_size(offset);
   nv_array *off = nv_astype(offset, ct);
-  off = then(off, nv_reshape(off, shape, nd));
+  off = nv__then(off, nv_reshape(off, shape, nd));
   int tshape[2] = {t, 1};
   nv_array *pos = nv_arange(0, t, 1, ct);
-  pos = then(pos, nv_reshape(pos, tshape, 2));
-  pos = then(pos, nv_add(pos, off));
+  pos = nv__then(pos, nv_reshape(pos, tshape, 2));
+  pos = nv__then(pos, nv_add(pos, off));
   nv_release(off);
-  pos = then(pos, nv_multiply_scalar(pos, p->scale));
+  pos = nv__then(pos, nv_multiply_scalar(pos, p->scale));
   nv_array *theta = nv_multiply(pos, inv);
   nv_release(pos);
   nv_release(inv);
-  if (p->inverse) theta = then(theta, nv_negative(theta));
+  if (p->inverse) theta = nv__then(theta, nv_negative(theta));
   return theta;
 }
 
@@ -315,7 +318,7 @@ nv_array *nv__fast_rope_composed(const nv_array *x, const nv_array *offset,
     for (int i = 0; i < nd; i++) shape[i] = o->shape[i];
     shape[nd - 1] = dims;
     nv_array *st = nv_stack((const nv_array *const *)pair, 2, nd);
-    parts[np++] = then(st, nv_reshape(st, shape, nd));
+    parts[np++] = nv__then(st, nv_reshape(st, shape, nd));
     nv_release(o1);
     nv_release(o2);
   } else {
@@ -327,7 +330,7 @@ nv_array *nv__fast_rope_composed(const nv_array *x, const nv_array *offset,
   nv_array *y = np == 1 ? parts[0] : nv_concatenate((const nv_array *const *)parts, np, nd - 1);
   if (np > 1)
     for (int i = 0; i < np; i++) nv_release(parts[i]);
-  return then(y, nv_astype(y, dt));
+  return nv__then(y, nv_astype(y, dt));
 }
 
 /* ---- norm_vjp: the x gradient of the norms ---- */
@@ -337,9 +340,9 @@ nv_array *nv__fast_norm_vjp_node(const nv_array *x, const nv_array *w, const nv_
   nv__scope_suspend();
   nv_array *in[3];
   int n = 0;
-  in[n++] = prepared(x, dt);
-  if (p->has_weight) in[n++] = prepared(w, dt);
-  in[n++] = prepared(g, dt);
+  in[n++] = nv__fast_prepared(x, dt);
+  if (p->has_weight) in[n++] = nv__fast_prepared(w, dt);
+  in[n++] = nv__fast_prepared(g, dt);
   nv_array *f = nv__op_check("norm_vjp", (const nv_array *const *)in, n);
   nv__node *node = NULL;
   if (!f) {
@@ -355,7 +358,7 @@ nv_array *nv__fast_norm_vjp_node(const nv_array *x, const nv_array *w, const nv_
 /* mean(v) over the last axis, kept; consumes v. */
 static nv_array *row_mean(nv_array *v) {
   int axis = nv__out(v)->ndim - 1;
-  return then(v, nv_mean(v, &axis, 1, true));
+  return nv__then(v, nv_mean(v, &axis, 1, true));
 }
 
 nv_array *nv__fast_norm_vjp_composed(const nv_array *x, const nv_array *w, const nv_array *g,
@@ -364,23 +367,23 @@ nv_array *nv__fast_norm_vjp_composed(const nv_array *x, const nv_array *w, const
   nv_array *xc = nv_astype(x, ct), *gw = nv_astype(g, ct);
   if (w) {
     nv_array *wc = nv_astype(w, ct);
-    gw = then(gw, nv_multiply(gw, wc));
+    gw = nv__then(gw, nv_multiply(gw, wc));
     nv_release(wc);
   }
   nv_array *c = NULL;
   if (p->layer) {
     nv_array *mu = row_mean(nv_retain(xc));
-    xc = then(xc, nv_subtract(xc, mu));
+    xc = nv__then(xc, nv_subtract(xc, mu));
     nv_release(mu);
     c = row_mean(nv_retain(gw));
   }
   nv_array *r = inv_root_mean(nv_square(xc), p->eps);
   nv_array *s = row_mean(nv_multiply(gw, xc));
   nv_array *r3 = nv_multiply(r, r);
-  r3 = then(r3, nv_multiply(r3, r));
-  s = then(s, nv_multiply(s, r3));
+  r3 = nv__then(r3, nv_multiply(r3, r));
+  s = nv__then(s, nv_multiply(s, r3));
   nv_release(r3);
-  if (c) gw = then(gw, nv_subtract(gw, c));
+  if (c) gw = nv__then(gw, nv_subtract(gw, c));
   nv_release(c);
   nv_array *a = nv_multiply(r, gw), *b = nv_multiply(xc, s);
   nv_array *dx = nv_subtract(a, b);
@@ -390,5 +393,5 @@ nv_array *nv__fast_norm_vjp_composed(const nv_array *x, const nv_array *w, const
   nv_release(s);
   nv_release(gw);
   nv_release(xc);
-  return then(dx, nv_astype(dx, dt));
+  return nv__then(dx, nv_astype(dx, dt));
 }

@@ -9,30 +9,6 @@
 #include "ops/fast_state.h"
 #include "ops/ops_internal.h"
 
-static bool real_float(nv_dtype t) {
-  return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
-         t == NV_DTYPE_FLOAT64;
-}
-
-static bool integer(nv_dtype t) {
-  return t == NV_DTYPE_INT8 || t == NV_DTYPE_INT16 || t == NV_DTYPE_INT32 ||
-         t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT8 || t == NV_DTYPE_UINT16 ||
-         t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64;
-}
-
-static nv_array *then(nv_array *old, nv_array *next) {
-  nv_release(old);
-  return next;
-}
-
-/* x converted to `dt` and row-contiguous (x itself, retained, when it is both). New
- * reference, not scoped (callers suspend the scopes). */
-static nv_array *prepared(const nv_array *x, nv_dtype dt) {
-  nv_array *c = nv__cast_unscoped(x, dt);
-  if (!nv__meta_known(c) || (nv__out(c)->flags & NV__FLAG_ROW)) return c;
-  return then(c, nv_contiguous(c));
-}
-
 nv_array *nv__fast_norm_rope_node(const nv_array *x, const nv_array *pos, const nv_array *w,
                                   const nv_array *freqs, const nv_array *cache,
                                   const nv_array *cpos, const nv__fast_norm_rope_params *p) {
@@ -41,14 +17,14 @@ nv_array *nv__fast_norm_rope_node(const nv_array *x, const nv_array *pos, const 
   nv__scope_suspend();
   nv_array *in[6];
   int n = 0;
-  if (cache) in[n++] = prepared(cache, dt);
-  in[n++] = prepared(x, dt);
-  in[n++] = prepared(pos, NV_DTYPE_INT32);
+  if (cache) in[n++] = nv__fast_prepared(cache, dt);
+  in[n++] = nv__fast_prepared(x, dt);
+  in[n++] = nv__fast_prepared(pos, NV_DTYPE_INT32);
   if (cache)
-    in[n++] = prepared(cpos, nv__out(cpos)->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32
+    in[n++] = nv__fast_prepared(cpos, nv__out(cpos)->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32
                                                                     : NV_DTYPE_INT64);
-  if (p->has_weight) in[n++] = prepared(w, dt);
-  if (p->has_freqs) in[n++] = prepared(freqs, nv__fast_compute_type(dt));
+  if (p->has_weight) in[n++] = nv__fast_prepared(w, dt);
+  if (p->has_freqs) in[n++] = nv__fast_prepared(freqs, nv__fast_compute_type(dt));
   nv_array *f = nv__op_check(op, (const nv_array *const *)in, n);
   nv__node *node = NULL;
   if (!f) {
@@ -75,7 +51,7 @@ nv_array *nv_fast_norm_rope(const nv_array *x, const nv_array *weight, double ep
     if (opt[i] && (f = nv__op_check(op, &opt[i], 1))) return f;
   const nv__output *o = nv__out(x), *po = nv__out(positions);
   char a[NV__SHAPE_BUF], b[NV__SHAPE_BUF];
-  if (o->ndim < 2 || !real_float(o->dtype))
+  if (o->ndim < 2 || !nv__fast_real_float(o->dtype))
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                         "x must be [T, ..., D] (at least 2-D) of a floating type but has shape %s "
                         "and dtype %s",
@@ -83,7 +59,7 @@ nv_array *nv_fast_norm_rope(const nv_array *x, const nv_array *weight, double ep
   int t = o->shape[0], d = o->shape[o->ndim - 1];
   if (weight) {
     const nv__output *wo = nv__out(weight);
-    if (wo->ndim != 1 || wo->shape[0] != d || !real_float(wo->dtype))
+    if (wo->ndim != 1 || wo->shape[0] != d || !nv__fast_real_float(wo->dtype))
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                           "weight must be a floating [D] with D = %d but has shape %s and dtype %s",
                           d, nv__shape_str(wo->shape, wo->ndim, a, sizeof a),
@@ -107,7 +83,7 @@ nv_array *nv_fast_norm_rope(const nv_array *x, const nv_array *weight, double ep
                           dims / 2, nv__shape_str(fq->shape, fq->ndim, a, sizeof a),
                           nv_dtype_name(fq->dtype));
   }
-  if (!integer(po->dtype) || po->ndim != 1 || po->shape[0] != t)
+  if (!nv__fast_integer(po->dtype) || po->ndim != 1 || po->shape[0] != t)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                         "positions must be a 1-D integer array of T = %d (x %s) but has shape %s "
                         "and dtype %s",
@@ -129,7 +105,7 @@ nv_array *nv_fast_norm_rope(const nv_array *x, const nv_array *weight, double ep
                           nv__shape_str(o->shape, o->ndim, a, sizeof a), nv_dtype_name(o->dtype),
                           nv__shape_str(co->shape, co->ndim, b, sizeof b),
                           nv_dtype_name(co->dtype));
-    if (!integer(cp->dtype) || cp->ndim != 1 || cp->shape[0] != t)
+    if (!nv__fast_integer(cp->dtype) || cp->ndim != 1 || cp->shape[0] != t)
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                           "cache_positions must be a 1-D integer array of T = %d but has shape %s "
                           "and dtype %s",
@@ -159,21 +135,21 @@ nv_array *nv__fast_norm_rope_composed(const nv_array *x, const nv_array *pos, co
   nv_array *ms = nv_mean(sq, &axis, 1, true);
   nv_release(sq);
   nv_array *eps = nv_array_scalar(p->eps, ct);
-  ms = then(ms, nv_add(ms, eps));
+  ms = nv__then(ms, nv_add(ms, eps));
   nv_release(eps);
-  ms = then(ms, nv_rsqrt(ms));
+  ms = nv__then(ms, nv_rsqrt(ms));
   nv_array *n = nv_multiply(xc, ms);
   nv_release(xc);
   nv_release(ms);
   if (w) {
     nv_array *wc = nv_astype(w, ct);
-    n = then(n, nv_multiply(n, wc));
+    n = nv__then(n, nv_multiply(n, wc));
     nv_release(wc);
   }
   /* rope's composed form over [T, M, 1, D]: batch t (axis 0) at offset positions[t], one
    * position a batch (axis -2 of length 1). */
   int four[4] = {t, m, 1, d};
-  n = then(n, nv_reshape(n, four, 4));
+  n = nv__then(n, nv_reshape(n, four, 4));
   nv__fast_rope_params rp = {.dims = p->dims,
                              .traditional = p->traditional,
                              .has_freqs = p->has_freqs,
@@ -182,15 +158,15 @@ nv_array *nv__fast_norm_rope_composed(const nv_array *x, const nv_array *pos, co
                              .scale = p->scale};
   nv_array *y = nv__fast_rope_composed(n, pos, freqs, &rp);
   nv_release(n);
-  y = then(y, nv_astype(y, dt));
-  if (!cache) return then(y, nv_reshape(y, o->shape, nd));
+  y = nv__then(y, nv_astype(y, dt));
+  if (!cache) return nv__then(y, nv_reshape(y, o->shape, nd));
   /* into the cache: paged_write's scatter over the cache as [S, 1, M * D] */
   const nv__output *co = nv__out(cache);
   int rows[2] = {t, m * d}, pool[3] = {co->shape[0], 1, m * d};
-  y = then(y, nv_reshape(y, rows, 2));
+  y = nv__then(y, nv_reshape(y, rows, 2));
   nv_array *c = nv_reshape(cache, pool, 3);
   nv_array *r = nv__fast_paged_composed(c, y, cpos);
   nv_release(c);
   nv_release(y);
-  return then(r, nv_reshape(r, co->shape, co->ndim));
+  return nv__then(r, nv_reshape(r, co->shape, co->ndim));
 }

@@ -1,16 +1,11 @@
 /* nv_fast_paged_attention: argument checks, the paged-attention primitive and its composed form
  * (src/ops/fast_paged.h). The definition is in include/nuvec/fast.h. */
 #include "nuvec/fast.h"
+#include "ops/fast.h"
 #include "ops/fast_paged.h"
 #include "ops/fast_sdpa.h"
 
 static const char *const OP = "paged_attention";
-
-/* Releases `old` and returns `next`: one step of a chain of temporaries. */
-static nv_array *then(nv_array *old, nv_array *next) {
-  nv_release(old);
-  return next;
-}
 
 /* ---- The composed form ---- */
 
@@ -28,20 +23,20 @@ nv_array *nv__paged_compose(const nv_array *q, const nv_array *k_pool, const nv_
   if (M > 0) {
     nv_array *bt = nv_astype(block_tables, NV_DTYPE_INT64);
     nv_array *lo = nv_array_scalar(0, NV_DTYPE_INT64), *hi = nv_array_scalar(NB - 1, NV_DTYPE_INT64);
-    bt = then(bt, nv_clip(bt, lo, hi));
+    bt = nv__then(bt, nv_clip(bt, lo, hi));
     nv_release(lo);
     nv_release(hi);
     int col[3] = {S, M, 1};
-    bt = then(bt, nv_reshape(bt, col, 3));
+    bt = nv__then(bt, nv_reshape(bt, col, 3));
     nv_array *bsz = nv_array_scalar(BS, NV_DTYPE_INT64);
-    bt = then(bt, nv_multiply(bt, bsz));
+    bt = nv__then(bt, nv_multiply(bt, bsz));
     nv_release(bsz);
     nv_array *in_block = nv_arange(0, BS, 1, NV_DTYPE_INT64);
     slots = nv_add(bt, in_block);
     nv_release(bt);
     nv_release(in_block);
     int flat[2] = {S, Lmax};
-    slots = then(slots, nv_reshape(slots, flat, 2));
+    slots = nv__then(slots, nv_reshape(slots, flat, 2));
   } else {
     int none[2] = {S, 0};
     slots = nv_zeros(none, 2, NV_DTYPE_INT64);
@@ -50,25 +45,25 @@ nv_array *nv__paged_compose(const nv_array *q, const nv_array *k_pool, const nv_
   int perm[4] = {0, 2, 1, 3};
   int kf[3] = {NB * BS, Hkv, D}, vf[3] = {NB * BS, Hkv, Dv};
   nv_array *k = nv_reshape(k_pool, kf, 3), *v = nv_reshape(v_pool, vf, 3);
-  k = then(k, nv_take(k, slots, 0));
-  v = then(v, nv_take(v, slots, 0));
+  k = nv__then(k, nv_take(k, slots, 0));
+  v = nv__then(v, nv_take(v, slots, 0));
   nv_release(slots);
-  k = then(k, nv_transpose(k, perm, 4));
-  v = then(v, nv_transpose(v, perm, 4));
+  k = nv__then(k, nv_transpose(k, perm, 4));
+  v = nv__then(v, nv_transpose(v, perm, 4));
   /* q: [S, c, Hq, D], then [S, Hq, c, D] */
   int qs[4] = {S, c, Hq, D};
   nv_array *qq = nv_reshape(q, qs, 4);
-  qq = then(qq, nv_transpose(qq, perm, 4));
+  qq = nv__then(qq, nv_transpose(qq, perm, 4));
   /* query i of sequence s sits at pos[s, i] = L_s - c + i and sees the keys j <= pos */
   nv_array *L = nv_astype(context_lens, NV_DTYPE_INT64);
   int lcol[2] = {S, 1};
-  L = then(L, nv_reshape(L, lcol, 2));
+  L = nv__then(L, nv_reshape(L, lcol, 2));
   nv_array *ci = nv_arange(-(double)c, 0, 1, NV_DTYPE_INT64);
   nv_array *pos = nv_add(L, ci);
   nv_release(L);
   nv_release(ci);
   int p3[4] = {S, 1, c, 1};
-  pos = then(pos, nv_reshape(pos, p3, 4));
+  pos = nv__then(pos, nv_reshape(pos, p3, 4));
   nv_array *j = nv_arange(0, Lmax, 1, NV_DTYPE_INT64);
   nv_array *keep = nv_less_equal(j, pos); /* [S, 1, c, Lmax] */
   nv_release(j);
@@ -80,34 +75,15 @@ nv_array *nv__paged_compose(const nv_array *q, const nv_array *k_pool, const nv_
   nv_release(v);
   nv_array *seen = nv_greater_scalar(pos, -1), *zero = nv_array_scalar(0, out);
   nv_release(pos);
-  o = then(o, nv_where(seen, o, zero));
+  o = nv__then(o, nv_where(seen, o, zero));
   nv_release(seen);
   nv_release(zero);
-  o = then(o, nv_transpose(o, perm, 4));
+  o = nv__then(o, nv_transpose(o, perm, 4));
   int os[3] = {T, Hq, Dv};
-  return then(o, nv_reshape(o, os, 3));
+  return nv__then(o, nv_reshape(o, os, 3));
 }
 
 /* ---- The builder ---- */
-
-static bool real_float(nv_dtype t) {
-  return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
-         t == NV_DTYPE_FLOAT64;
-}
-
-static bool integer(nv_dtype t) {
-  return t == NV_DTYPE_INT8 || t == NV_DTYPE_INT16 || t == NV_DTYPE_INT32 ||
-         t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT8 || t == NV_DTYPE_UINT16 ||
-         t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64;
-}
-
-/* x converted to `dt` and row-contiguous. New reference, not scoped (the scopes are
- * suspended). */
-static nv_array *prepared(const nv_array *x, nv_dtype dt) {
-  nv_array *c = nv__cast_unscoped(x, dt);
-  if (!nv__meta_known(c) || (nv__out(c)->flags & NV__FLAG_ROW)) return c;
-  return then(c, nv_contiguous(c));
-}
 
 #define SHAPE(o, buf) nv__shape_str((o)->shape, (o)->ndim, buf, sizeof buf)
 
@@ -122,7 +98,7 @@ static nv_array *check_args(const nv__output *const *o) {
     if (o[i]->ndim != ranks[i])
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP, "%s must be %s (rank %d) but has shape %s",
                           names[i], forms[i], ranks[i], SHAPE(o[i], a));
-    if (i < 3 ? !real_float(o[i]->dtype) : !integer(o[i]->dtype))
+    if (i < 3 ? !nv__fast_real_float(o[i]->dtype) : !nv__fast_integer(o[i]->dtype))
       return nv__op_error(NV_ERR_INVALID_ARGUMENT, OP, "%s must have %s dtype but has %s",
                           names[i], i < 3 ? "a floating" : "an integer",
                           nv_dtype_name(o[i]->dtype));
@@ -168,7 +144,7 @@ nv_array *nv_fast_paged_attention(const nv_array *q, const nv_array *k_pool,
   nv_dtype out = nv_promote_types(nv_promote_types(o[0]->dtype, o[1]->dtype), o[2]->dtype);
   nv__scope_suspend();
   nv_array *in[5];
-  for (int i = 0; i < 5; i++) in[i] = prepared(xs[i], i < 3 ? out : NV_DTYPE_INT32);
+  for (int i = 0; i < 5; i++) in[i] = nv__fast_prepared(xs[i], i < 3 ? out : NV_DTYPE_INT32);
   nv__node *node = NULL;
   if (!(f = nv__op_check(OP, (const nv_array *const *)in, 5))) {
     int shape[3] = {o[0]->shape[0], o[0]->shape[1], o[2]->shape[3]};

@@ -5,32 +5,8 @@
 
 #include "nuvec/fast.h"
 #include "ops/fast_serving.h"
+#include "ops/fast.h"
 #include "ops/ops_internal.h"
-
-static bool real_float(nv_dtype t) {
-  return t == NV_DTYPE_FLOAT16 || t == NV_DTYPE_BFLOAT16 || t == NV_DTYPE_FLOAT32 ||
-         t == NV_DTYPE_FLOAT64;
-}
-
-static bool integer(nv_dtype t) {
-  return t == NV_DTYPE_INT8 || t == NV_DTYPE_INT16 || t == NV_DTYPE_INT32 ||
-         t == NV_DTYPE_INT64 || t == NV_DTYPE_UINT8 || t == NV_DTYPE_UINT16 ||
-         t == NV_DTYPE_UINT32 || t == NV_DTYPE_UINT64;
-}
-
-/* Releases `old` and returns `next`: one step of a chain of temporaries. */
-static nv_array *then(nv_array *old, nv_array *next) {
-  nv_release(old);
-  return next;
-}
-
-/* x converted to `dt` and row-contiguous (x itself, retained, when it is both). New
- * reference, not scoped (callers suspend the scopes). */
-static nv_array *prepared(const nv_array *x, nv_dtype dt) {
-  nv_array *c = nv__cast_unscoped(x, dt);
-  if (!nv__meta_known(c) || (nv__out(c)->flags & NV__FLAG_ROW)) return c;
-  return then(c, nv_contiguous(c));
-}
 
 /* A one-input node of `prim` over x prepared in `dt`, with an output of `odt` and `shape`, and
  * params copied in. */
@@ -38,7 +14,7 @@ static nv_array *one_input_node(int prim, const nv_array *x, nv_dtype dt, nv_dty
                                 const int *shape, int ndim, const void *params, size_t size) {
   const char *op = nv__prims[prim].name;
   nv__scope_suspend();
-  nv_array *in = prepared(x, dt);
+  nv_array *in = nv__fast_prepared(x, dt);
   nv_array *f = nv__op_check(op, (const nv_array *const *)&in, 1);
   nv__node *node = NULL;
   if (!f) {
@@ -77,7 +53,7 @@ nv_array *nv_fast_sorted_offsets(const nv_array *sorted_indices, int groups) {
   nv_array *f = nv__op_check("sorted_offsets", xs, 1);
   if (f) return f;
   const nv__output *o = nv__out(sorted_indices);
-  if (!integer(o->dtype))
+  if (!nv__fast_integer(o->dtype))
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "sorted_offsets",
                         "sorted indices must have an integer dtype but have %s",
                         nv_dtype_name(o->dtype));
@@ -93,7 +69,7 @@ nv_array *nv__fast_offsets_composed(const nv_array *ids, int groups, nv_dtype dt
   int64_t n = b ? o->size / b : 0;
   int shape[3] = {b, (int)n, 1};
   nv_array *x = nv_astype(ids, NV_DTYPE_INT64);
-  x = then(x, nv_reshape(x, shape, 3));
+  x = nv__then(x, nv_reshape(x, shape, 3));
   nv_array *g = nv_arange(0, (double)groups + 1, 1, NV_DTYPE_INT64);
   nv_array *below = nv_less(x, g); /* [b, n, groups + 1]: id < g */
   nv_release(x);
@@ -101,7 +77,7 @@ nv_array *nv__fast_offsets_composed(const nv_array *ids, int groups, nv_dtype dt
   int axis = 1;
   nv_array *c = nv_sum(below, &axis, 1, false);
   nv_release(below);
-  return then(c, nv_astype(c, dt));
+  return nv__then(c, nv_astype(c, dt));
 }
 
 /* ---- softmax and causal_softmax ---- */
@@ -126,7 +102,7 @@ nv_array *nv_fast_causal_softmax(const nv_array *x, int rows) {
   if (o->ndim < 1)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "causal_softmax",
                         "input must have at least 1 dimension but got input with 0 dimensions");
-  if (!real_float(o->dtype))
+  if (!nv__fast_real_float(o->dtype))
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "causal_softmax",
                         "input must be a floating type (float16, bfloat16, float32 or float64) "
                         "but got %s",
@@ -150,24 +126,24 @@ nv_array *nv__fast_causal_composed(const nv_array *x, int rows) {
   nv_array *j = nv_arange(0, c, 1, NV_DTYPE_INT64);
   nv_array *i = nv_arange((double)c - rows, (double)c, 1, NV_DTYPE_INT64);
   int col[2] = {rows, 1};
-  i = then(i, nv_reshape(i, col, 2));
+  i = nv__then(i, nv_reshape(i, col, 2));
   nv_array *seen = nv_less_equal(j, i);
   nv_release(i);
   nv_release(j);
   int blocks[3] = {(int)(rows ? nrows / rows : 0), rows, c};
   nv_array *xb = nv_astype(x, ct);
-  xb = then(xb, nv_reshape(xb, blocks, 3));
+  xb = nv__then(xb, nv_reshape(xb, blocks, 3));
   nv_array *lo = nv_array_scalar(-INFINITY, ct), *zero = nv_array_scalar(0, ct);
   nv_array *m = nv_where(seen, xb, lo);
   nv_release(xb);
   int axis = -1;
-  m = then(m, nv_softmax(m, &axis, 1, true));
-  m = then(m, nv_where(seen, m, zero));
+  m = nv__then(m, nv_softmax(m, &axis, 1, true));
+  m = nv__then(m, nv_where(seen, m, zero));
   nv_release(seen);
   nv_release(lo);
   nv_release(zero);
-  m = then(m, nv_astype(m, dt));
-  return then(m, nv_reshape(m, o->shape, nd));
+  m = nv__then(m, nv_astype(m, dt));
+  return nv__then(m, nv_reshape(m, o->shape, nd));
 }
 
 /* ---- paged_write ---- */
@@ -176,7 +152,8 @@ nv_array *nv__fast_paged_node(const nv_array *pool, const nv_array *values, cons
   const nv__output *po = nv__out(pool), *so = nv__out(slots);
   nv_dtype sdt = so->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32 : NV_DTYPE_INT64;
   nv__scope_suspend();
-  nv_array *in[3] = {prepared(pool, po->dtype), prepared(values, po->dtype), prepared(slots, sdt)};
+  nv_array *in[3] = {nv__fast_prepared(pool, po->dtype), nv__fast_prepared(values, po->dtype),
+                     nv__fast_prepared(slots, sdt)};
   nv_array *f = nv__op_check("paged_write", (const nv_array *const *)in, 3);
   nv__node *node = NULL;
   if (!f) {
@@ -200,7 +177,7 @@ nv_array *nv_fast_paged_write(const nv_array *cache_pool, const nv_array *values
                         "the cache pool must have at least 2 dimensions [num_blocks, block_size, "
                         "...] but has shape %s",
                         nv__shape_str(po->shape, po->ndim, a, sizeof a));
-  if (!integer(so->dtype) || so->ndim != 1)
+  if (!nv__fast_integer(so->dtype) || so->ndim != 1)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "paged_write",
                         "slot_mapping must be a 1-D integer array but has shape %s and dtype %s",
                         nv__shape_str(so->shape, so->ndim, a, sizeof a),
@@ -238,15 +215,15 @@ nv_array *nv__fast_paged_composed(const nv_array *pool, const nv_array *values,
   nv_release(neg);
   nv_release(last);
   nv_array *v = nv_astype(values, po->dtype);
-  v = then(v, nv_reshape(v, rows, 3));
+  v = nv__then(v, nv_reshape(v, rows, 3));
   int axis = 0;
   const nv_array *idxs[1] = {idx};
-  ext = then(ext, nv_scatter(ext, idxs, 1, v, &axis));
+  ext = nv__then(ext, nv_scatter(ext, idxs, 1, v, &axis));
   nv_release(idx);
   nv_release(v);
   int start[2] = {0, 0}, stop[2] = {(int)nslots, d};
-  ext = then(ext, nv_slice(ext, start, stop, NULL, 2));
-  return then(ext, nv_reshape(ext, po->shape, po->ndim));
+  ext = nv__then(ext, nv_slice(ext, start, stop, NULL, 2));
+  return nv__then(ext, nv_reshape(ext, po->shape, po->ndim));
 }
 
 /* ---- conv_slots ---- */
@@ -256,8 +233,9 @@ nv__node *nv__fast_conv_node(const nv_array *x, const nv_array *w, const nv_arra
   nv_dtype dt = nv__out(x)->dtype;
   nv_dtype sdt = nv__out(slots)->dtype == NV_DTYPE_INT32 ? NV_DTYPE_INT32 : NV_DTYPE_INT64;
   nv__scope_suspend();
-  nv_array *in[5] = {prepared(x, dt), prepared(w, dt), prepared(pool, dt), prepared(slots, sdt),
-                     bias ? prepared(bias, dt) : NULL};
+  nv_array *in[5] = {nv__fast_prepared(x, dt), nv__fast_prepared(w, dt),
+                     nv__fast_prepared(pool, dt), nv__fast_prepared(slots, sdt),
+                     bias ? nv__fast_prepared(bias, dt) : NULL};
   int nin = bias ? 5 : 4, bad = -1;
   for (int i = 0; i < nin && bad < 0; i++)
     if (!nv__meta_known(in[i])) bad = i;
@@ -303,7 +281,7 @@ nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight, const nv
   const nv__output *xo = nv__out(x), *wo = nv__out(weight), *po = nv__out(conv_state_pool),
                    *so = nv__out(slot_ids), *bo = bias ? nv__out(bias) : NULL;
   char a[NV__SHAPE_BUF], b[NV__SHAPE_BUF], c[NV__SHAPE_BUF];
-  if (xo->ndim != 2 || !real_float(xo->dtype))
+  if (xo->ndim != 2 || !nv__fast_real_float(xo->dtype))
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                      "x must be [N, C] of a floating type but has shape %s and dtype %s",
                      nv__shape_str(xo->shape, xo->ndim, a, sizeof a), nv_dtype_name(xo->dtype));
@@ -319,7 +297,7 @@ nv_status nv_fast_conv_slots(const nv_array *x, const nv_array *weight, const nv
                      nv_dtype_name(xo->dtype), nv__shape_str(xo->shape, 2, a, sizeof a),
                      nv__shape_str(wo->shape, 2, b, sizeof b),
                      nv__shape_str(po->shape, po->ndim, c, sizeof c), nv_dtype_name(po->dtype));
-  else if (!integer(so->dtype) || so->ndim != 1 || so->shape[0] != xo->shape[0])
+  else if (!nv__fast_integer(so->dtype) || so->ndim != 1 || so->shape[0] != xo->shape[0])
     f = nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
                      "slot_ids must be a 1-D integer array of N = %d slots but has shape %s and "
                      "dtype %s",
@@ -370,37 +348,37 @@ void nv__fast_conv_composed(const nv_array *x, const nv_array *w, const nv_array
   nv_release(prod);
   if (bias) {
     nv_array *bc = nv_astype(bias, ct);
-    y = then(y, nv_add(y, bc));
+    y = nv__then(y, nv_add(y, bc));
     nv_release(bc);
   }
   if (silu) {
     nv_array *sg = nv_sigmoid(y);
-    y = then(y, nv_multiply(y, sg));
+    y = nv__then(y, nv_multiply(y, sg));
     nv_release(sg);
   }
   int rowcol[2] = {nseq, 1};
   nv_array *padc = nv_reshape(pad, rowcol, 2), *zero = nv_array_scalar(0, ct);
-  y = then(y, nv_where(padc, zero, y));
+  y = nv__then(y, nv_where(padc, zero, y));
   nv_release(padc);
   nv_release(zero);
-  out[1] = then(y, nv_astype(y, dt));
+  out[1] = nv__then(y, nv_astype(y, dt));
   /* The pool: each window's last K - 1 values scattered at its slot (padding at an extra row
    * dropped afterwards). */
   int lo[3] = {0, 0, 1}, hi[3] = {nseq, ch, k};
   nv_array *shifted = nv_slice(win, lo, hi, NULL, 3);
   nv_release(win);
   int upd[4] = {nseq, 1, ch, k - 1}, extra[3] = {1, ch, k - 1};
-  shifted = then(shifted, nv_reshape(shifted, upd, 4));
+  shifted = nv__then(shifted, nv_reshape(shifted, upd, 4));
   nv_array *padrow = nv_zeros(extra, 3, dt);
   const nv_array *pp[2] = {pool, padrow};
   nv_array *ext = nv_concatenate(pp, 2, 0);
   nv_release(padrow);
   const nv_array *idx[1] = {to};
   int ax0 = 0;
-  ext = then(ext, nv_scatter(ext, idx, 1, shifted, &ax0));
+  ext = nv__then(ext, nv_scatter(ext, idx, 1, shifted, &ax0));
   nv_release(shifted);
   nv_release(to);
   nv_release(pad);
   int start[3] = {0, 0, 0}, stop[3] = {ns, ch, k - 1};
-  out[0] = then(ext, nv_slice(ext, start, stop, NULL, 3));
+  out[0] = nv__then(ext, nv_slice(ext, start, stop, NULL, 3));
 }
