@@ -25,25 +25,6 @@ typedef struct delta_job {
   atomic_bool oom;
 } delta_job;
 
-/* Element i of a float16/bfloat16/float32/float64 array as a double, and back. */
-static double ld(nv_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case NV_DTYPE_FLOAT16: return nv__f16_to_f32(((const uint16_t *)p)[i]);
-  case NV_DTYPE_BFLOAT16: return nv__bf16_to_f32(((const uint16_t *)p)[i]);
-  case NV_DTYPE_FLOAT32: return ((const float *)p)[i];
-  default: return ((const double *)p)[i];
-  }
-}
-
-static void st(nv_dtype dt, void *p, int64_t i, double v) {
-  switch (dt) {
-  case NV_DTYPE_FLOAT16: ((uint16_t *)p)[i] = nv__f32_to_f16((float)v); break;
-  case NV_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = nv__f32_to_bf16((float)v); break;
-  case NV_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
-  default: ((double *)p)[i] = v; break;
-  }
-}
-
 static int64_t slot_of(const delta_job *j, int64_t n) {
   return j->slots64 ? ((const int64_t *)j->slots)[n] : ((const int32_t *)j->slots)[n];
 }
@@ -99,7 +80,8 @@ static void delta_range(void *ctx, int64_t b, int64_t e) {
     const int64_t n = it / hv, h = it % hv, hkh = h / rep, s = slot_of(j, n);
     if (s < 0) { /* padding: o = 0, the pool untouched */
       for (int64_t tt = 0; tt < t; tt++)
-        for (int64_t c = 0; c < dv; c++) st(j->dt, j->o, ((n * t + tt) * hv + h) * dv + c, 0);
+        for (int64_t c = 0; c < dv; c++)
+          nv__real_st(j->dt, j->o, ((n * t + tt) * hv + h) * dv + c, 0);
       continue;
     }
     const int64_t base = (s * hv + h) * dk * dv;
@@ -108,40 +90,41 @@ static void delta_range(void *ctx, int64_t b, int64_t e) {
     else
       for (int64_t i = 0; i < dk * dv; i++) {
         if (f64)
-          ((double *)scratch)[i] = ld(j->sdt, j->pool, base + i);
+          ((double *)scratch)[i] = nv__real_ld(j->sdt, j->pool, base + i);
         else
-          ((float *)scratch)[i] = (float)ld(j->sdt, j->pool, base + i);
+          ((float *)scratch)[i] = (float)nv__real_ld(j->sdt, j->pool, base + i);
       }
     for (int64_t tt = 0; tt < t; tt++) {
       const int64_t qk = ((n * t + tt) * j->hk + hkh) * dk, vo = ((n * t + tt) * hv + h) * dv;
       const int64_t gi = (n * t + tt) * hv + h;
       if (f64) {
         for (int64_t i = 0; i < dk; i++) {
-          ((double *)kb)[i] = ld(j->dt, j->k, qk + i);
-          ((double *)qb)[i] = ld(j->dt, j->q, qk + i);
+          ((double *)kb)[i] = nv__real_ld(j->dt, j->k, qk + i);
+          ((double *)qb)[i] = nv__real_ld(j->dt, j->q, qk + i);
         }
-        for (int64_t c = 0; c < dv; c++) ((double *)vb)[c] = ld(j->dt, j->v, vo + c);
+        for (int64_t c = 0; c < dv; c++) ((double *)vb)[c] = nv__real_ld(j->dt, j->v, vo + c);
         delta_step_f64((double *)scratch, (double *)kb, (double *)qb, (double *)vb,
                        (double *)ub, (double *)ob, dk, dv, exp(((const double *)j->g)[gi]),
                        ((const double *)j->beta)[gi], j->scale);
-        for (int64_t c = 0; c < dv; c++) st(j->dt, j->o, vo + c, ((double *)ob)[c]);
+        for (int64_t c = 0; c < dv; c++) nv__real_st(j->dt, j->o, vo + c, ((double *)ob)[c]);
       } else {
         for (int64_t i = 0; i < dk; i++) {
-          ((float *)kb)[i] = (float)ld(j->dt, j->k, qk + i);
-          ((float *)qb)[i] = (float)ld(j->dt, j->q, qk + i);
+          ((float *)kb)[i] = (float)nv__real_ld(j->dt, j->k, qk + i);
+          ((float *)qb)[i] = (float)nv__real_ld(j->dt, j->q, qk + i);
         }
-        for (int64_t c = 0; c < dv; c++) ((float *)vb)[c] = (float)ld(j->dt, j->v, vo + c);
+        for (int64_t c = 0; c < dv; c++) ((float *)vb)[c] = (float)nv__real_ld(j->dt, j->v, vo + c);
         delta_step_f32((float *)scratch, (float *)kb, (float *)qb, (float *)vb, (float *)ub,
                        (float *)ob, dk, dv, expf(((const float *)j->g)[gi]),
                        ((const float *)j->beta)[gi], (float)j->scale);
-        for (int64_t c = 0; c < dv; c++) st(j->dt, j->o, vo + c, ((float *)ob)[c]);
+        for (int64_t c = 0; c < dv; c++) nv__real_st(j->dt, j->o, vo + c, ((float *)ob)[c]);
       }
     }
     if (j->sdt == j->ct)
       memcpy((char *)j->pool + (size_t)base * cz, scratch, (size_t)(dk * dv) * cz);
     else
       for (int64_t i = 0; i < dk * dv; i++)
-        st(j->sdt, j->pool, base + i, f64 ? ((double *)scratch)[i] : ((float *)scratch)[i]);
+        nv__real_st(j->sdt, j->pool, base + i,
+                    f64 ? ((double *)scratch)[i] : ((float *)scratch)[i]);
   }
   nv__free(scratch);
 }
@@ -195,7 +178,7 @@ static nv_status k_gated_delta(nv__node *node, const nv__operand *in, int donate
   int64_t items = nseq * j.hv;
   if (items == 0 || j.dk * j.dv == 0) {
     /* no state: o is scale * M^T q of an empty M, 0 */
-    for (int64_t i = 0; i < oo->size; i++) st(j.dt, nv__output_ptr(oo), i, 0);
+    for (int64_t i = 0; i < oo->size; i++) nv__real_st(j.dt, nv__output_ptr(oo), i, 0);
     return NV_OK;
   }
   j.pool = nv__output_ptr(po);

@@ -254,25 +254,6 @@ typedef struct conv_job {
   int64_t c, k;
 } conv_job;
 
-/* Element i of a float16/bfloat16/float32/float64 array as a double, and back. */
-static double ld(nv_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case NV_DTYPE_FLOAT16: return nv__f16_to_f32(((const uint16_t *)p)[i]);
-  case NV_DTYPE_BFLOAT16: return nv__bf16_to_f32(((const uint16_t *)p)[i]);
-  case NV_DTYPE_FLOAT32: return ((const float *)p)[i];
-  default: return ((const double *)p)[i];
-  }
-}
-
-static void st(nv_dtype dt, void *p, int64_t i, double v) {
-  switch (dt) {
-  case NV_DTYPE_FLOAT16: ((uint16_t *)p)[i] = nv__f32_to_f16((float)v); break;
-  case NV_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = nv__f32_to_bf16((float)v); break;
-  case NV_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
-  default: ((double *)p)[i] = v; break;
-  }
-}
-
 /* Sequences [b, e): the window's weighted sum in the compute type (float32 sums of float32
  * products, as the GPU's; float64 for float64), then the state shifted by one. */
 static void conv_range(void *ctx, int64_t b, int64_t e) {
@@ -285,14 +266,15 @@ static void conv_range(void *ctx, int64_t b, int64_t e) {
     int64_t s = j->slots64 ? ((const int64_t *)j->slots)[n] : ((const int32_t *)j->slots)[n];
     for (int64_t ch = 0; ch < c; ch++) {
       if (s < 0) {
-        st(dt, j->y, n * c + ch, 0);
+        nv__real_st(dt, j->y, n * c + ch, 0);
         continue;
       }
       int64_t base = (s * c + ch) * (k - 1);
-      double xv = ld(dt, j->x, n * c + ch), acc = 0;
+      double xv = nv__real_ld(dt, j->x, n * c + ch), acc = 0;
       float accf = 0;
       for (int64_t t = 0; t < k; t++) {
-        double v = t < k - 1 ? ld(dt, j->pool, base + t) : xv, wv = ld(dt, j->w, ch * k + t);
+        double v = t < k - 1 ? nv__real_ld(dt, j->pool, base + t) : xv,
+               wv = nv__real_ld(dt, j->w, ch * k + t);
         if (f64)
           acc += wv * v;
         else
@@ -300,9 +282,9 @@ static void conv_range(void *ctx, int64_t b, int64_t e) {
       }
       if (p->has_bias) {
         if (f64)
-          acc += ld(dt, j->b, ch);
+          acc += nv__real_ld(dt, j->b, ch);
         else
-          accf += (float)ld(dt, j->b, ch);
+          accf += (float)nv__real_ld(dt, j->b, ch);
       }
       if (p->silu) {
         if (f64)
@@ -310,10 +292,10 @@ static void conv_range(void *ctx, int64_t b, int64_t e) {
         else
           accf = accf / (1 + expf(-accf));
       }
-      st(dt, j->y, n * c + ch, f64 ? acc : (double)accf);
+      nv__real_st(dt, j->y, n * c + ch, f64 ? acc : (double)accf);
       for (int64_t t = 0; t + 1 < k - 1; t++)
-        st(dt, j->pool, base + t, ld(dt, j->pool, base + t + 1));
-      if (k > 1) st(dt, j->pool, base + k - 2, xv);
+        nv__real_st(dt, j->pool, base + t, nv__real_ld(dt, j->pool, base + t + 1));
+      if (k > 1) nv__real_st(dt, j->pool, base + k - 2, xv);
     }
   }
 }

@@ -20,6 +20,27 @@
 #define NV_KERNEL_CLONES_FMA
 #endif
 
+/* Element i of a float16/bfloat16/float32/float64 array as a double, and a double stored
+ * there (rounded to nearest even): the serving kernels' element access, which computes float64
+ * in double and the others in float32. */
+static inline double nv__real_ld(nv_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case NV_DTYPE_FLOAT16: return nv__f16_to_f32(((const uint16_t *)p)[i]);
+  case NV_DTYPE_BFLOAT16: return nv__bf16_to_f32(((const uint16_t *)p)[i]);
+  case NV_DTYPE_FLOAT32: return ((const float *)p)[i];
+  default: return ((const double *)p)[i];
+  }
+}
+
+static inline void nv__real_st(nv_dtype dt, void *p, int64_t i, double v) {
+  switch (dt) {
+  case NV_DTYPE_FLOAT16: ((uint16_t *)p)[i] = nv__f32_to_f16((float)v); break;
+  case NV_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = nv__f32_to_bf16((float)v); break;
+  case NV_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
+  default: ((double *)p)[i] = v; break;
+  }
+}
+
 /* Element count above which kernels split work across the pool. */
 #define NV__PAR_GRAIN 32768
 
