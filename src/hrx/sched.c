@@ -624,6 +624,7 @@ static void help_step(wait_help *h) {
 }
 #endif
 
+#ifdef HRX_HAVE_CUDA
 /* How long a lane's watcher stays awake after its lane empties (HRX_WATCH_SPIN_US, default
  * 50 us; 0: it sleeps at once). Read once. */
 static uint64_t watch_spin_ns(void) {
@@ -656,6 +657,8 @@ static void spin_for_watch(hrx_runtime *rt, int lane) {
     }
   }
 }
+
+#endif
 
 void *hrx__watcher_main(void *arg) {
   struct hrx__targ *t = arg;
@@ -928,6 +931,7 @@ static hrx_runtime *completion_runtime(hrx_completion *c) {
   return rt;
 }
 
+#ifdef HRX_HAVE_CUDA
 /* Whether waiters help the watchers (HRX_WAIT_HELP=0 turns it off: a diagnostic, to measure
  * what the help saves). Read once. */
 static bool wait_help_enabled(void) {
@@ -940,6 +944,8 @@ static bool wait_help_enabled(void) {
   }
   return v != 0;
 }
+
+#endif
 
 /* Busy-waits for the completion's done hint for at most HRX_SPIN_NS (or the timeout). On the
  * CUDA engine the waiter meanwhile observes finished GPU regions itself (help_step). */
