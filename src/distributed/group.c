@@ -298,7 +298,7 @@ nv_status nv__group_run_reserved(nv_group g, uint64_t ticket, const char *op,
 
 nv_status nv__group_run(nv_group g, const char *op, nv_status (*fn)(nv__comm *, void *),
                         void *user) {
-  uint64_t ticket;
+  uint64_t ticket = 0;
   nv_status st = nv__group_reserve(g, op, &ticket);
   return st != NV_OK ? st : nv__group_run_reserved(g, ticket, op, fn, user);
 }
