@@ -153,22 +153,9 @@ static nv_status k_gated_delta(nv__node *node, const nv__operand *in, int donate
                  .scale = p->scale};
   atomic_init(&j.oom, false);
   int64_t nseq = qm->shape[0], ns = po->shape[0];
-  uint8_t *seen = calloc((size_t)(ns / 8 + 1), 1);
-  if (!seen) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "gated_delta_slots: out of memory");
   bool distinct = true;
-  for (int64_t n = 0; n < nseq; n++) {
-    int64_t s = slot_of(&j, n);
-    if (s >= ns) {
-      free(seen);
-      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
-                           "gated_delta_slots: index %lld is out of range for an axis of size %lld",
-                           (long long)s, (long long)ns);
-    }
-    if (s < 0) continue;
-    if (seen[s / 8] & (1u << (s % 8))) distinct = false;
-    seen[s / 8] |= (uint8_t)(1u << (s % 8));
-  }
-  free(seen);
+  nv_status cs = nv__cpu_check_slots("gated_delta_slots", j.slots, j.slots64, nseq, ns, &distinct);
+  if (cs != NV_OK) return cs;
   if (donated < 0) {
     if (nv__output_alloc(po) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
     size_t bytes = (size_t)po->size * nv_dtype_size(po->dtype);

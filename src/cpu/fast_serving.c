@@ -314,22 +314,9 @@ static nv_status k_conv_slots(nv__node *node, const nv__operand *in, int donated
                 .slots64 = in[3].meta->dtype == NV_DTYPE_INT64,
                 .c = yo->shape[1],
                 .k = in[1].meta->shape[1]};
-  uint8_t *seen = calloc((size_t)(ns / 8 + 1), 1);
-  if (!seen) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "conv_slots: out of memory");
   bool distinct = true;
-  for (int64_t n = 0; n < nseq; n++) {
-    int64_t s = j.slots64 ? ((const int64_t *)j.slots)[n] : ((const int32_t *)j.slots)[n];
-    if (s >= ns) {
-      free(seen);
-      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
-                           "conv_slots: index %lld is out of range for an axis of size %lld",
-                           (long long)s, (long long)ns);
-    }
-    if (s < 0) continue;
-    if (seen[s / 8] & (1u << (s % 8))) distinct = false;
-    seen[s / 8] |= (uint8_t)(1u << (s % 8));
-  }
-  free(seen);
+  nv_status cs = nv__cpu_check_slots("conv_slots", j.slots, j.slots64, nseq, ns, &distinct);
+  if (cs != NV_OK) return cs;
   if (donated < 0) {
     if (nv__output_alloc(po) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
     size_t bytes = (size_t)po->size * nv_dtype_size(po->dtype);
@@ -352,4 +339,25 @@ void nv__cpu_register_fast_serving(nv__kernel_fn *k) {
   k[NV__PRIM_FAST_PAGED_WRITE] = k_paged_write;
   k[NV__PRIM_FAST_SORTED_OFFSETS] = k_sorted_offsets;
   k[NV__PRIM_FAST_CAUSAL_SOFTMAX] = k_causal_softmax;
+}
+
+nv_status nv__cpu_check_slots(const char *op, const void *slots, bool s64, int64_t n, int64_t ns,
+                              bool *distinct) {
+  uint8_t *seen = calloc((size_t)(ns / 8 + 1), 1);
+  if (!seen) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+  *distinct = true;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t s = s64 ? ((const int64_t *)slots)[i] : ((const int32_t *)slots)[i];
+    if (s >= ns) {
+      free(seen);
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                           "%s: index %lld is out of range for an axis of size %lld", op,
+                           (long long)s, (long long)ns);
+    }
+    if (s < 0) continue;
+    if (seen[s / 8] & (1u << (s % 8))) *distinct = false;
+    seen[s / 8] |= (uint8_t)(1u << (s % 8));
+  }
+  free(seen);
+  return NV_OK;
 }

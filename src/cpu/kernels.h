@@ -41,6 +41,12 @@ static inline void nv__real_st(nv_dtype dt, void *p, int64_t i, double v) {
   }
 }
 
+/* Checks a pool's slot ids (int32, or int64 when `s64`; n of them, negative ones skipped)
+ * against its `ns` slots: an error naming `op` for one >= ns; *distinct tells whether no slot
+ * repeats (the serving kernels then update slots in parallel). src/cpu/fast_serving.c. */
+nv_status nv__cpu_check_slots(const char *op, const void *slots, bool s64, int64_t n, int64_t ns,
+                              bool *distinct);
+
 /* Element count above which kernels split work across the pool. */
 #define NV__PAR_GRAIN 32768
 
