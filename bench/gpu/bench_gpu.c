@@ -44,7 +44,7 @@ static const char *only;
 /* Whether `name` (a case, or the prefix of a group of cases) is selected: one of the filter's
  * parts occurs in it, or starts with it (the group that holds the named case). */
 static bool wanted(const char *name) {
-  if (!only) return true;
+  if (!only || !*only) return true;
   size_t ln = strlen(name);
   for (const char *p = only;;) {
     const char *e = strchr(p, '|');
