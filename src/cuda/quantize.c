@@ -2,10 +2,14 @@
  * quantized_matmul and gather_qmm (host code, C11). Each gets its outputs' device memory and its
  * inputs row-contiguous (copied into scratch memory where they are not) and records one launch of
  * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed w
- * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
+ * (quantize_gemv.cu's tensor-core one for 4-bit affine float16/bfloat16 products with K a
+ * multiple of 128, its streaming one where K is a multiple of 32 and x is float16, bfloat16 or
  * float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products of
  * more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not reach
  * it). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda/gpu.h"
 #include "cuda/quantize_kernels.h"
 #include "ops/quantize_params.h"
@@ -100,6 +104,25 @@ static nv_status k_dequantize(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
 
 static uint32_t cap_grid(int64_t n) { return (uint32_t)(n < 1 ? 1 : n > 65535 ? 65535 : n); }
 
+/* Whether the view's element 0 is 16-byte aligned (device buffers start 256-byte aligned). */
+static bool aligned16(const nv__gpu_arg *a, size_t elem) {
+  return (a->view.offset + (size_t)a->offset * elem) % 16 == 0;
+}
+
+/* The tensor-core decode gemv for one product of M rows of x by w (NUVEC_QMV_TC=0, a
+ * measurement switch, keeps the streaming kernel), or NULL where it does not apply
+ * (nv__gpu_kernel_qmv_tc's conditions; x's rows must fit in shared memory beside the
+ * reduction's). */
+static const void *qmv_tc(const nv__quant_params *qp, nv_dtype dt, int64_t M, int64_t K,
+                          const nv__gpu_arg *x, const nv__gpu_arg *w) {
+  const char *e = getenv("NUVEC_QMV_TC");
+  if ((e && !strcmp(e, "0")) || qp->mode != NV__QMODE_AFFINE || qp->bits != 4 || K % 128 != 0 ||
+      (dt != NV_DTYPE_FLOAT16 && dt != NV_DTYPE_BFLOAT16) || !aligned16(x, 2) || !aligned16(w, 4))
+    return NULL;
+  if (M * (K + 8) * 2 + nv__gpu_qmv_tc_static_smem() > 48 * 1024) return NULL;
+  return nv__gpu_kernel_qmv_tc((int)dt, qp->group_size);
+}
+
 static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                                     int donated) {
   (void)donated;
@@ -120,6 +143,7 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
   nv_status st = nv__gpu_output(ctx, out, &o);
   if (st != NV_OK || out->size == 0) return st;
   if ((st = inputs(ctx, in, affine ? 4 : 3, a)) != NV_OK) return st;
+  const void *tc = qmv ? qmv_tc(qp, out->dtype, ox->shape[1], ox->shape[2], &a[0], &a[1]) : NULL;
   nv__gpu_quant_params p = {.mode = qp->mode,
                             .group_size = qp->group_size,
                             .bits = qp->bits,
@@ -148,7 +172,21 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
     /* An empty contraction: zeros (every float dtype's zero is all zero bits). */
     return nv__gpu_fill(ctx, o.view, 0);
   }
-  if (qmv) {
+  if (tc) {
+    const int64_t rows = 16 * NV__GPU_QMV_TC_TILES;
+    int64_t blocks = (p.N + rows - 1) / rows;
+    if (blocks > INT32_MAX)
+      return nv__set_error(NV_ERR_UNSUPPORTED, "quantized_matmul: N = %lld is too large",
+                           (long long)p.N);
+    l.func = tc;
+    l.grid[0] = (uint32_t)blocks;
+    l.grid[1] = cap_grid(p.B);
+    l.grid[2] = 1;
+    l.block[0] = NV__GPU_QMV_TC_THREADS;
+    l.block[1] = 1;
+    l.block[2] = 1;
+    l.shared_bytes = (uint32_t)(p.M * (p.K + 8) * 2);
+  } else if (qmv) {
     int64_t rows = (int64_t)nv__gpu_qmv_rows_per_warp(p.M, p.bits) * NV__GPU_QMV_WARPS;
     int64_t blocks = (p.N + rows - 1) / rows;
     if (blocks > INT32_MAX)

@@ -437,16 +437,223 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
   }
 }
 
-/* Whether one row of x takes the two-rows-of-w shape (MT = 2: each load of x serves two rows
- * of w, two units in flight per row) instead of one row of w per warp: NUVEC_QMV_PAIRS=1, a
- * measurement switch read once (bench/gpu compares the two). quantized_matmul and gather_qmm
- * by pair both follow it (nv__gpu_qmv_rows_per_warp gives their shape's rows). */
-static bool qmv_pairs(void) {
-  static const bool on = [] {
-    const char *e = getenv("NUVEC_QMV_PAIRS");
-    return e && e[0] == '1';
-  }();
-  return on;
+/* ---- The tensor-core decode gemv: 4-bit affine codes, float16/bfloat16 x ----
+ * The streaming kernel above spends about ten instructions per weight (unpack, convert,
+ * scale, multiply, x's conversion), so at 4 bits it is bound by issue, not by memory. Here
+ * the codes go to mma.sync m16n8k16 as 16-bit integers held exactly: two codes of a word
+ * per lop3, or'ed into the exponent of 128 (bfloat16: 128 + c) or 1024 (float16, where
+ * 1024 + c then loses its 1024 in an exact subtraction). The 8 columns of the product are the
+ * rows of x (M <= 8); the scale and bias of each group apply to the group's partial sums in
+ * float32: s * sum(c x) + b * sum(x), sum(x) coming from one more mma with a tile of ones
+ * (bfloat16's 128 folds into the bias: b - 128 s). The k order inside a mma is free as long
+ * as both operands use it and each mma's k stay in one group: with CPG = group size / 32
+ * (at most 4) words per load, lane (g, q) of a 128-element superchunk's row holds words
+ * 4 CPG gi + CPG q + jj (group gi of the superchunk, one load per group), word jj being
+ * chunk gi CPG + jj's operand; the mma takes pairs (c_i, c_i+4) of it and the matching pairs
+ * of x through prmt from x's 16-byte row piece in shared memory (x is staged there per
+ * batch). A block holds TILES x 16 rows of w; its QTC_WARPS warps take every QTC_WARPS-th
+ * superchunk of K, two at a time (every load of both issued first), and meet in shared memory
+ * at the end. GPC: groups per superchunk (group
+ * size 128 or more: 1, 64: 2, 32: 4). Infinite x gives NaN where the weights' signs mix, as
+ * the factored form of MLX's kernels; the streaming kernel takes every other case. */
+constexpr int QTC_WARPS = NV__GPU_QMV_TC_THREADS / 32;
+
+template <int DT> struct tc_type;
+template <> struct tc_type<DT_BF16> {
+  static constexpr uint32_t MAGIC = 0x43004300u, ONES = 0x3f803f80u;
+  static constexpr float OFFSET = 128.0f; /* folded into the bias */
+};
+template <> struct tc_type<DT_F16> {
+  static constexpr uint32_t MAGIC = 0x64006400u, ONES = 0x3c003c00u;
+  static constexpr float OFFSET = 0.0f; /* subtracted exactly */
+};
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+/* Codes i and i + 4 of word v as a pair of 16-bit floats (exact small integers). */
+template <int DT> __device__ __forceinline__ uint32_t code_pair(uint32_t v, int i) {
+  uint32_t r = ((v >> (4 * i)) & 0x000f000fu) | tc_type<DT>::MAGIC;
+  if (DT == DT_F16) asm("sub.rn.f16x2 %0, %0, %1;" : "+r"(r) : "r"(tc_type<DT>::MAGIC));
+  return r;
+}
+
+template <int DT>
+__device__ __forceinline__ void mma_tc(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+  if (DT == DT_F16)
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int DT, int TILES, int GPC>
+__global__ void __launch_bounds__(QTC_WARPS * 32, 2)
+    qmv_tc_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x, const uint32_t *w,
+                  const void *scales, const void *biases, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  typedef typename F::S S;
+  constexpr int CPG = 4 / GPC; /* chunks of 32 per group */
+  extern __shared__ uint4 qtc_smem[];
+  uint16_t *xs = (uint16_t *)qtc_smem; /* M rows of K + 8 (16 bytes of padding) */
+  __shared__ float red[QTC_WARPS][TILES * 16][8];
+  out += p.off[0];
+  x += p.off[1];
+  w += p.off[2];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int M = (int)p.M;
+  const int64_t K = p.K, XS = K + 8, NSC = K / 128;
+  const int64_t row0 = (int64_t)blockIdx.x * TILES * 16;
+  const int gshift = __ffs(p.group_size) - 1;
+  const int64_t ssz = dtype_size(p.sdt);
+  for (int64_t bt = blockIdx.y; bt < p.B; bt += gridDim.y) {
+    const int64_t wb = p.wbatch ? bt : 0;
+    __syncthreads(); /* the previous batch's reads of xs and red are done */
+    const uint4 *xb = (const uint4 *)(x + bt * p.M * K);
+    const int64_t per_row = K / 8;
+    for (int64_t i = threadIdx.x; i < M * per_row; i += blockDim.x) {
+      const int64_t r = i / per_row, c = i - r * per_row;
+      *(uint4 *)(xs + r * XS + c * 8) = __ldg(xb + i);
+    }
+    __syncthreads();
+    const uint32_t *wr[TILES][2];
+    const char *sr[TILES][2], *br[TILES][2];
+#pragma unroll
+    for (int t = 0; t < TILES; t++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int64_t n = row0 + 16 * t + 8 * h + g;
+        const int64_t rr = wb * p.R + (n < p.N ? n : p.N - 1);
+        wr[t][h] = w + rr * p.words + CPG * q;
+        sr[t][h] = (const char *)scales + (p.off[3] + rr * p.groups) * ssz;
+        br[t][h] = (const char *)biases + (p.off[4] + rr * p.groups) * ssz;
+      }
+    float acc[TILES][4];
+#pragma unroll
+    for (int t = 0; t < TILES; t++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[t][r] = 0.0f;
+    const uint16_t *xrow = xs + (g < M ? g : 0) * XS + 8 * CPG * q;
+    /* Two superchunks a step: every load of both first (weights, then scales). */
+    for (int64_t sc0 = warp; sc0 < NSC; sc0 += 2 * QTC_WARPS) {
+      uint32_t wv[2][TILES][2][4];
+      float sv[2][TILES][2][GPC], bv[2][TILES][2][GPC];
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        const int64_t sc = sc0 + u * QTC_WARPS;
+        if (sc >= NSC) break;
+#pragma unroll
+        for (int t = 0; t < TILES; t++)
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int gi = 0; gi < GPC; gi++) {
+              const uint32_t *a = wr[t][h] + sc * 16 + 4 * CPG * gi;
+              uint32_t *o = wv[u][t][h] + CPG * gi;
+              if (CPG == 4) {
+                const uint4 v = ld_stream4(a);
+                o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+              } else if (CPG == 2) {
+                const uint2 v = ld_stream2(a);
+                o[0] = v.x, o[1] = v.y;
+              } else {
+                o[0] = ld_stream1(a);
+              }
+            }
+      }
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        const int64_t sc = sc0 + u * QTC_WARPS;
+        if (sc >= NSC) break;
+#pragma unroll
+        for (int gi = 0; gi < GPC; gi++) {
+          const int64_t grp = (sc * 128 + 32 * CPG * gi) >> gshift;
+#pragma unroll
+          for (int t = 0; t < TILES; t++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              sv[u][t][h][gi] = load_scale(p.sdt, sr[t][h], grp);
+              bv[u][t][h][gi] = load_scale(p.sdt, br[t][h], grp);
+            }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        const int64_t sc = sc0 + u * QTC_WARPS;
+        if (sc >= NSC) break;
+#pragma unroll
+        for (int gi = 0; gi < GPC; gi++) {
+          float d[TILES][4], dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int t = 0; t < TILES; t++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) d[t][r] = 0.0f;
+#pragma unroll
+          for (int jj = 0; jj < CPG; jj++) {
+            uint4 xv = make_uint4(0, 0, 0, 0);
+            if (g < M) xv = *(const uint4 *)(xrow + sc * 128 + 32 * CPG * gi + 8 * jj);
+            const uint32_t ones[4] = {tc_type<DT>::ONES, tc_type<DT>::ONES, tc_type<DT>::ONES,
+                                      tc_type<DT>::ONES};
+#pragma unroll
+            for (int st = 0; st < 2; st++) {
+              const uint32_t lo = st ? xv.y : xv.x, hi = st ? xv.w : xv.z;
+              const uint32_t b0 = prmt(lo, hi, 0x5410), b1 = prmt(lo, hi, 0x7632);
+#pragma unroll
+              for (int t = 0; t < TILES; t++) {
+                const uint32_t v0 = wv[u][t][0][gi * CPG + jj], v1 = wv[u][t][1][gi * CPG + jj];
+                const uint32_t a[4] = {code_pair<DT>(v0, 2 * st), code_pair<DT>(v1, 2 * st),
+                                       code_pair<DT>(v0, 2 * st + 1),
+                                       code_pair<DT>(v1, 2 * st + 1)};
+                mma_tc<DT>(d[t], a, b0, b1);
+              }
+              mma_tc<DT>(dx, ones, b0, b1);
+            }
+          }
+          /* s * sum(c x) + (b - OFFSET s) * sum(x); dx[0], dx[1]: sum(x) of columns 2q, 2q+1. */
+#pragma unroll
+          for (int t = 0; t < TILES; t++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const float s = sv[u][t][h][gi];
+              const float b = __fmaf_rn(-tc_type<DT>::OFFSET, s, bv[u][t][h][gi]);
+              acc[t][2 * h] = __fmaf_rn(s, d[t][2 * h], __fmaf_rn(b, dx[0], acc[t][2 * h]));
+              acc[t][2 * h + 1] =
+                  __fmaf_rn(s, d[t][2 * h + 1], __fmaf_rn(b, dx[1], acc[t][2 * h + 1]));
+            }
+        }
+      }
+    }
+    /* d[r]: rows g (r < 2) and g + 8 of the tile, columns 2q + (r & 1). */
+#pragma unroll
+    for (int t = 0; t < TILES; t++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) red[warp][16 * t + g + 8 * (r >> 1)][2 * q + (r & 1)] = acc[t][r];
+    __syncthreads();
+    for (int i = threadIdx.x; i < TILES * 16 * M; i += blockDim.x) {
+      const int m = i / (TILES * 16), r = i - m * TILES * 16;
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < QTC_WARPS; k++) s += red[k][r][m];
+      if (row0 + r < p.N) out[(bt * p.M + m) * p.N + row0 + r] = F::st(s);
+    }
+  }
+}
+
+template <int DT, int TILES> const void *qmv_tc_for(int group_size) {
+  if (group_size >= 128) return (const void *)qmv_tc_kernel<DT, TILES, 1>;
+  if (group_size == 64) return (const void *)qmv_tc_kernel<DT, TILES, 2>;
+  if (group_size == 32) return (const void *)qmv_tc_kernel<DT, TILES, 4>;
+  return nullptr;
 }
 
 /* The kernel for m rows of x: quantized_matmul's (gather false), gather_qmm's by pair (runs 0)
@@ -456,9 +663,6 @@ const void *kernel_for_m(bool gather, int64_t m, int runs) {
   if (gather && runs == 4) return (const void *)gather_runs_kernel<DT, BITS, MODE, 4>;
   if (gather && runs == 8) return (const void *)gather_runs_kernel<DT, BITS, MODE, 8>;
   if (gather && runs != 0) return nullptr;
-  if (m <= 1 && qmv_pairs())
-    return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 2>
-                  : (const void *)qmv_kernel<DT, BITS, MODE, 2>;
   if (m <= 1)
     return gather ? (const void *)gather_qmv_kernel<DT, BITS, MODE, 1>
                   : (const void *)qmv_kernel<DT, BITS, MODE, 1>;
@@ -507,16 +711,25 @@ extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t
   return kernel_for_dtype(dtype, mode, bits, false, m, 0);
 }
 
+extern "C" const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size) {
+  switch (dtype) {
+    case DT_F16: return qmv_tc_for<DT_F16, NV__GPU_QMV_TC_TILES>(group_size);
+    case DT_BF16: return qmv_tc_for<DT_BF16, NV__GPU_QMV_TC_TILES>(group_size);
+    default: return nullptr;
+  }
+}
+
+extern "C" uint32_t nv__gpu_qmv_tc_static_smem(void) {
+  return (uint32_t)(QTC_WARPS * NV__GPU_QMV_TC_TILES * 16 * 8 * sizeof(float));
+}
+
 extern "C" const void *nv__gpu_kernel_gather_qmv(int dtype, int mode, int bits, int64_t m,
                                                  int runs) {
   return kernel_for_dtype(dtype, mode, bits, true, m, runs);
 }
 
 template <int BITS> static int qmv_rows(int64_t m) {
-  return m <= 1 && qmv_pairs() ? gemv_shape<2, BITS>::R
-         : m <= 1              ? gemv_shape<1, BITS>::R
-         : m <= 4 ? gemv_shape<4, BITS>::R
-                  : gemv_shape<8, BITS>::R;
+  return m <= 1 ? gemv_shape<1, BITS>::R : m <= 4 ? gemv_shape<4, BITS>::R : gemv_shape<8, BITS>::R;
 }
 
 extern "C" int nv__gpu_qmv_rows_per_warp(int64_t m, int bits) {

@@ -1,9 +1,10 @@
 """The CUDA backend's quantize family on the GPU against nuvec's CPU results: quantize and
 dequantize in every mode, bits and group size (bit for bit: both run src/ops/quantize_codec.h's
 arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
-values; quantized_matmul through the decode gemvs (M <= 8, transposed: the streaming one of
-src/cuda/quantize_gemv.cu for K a multiple of 32, its element-by-element loop for unaligned
-views, quantize.cu's for other K), the tiled kernel
+values; quantized_matmul through the decode gemvs (M <= 8, transposed: the tensor-core one of
+src/cuda/quantize_gemv.cu for 4-bit affine float16/bfloat16 with K a multiple of 128, its
+streaming one for K a multiple of 32, its element-by-element loop for unaligned views,
+quantize.cu's for other K), the tiled kernel
 (up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
 product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
 built with the GPU as the default device (skipped where no GPU is usable) and must run there
@@ -240,6 +241,31 @@ def decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype, offset=0, sdt
 @pytest.mark.parametrize("xshape,N,K,wb,mode,gs,bits,dtype", sample(DECODE_CASES, 80, 2))
 def test_quantized_matmul_decode(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype):
     decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
+
+
+# The tensor-core decode gemv (4-bit affine, float16/bfloat16, K a multiple of 128): every
+# group size it takes (32, 64, 128 and 256: one, two or four groups per 128-element
+# superchunk, or a group over several), rows of x 1 to 8, N below, at and past a 16-row tile
+# and large, K of one superchunk and of fewer superchunks than warps,
+# batched x and batched w; x staged in shared memory up to its limit (8 rows of 2048).
+TC_DECODE = [
+    ((1, 128), 17, 128, ()),
+    ((1, 4096), 300, 4096, ()),
+    ((2, 384), 16, 384, ()),
+    ((8, 2048), 33, 2048, ()),
+    ((5, 1024), 1, 1024, ()),
+    ((2, 1, 256), 8200, 256, ()),
+    ((2, 3, 512), 40, 512, (2,)),
+]
+
+
+@pytest.mark.parametrize("gs", [32, 64, 128, 256])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("xshape,N,K,wb", TC_DECODE)
+def test_quantized_matmul_decode_tensor_cores(nv, rng, xshape, N, K, wb, gs, dtype):
+    if K % gs:
+        pytest.skip("K is not a whole number of groups")
+    decode_check(nv, rng, xshape, N, K, wb, "affine", gs, 4, dtype)
 
 
 @pytest.mark.parametrize("mode,gs,bits", [("affine", 64, 4), ("affine", 32, 2),
