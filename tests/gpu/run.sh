@@ -218,7 +218,7 @@ stage11() {
   note "11b. profiled bench: rc=$?"
   grep -E "^BENCH|^DIAG" "$OUT/prof.log" | grep -v "inputs" | cut -c1-400 | tee -a "$SUM"
   # Measurement switches (AB_SETS: VAR=value settings, one run each; HRX_WAIT_HELP, the waiters'
-  # help to the watchers, HRX_WATCH_SPIN_US, NUVEC_QMV_PAIRS), the same cases unprofiled.
+  # help to the watchers, HRX_WATCH_SPIN_US, NUVEC_QMV_TC), the same cases unprofiled.
   for set in ${AB_SETS:-HRX_WAIT_HELP=0 HRX_WAIT_HELP=1}; do
     env $set timeout 60 $B/bench/hrx/hrx_bench 50 2>&1 | grep -E "round trip|of which" | sed "s/^/$set /" | tee -a "$SUM"
     env $set timeout 60 $B/bench/gpu/bench_gpu "${AB_CASES:-eval_roundtrip|qmm_decode|sdpa_decode}" 2>&1 | grep -E "^BENCH" | sed "s/^/$set /" | tee -a "$SUM"
