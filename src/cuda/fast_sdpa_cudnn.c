@@ -438,21 +438,24 @@ static plan *plan_build(const plan_key *k, nv__dnn_device *dev) {
   }
   pthread_mutex_lock(&dev->lock);
   cudnnBackendDescriptor_t g = graph(&b, k, dev->handle);
-  if (!b.failed) p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_A);
-  if (!b.failed && !p->exec) {
+  const bool graph_ok = !b.failed;
+  if (graph_ok) p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_A);
+  if (graph_ok && !p->exec && p->ndescs < MAX_DESCS - 8) {
+    /* Whatever failed in mode A's heuristics or plans, mode B gets its turn. */
     char first[WHY_SIZE];
     snprintf(first, sizeof first, "%s", p->why);
     p->why[0] = 0;
+    b.failed = false;
     p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_B);
-    if (!p->exec && !b.failed) {
+    if (!p->exec) {
       char second[WHY_SIZE];
       snprintf(second, sizeof second, "%s", p->why);
-      snprintf(p->why, sizeof p->why, "mode A: %.300s; mode B: %.300s", first, second);
+      snprintf(p->why, sizeof p->why, "heuristics mode A: %.330s; mode B: %.330s", first, second);
     }
   }
   pthread_mutex_unlock(&dev->lock);
   if (prev >= 0 && prev != k->device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
-  p->ok = !b.failed && p->exec;
+  p->ok = p->exec != NULL;
   return p;
 }
 
