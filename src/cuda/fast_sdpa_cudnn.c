@@ -9,7 +9,7 @@
  * one key. NUVEC_CUDNN_SDPA=0 never uses cuDNN; =1 requires it for these nodes (an error
  * naming why where cuDNN is missing or cannot run one); unset, cuDNN runs them where its graph
  * finalizes and the others take sdpa_mma. NUVEC_LOG_FALLBACK=1 names on stderr each shape
- * cuDNN declined, with cuDNN's reason (once per shape).
+ * cuDNN declined, with cuDNN's reason (once per shape; once in all where cuDNN is missing).
  *
  * The graph (tensors [b, h, s, d] with their strides; S, P and the reductions virtual):
  *   S  = matmul(Q [B, Hq, Lq, D], Kᵀ [B, Hkv, D, Lk])       float32 [B, Hq, Lq, Lk]
@@ -655,7 +655,13 @@ nv_status nv__gpu_sdpa_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
     place[i] = in_place(&in[i], es, k.st[i]);
     if (!place[i]) packed_strides(in[i].meta->shape, k.st[i]);
   }
-  if (!ready) return decline(&k, why_not);
+  if (!ready) {
+    static atomic_bool told;
+    if (log_declines && mode != MODE_REQUIRED && !atomic_exchange(&told, true))
+      fprintf(stderr, "nuvec: " OP ": cuDNN declined every node: %s; sdpa_mma runs them\n",
+              why_not);
+    return decline(&k, why_not);
+  }
   if (k.causal && k.Lq != k.Lk && version < 90600 && (k.Lq % 64 || k.Lk % 64))
     return decline(&k, "cuDNN before 9.6 takes a bottom-right causal mask only for lengths "
                        "that are multiples of 64");
