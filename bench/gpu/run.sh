@@ -6,6 +6,15 @@ set -u
 B=${NUVEC_BUILD:-build}
 cd "$(dirname "$0")/../.."
 $B/bench/gpu/bench_gpu "${1:-}" > /tmp/bench_nuvec.txt 2>&1; echo "nuvec rc=$?"
+# The causal prefill once more on nuvec's own kernel (NUVEC_CUDNN_SDPA=0), as row ..._mma: the
+# row above runs cuDNN's fused attention where libcudnn loads (NUVEC_LOG_FALLBACK=1 names a
+# shape cuDNN declined, with its reason).
+if [ -z "${1:-}" ] || [[ "sdpa_causal_prefill_b8h32L4096d128_bf16" == *"${1:-}"* ]] || [[ "${1:-}" == *sdpa_* ]]; then
+  NUVEC_CUDNN_SDPA=0 $B/bench/gpu/bench_gpu sdpa_causal_prefill_b8h32L4096d128_bf16 2>&1 |
+    grep "^BENCH sdpa_causal_prefill" | sed 's/^BENCH sdpa_causal_prefill_b8h32L4096d128_bf16 /BENCH sdpa_causal_prefill_b8h32L4096d128_bf16_mma /' >> /tmp/bench_nuvec.txt
+  NUVEC_LOG_FALLBACK=1 $B/bench/gpu/bench_gpu sdpa_causal_prefill_b8h32L4096d128_bf16 2>&1 |
+    grep "cuDNN" | head -5 | sed 's/^/DIAG /' >> /tmp/bench_nuvec.txt
+fi
 python3 bench/gpu/bench_torch.py "${1:-}" > /tmp/bench_torch.txt 2>&1; echo "torch rc=$?"
 # Where the host's time goes, in a second pass with the profile on (its clock reads cost time,
 # so the timed pass above runs without it): DIAG lines only. A run of some cases only (an
@@ -59,6 +68,7 @@ work = {  # bytes moved or flops, for rates
     "ops_take_2^24_of_2^26": ("TB/s", 12 * 2**24),
     "conv2d_bf16_32x56x56x64": ("TFLOP/s", 2 * 32 * 56 * 56 * 64 * 9 * 64),
     "sdpa_causal_prefill_b8h32L4096d128_bf16": ("TFLOP/s", 2 * 8 * 32 * 4096**2 * 128),
+    "sdpa_causal_prefill_b8h32L4096d128_bf16_mma": ("TFLOP/s", 2 * 8 * 32 * 4096**2 * 128),
     "sdpa_decode_b8h32L4096d128_bf16": ("TB/s", 2 * 2 * 8 * 32 * 4096 * 128),
     "linalg_cholesky_f64_4096": ("TFLOP/s", 4096**3 / 3), "linalg_inv_f64_4096": ("TFLOP/s", 2 * 4096**3),
     # quantized_matmul: the packed 4-bit weights (with bf16 scales and biases per 64) streamed.

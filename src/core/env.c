@@ -14,12 +14,18 @@
  *   NUVEC_GPU_MEMORY_LIMIT  the hard limit of each GPU's memory in bytes; default: the
  *                         device's memory.
  *   NUVEC_LOG_FALLBACK    1: name on stderr each GPU node that ran its CPU kernel (no CUDA
- *                         kernel); default off.
+ *                         kernel), and each attention shape cuDNN declined (with cuDNN's
+ *                         reason, once per shape); default off.
  *   NUVEC_ENABLE_TF32     1 (or MLX's MLX_ENABLE_TF32=1): float32 matrix products on the GPU
  *                         use TF32 tensor cores; default off (full float32).
  *   NUVEC_CUDNN           0: GPU convolutions never use cuDNN (nuvec's own kernel); 1: they
  *                         require it ("cuDNN not found" where it is missing); default: cuDNN
- *                         where libcudnn.so.9 loads.
+ *                         where libcudnn.so.9 loads. It does not govern attention (below).
+ *   NUVEC_CUDNN_SDPA      0: scaled_dot_product_attention on the GPU never uses cuDNN (nuvec's
+ *                         own kernels); 1: the prefill nodes of cuDNN's path (float16/bfloat16,
+ *                         no mask array, no sinks: src/cuda/fast_sdpa_cudnn.c) require it (an
+ *                         error where cuDNN is missing or cannot run one); default: cuDNN's
+ *                         fused attention where its graph finalizes, else nuvec's kernel.
  *   NUVEC_RANK, NUVEC_HOSTFILE  (or MLX's MLX_RANK, MLX_HOSTFILE) this process's rank and the
  *                         ring's JSON hostfile (src/distributed/ring.c); default: none (no ring).
  *   NUVEC_DIST_TIMEOUT    seconds before a silent distributed peer is lost; default 60.

@@ -28,15 +28,14 @@
  * height), filters as NHWC [K, kernel..., C / groups], groups as cuDNN's group count. Inputs
  * that are not row-contiguous or not 16-byte aligned are copied contiguous first.
  *
- * State: one cuDNN handle per device, made on first use; the captures of a device take its
- * lock around cudnnSetStream and the call (the handle's stream is per handle). The algorithm
+ * State: one cuDNN handle per device, made on first use and shared with attention's cuDNN path
+ * (cudnn_lib.c); the captures of a device take its lock around cudnnSetStream and the call (the
+ * handle's stream is per handle). The algorithm
  * comes from cuDNN's _v7 heuristics (no execution, no synchronization), chosen when the node is
  * recorded and cached by shape and parameters; its workspace is node scratch
  * (nv__gpu_scratch), declared as a read-write binding. The capture only enqueues cuDNN's work
  * on hrx's capture stream. */
 #include <cuda_runtime.h>
-#include <cudnn.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,22 +43,18 @@
 
 #include "cuda/conv_cudnn.h"
 #include "cuda/copy.h"
+#include "cuda/cudnn_lib.h"
 #include "ops/conv_params.h"
 
-#define DNN_MAX_DEVICES 64
 #define DNN_CACHE 64
 #define DNN_HEURISTICS 8
 /* The largest workspace an algorithm may ask for. */
 #define DNN_WORKSPACE_CAP ((size_t)256 << 20)
 
-/* ---- Loading ---- */
+/* ---- Loading (the library and its handles: cudnn_lib.c) ---- */
 
 #define DNN_FN(name) __typeof__(&name) name
 static struct {
-  DNN_FN(cudnnGetVersion);
-  DNN_FN(cudnnGetErrorString);
-  DNN_FN(cudnnCreate);
-  DNN_FN(cudnnSetStream);
   DNN_FN(cudnnCreateTensorDescriptor);
   DNN_FN(cudnnDestroyTensorDescriptor);
   DNN_FN(cudnnSetTensorNdDescriptor);
@@ -87,36 +82,15 @@ enum { DNN_OFF = 0, DNN_AUTO = 1, DNN_REQUIRED = 2 };
 static pthread_once_t dnn_once = PTHREAD_ONCE_INIT;
 static int dnn_mode;
 static bool dnn_loaded, dnn_tf32;
-static char dnn_why[256]; /* why cuDNN is not loaded */
-
-static bool dnn_sym(void *lib, const char *name, void *slot) {
-  void *s = dlsym(lib, name);
-  if (!s) {
-    snprintf(dnn_why, sizeof dnn_why, "the cuDNN library lacks %s", name);
-    return false;
-  }
-  memcpy(slot, &s, sizeof s);
-  return true;
-}
+static const char *dnn_why = ""; /* why cuDNN is not loaded */
 
 static void dnn_load(void) {
   const char *e = getenv("NUVEC_CUDNN");
   dnn_mode = e && !strcmp(e, "0") ? DNN_OFF : e && !strcmp(e, "1") ? DNN_REQUIRED : DNN_AUTO;
   dnn_tf32 = nv__env_long("NUVEC_ENABLE_TF32", 0) == 1 || nv__env_long("MLX_ENABLE_TF32", 0) == 1;
-  if (dnn_mode == DNN_OFF) return;
-  void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) lib = dlopen("libcudnn.so", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char *why = dlerror();
-    snprintf(dnn_why, sizeof dnn_why, "%s", why ? why : "libcudnn.so.9 could not be loaded");
-    return;
-  }
+  if (dnn_mode == DNN_OFF || !nv__dnn_load(&dnn_why)) return;
 #define LOAD(name) \
-  if (!dnn_sym(lib, #name, &dnn.name)) return;
-  LOAD(cudnnGetVersion)
-  LOAD(cudnnGetErrorString)
-  LOAD(cudnnCreate)
-  LOAD(cudnnSetStream)
+  if (!nv__dnn_sym(#name, &dnn.name, &dnn_why)) return;
   LOAD(cudnnCreateTensorDescriptor)
   LOAD(cudnnDestroyTensorDescriptor)
   LOAD(cudnnSetTensorNdDescriptor)
@@ -138,59 +112,18 @@ static void dnn_load(void) {
   LOAD(cudnnGetConvolutionBackwardFilterWorkspaceSize)
   LOAD(cudnnConvolutionBackwardFilter)
 #undef LOAD
-  /* The legacy API as used here is cuDNN 8's and 9's (group counts, NHWC filters, _v7). */
-  size_t v = dnn.cudnnGetVersion();
-  if (v < 8000) {
-    snprintf(dnn_why, sizeof dnn_why, "cuDNN %zu is older than 8.0", v);
-    return;
-  }
+  /* The legacy API as used here is cuDNN 8's and 9's (group counts, NHWC filters, _v7):
+   * nv__dnn_load takes 8.0 or newer. */
   dnn_loaded = true;
 }
 
 static nv_status dnn_error(const char *call, cudnnStatus_t s) {
-  return nv__set_error(NV_ERR_BACKEND, "conv_general: %s failed: %s", call,
-                       dnn.cudnnGetErrorString(s));
+  return nv__dnn_error("conv_general", call, s);
 }
 
-/* ---- Per-device handles ---- */
+typedef nv__dnn_device dnn_device;
 
-typedef struct dnn_device {
-  bool ready;
-  cudnnHandle_t handle;
-  pthread_mutex_t lock; /* the handle's stream and work, during a capture */
-} dnn_device;
-
-static pthread_mutex_t dnn_lock = PTHREAD_MUTEX_INITIALIZER; /* devices and the cache */
-static dnn_device dnn_devices[DNN_MAX_DEVICES];
-
-static nv_status dnn_device_get(nv__gpu_ctx *ctx, dnn_device **out) {
-  int device = nv__gpu_device_index(ctx);
-  if (device < 0 || device >= DNN_MAX_DEVICES)
-    return nv__set_error(NV_ERR_BACKEND, "conv_general: GPU %d is past the %d cuDNN supports here",
-                         device, DNN_MAX_DEVICES);
-  dnn_device *d = &dnn_devices[device];
-  nv_status st = NV_OK;
-  pthread_mutex_lock(&dnn_lock);
-  if (!d->ready) {
-    int prev = -1;
-    cudaError_t e = cudaGetDevice(&prev);
-    if (e == cudaSuccess && prev != device) e = cudaSetDevice(device);
-    cudnnStatus_t s;
-    if (e != cudaSuccess) {
-      st = nv__set_error(NV_ERR_BACKEND, "conv_general: cudaSetDevice failed: %s",
-                         cudaGetErrorString(e));
-    } else if ((s = dnn.cudnnCreate(&d->handle)) != CUDNN_STATUS_SUCCESS) {
-      st = dnn_error("cudnnCreate", s);
-    } else {
-      pthread_mutex_init(&d->lock, NULL);
-      d->ready = true;
-    }
-    if (prev >= 0 && prev != device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
-  }
-  pthread_mutex_unlock(&dnn_lock);
-  if (st == NV_OK) *out = d;
-  return st;
-}
+static pthread_mutex_t dnn_lock = PTHREAD_MUTEX_INITIALIZER; /* the algorithm cache */
 
 /* ---- Plans ---- */
 
@@ -381,7 +314,7 @@ static hrx_status dnn_run(const hrx_callback_view *views, size_t count, void *st
   float one = 1.0f, zero = 0.0f;
   int kind = p->choice.key.kind;
   pthread_mutex_lock(&p->dev->lock);
-  cudnnStatus_t s = dnn.cudnnSetStream(p->dev->handle, (cudaStream_t)stream);
+  cudnnStatus_t s = nv__dnn.cudnnSetStream(p->dev->handle, (cudaStream_t)stream);
   if (s == CUDNN_STATUS_SUCCESS && kind == DNN_FORWARD)
     s = dnn.cudnnConvolutionForward(p->dev->handle, &one, p->xd, in, p->wd, w, p->cd,
                                     (cudnnConvolutionFwdAlgo_t)p->choice.algo, ws, p->choice.ws,
@@ -399,7 +332,7 @@ static hrx_status dnn_run(const hrx_callback_view *views, size_t count, void *st
     static const char *calls[3] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                                    "cudnnConvolutionBackwardFilter"};
     fprintf(stderr, "nuvec: conv_general on the GPU: %s failed: %s\n", calls[kind],
-            dnn.cudnnGetErrorString(s));
+            nv__dnn.cudnnGetErrorString(s));
     return HRX_E_CUDA;
   }
   return HRX_OK;
@@ -625,7 +558,7 @@ nv_status nv__gpu_conv_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
     return NV__GPU_DECLINED;
   }
   dnn_device *dev = NULL;
-  nv_status st = dnn_device_get(ctx, &dev);
+  nv_status st = nv__dnn_device_get(ctx, "conv_general", &dev);
   if (st != NV_OK) return st;
   dnn_key k;
   dnn_key_of(node, in, kind, &k);

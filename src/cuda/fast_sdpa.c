@@ -2,7 +2,9 @@
  * (C11): q, k and v row-contiguous (copied into scratch memory when they are not), the mask and
  * the sinks where they are (strided), then one of fast_sdpa.cu's kernels:
  *   - float16/bfloat16 with D = Dv in {64, 80, 96, 128, 256} and more than MMA_MIN_LQ queries:
- *     the tensor-core kernel (one block per 128 queries of a head, 64 for D = 256);
+ *     without a mask array or sinks, cuDNN's fused attention where it takes the node
+ *     (fast_sdpa_cudnn.c: NUVEC_CUDNN_SDPA), else the tensor-core kernel (one block per 128
+ *     queries of a head, 64 for D = 256);
  *   - at most NV__GPU_SDPA_DECODE_ROWS query rows per key/value head (G x Lq: decode) and
  *     D, Dv <= 256: a decode kernel, which streams k and v from global memory, its blocks over
  *     (batch, key/value head, split of the keys): the vectorized one (16-byte loads) when D and
@@ -15,6 +17,7 @@
  * partials a combine kernel reduces.
  * A head size whose SIMT tiles do not fit the device's shared memory even at one row and eight
  * keys declines to the CPU. Lk = 0 writes zeros. */
+#include "cuda/fast_sdpa_cudnn.h"
 #include "cuda/fast_sdpa_kernels.h"
 #include "cuda/gpu.h"
 #include "ops/fast_sdpa.h"
@@ -125,6 +128,12 @@ static nv_status k_sdpa(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   nv_status st = nv__gpu_output(ctx, out, &a[NV__GPU_SDPA_OUT]);
   if (st != NV_OK || out->size == 0) return st;
   if (p.Lk == 0) return nv__gpu_fill(ctx, a[NV__GPU_SDPA_OUT].view, 0);
+  if (mma && !prm->sinks && prm->mask == NV__SDPA_MASK_NONE) {
+    /* cuDNN's fused attention where it takes the node (fast_sdpa_cudnn.c), else sdpa_mma */
+    st = nv__gpu_sdpa_cudnn(ctx, node, in, a[NV__GPU_SDPA_OUT]);
+    if (st != NV__GPU_DECLINED) return st;
+    st = NV_OK;
+  }
   for (int i = 0; i < 3 && st == NV_OK; i++)
     st = nv__gpu_input_contiguous(ctx, &in[i], &a[NV__GPU_SDPA_Q + i]);
   int n = 3;
