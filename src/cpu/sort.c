@@ -248,6 +248,9 @@ ARG_DIRECT(argmax_f64, double, >)
 ARG_DIRECT(argmin_f64, double, <)
 
 static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
+  uint32_t first;
+  if (j->r->idt == NV_DTYPE_FLOAT32 && nv__simd_argext_f32((const float *)x, n, j->max, &first))
+    return first;
   if (j->r->idt == NV_DTYPE_FLOAT32)
     return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
   if (j->r->idt == NV_DTYPE_FLOAT64)
