@@ -410,8 +410,9 @@ static void outer_range(void *ctx, int64_t b, int64_t e) {
 /* Column layout: the kept innermost axis is contiguous and the reduced ones strided (sums over
  * a leading or middle axis). Each task owns a block of up to COLS consecutive outputs and adds
  * every reduced row into them lane by lane, which the compiler vectorizes: float32 and float64
- * sums in float64, rows gathered in groups of ROWS whose totals join the block's with Neumaier's
- * compensation; max/min in the input type with NaN tracked per lane. */
+ * sums in float64 (eight rows a pass over the block's partial sums where one axis is reduced),
+ * rows gathered in groups of ROWS whose totals join the block's with Neumaier's compensation
+ * (a single group needs none); max/min in the input type with NaN tracked per lane. */
 #define ROWS 256
 
 typedef struct cols_plan {

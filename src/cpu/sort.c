@@ -193,7 +193,8 @@ nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated) {
  * Keys order every dtype; for argmin of the float dtypes NaN's key is moved to 0 (below every
  * other float key), so that one strict comparison serves both ops. float32/float64 rows that
  * are contiguous take a direct path: the extreme (and whether a NaN is present) in a
- * vectorizable pass, then the first index holding it. */
+ * vectorizable pass, then the first index holding it; float32 rows run it in AVX-512 where the
+ * CPU has it (sort_simd.c). */
 
 typedef struct arg_job {
   nv__rows *r;
