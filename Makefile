@@ -60,7 +60,9 @@ tsan: setup
 	export TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1; \
 	$(call run_tests,build-tsan,-L tsan)
 
+# The benchmarks' peers include PyTorch, installed here (setup.sh --bench) and never for the tests.
 bench: build
+	@tools/setup.sh --bench
 	NUVEC_BUILD=$(abspath $(BUILD)) bench/run_all.sh
 
 # The file-format fuzzers: the library built by clang with coverage and ASan+UBSan, one

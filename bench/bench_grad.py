@@ -1,10 +1,13 @@
 """A gradient step of a 4-layer MLP (batch 256, width 1024, float32, tanh between the layers,
 mean squared error): value_and_grad with respect to the 8 parameters and p - lr * g, evaluated,
-beside MLX's CPU build and PyTorch (CPU) where they import, in the same run. The forward pass
+beside MLX's CPU build and PyTorch (CPU) where they import, in the same run (each peer in a
+process of its own, bench/README.md). The forward pass
 alone is timed too, for scale. Ratios are peer time / nuvec time (> 1: nuvec faster)."""
+import os
+
 import numpy as np
 
-from benchlib import median_time, mlx_core, report, run_c, try_import
+from benchlib import median_time, mlx_core, peer_results, report, run_c, serve_peer, torch_cpu
 
 BATCH, WIDTH, LAYERS, LR = 256, 1024, 4, 0.01
 REPEAT = 11
@@ -76,22 +79,27 @@ def torch_times(torch, params, x, y):
     return median_time(forward, repeat=REPEAT, warmup=2), median_time(step, repeat=REPEAT, warmup=2)
 
 
+ROWS = ("forward_mlp4_b256_w1024_f32", "grad_step_mlp4_b256_w1024_f32")
+
+
+def peer_times(peer, cases):
+    """{row: seconds} of one peer, in its own process (benchlib.serve_peer)."""
+    lib = mlx_core() if peer == "mlx" else torch_cpu()
+    if lib is None:
+        return None
+    params, x, y = data()
+    fwd, step = (mlx_times if peer == "mlx" else torch_times)(lib, params, x, y)
+    return dict(zip(ROWS, (fwd, step)))
+
+
 def main():
     c = run_c("bench_grad")
-    params, x, y = data()
-    peers_fwd, peers_step = {}, {}
-    mx = mlx_core()
-    if mx is not None:
-        peers_fwd["mlx"], peers_step["mlx"] = mlx_times(mx, params, x, y)
-    torch = try_import("torch")
-    if torch is not None:
-        peers_fwd["torch"], peers_step["torch"] = torch_times(torch, params, x, y)
-    rows = [
-        ("forward_mlp4_b256_w1024_f32", c.get("forward_mlp4"), peers_fwd),
-        ("grad_step_mlp4_b256_w1024_f32", c.get("grad_step_mlp4"), peers_step),
-    ]
+    peers = peer_results(os.path.abspath(__file__), ["mlx", "torch"])
+    rows = [(ROWS[0], c.get("forward_mlp4"), {p: t[ROWS[0]] for p, t in peers.items() if ROWS[0] in t}),
+            (ROWS[1], c.get("grad_step_mlp4"), {p: t[ROWS[1]] for p, t in peers.items() if ROWS[1] in t})]
     report("gradient step of a 4-layer MLP (ratio = peer time / nuvec time)", rows, ["mlx", "torch"])
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        main()

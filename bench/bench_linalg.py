@@ -1,10 +1,13 @@
 """Matrix products beside OpenBLAS called directly from C (same binary, same data), NumPy and
-MLX's CPU build (where it installs): matmul 2048³ and 512³ float32, 64 × (128×128×128)
+MLX's CPU build and PyTorch (where they install; each peer in a process of its own,
+bench/README.md): matmul 2048³ and 512³ float32, 64 × (128×128×128)
 batched, aᵀ @ b at 1024³ float32, and 1024³ float64. Ratios are peer time / nuvec time
 (> 1: nuvec faster); the target against OpenBLAS is ≥ 0.95."""
+import os
+
 import numpy as np
 
-from benchlib import median_time, mlx_core, report, run_c
+from benchlib import median_time, mlx_core, peer_results, report, run_c, serve_peer, torch_cpu
 
 # (case, batch, m, k, n, transposed a, dtype, repeats)
 CASES = [
@@ -28,35 +31,50 @@ def operands(batch, m, k, n, trans, dtype):
     return a, b
 
 
+PEERS = ["numpy", "mlx", "torch"]
+
+
+def peer_times(peer, cases):
+    """{case: seconds} of one peer, in its own process (benchlib.serve_peer)."""
+    lib = None
+    if peer == "mlx":
+        lib = mlx_core()
+    elif peer == "torch":
+        lib = torch_cpu()
+    if peer != "numpy" and lib is None:
+        return None
+    out = {}
+    for name, batch, m, k, n, trans, dtype, rep in CASES:
+        if cases and name not in cases:
+            continue
+        a, b = operands(batch, m, k, n, trans, dtype)
+        if peer == "numpy":
+            fn = (lambda: a.T @ b) if trans else (lambda: a @ b)
+        elif peer == "torch":
+            ta, tb = lib.from_numpy(a), lib.from_numpy(b)
+            fn = (lambda: ta.T @ tb) if trans else (lambda: ta @ tb)
+        else:
+            try:  # MLX's CPU build computes float64 matmul too; skip it where it does not
+                ma, mb = lib.array(a), lib.array(b)
+                lib.eval(ma @ mb)
+            except Exception:
+                continue
+            fn = (lambda: lib.eval(ma.T @ mb)) if trans else (lambda: lib.eval(ma @ mb))
+        out[name] = median_time(fn, repeat=rep)
+    return out
+
+
 def main():
     c = run_c("bench_linalg")
-    mx = mlx_core()
+    peers = peer_results(os.path.abspath(__file__), PEERS)
     rows = []
-    for name, batch, m, k, n, trans, dtype, rep in CASES:
-        a, b = operands(batch, m, k, n, trans, dtype)
-        peers = {"openblas": c.get("blas_" + name)}
-        if trans:
-            peers["numpy"] = median_time(lambda: a.T @ b, repeat=rep)
-        else:
-            peers["numpy"] = median_time(lambda: a @ b, repeat=rep)
-        if mx is not None and dtype == np.float32:
-            ma, mb = mx.array(a), mx.array(b)
-            mx.eval(ma, mb)
-            if trans:
-                peers["mlx"] = median_time(lambda: mx.eval(ma.T @ mb), repeat=rep)
-            else:
-                peers["mlx"] = median_time(lambda: mx.eval(ma @ mb), repeat=rep)
-        elif mx is not None:
-            # MLX's CPU build computes float64 matmul too.
-            try:
-                ma, mb = mx.array(a), mx.array(b)
-                mx.eval(ma @ mb)
-                peers["mlx"] = median_time(lambda: mx.eval(ma @ mb), repeat=rep)
-            except Exception:
-                pass
-        rows.append((name, c["nuvec_" + name], peers))
-    report("matrix products (ratio = peer time / nuvec time)", rows, ["openblas", "numpy", "mlx"])
+    for name, *_ in CASES:
+        others = {"openblas": c.get("blas_" + name)}
+        others.update({p: t[name] for p, t in peers.items() if name in t})
+        rows.append((name, c["nuvec_" + name], others))
+    report("matrix products (ratio = peer time / nuvec time)", rows, ["openblas"] + PEERS)
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        main()

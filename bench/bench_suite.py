@@ -6,15 +6,18 @@ means nuvec is faster), and writes bench/out/results.csv and bench/out/results.p
 The op cases and their shapes are bench_suite.c's; the chain is bench_eval's, the MLP step
 bench_grad's (bench_grad.py times its peers), the charlm step examples/charlm/step_bench.c's.
 NumPy has no automatic differentiation: it has no time for the two gradient steps.
+nuvec and each peer run in processes of their own, one after the other (bench/README.md).
+Usage: bench_suite.py [case ...] (none: every row).
 """
 import csv
 import math
 import os
-import subprocess
+import sys
 
 import numpy as np
 
-from benchlib import BUILD, HERE, median_time, mlx_core, run_c, try_import
+from benchlib import (BUILD, HERE, median_time, mlx_core, peer_results, run_c, serve_peer,
+                      torch_cpu)
 
 PEERS = ["numpy", "mlx", "torch"]
 REPEAT = 7
@@ -163,29 +166,25 @@ def torch_ops(torch):
 # ---- The eval-overhead chain (bench_eval's case: 1000 × x = x*0.5 + 1 on 1024 float32) ----
 
 
-def chain_peers(mx, torch):
-    def numpy_chain():
-        x = np.ones(1024, np.float32)
-        for _ in range(1000):
-            x = x * np.float32(0.5) + np.float32(1)
-
-    out = {"numpy": median_time(numpy_chain, repeat=REPEAT) / 2000}
-    if mx:
-        def mlx_chain():
-            x = mx.ones((1024,), mx.float32)
+def chain_time(peer, lib):
+    """The chain's time per op in one peer (`lib`: numpy, mlx.core or torch)."""
+    if peer == "numpy":
+        def chain():
+            x = np.ones(1024, np.float32)
+            for _ in range(1000):
+                x = x * np.float32(0.5) + np.float32(1)
+    elif peer == "mlx":
+        def chain():
+            x = lib.ones((1024,), lib.float32)
             for _ in range(1000):
                 x = x * 0.5 + 1
-            mx.eval(x)
-
-        out["mlx"] = median_time(mlx_chain, repeat=REPEAT) / 2000
-    if torch:
-        def torch_chain():
-            x = torch.ones(1024)
+            lib.eval(x)
+    else:
+        def chain():
+            x = lib.ones(1024)
             for _ in range(1000):
                 x = x * 0.5 + 1
-
-        out["torch"] = median_time(torch_chain, repeat=REPEAT) / 2000
-    return out
+    return median_time(chain, repeat=REPEAT) / 2000
 
 
 # ---- charlm's training step in the peers, written as their users write it ----
@@ -372,46 +371,53 @@ def write_chart(rows, peers, path):
     fig.savefig(path)
 
 
-def main():
-    mx = mlx_core()
-    torch = try_import("torch")
-    if torch is not None:
-        torch.set_num_threads(os.cpu_count() or 1)
-    op_times = run_c("bench_suite")
-    peer_ops = {"numpy": op_cases(numpy_ops, lambda a: a)}
-    if mx:
-        peer_ops["mlx"] = mlx_ops(mx)
-    if torch:
-        peer_ops["torch"] = torch_ops(torch)
-    rows = []
-    for case, t in op_times.items():
-        others = {}
-        for p, ops in peer_ops.items():
-            fn = ops.get(case)
-            if fn is not None:
-                others[p] = median_time(fn, repeat=REPEAT)
-        rows.append((case, t, others))
+EXTRA = ("eval_chain_per_op", "mlp4_grad_step_b256_w1024", "charlm_train_step")
 
-    chain = run_c("bench_eval").get("chain_2000_ops")
-    rows.append(("eval_chain_per_op", chain / 2000 if chain else None, chain_peers(mx, torch)))
 
-    import bench_grad
+def peer_times(peer, cases):
+    """{case: seconds} of one peer, in its own process (benchlib.serve_peer); `cases` limits
+    the op cases and the three rows after them (none: all)."""
+    want = lambda c: not cases or c in cases  # noqa: E731
+    if peer == "numpy":
+        lib, ops = np, op_cases(numpy_ops, lambda a: a)
+    elif peer == "mlx":
+        lib = mlx_core()
+        ops = mlx_ops(lib) if lib else None
+    else:
+        lib = torch_cpu()
+        ops = torch_ops(lib) if lib else None
+    if ops is None:
+        return None
+    times = {c: median_time(fn, repeat=REPEAT) for c, fn in ops.items() if fn and want(c)}
+    if want("eval_chain_per_op"):
+        times["eval_chain_per_op"] = chain_time(peer, lib)
+    if peer != "numpy" and want("mlp4_grad_step_b256_w1024"):
+        import bench_grad
 
-    grad = run_c("bench_grad").get("grad_step_mlp4")
-    params, x, y = bench_grad.data()
-    grad_peers = {}
-    if mx:
-        grad_peers["mlx"] = bench_grad.mlx_times(mx, params, x, y)[1]
-    if torch:
-        grad_peers["torch"] = bench_grad.torch_times(torch, params, x, y)[1]
-    rows.append(("mlp4_grad_step_b256_w1024", grad, grad_peers))
+        params, x, y = bench_grad.data()
+        step = bench_grad.mlx_times if peer == "mlx" else bench_grad.torch_times
+        times["mlp4_grad_step_b256_w1024"] = step(lib, params, x, y)[1]
+    if peer != "numpy" and want("charlm_train_step"):
+        times["charlm_train_step"] = (mlx_charlm_step if peer == "mlx" else torch_charlm_step)(lib)
+    return times
 
-    charlm_peers = {}
-    if mx:
-        charlm_peers["mlx"] = mlx_charlm_step(mx)
-    if torch:
-        charlm_peers["torch"] = torch_charlm_step(torch)
-    rows.append(("charlm_train_step", charlm_nuvec(), charlm_peers))
+
+def main(cases):
+    """Runs nuvec's binaries, then each peer in a process of its own (benchlib's fairness
+    rule), and reports. `cases` (command-line names) limits the rows; none: all."""
+    ops = [c for c in cases if c not in EXTRA]
+    op_times = run_c("bench_suite", *ops) if ops or not cases else {}
+    nuvec = dict(op_times)
+    want = lambda c: not cases or c in cases  # noqa: E731
+    if want("eval_chain_per_op"):
+        chain = run_c("bench_eval").get("chain_2000_ops")
+        nuvec["eval_chain_per_op"] = chain / 2000 if chain else None
+    if want("mlp4_grad_step_b256_w1024"):
+        nuvec["mlp4_grad_step_b256_w1024"] = run_c("bench_grad").get("grad_step_mlp4")
+    if want("charlm_train_step"):
+        nuvec["charlm_train_step"] = charlm_nuvec()
+    peers = peer_results(os.path.abspath(__file__), PEERS, cases)
+    rows = [(c, t, {p: peers[p][c] for p in PEERS if c in peers[p]}) for c, t in nuvec.items()]
 
     print_table(rows, PEERS)
     out = os.path.join(HERE, "out")
@@ -422,4 +428,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        main(sys.argv[1:])

@@ -4,7 +4,14 @@ A C benchmark binary prints one line per case, `BENCH <case> <seconds>` (the med
 repeats). A family's Python driver (bench/bench_<family>.py) runs that binary, times the peers
 (NumPy, MLX's CPU build where it installs, PyTorch where installed) on the same cases in the
 same run, and prints one table through `report`, with ratios peer/nuvec (> 1: nuvec faster).
+
+Fairness (bench/README.md): nuvec and every peer run in processes of their own, one after the
+other, so no library's idle threads (PyTorch's OpenMP pool spins after each op, OpenBLAS's
+workers spin before they sleep) share the cores another is timed on. A driver defines
+`peer_times(peer, cases)` and calls `peer_results` from its main; `serve_peer` answers in the
+peer's process.
 """
+import json
 import os
 import statistics
 import subprocess
@@ -42,6 +49,47 @@ def run_c(binary, *args):
         if len(parts) == 3 and parts[0] == "BENCH":
             res[parts[1]] = float(parts[2])
     return res
+
+
+PEER_FLAG = "--peer"
+
+
+def peer_results(script, peers, cases=()):
+    """Times each peer in a fresh Python process of `script` (`python3 script --peer NAME
+    [case ...]`, answered by serve_peer), one after the other: {peer: {case: seconds}}. A peer
+    that does not import, or whose process fails (its error is printed), gives {}."""
+    out = {}
+    for peer in peers:
+        r = subprocess.run([sys.executable, script, PEER_FLAG, peer, *cases], capture_output=True,
+                           text=True)
+        out[peer] = {}
+        if r.returncode != 0:
+            print(f"{os.path.basename(script)}: peer {peer} failed:\n{r.stderr[-2000:]}",
+                  file=sys.stderr)
+            continue
+        for line in r.stdout.splitlines():
+            if line.startswith("PEER "):
+                out[peer] = {k: v for k, v in json.loads(line[5:]).items() if v is not None}
+    return out
+
+
+def serve_peer(peer_times):
+    """In a process started by peer_results: prints `PEER <json>` of peer_times(peer, cases)
+    (None: the peer is absent) and returns True. Elsewhere returns False."""
+    if len(sys.argv) < 3 or sys.argv[1] != PEER_FLAG:
+        return False
+    times = peer_times(sys.argv[2], sys.argv[3:]) or {}
+    print("PEER " + json.dumps(times))
+    return True
+
+
+def torch_cpu():
+    """torch with its intra-op pool on every core (the count nuvec's pool and OpenBLAS take by
+    default), or None where PyTorch does not import."""
+    torch = try_import("torch")
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count() or 1)
+    return torch
 
 
 def try_import(name):

@@ -9,11 +9,20 @@ set -f  # package specs such as mlx[cpu] are not file globs
 DEB_PKGS="cmake make gcc g++ clang pkg-config libcriterion-dev libopenblas-dev liblapacke-dev \
 zlib1g-dev libminizip-dev libclang-rt-14-dev llvm-14"
 # --mpi adds OpenMPI (the distributed MPI backend loads libmpi at run time; its tests use mpirun).
-[ "${1:-}" = "--mpi" ] && DEB_PKGS="$DEB_PKGS libopenmpi-dev openmpi-bin"
+# --bench adds PyTorch (its CPU use), a peer of `make bench` only: the tests never import it.
+bench=0
+for arg in "$@"; do
+  case "$arg" in
+  --mpi) DEB_PKGS="$DEB_PKGS libopenmpi-dev openmpi-bin" ;;
+  --bench) bench=1 ;;
+  *) echo "nuvec setup: unknown option $arg (known: --mpi, --bench)" >&2; exit 2 ;;
+  esac
+done
 # Python packages as import-name=pip-spec (the spec defaults to the name): NumPy and pytest for
 # the tests, ml_dtypes/safetensors/gguf for reference files, MLX's CPU build as the peer (bench,
 # bit-exact random), matplotlib for the loss curve and bench charts.
 PY_PKGS="numpy pytest ml_dtypes safetensors gguf mlx.core=mlx[cpu] matplotlib"
+[ "$bench" = 1 ] && PY_PKGS="$PY_PKGS torch"
 
 missing_deb=""
 for p in $DEB_PKGS; do

@@ -193,7 +193,8 @@ nv_status nv__k_median(nv__node *node, const nv__operand *in, int donated) {
  * Keys order every dtype; for argmin of the float dtypes NaN's key is moved to 0 (below every
  * other float key), so that one strict comparison serves both ops. float32/float64 rows that
  * are contiguous take a direct path: the extreme (and whether a NaN is present) in a
- * vectorizable pass, then the first index holding it. */
+ * vectorizable pass, then the first index holding it; float32 rows run it in AVX-512 where the
+ * CPU has it (sort_simd.c). */
 
 typedef struct arg_job {
   nv__rows *r;
@@ -248,6 +249,9 @@ ARG_DIRECT(argmax_f64, double, >)
 ARG_DIRECT(argmin_f64, double, <)
 
 static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
+  uint32_t first;
+  if (j->r->idt == NV_DTYPE_FLOAT32 && nv__simd_argext_f32((const float *)x, n, j->max, &first))
+    return first;
   if (j->r->idt == NV_DTYPE_FLOAT32)
     return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
   if (j->r->idt == NV_DTYPE_FLOAT64)
@@ -415,16 +419,71 @@ static void heap_down(uint64_t *h, int64_t i, int64_t n) {
   h[i] = x;
 }
 
-/* The k best composites of the n keys, ascending, into h. */
-static void topk_heap(const uint32_t *keys, int64_t n, int64_t k, uint64_t *h) {
-  for (int64_t i = 0; i < k; i++) h[i] = (uint64_t)keys[i] << 32 | (uint64_t)i;
-  for (int64_t i = k / 2 - 1; i >= 0; i--) heap_down(h, i, k);
-  for (int64_t i = k; i < n; i++) {
-    uint64_t c = (uint64_t)keys[i] << 32 | (uint64_t)i;
-    if (c > h[0]) {
-      h[0] = c;
-      heap_down(h, 0, k);
+/* float32's key as nv__to_keys32 makes it, without branches (so that loops vectorize). */
+static inline uint32_t topk_key_f32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t key = (u & 0x80000000u) ? ~u : u | 0x80000000u;
+  return f != f ? UINT32_MAX : key;
+}
+
+/* The first block of TOPK_BLOCK keys from i (a block start) on holding a key of at least t, or
+ * the start of the last, partial block: vectorized tests (four blocks at a time first), one
+ * call per skipped run. float32
+ * rows are tested on their values' keys computed in registers, other dtypes on their keys. */
+#define TOPK_BLOCK 16
+#define TOPK_SKIP(NAME, T, KEY)                                                           \
+  NV_KERNEL_CLONES static int64_t NAME(const T *k, int64_t i, int64_t m, uint32_t t) {     \
+    for (; i + 4 * TOPK_BLOCK <= m; i += 4 * TOPK_BLOCK) {                                  \
+      int hit = 0;                                                                          \
+      for (int q = 0; q < 4 * TOPK_BLOCK; q++) hit |= KEY(k[i + q]) >= t;                   \
+      if (hit) break;                                                                       \
+    }                                                                                       \
+    for (; i + TOPK_BLOCK <= m; i += TOPK_BLOCK) {                                          \
+      int hit = 0;                                                                          \
+      for (int q = 0; q < TOPK_BLOCK; q++) hit |= KEY(k[i + q]) >= t;                       \
+      if (hit) break;                                                                       \
+    }                                                                                       \
+    return i;                                                                               \
+  }
+#define TOPK_SAME(v) (v)
+TOPK_SKIP(topk_skip, uint32_t, TOPK_SAME)
+TOPK_SKIP(topk_skip_f32, float, topk_key_f32)
+
+/* The k best composites of the n values at x (dtype dt, isz bytes each), ascending, into h.
+ * Once the heap is full, a block all below the root's key (a later equal key has the larger
+ * index and would replace the root) is skipped after one vector test, which is nearly every
+ * block of a long row. Keys other than float32's convert a chunk at a time into an L1 buffer. */
+#define TOPK_CHUNK 512
+static void topk_heap(nv_dtype dt, const char *x, int64_t isz, int64_t n, int64_t k,
+                      uint64_t *h) {
+  uint32_t keys[TOPK_CHUNK];
+  const float *xf = dt == NV_DTYPE_FLOAT32 ? (const float *)x : NULL;
+  int64_t filled = 0, chunk = xf ? n : TOPK_CHUNK;
+  for (int64_t b = 0; b < n; b += chunk) {
+    int64_t m = n - b < chunk ? n - b : chunk, i = 0;
+    if (!xf) nv__to_keys32(dt, x + b * isz, m, keys, false);
+#define TOPK_KEY(i) (xf ? topk_key_f32(xf[i]) : keys[i])
+    for (; i < m && filled < k; i++) {
+      h[filled++] = (uint64_t)TOPK_KEY(i) << 32 | (uint64_t)(b + i);
+      if (filled == k)
+        for (int64_t q = k / 2 - 1; q >= 0; q--) heap_down(h, q, k);
     }
+    while (i < m) {
+      if (i % TOPK_BLOCK == 0) {
+        uint32_t t = (uint32_t)(h[0] >> 32);
+        i = xf ? topk_skip_f32(xf, i, m, t) : topk_skip(keys, i, m, t);
+      }
+      int64_t e = (i / TOPK_BLOCK + 1) * TOPK_BLOCK;
+      for (e = e < m ? e : m; i < e; i++) {
+        uint64_t c = (uint64_t)TOPK_KEY(i) << 32 | (uint64_t)(b + i);
+        if (c > h[0]) {
+          h[0] = c;
+          heap_down(h, 0, k);
+        }
+      }
+    }
+#undef TOPK_KEY
   }
   /* Pop the minimum to the end, repeatedly: descending order in place, then reversed. */
   for (int64_t e = k - 1; e > 0; e--) {
@@ -447,7 +506,7 @@ static void topk_range(void *ctx, int64_t b, int64_t e) {
   size_t kw = j->key32 ? 4 : 8;
   bool heap = j->key32 && k * 8 <= n; /* the same for every row */
   char *vals = malloc((size_t)n * (size_t)r->isz);
-  void *keys = malloc((size_t)n * kw), *tkeys = NULL;
+  void *keys = heap ? NULL : malloc((size_t)n * kw), *tkeys = NULL;
   uint32_t *idx = NULL, *tidx = NULL;
   uint64_t *h = NULL;
   if (heap) {
@@ -457,15 +516,14 @@ static void topk_range(void *ctx, int64_t b, int64_t e) {
     idx = malloc((size_t)n * 4);
     tidx = malloc((size_t)n * 4);
   }
-  bool ok = vals && keys && (heap ? h != NULL : tkeys && idx && tidx);
+  bool ok = vals && (heap ? h != NULL : keys && tkeys && idx && tidx);
   for (int64_t i = b; i < e && ok; i++) {
     const char *x = vals;
     if (nv__rows_in_contiguous(r)) x = r->in + nv__rows_in_offset(r, i) * r->isz;
     else nv__rows_gather(r, i, r->idt, vals);
     uint32_t *dst = (uint32_t *)r->out + (i / j->inner) * k * j->inner + i % j->inner;
     if (heap) {
-      nv__to_keys32(r->idt, x, n, keys, false);
-      topk_heap(keys, n, k, h);
+      topk_heap(r->idt, x, r->isz, n, k, h);
       for (int64_t q = 0; q < k; q++) dst[q * j->inner] = (uint32_t)h[q];
       continue;
     }

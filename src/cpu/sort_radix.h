@@ -24,4 +24,9 @@ bool nv__radix_sort_f32(const float *in, float *out, uint32_t *tmp, int64_t n, b
  * equal keys are equal values). False, doing nothing, where the CPU lacks AVX2 (sort_simd.c). */
 bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel);
 
+/* The index of the first maximum (max) or minimum of the n >= 1 float32 values x, a NaN counting
+ * as the extreme (its first one), into *at. False, doing nothing, where the CPU lacks AVX-512
+ * (sort_simd.c). */
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at);
+
 #endif

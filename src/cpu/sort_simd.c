@@ -2,7 +2,9 @@
  * signed 32-bit keys whose integer order is the float order (NaN last, -0.0 before +0.0), the
  * keys are partitioned in place eight at a time (a compare, a movemask and one permutation
  * from a table put the lanes below the pivot first; the vector is stored at both write ends),
- * and converted back where each range becomes final (in the sorting networks' stores). Large inputs split first into about equal parts around sampled
+ * and converted back where each range becomes final (in the sorting networks' stores). Where
+ * the CPU has AVX-512, partitions of up to 512 keys (whole rows of 512) sort in one bitonic
+ * network of up to 32 16-lane registers. Large inputs split first into about equal parts around sampled
  * medians, one part per pool thread. A recursion deeper than 2·log2(n) finishes with
  * heapsort, so no input is quadratic. Without AVX2 the caller uses the radix sort. */
 #include <stdlib.h>
@@ -25,11 +27,12 @@
 /* perm[m]: lane indices putting the lanes whose bit is clear in m first, in order, then the
  * others. Built once, with the check that the CPU runs this file's code (simd_ok). */
 static int32_t perm[256][8];
-static bool simd_ok;
+static bool simd_ok, avx512_ok;
 static pthread_once_t perm_once = PTHREAD_ONCE_INIT;
 
 static void perm_init(void) {
   simd_ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+  avx512_ok = simd_ok && __builtin_cpu_supports("avx512f");
   for (int m = 0; m < 256; m++) {
     int k = 0;
     for (int j = 0; j < 8; j++)
@@ -311,6 +314,113 @@ AVX2 static void small_sort(int32_t *a, int64_t n, bool values) {
   else small_sort8(a, n, values);
 }
 
+/* ---- AVX-512: sorting networks for at most 512 keys in up to 32 registers of 16 ----
+ * The same bitonic construction in 16-lane registers; AVX-512 has 32 of them, so a partition of
+ * up to 512 keys (a whole row of 512) sorts without another partition step. A layer is a lane
+ * swap, a minimum and a masked maximum (the lanes of `up` keep the larger key). */
+#define AVX512 __attribute__((target("avx2,popcnt,avx512f")))
+#define SMALL512 512
+
+#define SWAP1(v) _mm512_shuffle_epi32((v), (_MM_PERM_ENUM)0xb1)
+#define SWAP2(v) _mm512_shuffle_epi32((v), (_MM_PERM_ENUM)0x4e)
+#define SWAP4(v) _mm512_shuffle_i32x4((v), (v), 0xb1)
+#define SWAP8(v) _mm512_shuffle_i32x4((v), (v), 0x4e)
+#define LAYER16(v, SWAP, up)                                                      \
+  do {                                                                            \
+    __m512i w_ = SWAP(v);                                                         \
+    (v) = _mm512_mask_max_epi32(_mm512_min_epi32((v), w_), (up), (v), w_);        \
+  } while (0)
+
+/* A bitonic sequence of 16 lanes, sorted ascending. */
+AVX512 static inline __m512i clean16(__m512i v) {
+  LAYER16(v, SWAP8, 0xff00);
+  LAYER16(v, SWAP4, 0xf0f0);
+  LAYER16(v, SWAP2, 0xcccc);
+  LAYER16(v, SWAP1, 0xaaaa);
+  return v;
+}
+
+/* Bitonic sort of 16 lanes: runs of 2, 4 and 8 in alternating directions, then cleaned (the
+ * masks: lane i keeps the maximum where bit d of i differs from bit s of i, s the run size). */
+AVX512 static inline __m512i sort16(__m512i v) {
+  LAYER16(v, SWAP1, 0x6666);
+  LAYER16(v, SWAP2, 0x3c3c);
+  LAYER16(v, SWAP1, 0x5a5a);
+  LAYER16(v, SWAP4, 0x0ff0);
+  LAYER16(v, SWAP2, 0x33cc);
+  LAYER16(v, SWAP1, 0x55aa);
+  return clean16(v);
+}
+
+AVX512 static inline __attribute__((always_inline)) void clean_run16(__m512i *v, int r) {
+  for (int d = r / 2; d >= 1; d /= 2)
+    for (int i = 0; i < r; i++)
+      if (!(i & d)) {
+        __m512i lo = _mm512_min_epi32(v[i], v[i + d]);
+        v[i + d] = _mm512_max_epi32(v[i], v[i + d]);
+        v[i] = lo;
+      }
+  for (int i = 0; i < r; i++) v[i] = clean16(v[i]);
+}
+
+/* Sorted registers merged pairwise into one sorted run of 16·r lanes, as merge_runs. */
+AVX512 static inline __attribute__((always_inline)) void merge_runs16(__m512i *v, int r) {
+  const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (int w = 1; w < r; w *= 2)
+    for (int b = 0; b < r; b += 2 * w) {
+      __m512i *x = v + b, *y = v + b + w;
+      for (int i = 0; i < w; i++) y[i] = _mm512_permutexvar_epi32(rev, y[i]);
+      for (int i = 0; i < w / 2; i++) {
+        __m512i t = y[i];
+        y[i] = y[w - 1 - i];
+        y[w - 1 - i] = t;
+      }
+      for (int i = 0; i < w; i++) {
+        __m512i lo = _mm512_min_epi32(x[i], y[i]);
+        y[i] = _mm512_max_epi32(x[i], y[i]);
+        x[i] = lo;
+      }
+      clean_run16(x, w);
+      clean_run16(y, w);
+    }
+}
+
+/* Sorts n <= 16·R keys in R registers padded with INT32_MAX, as SMALL_SORT. */
+#define SMALL_SORT16(R)                                                                    \
+  AVX512 static void small16_##R(int32_t *a, int64_t n, bool values) {                    \
+    const __m512i big = _mm512_set1_epi32(INT32_MAX), low = _mm512_set1_epi32(0x7fffffff); \
+    __m512i v[R];                                                                         \
+    int full = (int)(n / 16), rest = (int)(n % 16);                                       \
+    __mmask16 m = (__mmask16)((1u << rest) - 1);                                          \
+    _Pragma("GCC unroll 32") for (int i = 0; i < R; i++) {                                \
+      if (i < full) v[i] = _mm512_loadu_si512(a + 16 * i);                                \
+      else if (i == full && rest) v[i] = _mm512_mask_loadu_epi32(big, m, a + 16 * i);     \
+      else v[i] = big;                                                                    \
+      v[i] = sort16(v[i]);                                                                \
+    }                                                                                     \
+    merge_runs16(v, R);                                                                   \
+    _Pragma("GCC unroll 32") for (int i = 0; i < R; i++) {                                \
+      if (values) v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low)); \
+      if (i < full) _mm512_storeu_si512(a + 16 * i, v[i]);                                \
+      else if (i == full && rest) _mm512_mask_storeu_epi32(a + 16 * i, m, v[i]);          \
+    }                                                                                     \
+  }
+SMALL_SORT16(1)
+SMALL_SORT16(2)
+SMALL_SORT16(4)
+SMALL_SORT16(8)
+SMALL_SORT16(16)
+SMALL_SORT16(32)
+
+AVX512 static void small_sort512(int32_t *a, int64_t n, bool values) {
+  if (n <= 16) small16_1(a, n, values);
+  else if (n <= 32) small16_2(a, n, values);
+  else if (n <= 64) small16_4(a, n, values);
+  else if (n <= 128) small16_8(a, n, values);
+  else if (n <= 256) small16_16(a, n, values);
+  else small16_32(a, n, values);
+}
+
 static void insertion(int32_t *a, int64_t n) {
   for (int64_t i = 1; i < n; i++) {
     int32_t x = a[i];
@@ -373,7 +483,8 @@ AVX2 static int32_t pivot_of(const int32_t *a, int64_t n) {
 /* Sorts the n keys; with `values`, every key ends as the float32 value it stands for (each
  * range is converted where it is final: a network's store, a run of pivot copies, heapsort). */
 AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
-  while (n > SMALL) {
+  int64_t small = avx512_ok ? SMALL512 : SMALL;
+  while (n > small) {
     if (depth-- <= 0) {
       heapsort_keys(a, n);
       if (values) to_values(a, n);
@@ -398,7 +509,59 @@ AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
       n = s;
     }
   }
-  small_sort(a, n, values);
+  if (avx512_ok) small_sort512(a, n, values);
+  else small_sort(a, n, values);
+}
+
+/* ---- argmax / argmin of a float32 row (AVX-512) ----
+ * Two passes: the extreme in four independent registers (their maxima do not wait on each
+ * other) with the NaN lanes or'ed into a mask, then the first index holding the extreme (or
+ * the first NaN: a NaN wins, as NumPy), 16 lanes a compare. The row's tail loads masked, its
+ * missing lanes filling with x[0]. */
+#define ARG_EXT(NAME, OP)                                                                     \
+  AVX512 static uint32_t NAME(const float *x, int64_t n) {                                   \
+    const __m512 fill = _mm512_set1_ps(x[0]);                                                 \
+    __m512 m0 = fill, m1 = fill, m2 = fill, m3 = fill;                                        \
+    __mmask16 nan = 0;                                                                        \
+    int64_t i = 0;                                                                            \
+    for (; i + 64 <= n; i += 64) {                                                            \
+      __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);                   \
+      __m512 v2 = _mm512_loadu_ps(x + i + 32), v3 = _mm512_loadu_ps(x + i + 48);              \
+      m0 = OP(m0, v0);                                                                        \
+      m1 = OP(m1, v1);                                                                        \
+      m2 = OP(m2, v2);                                                                        \
+      m3 = OP(m3, v3);                                                                        \
+      nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v2, v3, _CMP_UNORD_Q); \
+    }                                                                                         \
+    for (; i < n; i += 16) {                                                                  \
+      __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);       \
+      __m512 v = _mm512_mask_loadu_ps(fill, k, x + i);                                        \
+      m0 = OP(m0, v);                                                                         \
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);                                          \
+    }                                                                                         \
+    m0 = OP(OP(m0, m1), OP(m2, m3));                                                          \
+    __m512 t = OP(m0, _mm512_shuffle_f32x4(m0, m0, 0x4e));                                    \
+    t = OP(t, _mm512_shuffle_f32x4(t, t, 0xb1));                                              \
+    t = OP(t, _mm512_permute_ps(t, 0x4e));                                                    \
+    t = OP(t, _mm512_permute_ps(t, 0xb1));                                                    \
+    __m512 b = t;                                                                             \
+    for (i = 0; i < n; i += 16) {                                                             \
+      __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);       \
+      __m512 v = _mm512_maskz_loadu_ps(k, x + i);                                             \
+      __mmask16 hit = (nan ? _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)                           \
+                           : _mm512_cmp_ps_mask(v, b, _CMP_EQ_OQ)) & k;                       \
+      if (hit) return (uint32_t)(i + __builtin_ctz(hit));                                     \
+    }                                                                                         \
+    return 0;                                                                                 \
+  }
+ARG_EXT(argmax512, _mm512_max_ps)
+ARG_EXT(argmin512, _mm512_min_ps)
+
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at) {
+  pthread_once(&perm_once, perm_init);
+  if (!avx512_ok || n < 1) return false;
+  *at = max ? argmax512(x, n) : argmin512(x, n);
+  return true;
 }
 
 static int depth_for(int64_t n) {
@@ -491,6 +654,14 @@ bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
 }
 
 #else
+
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at) {
+  (void)x;
+  (void)n;
+  (void)max;
+  (void)at;
+  return false;
+}
 
 bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
   (void)in;

@@ -742,3 +742,123 @@ def test_complex_median_matches_numpy(nv, rng, shape, axes, layout):
         assert np.isnan(got.real)
     e = nv.read(nv.own(call_axes(lib.nv_median, nv.array(np.zeros((0, 3), np.complex64)), (0,), False)))
     assert e.shape == (3,) and np.all(np.isnan(e.real))
+
+
+# ---- the row kernels of the fast paths (AVX-512 where the CPU has it) ----
+
+ROW_LENGTHS = [1, 2, 15, 16, 17, 33, 63, 64, 65, 100, 255, 256, 257, 300, 511, 512, 513, 700,
+               1024, 1025]
+
+
+def _rows(rng, n):
+    """Rows of float32 of length n, one per kind: random, ties, specials, sorted, reversed."""
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0], np.float32)
+    normal = (rng.standard_normal(n) * 3).astype(np.float32)
+    mixed = normal.copy()
+    mixed[rng.integers(0, n, n // 4 + 1)] = rng.choice(specials, n // 4 + 1)
+    zeros = rng.choice(np.array([-0.0, 0.0], np.float32), n)
+    return np.stack([normal, mixed, zeros, rng.integers(-3, 4, n).astype(np.float32),
+                     np.sort(normal), np.sort(normal)[::-1], np.full(n, np.nan, np.float32),
+                     np.full(n, -np.inf, np.float32)])
+
+
+def _zeros_in_order(row):
+    z = np.flatnonzero(row == 0)
+    return np.all(np.diff(np.signbit(row[z]).astype(np.int8)) <= 0)
+
+
+@pytest.mark.parametrize("n", ROW_LENGTHS)
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
+def test_float32_rows_sort_in_one_network(nv, rng, n, layout):
+    """Rows of up to 512 float32 sort in one network of registers, longer ones after
+    partitions: NumPy's order with NaN last and -0.0 before +0.0, the values' bits kept."""
+    x = _rows(rng, n)
+    axis = 0 if layout == "transposed" else 1
+    xs = x.T.copy() if layout == "transposed" else x
+    got = nv.read(nv.own(lib.nv_sort(nv.view(xs, layout), axis_ptr(axis))))
+    got = got.T if layout == "transposed" else got
+    np.testing.assert_array_equal(got, np.sort(x, axis=1), err_msg=f"n={n}")
+    for r, row in zip(got, x):
+        assert _zeros_in_order(r)
+        assert np.sum(np.signbit(r) & (r == 0)) == np.sum(np.signbit(row) & (row == 0))
+
+
+def test_float32_sort_of_a_broadcast_row(nv, rng):
+    row = (rng.standard_normal(513) * 5).astype(np.float32)
+    row[::9] = np.nan
+    shape, nd = ints([6, 513])
+    b = nv.own(lib.nv_broadcast_to(nv.array(row), shape, nd))
+    got = nv.read(nv.own(lib.nv_sort(b, axis_ptr(-1))))
+    np.testing.assert_array_equal(got, np.broadcast_to(np.sort(row), (6, 513)))
+
+
+@pytest.mark.parametrize("n", ROW_LENGTHS + [4099])
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "reversed"])
+def test_argmax_argmin_rows_edges(nv, rng, n, dt, layout):
+    """Float rows: the first extreme (ties), the first NaN wins, -0.0 equals +0.0, and the
+    extreme anywhere (first element, the masked tail) is found."""
+    x = _rows(rng, n)
+    extra = rng.integers(-2, 3, (4, n)).astype(np.float32)
+    extra[0, -1] = 9  # the extreme in the row's last (tail) lane
+    extra[1, 0] = 9  # the extreme first: the tail's fill value
+    extra[2, [n // 2, n - 1]] = np.nan
+    extra[3, -1] = np.nan
+    x = np.concatenate([x, extra]).astype(np_dtype(dt))
+    for op, f in [(lib.nv_argmax, np.argmax), (lib.nv_argmin, np.argmin)]:
+        got = nv.read(nv.own(op(nv.view(x, layout), axis_ptr(1), False)))
+        np.testing.assert_array_equal(got, f(ref64(x), axis=1), err_msg=f"n={n}")
+
+
+@pytest.mark.parametrize("rows", [1, 7, 8, 9, 15, 16, 17, 32, 255, 256, 257, 513])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "broadcast"])
+def test_column_sums_eight_rows_a_pass(nv, rng, rows, dt, layout):
+    """Sums and means over a leading axis (eight rows a pass, row groups of 256) equal the
+    float64 sums rounded once; NaN and infinities stay in their columns."""
+    cols = 2049 if rows <= 32 else 40
+    x = (rng.standard_normal((rows, cols)) * 100).astype(np_dtype(dt))
+    x[rng.integers(0, rows, 3), rng.integers(0, cols, 3)] = np.nan
+    x[rng.integers(0, rows, 3), rng.integers(0, cols, 3)] = np.inf
+    if layout == "broadcast":
+        x = np.broadcast_to(x[:1], x.shape)
+        shape, nd = ints(x.shape)
+        h = nv.own(lib.nv_broadcast_to(nv.array(x[:1]), shape, nd))
+    else:
+        h = nv.view(x, layout)
+    for op, f in [(lib.nv_sum, np.sum), (lib.nv_mean, np.mean)]:
+        got = nv.read(nv.own(call_axes(op, h, (0,), False)))
+        with np.errstate(invalid="ignore"):
+            want = f(x.astype(np.float64), axis=0)
+        assert got.dtype == np_dtype(dt)
+        if dt == "float32":
+            np.testing.assert_array_equal(got, want.astype(np.float32), err_msg=f"rows={rows}")
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-10, err_msg=f"rows={rows}")
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "int8", "int16", "int32",
+                                "uint8", "uint16", "uint32", "bool", "float64", "int64"])
+@pytest.mark.parametrize("n", [8, 9, 16, 17, 64, 65, 200, 511, 512, 513, 4099])
+def test_topk_long_rows_skip_blocks(nv, rng, dt, n):
+    """topk along the last axis where most blocks are skipped against the heap's root: rows
+    ascending (every element enters), descending, with ties, NaN and infinities; the values and
+    order of a stable sort's last k."""
+    if dt == "bool":
+        x = rng.integers(0, 2, (5, n)).astype(bool)
+    else:
+        x = np.stack([np.arange(n), np.arange(n)[::-1], rng.integers(-4, 5, n),
+                      rng.integers(-100, 100, n), rng.integers(0, 3, n)]).astype(np_dtype(dt))
+        if dt in FLOATS:
+            x[3, rng.integers(0, n, n // 10 + 1)] = np.nan
+            x[4, rng.integers(0, n, 3)] = np.inf
+            x[4, rng.integers(0, n, n // 3 + 1)] = -0.0
+    for k in [1, 3, 8]:
+        if k > n:
+            continue
+        for layout in ["contiguous", "strided"]:
+            got = nv.read(nv.own(lib.nv_topk(nv.view(x, layout), k, axis_ptr(-1))))
+            xs = x if dt == "bool" or dt in INTS else ref64(x)
+            want = np.sort(xs, axis=-1, kind="stable")[:, n - k:]
+            np.testing.assert_array_equal(got if dt == "bool" or dt in INTS else ref64(got), want,
+                                          err_msg=f"n={n} k={k} {layout}")
