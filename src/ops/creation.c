@@ -81,9 +81,13 @@ nv_array *nv_arange(double start, double stop, double step, nv_dtype dtype) {
   int shape[1] = {(int)len};
   nv__node *n = nv__op_node(NV__PRIM_ARANGE, NULL, 0, dtype, shape, 1, sizeof(nv__arange_params));
   if (n) {
+    /* For an integer dtype start and step are converted to it first (MLX): the length comes
+     * from the real values, the elements from the converted ones, so arange(0, 3, 0.2,
+     * int32) is fifteen zeros. */
+    bool integral = nv_issubdtype(dtype, NV_CATEGORY_INTEGER);
     nv__arange_params *p = n->params;
-    p->start = start;
-    p->step = step;
+    p->start = integral ? trunc(start) : start;
+    p->step = integral ? trunc(step) : step;
   }
   return nv__op_finish("arange", n);
 }
