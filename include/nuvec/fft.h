@@ -36,7 +36,8 @@ NV_API nv_array *nv_fft_irfft(const nv_array *a, const int *n, int axis, nv_fft_
  * when s is given (s then holds naxes sizes) and every axis when s is NULL too (naxes is then
  * ignored). s NULL means the axes' sizes (irfftn: 2 * (size - 1) on the last axis). rfftn's
  * real transform is over the last listed axis and irfftn's too. Fail for an axis out of range,
- * a repeated axis, more axes than dimensions and sizes below 1. No axes: `a` itself. */
+ * a repeated axis, more axes than dimensions, sizes below 1 and a 0-d `a` (MLX's rule). No
+ * axes of an array with dimensions: `a` itself. */
 NV_API nv_array *nv_fft_fftn(const nv_array *a, const int *s, const int *axes, int naxes,
                              nv_fft_norm norm);
 NV_API nv_array *nv_fft_ifftn(const nv_array *a, const int *s, const int *axes, int naxes,
