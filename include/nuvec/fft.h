@@ -63,8 +63,9 @@ NV_API nv_array *nv_fft_ifftshift(const nv_array *a, const int *axes, int naxes)
  * operand for broadcast leading axes; without "->" the output is the labels that appear once,
  * sorted, after the broadcast axes). A label repeated in one operand takes its diagonal; labels
  * absent from the output are summed. Computed as NumPy's greedy path of pairwise contractions,
- * each a transpose, reshape and (batched) matmul. Fails for malformed subscripts, a term whose
- * labels do not match its operand's dimensions, and sizes that disagree. */
+ * each a transpose, reshape and (batched) matmul. A label of size 1 in one operand broadcasts
+ * to its size in the others (MLX). Fails for malformed subscripts, a term whose labels do not
+ * match its operand's dimensions, and sizes that disagree otherwise. */
 NV_API nv_array *nv_einsum(const char *subscripts, const nv_array *const *operands, int n);
 
 /* The contraction order nv_einsum uses (NumPy's greedy path): writes the pairs of positions

@@ -234,3 +234,21 @@ def test_fftn_of_a_0d_array_raises(op):
     with pytest.raises(ValueError, match="at least one dimension"):
         getattr(nuvec.fft, op)(nuvec.array(3.0), axes=None) if op == "fft2" else \
             getattr(nuvec.fft, op)(nuvec.array(3.0))
+
+
+@pytest.mark.parametrize("subs,shapes", [
+    ("ab,bc->c", [(5, 1), (8, 2)]),
+    ("ab,bc->ac", [(5, 8), (1, 2)]),
+    ("abcd,cdab->abcd", [(5, 1, 3, 1), (1, 7, 1, 2)]),
+    ("ij,ij->i", [(4, 1), (4, 6)]),
+    ("i,i", [(1,), (6,)]),
+])
+def test_einsum_size_one_labels_broadcast_numpy(subs, shapes):
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = np.einsum(subs, *xs)
+    got = nv.einsum(subs, *[nv.array(x) for x in xs])
+    assert tuple(got.shape) == want.shape
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="sizes 2 and 3"):
+        nv.einsum("ij,jk->ik", nv.ones((4, 2)), nv.ones((3, 5)))
