@@ -351,7 +351,8 @@ static int check_grad_result(const py_fn *f, PyObject *r) {
   int nd = nv_array_ndim(a);
   if (nd == 0) return 0;
   PyObject *shape = PyTuple_New(nd);
-  for (int i = 0; shape && i < nd; i++) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(nv_array_dim(a, i)));
+  for (int i = 0; shape && i < nd; i++)
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLong(nv_array_dim(a, i)));
   if (shape)
     PyErr_Format(PyExc_ValueError,
                  "%s The function must return a scalar (0-d) array to differentiate, got one of "

@@ -166,3 +166,15 @@ def test_inplace_division_of_integers_raises(lib):
     a = lib.array([7, 2])
     a //= 2
     assert a.tolist() == [3, 1] and a.dtype == lib.int32
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=IDS)
+def test_arange_infinite_step(lib):
+    inf = float("inf")
+    for start, stop, step, want in [(0, 10, inf, [0.0]), (0, -10, -inf, [0.0]), (10, 0, inf, []),
+                                    (3, 3, inf, []), (-2.5, 1, inf, [-2.5])]:
+        assert lib.arange(start, stop, step).tolist() == want
+        assert lib.arange(start, stop, step, dtype=lib.int32).tolist() == [int(v) for v in want]
+    for bad in [(0, inf, 1), (-inf, 1, 1), (0, 2, float("nan")), (float("nan"), 1, 1)]:
+        with pytest.raises(ValueError):
+            lib.arange(*bad)

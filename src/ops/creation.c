@@ -69,11 +69,16 @@ nv_array *nv_arange(double start, double stop, double step, nv_dtype dtype) {
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "invalid dtype %d", (int)dtype);
   if (dtype == NV_DTYPE_BOOL)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "bool is not supported");
-  if (!isfinite(start) || !isfinite(stop) || !isfinite(step))
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "start, stop and step must be finite");
+  if (!isfinite(start) || !isfinite(stop) || isnan(step))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange",
+                        "start and stop must be finite and step a number");
   if (step == 0)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "step must be nonzero");
-  double len = ceil((stop - start) / step);
+  /* An infinite step takes one element (start) toward stop and none away from it (MLX). */
+  bool inf_step = isinf(step);
+  double len = inf_step ? ((stop > start && step > 0) || (stop < start && step < 0) ? 1 : 0)
+                        : ceil((stop - start) / step);
+  if (inf_step) step = 0; /* the one element is start + 0 * step: keep it start, not NaN */
   if (len < 0) len = 0;
   if (len > INT32_MAX)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange",

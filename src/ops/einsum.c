@@ -423,7 +423,8 @@ nv_array *nv_einsum(const char *subscripts, const nv_array *const *operands, int
         shape[d] = (int)p->size[p->in[i].lab[d]];
         wide |= shape[d] != o->shape[d];
       }
-      cur[i].x = wide ? nv_broadcast_to(operands[i], shape, o->ndim) : nv_retain((nv_array *)operands[i]);
+      cur[i].x = wide ? nv_broadcast_to(operands[i], shape, o->ndim)
+                      : nv_retain((nv_array *)operands[i]);
       cur[i].t = p->in[i];
       reduce_own(&cur[i], sets[i]);
     }
