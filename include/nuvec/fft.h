@@ -36,7 +36,8 @@ NV_API nv_array *nv_fft_irfft(const nv_array *a, const int *n, int axis, nv_fft_
  * when s is given (s then holds naxes sizes) and every axis when s is NULL too (naxes is then
  * ignored). s NULL means the axes' sizes (irfftn: 2 * (size - 1) on the last axis). rfftn's
  * real transform is over the last listed axis and irfftn's too. Fail for an axis out of range,
- * a repeated axis, more axes than dimensions and sizes below 1. No axes: `a` itself. */
+ * a repeated axis, more axes than dimensions, sizes below 1 and a 0-d `a` (MLX's rule). No
+ * axes of an array with dimensions: `a` itself. */
 NV_API nv_array *nv_fft_fftn(const nv_array *a, const int *s, const int *axes, int naxes,
                              nv_fft_norm norm);
 NV_API nv_array *nv_fft_ifftn(const nv_array *a, const int *s, const int *axes, int naxes,
@@ -62,8 +63,9 @@ NV_API nv_array *nv_fft_ifftshift(const nv_array *a, const int *axes, int naxes)
  * operand for broadcast leading axes; without "->" the output is the labels that appear once,
  * sorted, after the broadcast axes). A label repeated in one operand takes its diagonal; labels
  * absent from the output are summed. Computed as NumPy's greedy path of pairwise contractions,
- * each a transpose, reshape and (batched) matmul. Fails for malformed subscripts, a term whose
- * labels do not match its operand's dimensions, and sizes that disagree. */
+ * each a transpose, reshape and (batched) matmul. A label of size 1 in one operand broadcasts
+ * to its size in the others (MLX). Fails for malformed subscripts, a term whose labels do not
+ * match its operand's dimensions, and sizes that disagree otherwise. */
 NV_API nv_array *nv_einsum(const char *subscripts, const nv_array *const *operands, int n);
 
 /* The contraction order nv_einsum uses (NumPy's greedy path): writes the pairs of positions

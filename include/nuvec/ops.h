@@ -31,8 +31,10 @@ NV_API nv_array *nv_ones_like(const nv_array *x);
 NV_API nv_array *nv_full_like(const nv_array *x, double value);
 
 /* Values from `start` to `stop` (exclusive) by `step`, as MLX's arange: ceil((stop-start)/step)
- * elements, value i = start + i*step computed in double and converted to `dtype`. Fails for
- * step 0, non-finite bounds, or bool. */
+ * elements, value i = start + i*step computed in double and converted to `dtype`; for an
+ * integer dtype start and step are converted first (arange(0, 3, 0.2, int32) is 15 zeros). An
+ * infinite step gives [start] toward stop and nothing away from it. Fails for step 0 or NaN,
+ * non-finite bounds, or bool. */
 NV_API nv_array *nv_arange(double start, double stop, double step, nv_dtype dtype);
 
 /* `num` evenly spaced values from `start` to `stop` inclusive (num ≥ 0), as MLX's linspace. */

@@ -403,7 +403,17 @@ static PyObject *inplace(PyObject *a, PyObject *b, binary_fn fn) {
 BINOP(add, nv_add)
 BINOP(sub, nv_subtract)
 BINOP(mul, nv_multiply)
-BINOP(truediv, nv_divide)
+static PyObject *nb_truediv(PyObject *a, PyObject *b) { return binary(a, b, nv_divide); }
+/* x /= y keeps x an array of x's kind: MLX refuses it for an integer or bool x, whose
+ * quotient would have to become floating point. */
+static PyObject *nb_itruediv(PyObject *a, PyObject *b) {
+  if (PyObject_TypeCheck(a, &nvpy_array_type) &&
+      !nv_issubdtype(nv_array_dtype(NVPY_A(a)), NV_CATEGORY_INEXACT)) {
+    PyErr_SetString(PyExc_ValueError, "In place division cannot cast to non-floating point type.");
+    return NULL;
+  }
+  return inplace(a, b, nv_divide);
+}
 BINOP(floordiv, nv_floor_divide)
 BINOP(mod, nv_remainder)
 BINOP(matmul, nv_matmul)

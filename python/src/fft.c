@@ -51,7 +51,9 @@ static PyObject *sig_fftn_common(call *c, bool two) {
   if (given(c, 1) && (ns = shape_at(c, 1, s)) < 0) return NULL;
   if (given(c, 2) && (na = axes_at(c, 2, axes)) == -1) return NULL;
   if (norm_at(c, 3, &norm) < 0) return NULL;
-  if (na == -2 && two) {
+  /* fft2's default axes are (-2, -1) when axes is left out; axes=None given explicitly is
+   * every axis, as in MLX and NumPy. */
+  if (na == -2 && two && !c->argv[2]) {
     axes[0] = -2;
     axes[1] = -1;
     na = 2;

@@ -402,6 +402,9 @@ static PyObject *py_default_stream(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
   if (device_arg(arg, &d, "default_stream: device") < 0) return NULL;
+  if (!nv_device_is_available(d))
+    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "[default_stream] Cannot get a stream "
+                                                      "of a device that is not available");
   return stream_from(nv_default_stream(d));
 }
 
@@ -424,6 +427,9 @@ static PyObject *py_new_stream(PyObject *self, PyObject *arg) {
   (void)self;
   nv_device d;
   if (device_arg(arg, &d, "new_stream: device") < 0) return NULL;
+  if (!nv_device_is_available(d))
+    return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "[new_stream] Cannot make a stream "
+                                                      "of a device that is not available");
   return stream_from(nv_new_stream(d));
 }
 

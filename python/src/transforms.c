@@ -200,12 +200,14 @@ typedef struct {
   PyObject *out_tmpl; /* the structure of the last result */
   PyObject *exc;      /* the exception the function raised, kept for the caller */
   int mode;           /* PLAIN, or the custom_function rule the payload calls */
+  int check;          /* grad/value_and_grad: the result rule checked (CHECK_*) */
   int n_in;           /* for rules: the number of primal arrays */
   PyObject *in_tmpl;  /* for rules: the primals' structure (a tuple of args) */
   const char *what;   /* the transform, for messages */
 } py_fn;
 
 enum { PLAIN, RULE_VJP, RULE_JVP, RULE_VMAP };
+enum { CHECK_NONE, CHECK_GRAD, CHECK_VALUE_AND_GRAD };
 
 static void py_fn_free(void *p) {
   py_fn *f = p;
@@ -266,9 +268,19 @@ static int push_result(py_fn *f, PyObject *r, nv_vec *outputs) {
 }
 
 /* A custom_function rule's call: its inputs split into the structures MLX passes. */
+/* The rule's view of a tuple of arguments: MLX passes a function of one argument that
+ * argument itself (an array, or its tree), and a tuple only for several. Steals `t`. */
+static PyObject *rule_args(PyObject *t) {
+  if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 1) return t;
+  PyObject *one = PyTuple_GET_ITEM(t, 0);
+  Py_INCREF(one);
+  Py_DECREF(t);
+  return one;
+}
+
 static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
   size_t n = nv_vec_size(inputs), pos = 0;
-  PyObject *primals = tree_unflatten(f->in_tmpl, inputs, &pos, f->what), *r = NULL;
+  PyObject *primals = rule_args(tree_unflatten(f->in_tmpl, inputs, &pos, f->what)), *r = NULL;
   if (!primals) return NULL;
   if (f->mode == RULE_VMAP) {
     nv_array *ax = nv_vec_get(inputs, n - 1);
@@ -279,9 +291,9 @@ static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
           Py_INCREF(Py_None);
           PyList_SetItem(axes, i, Py_None);
         }
-      Py_SETREF(axes, PyList_AsTuple(axes));
-      r = PyObject_CallFunctionObjArgs(f->fn, primals, axes, NULL);
-      Py_DECREF(axes);
+      Py_SETREF(axes, rule_args(PyList_AsTuple(axes)));
+      if (axes) r = PyObject_CallFunctionObjArgs(f->fn, primals, axes, NULL);
+      Py_XDECREF(axes);
     }
   } else {
     /* The other arrays are one (vjp: two) groups shaped as the outputs. */
@@ -301,7 +313,7 @@ static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
       for (size_t i = 0; tv && i < (size_t)f->n_in; i++) nv_vec_push(tv, nv_vec_get(inputs, f->n_in + i));
       size_t p = 0;
       Py_XDECREF(g[0]);
-      g[0] = tv ? tree_unflatten(f->in_tmpl, tv, &p, f->what) : NULL;
+      g[0] = tv ? rule_args(tree_unflatten(f->in_tmpl, tv, &p, f->what)) : NULL;
       nv_vec_free(tv);
       if (g[0]) r = PyObject_CallFunctionObjArgs(f->fn, primals, g[0], NULL);
     } else if (g[0] && g[1]) {
@@ -314,6 +326,41 @@ static PyObject *call_rule(py_fn *f, const nv_vec *inputs) {
   return r;
 }
 
+/* MLX's rule for what a differentiated function returns: grad wants a 0-d array, and
+ * value_and_grad one or a tuple starting with one (the rest is auxiliary). A size-1 array of
+ * another shape is no scalar. 0, or -1 with MLX's ValueError. */
+static int check_grad_result(const py_fn *f, PyObject *r) {
+  const char *tag = f->check == CHECK_GRAD ? "[grad]" : "[value_and_grad]";
+  PyObject *first = r;
+  if (f->check == CHECK_VALUE_AND_GRAD && PyTuple_Check(r) && PyTuple_GET_SIZE(r) > 0)
+    first = PyTuple_GET_ITEM(r, 0);
+  if (!PyObject_TypeCheck(first, &nvpy_array_type)) {
+    if (f->check == CHECK_GRAD)
+      PyErr_Format(PyExc_ValueError,
+                   "[grad] The return value of the function whose gradient we want to compute "
+                   "should be a scalar array; but %s was returned.", Py_TYPE(first)->tp_name);
+    else
+      PyErr_Format(PyExc_ValueError,
+                   "[value_and_grad] The return value of the function whose gradient we want to "
+                   "compute should be either a scalar array or a tuple with the first value being "
+                   "a scalar array (Union[array, tuple[array, Any, ...]]); but %s was returned.",
+                   Py_TYPE(first)->tp_name);
+    return -1;
+  }
+  nv_array *a = NVPY_A(first);
+  int nd = nv_array_ndim(a);
+  if (nd == 0) return 0;
+  PyObject *shape = PyTuple_New(nd);
+  for (int i = 0; shape && i < nd; i++)
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLong(nv_array_dim(a, i)));
+  if (shape)
+    PyErr_Format(PyExc_ValueError,
+                 "%s The function must return a scalar (0-d) array to differentiate, got one of "
+                 "shape %R.", tag, shape);
+  Py_XDECREF(shape);
+  return -1;
+}
+
 static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs) {
   py_fn *f = payload;
   PyGILState_STATE g = PyGILState_Ensure();
@@ -324,6 +371,7 @@ static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs
     if (args && rebuild_kwargs(f, inputs, &pos, &kwargs) == 0) r = PyObject_Call(f->fn, args, kwargs);
     Py_XDECREF(args);
     Py_XDECREF(kwargs);
+    if (r && f->check != CHECK_NONE && check_grad_result(f, r) < 0) Py_CLEAR(r);
   } else {
     r = call_rule(f, inputs);
   }
@@ -547,6 +595,7 @@ static PyObject *grad_run(nvpy_function *self, PyObject *args, PyObject *kw, nv_
   if (!c) return NULL;
   pf->kw_names = self->argnames;
   Py_XINCREF(pf->kw_names);
+  pf->check = self->value ? CHECK_VALUE_AND_GRAD : CHECK_GRAD;
   size_t np = nv_vec_size(primals);
   int *nums = PyMem_Malloc((np ? np : 1) * sizeof(int));
   for (size_t i = 0; nums && i < np; i++) nums[i] = (int)i;
@@ -878,6 +927,10 @@ static int expand_axes(PyObject *spec, PyObject *tree, int **ax, size_t *n, size
 static int apply_out_axes(PyObject *out_axes, PyObject *out_tmpl, nv_vec *out) {
   int *oax = NULL;
   size_t no = 0, ocap = 0;
+  /* A one-element tuple of axes for a function returning one array names that array's axis
+   * (MLX: out_axes=(1,) for f(x) -> array). */
+  if (PyTuple_Check(out_axes) && PyTuple_GET_SIZE(out_axes) == 1 && !is_node(out_tmpl))
+    out_axes = PyTuple_GET_ITEM(out_axes, 0);
   int rc = expand_axes(out_axes, out_tmpl, &oax, &no, &ocap, "vmap: out_axes");
   if (rc == 0 && no != nv_vec_size(out)) {
     PyErr_SetString(PyExc_ValueError, "vmap: out_axes do not match the outputs");
@@ -927,8 +980,18 @@ static PyObject *vmap_call(nvpy_function *self, PyObject *args, PyObject *kw) {
       return NULL;
     }
     rc = expand_axes(spec, args, &in_ax, &nin, &cap, "vmap: in_axes");
+  } else if (PyDict_Check(spec)) {
+    /* A dict is a prefix of each positional argument's tree, as in MLX (one tree argument
+     * with in_axes={"a": 0, "b": 1}). */
+    PyObject *per = PyTuple_New(nargs);
+    for (Py_ssize_t i = 0; per && i < nargs; i++) {
+      Py_INCREF(spec);
+      PyTuple_SET_ITEM(per, i, spec);
+    }
+    rc = per ? expand_axes(per, args, &in_ax, &nin, &cap, "vmap: in_axes") : -1;
+    Py_XDECREF(per);
   } else {
-    PyErr_SetString(PyExc_ValueError, "vmap: in_axes must be an int, None or a sequence");
+    PyErr_SetString(PyExc_ValueError, "vmap: in_axes must be an int, None, a dict or a sequence");
     return NULL;
   }
   int out1 = 0;

@@ -189,8 +189,18 @@ def test_set_default_stream_as_mlx():
         with pytest.raises(TypeError):
             lib.set_default_stream(lib.cpu)
     if not nv.is_available(nv.gpu):
+        # As MLX without a GPU backend: no stream of the GPU is handed out, and one built
+        # directly cannot become the default.
+        with pytest.raises(ValueError, match="new_stream"):
+            nv.new_stream(nv.gpu)
+        with pytest.raises(ValueError, match="default_stream"):
+            nv.default_stream(nv.gpu)
+        with pytest.raises(ValueError, match="new_stream"):
+            mx.new_stream(mx.gpu)
+        with pytest.raises(ValueError, match="default_stream"):
+            mx.default_stream(mx.gpu)
         with pytest.raises(ValueError, match="set_default_stream"):
-            nv.set_default_stream(nv.new_stream(nv.gpu))
+            nv.set_default_stream(nv.Stream(nv.gpu))
 
 
 def _gpu_default():

@@ -212,3 +212,43 @@ def test_vmap_of_compositions(rng):
     h = rng.standard_normal((3, 16)).astype(np.float32)
     got = nv.vmap(nv.hadamard_transform, in_axes=1, out_axes=1)(nv.array(h.T.copy()))
     close(got, np.array(nv.hadamard_transform(nv.array(h))).T)
+
+
+@pytest.mark.parametrize("op", ["fft2", "ifft2", "rfft2", "irfft2"])
+def test_fft2_axes_none_is_every_axis_numpy(op):
+    """Left out, fft2's axes are (-2, -1); given as None they are all of them (NumPy, MLX)."""
+    rng = np.random.default_rng(5)
+    r = rng.standard_normal((3, 4, 6)).astype(np.float32)
+    x = r if op == "rfft2" else (r + 1j * rng.standard_normal(r.shape)).astype(np.complex64)
+    if op == "irfft2":
+        x = np.fft.rfftn(r).astype(np.complex64)
+    for kw in ({}, {"axes": None}):
+        want = getattr(np.fft, op)(x, **kw)
+        got = np.array(getattr(nuvec.fft, op)(nuvec.array(x), **kw))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["fftn", "ifftn", "rfftn", "irfftn", "fft2"])
+def test_fftn_of_a_0d_array_raises(op):
+    with pytest.raises(ValueError, match="at least one dimension"):
+        getattr(nuvec.fft, op)(nuvec.array(3.0), axes=None) if op == "fft2" else \
+            getattr(nuvec.fft, op)(nuvec.array(3.0))
+
+
+@pytest.mark.parametrize("subs,shapes", [
+    ("ab,bc->c", [(5, 1), (8, 2)]),
+    ("ab,bc->ac", [(5, 8), (1, 2)]),
+    ("abcd,cdab->abcd", [(5, 1, 3, 1), (1, 7, 1, 2)]),
+    ("ij,ij->i", [(4, 1), (4, 6)]),
+    ("i,i", [(1,), (6,)]),
+])
+def test_einsum_size_one_labels_broadcast_numpy(subs, shapes):
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = np.einsum(subs, *xs)
+    got = nv.einsum(subs, *[nv.array(x) for x in xs])
+    assert tuple(got.shape) == want.shape
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="sizes 2 and 3"):
+        nv.einsum("ij,jk->ik", nv.ones((4, 2)), nv.ones((3, 5)))

@@ -395,3 +395,33 @@ def test_layer_gradients_against_mlx():
     for (k, a), (k2, b) in zip(tree_flatten(go), tree_flatten(gt)):
         assert k == k2
         close(a, b, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel,stride,pad", [(3, 3, 2), (2, 1, 2), (3, 2, 3)])
+def test_pool1d_padding_beyond_half_the_kernel_numpy(kernel, stride, pad):
+    x = np.random.default_rng(31).standard_normal((2, 11, 3)).astype(np.float32)
+    for cls, fill, red in ((nn.MaxPool1d, -np.inf, np.max), (nn.AvgPool1d, 0.0, np.mean)):
+        xp = np.pad(x, ((0, 0), (pad, pad), (0, 0)), constant_values=fill)
+        n = (xp.shape[1] - kernel) // stride + 1
+        want = np.stack([red(xp[:, i * stride:i * stride + kernel], axis=1) for i in range(n)], 1)
+        got = np.array(cls(kernel, stride=stride, padding=pad)(mx.array(x)))
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="non-negative"):
+        nn.MaxPool1d(kernel, padding=-1)
+
+
+@pytest.mark.parametrize("mode,align", [("linear", False), ("linear", True), ("cubic", False)])
+def test_upsample_integer_and_half_inputs_interpolate_in_float32(mode, align):
+    xi = np.arange(1, 1 + 2 * 3 * 4 * 2).reshape(2, 3, 4, 2).astype(np.int32)
+    up = nn.Upsample(scale_factor=2, mode=mode, align_corners=align)
+    ref = np.array(up(mx.array(xi.astype(np.float32))))
+    for dt in (mx.int32, mx.uint8, mx.float16):
+        y = up(mx.array(xi).astype(dt))
+        assert y.dtype == mx.float32
+        close(y, ref, rtol=1e-3 if dt == mx.float16 else 1e-6, atol=1e-3)
+    # The no-align-corners 2x2 case MLX documents: 1..4 into 4x4 quarters.
+    y = nn.Upsample(scale_factor=2, mode="linear")(mx.arange(1, 5).reshape(1, 2, 2, 1))
+    close(y[0, :, :, 0], [[1.0, 1.25, 1.75, 2.0], [1.5, 1.75, 2.25, 2.5],
+                          [2.5, 2.75, 3.25, 3.5], [3.0, 3.25, 3.75, 4.0]])
+    # Nearest keeps the input's dtype.
+    assert nn.Upsample(scale_factor=2)(mx.array(xi)).dtype == mx.int32

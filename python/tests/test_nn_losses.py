@@ -153,3 +153,32 @@ def test_losses_against_mlx():
                                       for k, v in kw.items()})
         assert tuple(ours.shape) == tuple(theirs.shape), name
         close(ours, theirs, rtol=2e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_nll_loss_any_axis_numpy(axis):
+    logits = rnd(3, 4, 5)
+    logp = logits - np.expand_dims(_lse(logits, axis), axis)
+    n = logp.shape[axis]
+    shape = [d for i, d in enumerate(logp.shape) if i != axis % 3]
+    t = RNG.integers(0, n, size=shape).astype(np.int32)
+    want = -np.take_along_axis(logp, np.expand_dims(t, axis), axis).squeeze(axis)
+    got = L.nll_loss(mx.array(logp), mx.array(t), axis=axis)
+    assert tuple(got.shape) == want.shape
+    close(got, want)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 1.5])
+def test_triplet_loss_p_norms_numpy(p):
+    a, q, n = rnd(4, 6), rnd(4, 6), rnd(4, 6)
+
+    def dist(d):
+        return ((np.abs(d) ** p).sum(-1) + 1e-6) ** (1.0 / p)
+
+    want = np.maximum(dist(a - q) - dist(a - n) + 0.5, 0)
+    close(L.triplet_loss(mx.array(a), mx.array(q), mx.array(n), p=p, margin=0.5), want)
+    # A point 2 from the anchor and one 3 from it along other axes: any p-norm gives 2 and 3.
+    z = mx.zeros((1, 2))
+    got = L.triplet_loss(z, mx.array([[2.0, 0.0]]), mx.array([[0.0, 3.0]]), p=p,
+                         reduction="none")
+    close(got, np.zeros(1), atol=1e-4)

@@ -69,11 +69,16 @@ nv_array *nv_arange(double start, double stop, double step, nv_dtype dtype) {
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "invalid dtype %d", (int)dtype);
   if (dtype == NV_DTYPE_BOOL)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "bool is not supported");
-  if (!isfinite(start) || !isfinite(stop) || !isfinite(step))
-    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "start, stop and step must be finite");
+  if (!isfinite(start) || !isfinite(stop) || isnan(step))
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange",
+                        "start and stop must be finite and step a number");
   if (step == 0)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange", "step must be nonzero");
-  double len = ceil((stop - start) / step);
+  /* An infinite step takes one element (start) toward stop and none away from it (MLX). */
+  bool inf_step = isinf(step);
+  double len = inf_step ? ((stop > start && step > 0) || (stop < start && step < 0) ? 1 : 0)
+                        : ceil((stop - start) / step);
+  if (inf_step) step = 0; /* the one element is start + 0 * step: keep it start, not NaN */
   if (len < 0) len = 0;
   if (len > INT32_MAX)
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "arange",
@@ -81,9 +86,13 @@ nv_array *nv_arange(double start, double stop, double step, nv_dtype dtype) {
   int shape[1] = {(int)len};
   nv__node *n = nv__op_node(NV__PRIM_ARANGE, NULL, 0, dtype, shape, 1, sizeof(nv__arange_params));
   if (n) {
+    /* For an integer dtype start and step are converted to it first (MLX): the length comes
+     * from the real values, the elements from the converted ones, so arange(0, 3, 0.2,
+     * int32) is fifteen zeros. */
+    bool integral = nv_issubdtype(dtype, NV_CATEGORY_INTEGER);
     nv__arange_params *p = n->params;
-    p->start = start;
-    p->step = step;
+    p->start = integral ? trunc(start) : start;
+    p->step = integral ? trunc(step) : step;
   }
   return nv__op_finish("arange", n);
 }

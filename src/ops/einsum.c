@@ -134,8 +134,8 @@ static bool parse(parsed *p, const char *subs, const nv_array *const *ops, int n
       int64_t *z = &p->size[l];
       if (*z < 0 || *z == s) {
         *z = s;
-      } else if (l >= EIN_LETTERS && (*z == 1 || s == 1)) {
-        if (s > *z) *z = s; /* broadcast axes of size 1 */
+      } else if (*z == 1 || s == 1) {
+        if (s > *z) *z = s; /* axes of size 1 broadcast, for letters as for ellipsis axes (MLX) */
       } else {
         return fail(p, "label '%c' has sizes %lld and %d", lchar(l), (long long)*z, s);
       }
@@ -414,7 +414,17 @@ nv_array *nv_einsum(const char *subscripts, const nv_array *const *operands, int
     lset outs = term_set(&p->out), sets[EIN_MAX_OPS];
     prep_sets(p, sets);
     for (int i = 0; i < n; i++) {
-      cur[i].x = nv_retain((nv_array *)operands[i]);
+      /* An operand's size-1 axes of a label that is larger elsewhere are broadcast to it, so
+       * the contractions see one size per label. */
+      const nv__output *o = nv__out(operands[i]);
+      int shape[NV__MAX_DIMS];
+      bool wide = false;
+      for (int d = 0; d < o->ndim; d++) {
+        shape[d] = (int)p->size[p->in[i].lab[d]];
+        wide |= shape[d] != o->shape[d];
+      }
+      cur[i].x = wide ? nv_broadcast_to(operands[i], shape, o->ndim)
+                      : nv_retain((nv_array *)operands[i]);
       cur[i].t = p->in[i];
       reduce_own(&cur[i], sets[i]);
     }

@@ -125,6 +125,11 @@ static nv_array *transform(fft_mode mode, const nv_array *a, const int *s, const
   const nv__output *o = nv__out(a);
   int ax[NV__MAX_DIMS], sz[NV__MAX_DIMS];
   if ((f = resolve(mode, o, s, axes, &naxes, ax, sz))) return f;
+  /* A 0-d array has no axis to transform (MLX's error, where it would otherwise be returned
+   * unchanged as a transform over no axes). */
+  if (o->ndim == 0)
+    return nv__op_error(NV_ERR_INVALID_ARGUMENT, op,
+                        "requires an array with at least one dimension, got shape ()");
   if (naxes == 0) return same(a);
   nv__scope_suspend();
   nv_array *x;

@@ -95,8 +95,9 @@ def mse_loss(predictions, targets, reduction="mean"):
 
 
 def nll_loss(inputs, targets, axis=-1, reduction="none"):
-    """-inputs[target] along axis (inputs are log-probabilities)."""
-    loss = -mx.take_along_axis(inputs, mx.expand_dims(targets, -1), axis).squeeze(-1)
+    """-inputs[target] along axis (inputs are log-probabilities); targets have the inputs'
+    shape without that axis, which may be any one of them."""
+    loss = -mx.take_along_axis(inputs, mx.expand_dims(targets, axis), axis).squeeze(axis)
     return _reduce(loss, reduction)
 
 
@@ -132,10 +133,13 @@ def smooth_l1_loss(predictions, targets, beta=1.0, reduction="mean"):
 
 def triplet_loss(anchors, positives, negatives, axis=-1, p=2, margin=1.0, eps=1e-6,
                  reduction="none"):
-    """max(||a - p|| - ||a - n|| + margin, 0), the p-norms (sum of |.| ** p, then sqrt of
-    sum + eps, as MLX) along axis."""
-    dp = mx.sqrt(mx.sum(mx.power(anchors - positives, p), axis=axis) + eps)
-    dn = mx.sqrt(mx.sum(mx.power(anchors - negatives, p), axis=axis) + eps)
+    """max(||a - p|| - ||a - n|| + margin, 0) with the p-norms along axis, each
+    (sum of |.| ** p + eps) ** (1 / p), as MLX."""
+    def dist(d):
+        return mx.power(mx.sum(mx.power(mx.abs(d), p), axis=axis) + eps, 1.0 / p)
+
+    dp = dist(anchors - positives)
+    dn = dist(anchors - negatives)
     return _reduce(mx.maximum(dp - dn + margin, 0), reduction)
 
 

@@ -31,9 +31,10 @@ class _Pool(Module):
         self._padding = _tuple(padding or 0, n, name)
         if any(k <= 0 for k in self._kernel_size) or any(s <= 0 for s in self._stride):
             raise ValueError(f"[{name}] kernel_size and stride must be positive")
-        if any(p < 0 or 2 * p > k for p, k in zip(self._padding, self._kernel_size)):
-            raise ValueError(f"[{name}] padding must be non-negative and at most half the "
-                             "kernel size")
+        # Any padding is allowed, as in MLX (a window may then see padding only: -inf for
+        # max, 0 for average).
+        if any(p < 0 for p in self._padding):
+            raise ValueError(f"[{name}] 'padding' must be non-negative but got {self._padding}.")
 
     def _extra_repr(self):
         return (f"kernel_size={self._kernel_size}, stride={self._stride}, "

@@ -27,12 +27,14 @@ def _gather(x, axis, idx):
 
 
 def _weighted(x, axis, terms):
-    """sum of w * x[idx] along axis for the (idx, w) terms, w broadcast over later axes."""
+    """sum of w * x[idx] along axis for the (idx, w) terms, w broadcast over later axes. The
+    weights stay float32, so integer and half-precision inputs interpolate to float32 (MLX's
+    result dtype) instead of rounding the weights to the input's dtype."""
     shape = [1] * x.ndim
     shape[axis] = -1
     out = None
     for idx, w in terms:
-        t = _gather(x, axis, idx) * w.reshape(shape).astype(x.dtype)
+        t = _gather(x, axis, idx) * w.reshape(shape)
         out = t if out is None else out + t
     return out
 
