@@ -594,7 +594,7 @@ int main(int argc, char **argv) {
       for (int l = 0; l < pairs; l++) idx[l] = (uint32_t)(c ? l / 4 : l * 8);
       int ishape[2] = {c ? pairs : 1, c ? 1 : pairs}; /* t1: (1, 8); t32: (256, 1) */
       nv_array *ih = nv_array_from_data(idx, ishape, 2, NV_DTYPE_UINT32);
-      gq_rhs = nv_add_scalar(ih, 0); /* moved to the GPU */
+      gq_rhs = nv_copy(ih); /* moved to the GPU (uint32 kept: adding a scalar made it float32) */
       check(nv_eval1(gq_rhs), "indices");
       nv_release(ih);
       int xs[4] = {c ? pairs : 1, 1, 1, K}; /* x (T, 1, 1, K) as MLX's MoE layers call it */

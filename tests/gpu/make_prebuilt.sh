@@ -23,6 +23,6 @@ for t in $TARGETS; do
 done
 [ -e "$W/src/libnuvec.so.0" ] && mv "$W/src/libnuvec.so.0" "$W/src/libnuvec.so"
 bash tests/gpu/source_stamp.sh > "$W/STAMP"
-mkdir -p .carry && tar cf - -C "$W" . | xz -T1 --lzma2=preset=6,dict=384MiB > .carry/prebuilt.tar.xz
+mkdir -p .carry && tar cf - -C "$W" . | xz -T1 --lzma2=preset=2,dict=384MiB > .carry/prebuilt.tar.xz
 rm -rf "$W"
 ls -la .carry/prebuilt.tar.xz
