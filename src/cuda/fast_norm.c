@@ -77,9 +77,10 @@ static nv_status k_norm(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   int64_t k = pow2_at_least((units + tpr - 1) / tpr);
   if (k > 8) k = 8;
   int64_t rpb = tpr >= 256 ? 1 : 256 / tpr;
-  /* At most 2048 blocks: each then walks several rows (grid-stride), reusing its weights. */
   int64_t grid = (p.rows + rpb - 1) / rpb;
-  if (grid > 2048) grid = 2048;
+  if (grid > INT32_MAX)
+    return nv__set_error(NV_ERR_UNSUPPORTED, "%s: %lld rows are more than one launch covers", op,
+                         (long long)p.rows);
   for (int i = 0; i < 4; i++) p.off[i] = a[i].offset;
   return record(ctx, nv__gpu_kernel_norm((int)dt, (int)k), a, (uint32_t)grid, (uint32_t)tpr,
                 (uint32_t)rpb, &p, sizeof p);

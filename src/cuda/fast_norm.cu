@@ -1,7 +1,6 @@
 /* rms_norm, layer_norm and rope on the GPU (the CPU kernels' formulas, src/cpu/fast_norm.c).
  *
- * Norms: a row per group of threads (a warp or up to a whole block of 1024) at a time, the
- * block's groups walking rows grid-stride (weights kept in registers across rows), float32
+ * Norms: one row per group of threads (a warp or up to a whole block of 1024), float32
  * accumulation for float16/bfloat16/float32 and float64 for float64; sums go through warp
  * shuffles and, for groups of several warps, shared memory. Rows whose 16-byte vectors fit in
  * the threads' registers (k per thread, a template argument) are read once; longer rows, rows
@@ -62,108 +61,80 @@ __global__ void __launch_bounds__(1024)
   typedef typename A::S S;
   typedef typename A::C C;
   constexpr int V = 16 / (int)sizeof(S);
-  /* Rows of at most 4 vectors a thread keep the thread's weight and bias vectors in registers
-   * across the block's rows (read once per block, not once per row from L2). */
-  constexpr bool WREG = K <= 4;
   __shared__ C red[32];
   const int64_t tpr = blockDim.x, d = p.d;
+  const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+  const bool active = row < p.rows;
   const S *xb = x0 + p.off[1], *w = w0 + p.off[2], *b = b0 + p.off[3];
   S *yb = y0 + p.off[0];
+  const S *x = xb + (active ? row : 0) * d;
+  S *y = yb + (active ? row : 0) * d;
   uintptr_t any = (uintptr_t)xb | (uintptr_t)yb | (p.has_w ? (uintptr_t)w : 0) |
                   (p.has_b ? (uintptr_t)b : 0);
   const C eps = (C)p.eps, inv_d = (C)1 / (C)d;
-  /* The block's rows: blockDim.y at a time, grid-stride (the same trip count for every thread
-   * of the block, as row_sum needs). */
-  const int64_t step = (int64_t)gridDim.x * blockDim.y;
+  C mu = 0;
   if (d % V == 0 && (any & 15u) == 0 && d / V <= K * tpr) {
     /* The row in registers: unit i (a 16-byte vector) of thread tx is tx + k * tpr. */
     const int64_t units = d / V;
-    vec16<S, V> wr[WREG ? K : 1], br[WREG ? K : 1];
-    if (WREG)
+    vec16<S, V> u[K];
+    C s = 0;
 #pragma unroll
-      for (int k = 0; k < K; k++) {
-        const int64_t i = threadIdx.x + k * tpr;
-        if (i < units && p.has_w) wr[k].raw = reinterpret_cast<const uint4 *>(w)[i];
-        if (i < units && p.has_b) br[k].raw = reinterpret_cast<const uint4 *>(b)[i];
-      }
-    for (int64_t base = (int64_t)blockIdx.x * blockDim.y; base < p.rows; base += step) {
-      const int64_t row = base + threadIdx.y;
-      const bool active = row < p.rows;
-      const S *x = xb + (active ? row : 0) * d;
-      S *y = yb + (active ? row : 0) * d;
-      C mu = 0;
-      vec16<S, V> u[K];
-      C s = 0;
+    for (int k = 0; k < K; k++) {
+      const int64_t i = threadIdx.x + k * tpr;
+      u[k].raw = active && i < units ? reinterpret_cast<const uint4 *>(x)[i] : make_uint4(0, 0, 0, 0);
+      if (p.layer)
 #pragma unroll
-      for (int k = 0; k < K; k++) {
-        const int64_t i = threadIdx.x + k * tpr;
-        u[k].raw = active && i < units ? reinterpret_cast<const uint4 *>(x)[i] : make_uint4(0, 0, 0, 0);
-        if (p.layer)
+        for (int j = 0; j < V; j++) s += A::ld(u[k].v[j]);
+    }
+    if (p.layer) mu = row_sum(s, red) * inv_d;
+    C q = 0;
 #pragma unroll
-          for (int j = 0; j < V; j++) s += A::ld(u[k].v[j]);
-      }
-      if (p.layer) mu = row_sum(s, red) * inv_d;
-      C q = 0;
-#pragma unroll
-      for (int k = 0; k < K; k++)
-        if (threadIdx.x + k * tpr < units)
-#pragma unroll
-          for (int j = 0; j < V; j++) {
-            C t = A::ld(u[k].v[j]) - mu;
-            q += t * t;
-          }
-      const C r = inv_sqrt(row_sum(q, red) * inv_d + eps);
-#pragma unroll
-      for (int k = 0; k < K; k++) {
-        const int64_t i = threadIdx.x + k * tpr;
-        if (!active || i >= units) continue;
-        vec16<S, V> wv, bv, o;
-        if (WREG) {
-          wv = wr[k];
-          bv = br[k];
-        } else {
-          if (p.has_w) wv.raw = reinterpret_cast<const uint4 *>(w)[i];
-          if (p.has_b) bv.raw = reinterpret_cast<const uint4 *>(b)[i];
-        }
+    for (int k = 0; k < K; k++)
+      if (threadIdx.x + k * tpr < units)
 #pragma unroll
         for (int j = 0; j < V; j++) {
-          C t = (A::ld(u[k].v[j]) - mu) * r;
-          if (p.has_w) t *= A::ld(wv.v[j]);
-          if (p.has_b) t += A::ld(bv.v[j]);
-          o.v[j] = A::st(t);
+          C t = A::ld(u[k].v[j]) - mu;
+          q += t * t;
         }
-        reinterpret_cast<uint4 *>(y)[i] = o.raw;
+    const C r = inv_sqrt(row_sum(q, red) * inv_d + eps);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int64_t i = threadIdx.x + k * tpr;
+      if (!active || i >= units) continue;
+      vec16<S, V> wv, bv, o;
+      if (p.has_w) wv.raw = reinterpret_cast<const uint4 *>(w)[i];
+      if (p.has_b) bv.raw = reinterpret_cast<const uint4 *>(b)[i];
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        C t = (A::ld(u[k].v[j]) - mu) * r;
+        if (p.has_w) t *= A::ld(wv.v[j]);
+        if (p.has_b) t += A::ld(bv.v[j]);
+        o.v[j] = A::st(t);
       }
+      reinterpret_cast<uint4 *>(y)[i] = o.raw;
     }
     return;
   }
   /* Any length and alignment: element by element, a pass over the row per sum. */
-  for (int64_t base = (int64_t)blockIdx.x * blockDim.y; base < p.rows; base += step) {
-    const int64_t row = base + threadIdx.y;
-    const bool active = row < p.rows;
-    const S *x = xb + (active ? row : 0) * d;
-    S *y = yb + (active ? row : 0) * d;
-    C mu = 0;
-    if (p.layer) {
-      C s = 0;
-      if (active)
-        for (int64_t i = threadIdx.x; i < d; i += tpr) s += A::ld(x[i]);
-      mu = row_sum(s, red) * inv_d;
-    }
-    C q = 0;
+  if (p.layer) {
+    C s = 0;
     if (active)
-      for (int64_t i = threadIdx.x; i < d; i += tpr) {
-        C t = A::ld(x[i]) - mu;
-        q += t * t;
-      }
-    const C r = inv_sqrt(row_sum(q, red) * inv_d + eps);
-    if (!active) continue;
+      for (int64_t i = threadIdx.x; i < d; i += tpr) s += A::ld(x[i]);
+    mu = row_sum(s, red) * inv_d;
+  }
+  C q = 0;
+  if (active)
     for (int64_t i = threadIdx.x; i < d; i += tpr) {
-      C t = (A::ld(x[i]) - mu) * r;
-      if (p.has_w) t *= A::ld(w[i]);
-      if (p.has_b) t += A::ld(b[i]);
-      y[i] = A::st(t);
+      C t = A::ld(x[i]) - mu;
+      q += t * t;
     }
+  const C r = inv_sqrt(row_sum(q, red) * inv_d + eps);
+  if (!active) return;
+  for (int64_t i = threadIdx.x; i < d; i += tpr) {
+    C t = (A::ld(x[i]) - mu) * r;
+    if (p.has_w) t *= A::ld(w[i]);
+    if (p.has_b) t += A::ld(b[i]);
+    y[i] = A::st(t);
   }
 }
 
