@@ -25,6 +25,7 @@
 #include <float.h>
 
 #include "cpu/elementwise_loops.h"
+#include "ops/elementwise_params.h"
 
 #define BLOCK 16
 
@@ -380,6 +381,132 @@ FAST_OP(erfinv, erfinv_fast, NO_FIXUP)
 FAST_OP(sin, sin_fast, SIN_FIXUP)
 FAST_OP(cos, cos_fast, COS_FIXUP)
 
+/* ---- GELU and the fused activation derivatives (src/ops/elementwise_act.c) ---- */
+
+/* x σ(v) for v = 2c (x + k x³) (gelu_approx: 0.5 x (1 + tanh(v/2)) is x σ(v), without the
+ * cancellation of 1 + tanh for negative x) or v = 1.702 x (gelu_fast_approx), v computed in
+ * double and split as vh + vl (vh its float rounding): σ(vh + vl) = s + s (1 - s) vl to first
+ * order, so the rounding of v does not reach the result. Below v = -60, σ(v) = e^v to float
+ * precision, and x e^v is formed as x e^(v + 100 ln 2) 2^-100 so that e^v (subnormal past -87)
+ * keeps its digits while x e^v is still normal. v is clamped to [-200, 120] (σ is 0 or 1
+ * beyond for the result); -inf gives -0 (the limit) and NaN stays NaN. Within 3 ulp for results
+ * in the normal range; subnormal results within |x| 2^-149 (tests/python/test_elementwise_act.py). */
+FORMULA float gelu_sig(float x, double v) {
+  v = v > -200.0 ? (v < 120.0 ? v : 120.0) : -200.0; /* NaN: -200, restored below */
+  float vh = (float)v, vl = (float)(v - (double)vh);
+  float s = sigmoid_fast(vh);
+  float y = x * (s + s * (1.0f - s) * vl);
+  double w = v + 69.314718055994531; /* 100 ln 2 */
+  float wh = (float)w, wl = (float)(w - (double)wh);
+  float e = exp_fast(wh);
+  float tail = (x * (e + e * wl)) * 0x1p-100f;
+  y = v < -60.0 ? tail : y;
+  y = x == -INFINITY ? -0.0f : y;
+  return x != x ? x : y;
+}
+#define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
+#define GELU_K 0.044715
+FORMULA float gelu_tanh_fast(float x) {
+  double d = x;
+  return gelu_sig(x, 2.0 * GELU_C * d * (1.0 + GELU_K * d * d));
+}
+/* 1.702 is rounded to float32 first, as the composed x * sigmoid(1.702 * x) rounds its weak
+ * scalar: the product in double is then exact. */
+FORMULA float gelu_fast_fast(float x) { return gelu_sig(x, (double)1.702f * (double)x); }
+/* x Φ(x) = h (1 + erf(x / √2)), h = x / 2: within 2 ulp for x >= 0; for x < 0 the sum
+ * cancels (exactly: 1 + e is exact for e in [-1, -1/2]), leaving erf's error times h, within
+ * |x| 2^-22 absolute (the composed form's, and PyTorch's, behaviour). -inf gives -0, ±0 kept. */
+FORMULA float gelu_erf_fast(float x) {
+  float h = 0.5f * x, e = erf_fast(x * 0.707106781f);
+  float y = h * (1.0f + e);
+  y = x == -INFINITY ? -0.0f : y;
+  return x == 0 ? x : y;
+}
+
+/* The derivatives, as g f'(x) in one pass. The GELU forms clamp x to ±64 in the terms that
+ * vanish beyond (x φ(x), x σ'(v) v'), so ±inf give f' = 1 or 0 rather than inf · 0. */
+FORMULA float clamp64(float x) { return x > -64.0f ? (x < 64.0f ? x : 64.0f) : -64.0f; }
+/* Φ(x) + x φ(x). Each derivative is within |g| 2^-21 absolute plus 4 ulp of the result
+ * (python/tests/test_activations_fused.py). */
+FORMULA float dgelu_erf(float x, float g) {
+  float xt = clamp64(x);
+  float cdf = 0.5f + 0.5f * erf_fast(x * 0.707106781f);
+  float pdf = 0.398942280f * exp_fast(-0.5f * xt * xt);
+  float d = cdf + xt * pdf;
+  return x != x ? x : g * d;
+}
+/* s + x s (1 - s) v', s = σ(v) with v split as in gelu_sig, v' = dv/dx. s and s (1 - s) come
+ * from e = e^-|v| (s = 1 / (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)²), so neither
+ * loses its digits where s rounds near 1. */
+FORMULA float dgelu_sig(float x, float g, double v, float dv) {
+  v = v > -120.0 ? (v < 120.0 ? v : 120.0) : -120.0;
+  float vh = (float)v, vl = (float)(v - (double)vh);
+  float e = exp_fast(-fabsf(vh)), r = 1.0f / (1.0f + e);
+  float s = vh >= 0 ? r : e * r, sp = e * r * r;
+  s = s + sp * vl;
+  float d = s + clamp64(x) * sp * dv;
+  return x != x ? x : g * d;
+}
+FORMULA float dgelu_tanh(float x, float g) {
+  double d = x;
+  float xt = clamp64(x);
+  float dv = (float)(2.0 * GELU_C) * (1.0f + (float)(3.0 * GELU_K) * xt * xt);
+  return dgelu_sig(x, g, 2.0 * GELU_C * d * (1.0 + GELU_K * d * d), dv);
+}
+FORMULA float dgelu_fast(float x, float g) {
+  return dgelu_sig(x, g, (double)1.702f * (double)x, 1.702f);
+}
+/* From the output y: tanh' = (1 - y)(1 + y) (exact near |y| = 1, where 1 - y² rounds),
+ * σ' = y (1 - y). */
+FORMULA float dtanh_y(float y, float g) { return g * ((1.0f - y) * (1.0f + y)); }
+FORMULA float dsigmoid_y(float y, float g) { return g * (y * (1.0f - y)); }
+
+/* out = D(a, g) over two inputs with strides (0: broadcast); contiguous blocks vectorize. */
+#define BINARY_FAST(NAME, D)                                                             \
+  CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
+    (void)extra;                                                                     \
+    float *o = (float *)p[0];                                                        \
+    const float *a = (const float *)p[1], *b = (const float *)p[2];                  \
+    int64_t sa = s[1], sb = s[2], i = 0;                                             \
+    if (sa == 1 && sb == 1) {                                                        \
+      for (; i + BLOCK <= n; i += BLOCK) {                                           \
+        float x[BLOCK], g[BLOCK], out[BLOCK];                                        \
+        memcpy(x, a + i, sizeof x);                                                  \
+        memcpy(g, b + i, sizeof g);                                                  \
+        for (int j = 0; j < BLOCK; j++) out[j] = D(x[j], g[j]);                      \
+        memcpy(o + i, out, sizeof out);                                              \
+      }                                                                              \
+    }                                                                                \
+    for (; i < n; i++) o[i] = D(a[i * sa], b[i * sb]);                               \
+  }
+#define BINARY_FAST_HALF(NAME, D, LOAD, STORE)                                           \
+  CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
+    (void)extra;                                                                     \
+    uint16_t *o = (uint16_t *)p[0];                                                  \
+    const uint16_t *a = (const uint16_t *)p[1], *b = (const uint16_t *)p[2];         \
+    int64_t sa = s[1], sb = s[2], i = 0;                                             \
+    for (; i + BLOCK <= n; i += BLOCK) {                                             \
+      float x[BLOCK], g[BLOCK], out[BLOCK];                                          \
+      for (int j = 0; j < BLOCK; j++) x[j] = LOAD(a[(i + j) * sa]);                  \
+      for (int j = 0; j < BLOCK; j++) g[j] = LOAD(b[(i + j) * sb]);                  \
+      for (int j = 0; j < BLOCK; j++) out[j] = D(x[j], g[j]);                        \
+      for (int j = 0; j < BLOCK; j++) o[i + j] = STORE(out[j]);                      \
+    }                                                                                \
+    for (; i < n; i++) o[i] = STORE(D(LOAD(a[i * sa]), LOAD(b[i * sb])));            \
+  }
+#define FAST_BINARY(OP, D)                                                      \
+  BINARY_FAST(OP##_f32, D)                                                      \
+  BINARY_FAST_HALF(OP##_f16, D, nv__f16_to_f32, nv__f32_to_f16)                 \
+  BINARY_FAST_HALF(OP##_bf16, D, nv__bf16_to_f32, nv__f32_to_bf16)
+FAST_OP(gelu_erf, gelu_erf_fast, NO_FIXUP)
+FAST_OP(gelu_tanh, gelu_tanh_fast, NO_FIXUP)
+FAST_OP(gelu_fast, gelu_fast_fast, NO_FIXUP)
+FAST_BINARY(dgelu_erf, dgelu_erf)
+FAST_BINARY(dgelu_tanh, dgelu_tanh)
+FAST_BINARY(dgelu_fast, dgelu_fast)
+FAST_BINARY(dtanh_y, dtanh_y)
+FAST_BINARY(dsigmoid_y, dsigmoid_y)
+
 #define PICK(OP)                                                              \
   return dtype == NV_DTYPE_FLOAT32 ? OP##_f32 : dtype == NV_DTYPE_FLOAT16 ? OP##_f16 : OP##_bf16
 
@@ -401,3 +528,25 @@ nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype) {
   }
 }
 
+nv__run_fn nv__ew_fast_act(int mode, bool vjp, nv_dtype dtype) {
+  if (dtype != NV_DTYPE_FLOAT32 && dtype != NV_DTYPE_FLOAT16 && dtype != NV_DTYPE_BFLOAT16)
+    return NULL;
+  switch (mode) {
+    case NV__ACT_GELU:
+      if (vjp) PICK(dgelu_erf);
+      PICK(gelu_erf);
+    case NV__ACT_GELU_TANH:
+      if (vjp) PICK(dgelu_tanh);
+      PICK(gelu_tanh);
+    case NV__ACT_GELU_FAST:
+      if (vjp) PICK(dgelu_fast);
+      PICK(gelu_fast);
+    case NV__ACT_TANH:
+      if (vjp) PICK(dtanh_y);
+      return NULL;
+    case NV__ACT_SIGMOID:
+      if (vjp) PICK(dsigmoid_y);
+      return NULL;
+    default: return NULL;
+  }
+}
