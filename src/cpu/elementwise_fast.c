@@ -386,21 +386,26 @@ FAST_OP(cos, cos_fast, COS_FIXUP)
 /* x σ(v) for v = 2c (x + k x³) (gelu_approx: 0.5 x (1 + tanh(v/2)) is x σ(v), without the
  * cancellation of 1 + tanh for negative x) or v = 1.702 x (gelu_fast_approx), v computed in
  * double and split as vh + vl (vh its float rounding): σ(vh + vl) = s + s (1 - s) vl to first
- * order, so the rounding of v does not reach the result. Below v = -60, σ(v) = e^v to float
- * precision, and x e^v is formed as x e^(v + 100 ln 2) 2^-100 so that e^v (subnormal past -87)
- * keeps its digits while x e^v is still normal. v is clamped to [-200, 120] (σ is 0 or 1
- * beyond for the result); -inf gives -0 (the limit) and NaN stays NaN. Within 3 ulp for results
- * in the normal range; subnormal results within |x| 2^-149 (tests/python/test_elementwise_act.py). */
+ * order, so the rounding of v does not reach the result. One exponential: e = e^-|v|, s = 1 /
+ * (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)². Below v = -60, σ(v) = e^v to float
+ * precision, and x e^v is formed as x e^(v + 100 ln 2) 2^-100 (the exponential's argument
+ * moved, its split kept) so that e^v, subnormal past -87, keeps its digits while x e^v is still
+ * normal. v is clamped to [-200, 120]; -inf gives -0 (the limit), NaN stays NaN. Within 4 ulp
+ * for results in the normal range; subnormal results within |x| 2^-149
+ * (tests/python/test_elementwise_act.py). */
 FORMULA float gelu_sig(float x, double v) {
-  v = v > -200.0 ? (v < 120.0 ? v : 120.0) : -200.0; /* NaN: -200, restored below */
+  /* Two plain selects (a nested one in double keeps GCC from vectorizing); NaN: 120. */
+  v = v < 120.0 ? v : 120.0;
+  v = v > -200.0 ? v : -200.0;
+  bool tail = v < -60.0;
+  double w = tail ? v + 69.314718055994531 : -fabs(v); /* 100 ln 2 */
   float vh = (float)v, vl = (float)(v - (double)vh);
-  float s = sigmoid_fast(vh);
-  float y = x * (s + s * (1.0f - s) * vl);
-  double w = v + 69.314718055994531; /* 100 ln 2 */
   float wh = (float)w, wl = (float)(w - (double)wh);
-  float e = exp_fast(wh);
-  float tail = (x * (e + e * wl)) * 0x1p-100f;
-  y = v < -60.0 ? tail : y;
+  float e = exp_fast(wh), r = 1.0f / (1.0f + e);
+  float s = vh >= 0 ? r : e * r, sp = e * r * r;
+  float y = x * (s + sp * vl);
+  float ty = (x * (e + e * wl)) * 0x1p-100f;
+  y = tail ? ty : y;
   y = x == -INFINITY ? -0.0f : y;
   return x != x ? x : y;
 }
@@ -439,7 +444,8 @@ FORMULA float dgelu_erf(float x, float g) {
  * from e = e^-|v| (s = 1 / (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)²), so neither
  * loses its digits where s rounds near 1. */
 FORMULA float dgelu_sig(float x, float g, double v, float dv) {
-  v = v > -120.0 ? (v < 120.0 ? v : 120.0) : -120.0;
+  v = v < 120.0 ? v : 120.0;
+  v = v > -120.0 ? v : -120.0;
   float vh = (float)v, vl = (float)(v - (double)vh);
   float e = exp_fast(-fabsf(vh)), r = 1.0f / (1.0f + e);
   float s = vh >= 0 ? r : e * r, sp = e * r * r;
