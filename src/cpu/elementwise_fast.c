@@ -384,23 +384,25 @@ FAST_OP(cos, cos_fast, COS_FIXUP)
 /* ---- GELU and the fused activation derivatives (src/ops/elementwise_act.c) ---- */
 
 /* x σ(v) for v = 2c (x + k x³) (gelu_approx: 0.5 x (1 + tanh(v/2)) is x σ(v), without the
- * cancellation of 1 + tanh for negative x) or v = 1.702 x (gelu_fast_approx), v computed in
- * double and split as vh + vl (vh its float rounding): σ(vh + vl) = s + s (1 - s) vl to first
- * order, so the rounding of v does not reach the result. One exponential: e = e^-|v|, s = 1 /
+ * cancellation of 1 + tanh for negative x) or v = 1.702 x (gelu_fast_approx), v given as
+ * vh + vl (vh its float rounding; from double for the tanh form, Dekker's exact product for the
+ * fast one): σ(vh + vl) = s + s (1 - s) vl to first order, so the rounding of v does not reach
+ * the result. One exponential: e = e^-|v|, s = 1 /
  * (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)². Below v = -60, σ(v) = e^v to float
  * precision, and x e^v is formed as x e^(v + 100 ln 2) 2^-100 (the exponential's argument
  * moved, its split kept) so that e^v, subnormal past -87, keeps its digits while x e^v is still
  * normal. v is clamped to [-200, 120]; -inf gives -0 (the limit), NaN stays NaN. Within 4 ulp
  * for results in the normal range; subnormal results within |x| 2^-149
  * (tests/python/test_elementwise_act.py). */
-FORMULA float gelu_sig(float x, double v) {
-  /* Two plain selects (a nested one in double keeps GCC from vectorizing); NaN: 120. */
-  v = v < 120.0 ? v : 120.0;
-  v = v > -200.0 ? v : -200.0;
-  bool tail = v < -60.0;
-  double w = tail ? v + 69.314718055994531 : -fabs(v); /* 100 ln 2 */
-  float vh = (float)v, vl = (float)(v - (double)vh);
-  float wh = (float)w, wl = (float)(w - (double)wh);
+FORMULA float gelu_sig(float x, float vh, float vl) {
+  /* Clamped (NaN: 120); vl stays the correction of the unclamped v, unused where σ is flat. */
+  vh = vh < 120.0f ? vh : 120.0f;
+  vh = vh > -200.0f ? vh : -200.0f;
+  bool tail = vh < -60.0f;
+  /* w = v + 100 ln 2 as wh + wl (Knuth's two-sum of vh and 100 ln 2's high part), or -|v|. */
+  const float ch = 69.3147202f, cl = -2.09781406e-6f;
+  float th = vh + ch, tb = th - vh, te = (vh - (th - tb)) + (ch - tb);
+  float wh = tail ? th : -fabsf(vh), wl = tail ? te + cl + vl : (vh >= 0 ? -vl : vl);
   float e = exp_fast(wh), r = 1.0f / (1.0f + e);
   float s = vh >= 0 ? r : e * r, sp = e * r * r;
   float y = x * (s + sp * vl);
@@ -411,13 +413,30 @@ FORMULA float gelu_sig(float x, double v) {
 }
 #define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
 #define GELU_K 0.044715
+/* v = 2c (x + k x³) in double (|x| clamped to 2^20, where v is far past the clamp), split. */
 FORMULA float gelu_tanh_fast(float x) {
-  double d = x;
-  return gelu_sig(x, 2.0 * GELU_C * d * (1.0 + GELU_K * d * d));
+  float xc = x < 1048576.0f ? x : 1048576.0f;
+  xc = xc > -1048576.0f ? xc : -1048576.0f;
+  double d = xc, v = 2.0 * GELU_C * d * (1.0 + GELU_K * d * d);
+  float vh = (float)v;
+  return gelu_sig(x, vh, (float)(v - (double)vh));
 }
-/* 1.702 is rounded to float32 first, as the composed x * sigmoid(1.702 * x) rounds its weak
- * scalar: the product in double is then exact. */
-FORMULA float gelu_fast_fast(float x) { return gelu_sig(x, (double)1.702f * (double)x); }
+/* v = 1.702 x exactly as vh + vl by Dekker's product (no FMA needed: this file is compiled
+ * without contraction), 1.702 rounded to float32 first as the composed x * sigmoid(1.702 * x)
+ * rounds its weak scalar; |x| is clamped to 2^20 so that the split cannot overflow. */
+FORMULA float fast_v(float x, float *vl) {
+  const float ah = 1.70214844f, al = 1.702f - 1.70214844f; /* a's top 11 bits, and the rest */
+  float xc = x < 1048576.0f ? x : 1048576.0f;
+  xc = xc > -1048576.0f ? xc : -1048576.0f;
+  float t = xc * 4097.0f, xh = t - (t - xc), xl = xc - xh;
+  float vh = 1.702f * xc;
+  *vl = ((ah * xh - vh) + ah * xl + al * xh) + al * xl;
+  return vh;
+}
+FORMULA float gelu_fast_fast(float x) {
+  float vl, vh = fast_v(x, &vl);
+  return gelu_sig(x, vh, vl);
+}
 /* x Φ(x) = h (1 + erf(x / √2)), h = x / 2: within 2 ulp for x >= 0; for x < 0 the sum
  * cancels (exactly: 1 + e is exact for e in [-1, -1/2]), leaving erf's error times h, within
  * |x| 2^-22 absolute (the composed form's, and PyTorch's, behaviour). -inf gives -0, ±0 kept. */
@@ -443,10 +462,9 @@ FORMULA float dgelu_erf(float x, float g) {
 /* s + x s (1 - s) v', s = σ(v) with v split as in gelu_sig, v' = dv/dx. s and s (1 - s) come
  * from e = e^-|v| (s = 1 / (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)²), so neither
  * loses its digits where s rounds near 1. */
-FORMULA float dgelu_sig(float x, float g, double v, float dv) {
-  v = v < 120.0 ? v : 120.0;
-  v = v > -120.0 ? v : -120.0;
-  float vh = (float)v, vl = (float)(v - (double)vh);
+FORMULA float dgelu_sig(float x, float g, float vh, float vl, float dv) {
+  vh = vh < 120.0f ? vh : 120.0f;
+  vh = vh > -120.0f ? vh : -120.0f;
   float e = exp_fast(-fabsf(vh)), r = 1.0f / (1.0f + e);
   float s = vh >= 0 ? r : e * r, sp = e * r * r;
   s = s + sp * vl;
@@ -454,13 +472,16 @@ FORMULA float dgelu_sig(float x, float g, double v, float dv) {
   return x != x ? x : g * d;
 }
 FORMULA float dgelu_tanh(float x, float g) {
-  double d = x;
-  float xt = clamp64(x);
+  float xt = clamp64(x); /* v is past the clamp there: x beyond changes nothing */
+  double d = xt;
   float dv = (float)(2.0 * GELU_C) * (1.0f + (float)(3.0 * GELU_K) * xt * xt);
-  return dgelu_sig(x, g, 2.0 * GELU_C * d * (1.0 + GELU_K * d * d), dv);
+  double v = 2.0 * GELU_C * d * (1.0 + GELU_K * d * d);
+  float vh = (float)v;
+  return dgelu_sig(x, g, vh, (float)(v - (double)vh), dv);
 }
 FORMULA float dgelu_fast(float x, float g) {
-  return dgelu_sig(x, g, (double)1.702f * (double)x, 1.702f);
+  float vl, vh = fast_v(x, &vl);
+  return dgelu_sig(x, g, vh, vl, 1.702f);
 }
 /* From the output y: tanh' = (1 - y)(1 + y) (exact near |y| = 1, where 1 - y² rounds),
  * σ' = y (1 - y). */
