@@ -1,7 +1,8 @@
 /* Element-wise throughput: x*y+z on 2^26 float32 (one lazy expression, evaluated once: the
  * product's buffer is donated to the sum), and functions on 2^24 float32 (sigmoid, tanh, exp,
- * log, log1p, expm1, erf, and GELU's tanh and erf forms composed of element-wise ops; log and
- * log1p on positive inputs). Each run builds, evaluates and frees. */
+ * log, log1p, expm1, erf, relu, GELU's tanh and erf forms composed of element-wise ops as models
+ * once wrote them, and the fused nv_gelu, nv_gelu_approx and nv_gelu_fast_approx; log and log1p
+ * on positive inputs). Each run builds, evaluates and frees. */
 #include "bench.h"
 #include "nuvec.h"
 
@@ -53,7 +54,11 @@ static void act_case(void *p) {
     case 5: r = nv_log1p(c->y); break;
     case 6: r = nv_expm1(c->x); break;
     case 7: r = nv_erf(c->x); break;
-    default: r = gelu_erf(c->x); break;
+    case 8: r = gelu_erf(c->x); break;
+    case 9: r = nv_maximum(c->x, nv_array_float(0.0f)); break;
+    case 10: r = nv_gelu(c->x); break;
+    case 11: r = nv_gelu_approx(c->x); break;
+    default: r = nv_gelu_fast_approx(c->x); break;
   }
   r = nv_scope_keep(r);
   nv_scope_end();
@@ -83,9 +88,11 @@ int main(void) {
   ctx a = {random_f32(1 << 24, 4), NULL, NULL, 0};
   a.y = nv_abs(a.x);
   nv_eval1(a.y);
-  const char *names[9] = {"sigmoid_2^24", "tanh_2^24", "exp_2^24", "gelu_tanh_2^24",
-                          "log_2^24", "log1p_2^24", "expm1_2^24", "erf_2^24", "gelu_erf_2^24"};
-  for (int i = 0; i < 9; i++) {
+  const char *names[13] = {"sigmoid_2^24", "tanh_2^24", "exp_2^24", "gelu_tanh_2^24",
+                           "log_2^24", "log1p_2^24", "expm1_2^24", "erf_2^24", "gelu_erf_2^24",
+                           "relu_2^24", "gelu_fused_2^24", "gelu_approx_fused_2^24",
+                           "gelu_fast_fused_2^24"};
+  for (int i = 0; i < 13; i++) {
     a.which = i;
     bench_run(names[i], act_case, &a, 2, 11);
   }

@@ -1,7 +1,9 @@
 """Element-wise throughput beside NumPy, MLX's CPU build and PyTorch (where they install): x*y+z
-on 2^26 float32, and sigmoid, tanh, exp, log, log1p, expm1, erf and GELU (tanh and erf forms) on
-2^24 float32 (log and log1p on |x|). NumPy has no erf: those rows compare with MLX and PyTorch
-only. Each peer runs in a process of its own (bench/README.md)."""
+on 2^26 float32, and sigmoid, tanh, exp, log, log1p, expm1, erf, relu and GELU on 2^24 float32
+(log and log1p on |x|). The gelu_*_2^24 rows are nuvec's composed forms, the *_fused rows its
+fused ops (nv_gelu, nv_gelu_approx, nv_gelu_fast_approx) beside the peers' same formulas
+(PyTorch's F.gelu, erf and tanh, and x * sigmoid(1.702 x)). NumPy has no erf: those rows
+compare with MLX and PyTorch only. Each peer runs in a process of its own (bench/README.md)."""
 import os
 
 import numpy as np
@@ -10,7 +12,8 @@ from benchlib import median_time, mlx_core, peer_results, report, run_c, serve_p
 
 C_GELU = 0.7978845608028654
 CASES = ["xy_plus_z_2^26", "sigmoid_2^24", "tanh_2^24", "exp_2^24", "gelu_tanh_2^24", "log_2^24",
-         "log1p_2^24", "expm1_2^24", "erf_2^24", "gelu_erf_2^24"]
+         "log1p_2^24", "expm1_2^24", "erf_2^24", "gelu_erf_2^24", "relu_2^24", "gelu_fused_2^24",
+         "gelu_approx_fused_2^24", "gelu_fast_fused_2^24"]
 PEERS = ["numpy", "mlx", "torch"]
 
 
@@ -36,6 +39,9 @@ def numpy_cases(x, y, z, a, b):
         "log_2^24": lambda: np.log(b),
         "log1p_2^24": lambda: np.log1p(b),
         "expm1_2^24": lambda: np.expm1(a),
+        "relu_2^24": lambda: np.maximum(a, np.float32(0)),
+        "gelu_approx_fused_2^24": lambda: gelu(a),
+        "gelu_fast_fused_2^24": lambda: a / (1 + np.exp(np.float32(-1.702) * a)),
     }
 
 
@@ -57,6 +63,10 @@ def mlx_cases(mx, x, y, z, a, b):
         "expm1_2^24": lambda: mx.eval(mx.expm1(ma)),
         "erf_2^24": lambda: mx.eval(mx.erf(ma)),
         "gelu_erf_2^24": lambda: mx.eval(0.5 * ma * (1 + mx.erf(ma * 0.7071067811865476))),
+        "relu_2^24": lambda: mx.eval(mx.maximum(ma, 0)),
+        "gelu_fused_2^24": lambda: mx.eval(0.5 * ma * (1 + mx.erf(ma * 0.7071067811865476))),
+        "gelu_approx_fused_2^24": lambda: mx.eval(gelu(ma)),
+        "gelu_fast_fused_2^24": lambda: mx.eval(ma * mx.sigmoid(1.702 * ma)),
     }
 
 
@@ -74,6 +84,10 @@ def torch_cases(torch, x, y, z, a, b):
         "expm1_2^24": lambda: torch.expm1(ta),
         "erf_2^24": lambda: torch.erf(ta),
         "gelu_erf_2^24": lambda: F.gelu(ta),
+        "relu_2^24": lambda: torch.relu(ta),
+        "gelu_fused_2^24": lambda: F.gelu(ta),
+        "gelu_approx_fused_2^24": lambda: F.gelu(ta, approximate="tanh"),
+        "gelu_fast_fused_2^24": lambda: ta * torch.sigmoid(1.702 * ta),
     }
 
 

@@ -141,17 +141,15 @@ static nv_array *logsumexp_last(nv_array *x) { return nv_logsumexp(x, &last, 1, 
 
 static nv_array *softmax_last(nv_array *x) { return nv_softmax(x, &last, 1, false); }
 
-/* RMSNorm: x / sqrt(mean(x²) + eps) * weight, over the last axis. */
+/* RMSNorm: x / sqrt(mean(x²) + eps) * weight, over the last axis, as the library's fused op (one
+ * pass per row, a fused gradient), as MLX's and PyTorch's RMSNorm modules compute it. */
 static nv_array *rms_norm(nv_array *x, nv_array *weight) {
-  double inv_dim = 1.0 / nv_array_dim(x, -1);
-  nv_array *ms = nv_multiply_scalar(nv_sum(nv_multiply(x, x), &last, 1, true), inv_dim);
-  return nv_multiply(nv_multiply(x, nv_rsqrt(nv_add_scalar(ms, 1e-5))), weight);
+  return nv_fast_rms_norm(x, weight, 1e-5);
 }
 
-/* GELU in its sigmoid form x * sigmoid(1.702 x) (MLX's gelu_fast_approx). */
-static nv_array *gelu(nv_array *x) {
-  return nv_multiply(x, nv_sigmoid(nv_multiply_scalar(x, 1.702)));
-}
+/* GELU in its sigmoid form x * sigmoid(1.702 x) (MLX's gelu_fast_approx), one fused op whose
+ * gradient is one pass too. */
+static nv_array *gelu(nv_array *x) { return nv_gelu_fast_approx(x); }
 
 /* The additive causal mask of a length × length attention: 0 on and below the diagonal,
  * -inf above it, so a position attends to itself and to earlier ones only. */

@@ -11,6 +11,7 @@ import sys as _sys
 
 from ._core import *  # noqa: F401,F403
 from ._core import __version__, distributed, fast, fft, linalg, random  # noqa: F401
+from ._core import _gelu, _gelu_approx, _gelu_fast_approx  # noqa: F401
 
 # The C extension's submodules, importable by name (import nuvec.random, nuvec.fft, ...).
 for _name in ("random", "fast", "fft", "linalg", "distributed"):

@@ -869,6 +869,10 @@ static const nvpy_op ops[] = {
     UNARY("sigmoid", nv_sigmoid, 0),
     UNARY("erf", nv_erf, 0),
     UNARY("erfinv", nv_erfinv, 0),
+    /* The fused GELU forms, for nuvec.nn's gelu, gelu_approx and gelu_fast_approx. */
+    UNARY("_gelu", nv_gelu, 0),
+    UNARY("_gelu_approx", nv_gelu_approx, 0),
+    UNARY("_gelu_fast_approx", nv_gelu_fast_approx, 0),
     UNARY("isnan", nv_isnan, 0),
     UNARY("isinf", nv_isinf, 0),
     UNARY("isfinite", nv_isfinite, 0),

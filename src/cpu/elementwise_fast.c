@@ -25,6 +25,7 @@
 #include <float.h>
 
 #include "cpu/elementwise_loops.h"
+#include "ops/elementwise_params.h"
 
 #define BLOCK 16
 
@@ -380,6 +381,159 @@ FAST_OP(erfinv, erfinv_fast, NO_FIXUP)
 FAST_OP(sin, sin_fast, SIN_FIXUP)
 FAST_OP(cos, cos_fast, COS_FIXUP)
 
+/* ---- GELU and the fused activation derivatives (src/ops/elementwise_act.c) ---- */
+
+/* x σ(v) for v = 2c (x + k x³) (gelu_approx: 0.5 x (1 + tanh(v/2)) is x σ(v), without the
+ * cancellation of 1 + tanh for negative x) or v = 1.702 x (gelu_fast_approx), v given as
+ * vh + vl (vh its float rounding; from double for the tanh form, Dekker's exact product for the
+ * fast one): σ(vh + vl) = s + s (1 - s) vl to first order, so the rounding of v does not reach
+ * the result. One exponential: e = e^-|v|, s = 1 /
+ * (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)². Below v = -60, σ(v) = e^v to float
+ * precision, and x e^v is formed as x e^(v + 100 ln 2) 2^-100 (the exponential's argument
+ * moved, its split kept) so that e^v, subnormal past -87, keeps its digits while x e^v is still
+ * normal. v is clamped to [-200, 120]; -inf gives -0 (the limit), NaN stays NaN. Within 4 ulp
+ * for results in the normal range; subnormal results within |x| 2^-149
+ * (tests/python/test_elementwise_act.py). */
+FORMULA float gelu_sig(float x, float vh, float vl) {
+  /* Clamped (NaN: 120); vl stays the correction of the unclamped v, unused where σ is flat. */
+  vh = vh < 120.0f ? vh : 120.0f;
+  vh = vh > -200.0f ? vh : -200.0f;
+  bool tail = vh < -60.0f;
+  /* w = v + 100 ln 2 as wh + wl (Knuth's two-sum of vh and 100 ln 2's high part), or -|v|. */
+  const float ch = 69.3147202f, cl = -2.09781406e-6f;
+  float th = vh + ch, tb = th - vh, te = (vh - (th - tb)) + (ch - tb);
+  float wh = tail ? th : -fabsf(vh), wl = tail ? te + cl + vl : (vh >= 0 ? -vl : vl);
+  float e = exp_fast(wh), r = 1.0f / (1.0f + e);
+  float s = vh >= 0 ? r : e * r, sp = e * r * r;
+  float y = x * (s + sp * vl);
+  float ty = (x * (e + e * wl)) * 0x1p-100f;
+  y = tail ? ty : y;
+  y = x == -INFINITY ? -0.0f : y;
+  return x != x ? x : y;
+}
+#define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
+#define GELU_K 0.044715
+/* v = 2c (x + k x³) in double (|x| clamped to 2^20, where v is far past the clamp), split. */
+FORMULA float gelu_tanh_fast(float x) {
+  float xc = x < 1048576.0f ? x : 1048576.0f;
+  xc = xc > -1048576.0f ? xc : -1048576.0f;
+  double d = xc, v = 2.0 * GELU_C * d * (1.0 + GELU_K * d * d);
+  float vh = (float)v;
+  return gelu_sig(x, vh, (float)(v - (double)vh));
+}
+/* v = 1.702 x exactly as vh + vl by Dekker's product (no FMA needed: this file is compiled
+ * without contraction), 1.702 rounded to float32 first as the composed x * sigmoid(1.702 * x)
+ * rounds its weak scalar; |x| is clamped to 2^20 so that the split cannot overflow. */
+FORMULA float fast_v(float x, float *vl) {
+  const float ah = 1.70214844f, al = 1.702f - 1.70214844f; /* a's top 11 bits, and the rest */
+  float xc = x < 1048576.0f ? x : 1048576.0f;
+  xc = xc > -1048576.0f ? xc : -1048576.0f;
+  float t = xc * 4097.0f, xh = t - (t - xc), xl = xc - xh;
+  float vh = 1.702f * xc;
+  *vl = ((ah * xh - vh) + ah * xl + al * xh) + al * xl;
+  return vh;
+}
+FORMULA float gelu_fast_fast(float x) {
+  float vl, vh = fast_v(x, &vl);
+  return gelu_sig(x, vh, vl);
+}
+/* x Φ(x) = h (1 + erf(x / √2)), h = x / 2: within 2 ulp for x >= 0; for x < 0 the sum
+ * cancels (exactly: 1 + e is exact for e in [-1, -1/2]), leaving erf's error times h, within
+ * |x| 2^-22 absolute (the composed form's, and PyTorch's, behaviour). -inf gives -0, ±0 kept. */
+FORMULA float gelu_erf_fast(float x) {
+  float h = 0.5f * x, e = erf_fast(x * 0.707106781f);
+  float y = h * (1.0f + e);
+  y = x == -INFINITY ? -0.0f : y;
+  return x == 0 ? x : y;
+}
+
+/* The derivatives, as g f'(x) in one pass. The GELU forms clamp x to ±64 in the terms that
+ * vanish beyond (x φ(x), x σ'(v) v'), so ±inf give f' = 1 or 0 rather than inf · 0. */
+FORMULA float clamp64(float x) { return x > -64.0f ? (x < 64.0f ? x : 64.0f) : -64.0f; }
+/* Φ(x) + x φ(x). Each derivative is within |g| 2^-21 absolute plus 4 ulp of the result
+ * (python/tests/test_activations_fused.py). */
+FORMULA float dgelu_erf(float x, float g) {
+  float xt = clamp64(x);
+  float cdf = 0.5f + 0.5f * erf_fast(x * 0.707106781f);
+  float pdf = 0.398942280f * exp_fast(-0.5f * xt * xt);
+  float d = cdf + xt * pdf;
+  return x != x ? x : g * d;
+}
+/* s + x s (1 - s) v', s = σ(v) with v split as in gelu_sig, v' = dv/dx. s and s (1 - s) come
+ * from e = e^-|v| (s = 1 / (1 + e) or e / (1 + e), s (1 - s) = e / (1 + e)²), so neither
+ * loses its digits where s rounds near 1. */
+FORMULA float dgelu_sig(float x, float g, float vh, float vl, float dv) {
+  vh = vh < 120.0f ? vh : 120.0f;
+  vh = vh > -120.0f ? vh : -120.0f;
+  float e = exp_fast(-fabsf(vh)), r = 1.0f / (1.0f + e);
+  float s = vh >= 0 ? r : e * r, sp = e * r * r;
+  s = s + sp * vl;
+  float d = s + clamp64(x) * sp * dv;
+  return x != x ? x : g * d;
+}
+FORMULA float dgelu_tanh(float x, float g) {
+  float xt = clamp64(x); /* v is past the clamp there: x beyond changes nothing */
+  double d = xt;
+  float dv = (float)(2.0 * GELU_C) * (1.0f + (float)(3.0 * GELU_K) * xt * xt);
+  double v = 2.0 * GELU_C * d * (1.0 + GELU_K * d * d);
+  float vh = (float)v;
+  return dgelu_sig(x, g, vh, (float)(v - (double)vh), dv);
+}
+FORMULA float dgelu_fast(float x, float g) {
+  float vl, vh = fast_v(x, &vl);
+  return dgelu_sig(x, g, vh, vl, 1.702f);
+}
+/* From the output y: tanh' = (1 - y)(1 + y) (exact near |y| = 1, where 1 - y² rounds),
+ * σ' = y (1 - y). */
+FORMULA float dtanh_y(float y, float g) { return g * ((1.0f - y) * (1.0f + y)); }
+FORMULA float dsigmoid_y(float y, float g) { return g * (y * (1.0f - y)); }
+
+/* out = D(a, g) over two inputs with strides (0: broadcast); contiguous blocks vectorize. */
+#define BINARY_FAST(NAME, D)                                                             \
+  CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
+    (void)extra;                                                                     \
+    float *o = (float *)p[0];                                                        \
+    const float *a = (const float *)p[1], *b = (const float *)p[2];                  \
+    int64_t sa = s[1], sb = s[2], i = 0;                                             \
+    if (sa == 1 && sb == 1) {                                                        \
+      for (; i + BLOCK <= n; i += BLOCK) {                                           \
+        float x[BLOCK], g[BLOCK], out[BLOCK];                                        \
+        memcpy(x, a + i, sizeof x);                                                  \
+        memcpy(g, b + i, sizeof g);                                                  \
+        for (int j = 0; j < BLOCK; j++) out[j] = D(x[j], g[j]);                      \
+        memcpy(o + i, out, sizeof out);                                              \
+      }                                                                              \
+    }                                                                                \
+    for (; i < n; i++) o[i] = D(a[i * sa], b[i * sb]);                               \
+  }
+#define BINARY_FAST_HALF(NAME, D, LOAD, STORE)                                           \
+  CLONES static void NAME(char **p, const int64_t *s, int64_t n, const void *extra) {   \
+    (void)extra;                                                                     \
+    uint16_t *o = (uint16_t *)p[0];                                                  \
+    const uint16_t *a = (const uint16_t *)p[1], *b = (const uint16_t *)p[2];         \
+    int64_t sa = s[1], sb = s[2], i = 0;                                             \
+    for (; i + BLOCK <= n; i += BLOCK) {                                             \
+      float x[BLOCK], g[BLOCK], out[BLOCK];                                          \
+      for (int j = 0; j < BLOCK; j++) x[j] = LOAD(a[(i + j) * sa]);                  \
+      for (int j = 0; j < BLOCK; j++) g[j] = LOAD(b[(i + j) * sb]);                  \
+      for (int j = 0; j < BLOCK; j++) out[j] = D(x[j], g[j]);                        \
+      for (int j = 0; j < BLOCK; j++) o[i + j] = STORE(out[j]);                      \
+    }                                                                                \
+    for (; i < n; i++) o[i] = STORE(D(LOAD(a[i * sa]), LOAD(b[i * sb])));            \
+  }
+#define FAST_BINARY(OP, D)                                                      \
+  BINARY_FAST(OP##_f32, D)                                                      \
+  BINARY_FAST_HALF(OP##_f16, D, nv__f16_to_f32, nv__f32_to_f16)                 \
+  BINARY_FAST_HALF(OP##_bf16, D, nv__bf16_to_f32, nv__f32_to_bf16)
+FAST_OP(gelu_erf, gelu_erf_fast, NO_FIXUP)
+FAST_OP(gelu_tanh, gelu_tanh_fast, NO_FIXUP)
+FAST_OP(gelu_fast, gelu_fast_fast, NO_FIXUP)
+FAST_BINARY(dgelu_erf, dgelu_erf)
+FAST_BINARY(dgelu_tanh, dgelu_tanh)
+FAST_BINARY(dgelu_fast, dgelu_fast)
+FAST_BINARY(dtanh_y, dtanh_y)
+FAST_BINARY(dsigmoid_y, dsigmoid_y)
+
 #define PICK(OP)                                                              \
   return dtype == NV_DTYPE_FLOAT32 ? OP##_f32 : dtype == NV_DTYPE_FLOAT16 ? OP##_f16 : OP##_bf16
 
@@ -401,3 +555,25 @@ nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype) {
   }
 }
 
+nv__run_fn nv__ew_fast_act(int mode, bool vjp, nv_dtype dtype) {
+  if (dtype != NV_DTYPE_FLOAT32 && dtype != NV_DTYPE_FLOAT16 && dtype != NV_DTYPE_BFLOAT16)
+    return NULL;
+  switch (mode) {
+    case NV__ACT_GELU:
+      if (vjp) PICK(dgelu_erf);
+      PICK(gelu_erf);
+    case NV__ACT_GELU_TANH:
+      if (vjp) PICK(dgelu_tanh);
+      PICK(gelu_tanh);
+    case NV__ACT_GELU_FAST:
+      if (vjp) PICK(dgelu_fast);
+      PICK(gelu_fast);
+    case NV__ACT_TANH:
+      if (vjp) PICK(dtanh_y);
+      return NULL;
+    case NV__ACT_SIGMOID:
+      if (vjp) PICK(dsigmoid_y);
+      return NULL;
+    default: return NULL;
+  }
+}

@@ -110,4 +110,8 @@ typedef double _Complex nv__cd;
  * arithmetic needs none: the table's loops vectorize (and have AVX2/AVX-512 clones). */
 nv__run_fn nv__ew_fast_unary(int prim, nv_dtype dtype);
 
+/* The float16/bfloat16/float32 run functions of gelu (vjp false: one input) and act_vjp (vjp
+ * true: inputs a, g) for an NV__ACT_* mode, or NULL (other dtypes; gelu of tanh/sigmoid). */
+nv__run_fn nv__ew_fast_act(int mode, bool vjp, nv_dtype dtype);
+
 #endif

@@ -38,6 +38,7 @@ static void register_core(nv__kernel_fn *k) {
 }
 
 void nv__cpu_register_elementwise(nv__kernel_fn *k);
+void nv__cpu_register_elementwise_act(nv__kernel_fn *k);
 void nv__cpu_register_linalg(nv__kernel_fn *k);
 void nv__cpu_register_linalg_decomp(nv__kernel_fn *k);
 void nv__cpu_register_transforms(nv__kernel_fn *k);
@@ -62,6 +63,7 @@ void nv__cpu_register_fast_custom(nv__kernel_fn *k);
 static void (*const families[])(nv__kernel_fn *) = {
     register_core,
     nv__cpu_register_elementwise,
+    nv__cpu_register_elementwise_act,
     nv__cpu_register_index,
     nv__cpu_register_linalg,
     nv__cpu_register_linalg_decomp,

@@ -44,4 +44,12 @@ typedef struct nv__count_params {
   int axes[];
 } nv__count_params;
 
+/* gelu and act_vjp: the function. gelu(x) takes the three GELU forms; act_vjp(a, g) computes
+ * g f'(x) in one pass, with a = x for the GELU forms and a = the output y = f(x) for tanh and
+ * sigmoid (whose derivatives are read from it). */
+enum { NV__ACT_GELU, NV__ACT_GELU_TANH, NV__ACT_GELU_FAST, NV__ACT_TANH, NV__ACT_SIGMOID };
+typedef struct nv__act_params {
+  int mode;
+} nv__act_params;
+
 #endif

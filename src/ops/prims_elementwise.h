@@ -77,6 +77,8 @@
   X(HANNING, "hanning", D_NONE, false, false)                    \
   X(HAMMING, "hamming", D_NONE, false, false)                    \
   X(BARTLETT, "bartlett", D_NONE, false, false)                  \
-  X(BLACKMAN, "blackman", D_NONE, false, false)
+  X(BLACKMAN, "blackman", D_NONE, false, false)                  \
+  X(GELU, "gelu", D_0, true, false)                              \
+  X(ACT_VJP, "act_vjp", D_01, true, false)
 
 #endif

@@ -5,6 +5,7 @@
  * stop_gradient's rules belong to the transforms family (rules_core.c). */
 #include <math.h>
 
+#include "ops/elementwise_act.h"
 #include "ops/elementwise_params.h"
 #include "transforms/rule_decls.h"
 
@@ -75,6 +76,9 @@ static nv_array *zero_of(nv_dtype dt) { return nv_zeros(NULL, 0, dt); }
 static nv_array *unary_chain(const nv__node *n, const nv_array *x, const nv_array *y,
                              const nv_array *g) {
   nv_array *d;
+  /* tanh and sigmoid of real floats: g f'(x) from y in one fused pass (act_vjp). */
+  if ((n->prim == NV__PRIM_TANH || n->prim == NV__PRIM_SIGMOID) && real_float(meta(y)->dtype))
+    return nv__act_vjp(n->prim == NV__PRIM_TANH ? NV__ACT_TANH : NV__ACT_SIGMOID, y, g);
   switch (n->prim) {
     case NV__PRIM_DEGREES: return nv_multiply_scalar(g, 180.0 / M_PI);
     case NV__PRIM_RADIANS: return nv_multiply_scalar(g, M_PI / 180.0);
@@ -538,6 +542,104 @@ VMAP(vmap_constant) {
   return NV_OK;
 }
 
+/* ---- gelu and act_vjp ---- */
+
+static int act_mode(const nv__node *n) { return ((const nv__act_params *)n->params)->mode; }
+
+VJP(vjp_gelu) {
+  if (want[0]) grad[0] = nv__act_vjp(act_mode(n), in[0], cot[0]);
+  return NV_OK;
+}
+
+JVP(jvp_gelu) {
+  ot[0] = nv__act_vjp(act_mode(n), in[0], tan[0]);
+  return NV_OK;
+}
+
+VMAP(vmap_gelu) {
+  out[0] = nv__gelu(act_mode(n), in[0]);
+  oax[0] = axes[0];
+  return NV_OK;
+}
+
+/* Temporaries of the second derivatives, released together once the result is retained. */
+typedef struct temps {
+  nv_array *a[24];
+  int n;
+} temps;
+static nv_array *rec(temps *t, nv_array *x) {
+  t->a[t->n++] = x;
+  return x;
+}
+#define T(expr) rec(t, (expr))
+
+/* d/da of f'(a) for act_vjp's modes (a = y for tanh and sigmoid, whose chain to x continues
+ * through y's own rule): -2y; 1 - 2y; φ(x)(2 - x²) for the erf form; for x σ(v), with s = σ(v)
+ * and s' = s (1 - s): s' (2 v' + x (1 - 2s) v'² + x v''). */
+static nv_array *act_second(temps *t, int mode, const nv_array *a) {
+  nv_array *one = T(nv_array_float(1.0f));
+  switch (mode) {
+    case NV__ACT_TANH: return T(nv_multiply_scalar(a, -2.0));
+    case NV__ACT_SIGMOID: return T(nv_subtract(one, T(nv_multiply_scalar(a, 2.0))));
+    case NV__ACT_GELU: {
+      nv_array *x2 = T(nv_square(a));
+      nv_array *pdf = T(nv_multiply_scalar(T(nv_exp(T(nv_multiply_scalar(x2, -0.5)))),
+                                           0.3989422804014327));
+      return T(nv_multiply(pdf, T(nv_subtract(T(nv_array_float(2.0f)), x2))));
+    }
+    default: {
+      bool tanh_form = mode == NV__ACT_GELU_TANH;
+      double c = tanh_form ? 2 * 0.7978845608028654 : 1.702, k = tanh_form ? 0.044715 : 0.0;
+      nv_array *x2 = T(nv_square(a));
+      nv_array *v = T(nv_multiply_scalar(T(nv_multiply(a, T(nv_add_scalar(T(nv_multiply_scalar(x2, k)), 1.0)))), c));
+      nv_array *dv = T(nv_multiply_scalar(T(nv_add_scalar(T(nv_multiply_scalar(x2, 3 * k)), 1.0)), c));
+      nv_array *s = T(nv_sigmoid(v));
+      nv_array *sp = T(nv_multiply(s, T(nv_subtract(one, s))));
+      nv_array *m = T(nv_subtract(one, T(nv_multiply_scalar(s, 2.0))));
+      nv_array *sum = T(nv_add(T(nv_multiply_scalar(dv, 2.0)),
+                               T(nv_multiply(T(nv_multiply(a, m)), T(nv_square(dv))))));
+      if (tanh_form) sum = T(nv_add(sum, T(nv_multiply_scalar(x2, 6 * c * k))));
+      return T(nv_multiply(sp, sum));
+    }
+  }
+}
+
+/* h f''(a) g: the part of act_vjp's derivative through a, for a cotangent or tangent h. */
+static nv_array *act_through_a(int mode, const nv_array *a, const nv_array *g,
+                               const nv_array *h) {
+  temps t0 = {.n = 0}, *t = &t0;
+  nv_array *r = nv_multiply(T(nv_multiply(h, g)), act_second(t, mode, a));
+  for (int i = 0; i < t->n; i++) nv_release(t->a[i]);
+  return r;
+}
+#undef T
+
+VJP(vjp_act_vjp) {
+  int mode = act_mode(n);
+  if (want[0]) grad[0] = reduce_to(act_through_a(mode, in[0], in[1], cot[0]), in[0]);
+  if (want[1]) grad[1] = reduce_to(nv__act_vjp(mode, in[0], cot[0]), in[1]);
+  return NV_OK;
+}
+
+JVP(jvp_act_vjp) {
+  int mode = act_mode(n);
+  nv_array *acc = NULL;
+  if (tan[0]) acc = act_through_a(mode, in[0], in[1], tan[0]);
+  if (tan[1]) acc = add_terms(acc, nv__act_vjp(mode, in[0], tan[1]));
+  ot[0] = bcast_to(acc, out[0]);
+  return NV_OK;
+}
+
+VMAP(vmap_act_vjp) {
+  int r = n->out[0].ndim;
+  nv_array *a = nv__tf_front(in[0], axes[0], r), *g = nv__tf_front(in[1], axes[1], r);
+  out[0] = nv__act_vjp(act_mode(n), a, g);
+  oax[0] = 0;
+  nv_release(a);
+  nv_release(g);
+  return NV_OK;
+}
+
 /* ---- Registration ---- */
 
 static void set(nv__prim_rule *r, int prim, nv__vjp_rule vjp, nv__jvp_rule jvp,
@@ -583,4 +685,6 @@ void nv__rules_register_elementwise(nv__prim_rule *r) {
   set(r, NV__PRIM_HAMMING, vjp_none, jvp_none, vmap_constant);
   set(r, NV__PRIM_BARTLETT, vjp_none, jvp_none, vmap_constant);
   set(r, NV__PRIM_BLACKMAN, vjp_none, jvp_none, vmap_constant);
+  set(r, NV__PRIM_GELU, vjp_gelu, jvp_gelu, vmap_gelu);
+  set(r, NV__PRIM_ACT_VJP, vjp_act_vjp, jvp_act_vjp, vmap_act_vjp);
 }

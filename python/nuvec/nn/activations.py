@@ -1,5 +1,4 @@
 """Activation functions and their modules (mlx.nn's names, formulas and defaults)."""
-import math
 
 import nuvec as mx
 
@@ -62,18 +61,20 @@ def celu(x, alpha=1.0):
 
 
 def gelu(x):
-    """x * Phi(x), Phi the standard normal's distribution function (through erf)."""
-    return x * (1 + mx.erf(x / math.sqrt(2))) / 2
+    """x * Phi(x), Phi the standard normal's distribution function (through erf); one fused
+    op and a fused gradient."""
+    return mx._gelu(x)
 
 
 def gelu_approx(x):
-    """GELU's tanh approximation."""
-    return 0.5 * x * (1 + mx.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    """GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as
+    the equal x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) in one fused op."""
+    return mx._gelu_approx(x)
 
 
 def gelu_fast_approx(x):
-    """GELU's sigmoid approximation: x * sigmoid(1.702 * x)."""
-    return x * mx.sigmoid(1.702 * x)
+    """GELU's sigmoid approximation: x * sigmoid(1.702 * x), one fused op."""
+    return mx._gelu_fast_approx(x)
 
 
 def silu(x):

@@ -1,0 +1,15 @@
+/* Internal builders of the fused activations (src/ops/elementwise_act.c), used by the rules. */
+#ifndef NUVEC_OPS_ELEMENTWISE_ACT_H
+#define NUVEC_OPS_ELEMENTWISE_ACT_H
+
+#include "nuvec.h"
+
+/* gelu in one of its forms (an NV__ACT_GELU* mode). */
+nv_array *nv__gelu(int mode, const nv_array *x);
+
+/* g f'(x) for an NV__ACT_* mode in one pass: `a` is x for the GELU forms and the output
+ * y = f(x) for tanh and sigmoid; g is converted to a's dtype and both broadcast together. On
+ * a GPU stream it is composed of element-wise ops (there is no CUDA kernel). */
+nv_array *nv__act_vjp(int mode, const nv_array *a, const nv_array *g);
+
+#endif
