@@ -173,7 +173,7 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
     return nv__gpu_fill(ctx, o.view, 0);
   }
   if (tc) {
-    const int64_t rows = 16 * NV__GPU_QMV_TC_TILES;
+    const int64_t rows = NV__GPU_QMV_TC_ROWS;
     int64_t blocks = (p.N + rows - 1) / rows;
     if (blocks > INT32_MAX)
       return nv__set_error(NV_ERR_UNSUPPORTED, "quantized_matmul: N = %lld is too large",

@@ -451,9 +451,10 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
  * 4 CPG gi + CPG q + jj (group gi of the superchunk, one load per group), word jj being
  * chunk gi CPG + jj's operand; the mma takes pairs (c_i, c_i+4) of it and the matching pairs
  * of x through prmt from x's 16-byte row piece in shared memory (x is staged there per
- * batch). A block holds TILES x 16 rows of w; its QTC_WARPS warps take every QTC_WARPS-th
- * superchunk of K, two at a time (every load of both issued first), and meet in shared memory
- * at the end. GPC: groups per superchunk (group
+ * batch). A block holds 16 rows of w; its QTC_WARPS warps take every QTC_WARPS-th
+ * superchunk of K, U at a time (every load of a round issued first; the first round's while
+ * x is staged, so that a K of QTC_WARPS U superchunks costs one memory round trip), and meet
+ * in shared memory at the end. GPC: groups per superchunk (group
  * size 128 or more: 1, 64: 2, 32: 4). Infinite x gives NaN where the weights' signs mix, as
  * the factored form of MLX's kernels; the streaming kernel takes every other case. */
 constexpr int QTC_WARPS = NV__GPU_QMV_TC_THREADS / 32;
@@ -497,27 +498,82 @@ __device__ __forceinline__ void mma_tc(float *d, const uint32_t *a, uint32_t b0,
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int DT, int TILES, int GPC>
+/* One round of a warp's loads: the packed words (CPG per load, one load per group) of rows
+ * g and g + 8 of the tile and their groups' scales and biases, for superchunks base,
+ * base + QTC_WARPS, ... (U of them, those below NSC). */
+template <int GPC, int U>
+__device__ __forceinline__ void qtc_load(uint32_t (&wv)[U][2][4], float (&sv)[U][2][GPC],
+                                         float (&bv)[U][2][GPC], const uint32_t *const (&wr)[2],
+                                         const char *const (&sr)[2], const char *const (&br)[2],
+                                         int64_t base, int64_t NSC, int gshift, int sdt) {
+  constexpr int CPG = 4 / GPC;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int64_t sc = base + (int64_t)u * QTC_WARPS;
+    if (sc >= NSC) break;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int gi = 0; gi < GPC; gi++) {
+        const uint32_t *a = wr[h] + sc * 16 + 4 * CPG * gi;
+        uint32_t *o = wv[u][h] + CPG * gi;
+        if (CPG == 4) {
+          const uint4 v = ld_stream4(a);
+          o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+        } else if (CPG == 2) {
+          const uint2 v = ld_stream2(a);
+          o[0] = v.x, o[1] = v.y;
+        } else {
+          o[0] = ld_stream1(a);
+        }
+      }
+#pragma unroll
+    for (int gi = 0; gi < GPC; gi++) {
+      const int64_t grp = (sc * 128 + 32 * CPG * gi) >> gshift;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        sv[u][h][gi] = load_scale(sdt, sr[h], grp);
+        bv[u][h][gi] = load_scale(sdt, br[h], grp);
+      }
+    }
+  }
+}
+
+template <int DT, int GPC>
 __global__ void __launch_bounds__(QTC_WARPS * 32, 2)
     qmv_tc_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x, const uint32_t *w,
                   const void *scales, const void *biases, nv__gpu_quant_params p) {
   typedef f32io<DT> F;
-  typedef typename F::S S;
-  constexpr int CPG = 4 / GPC; /* chunks of 32 per group */
+  constexpr int CPG = 4 / GPC;           /* chunks of 32 per group */
+  constexpr int U = GPC == 4 ? 2 : 4;    /* superchunks per warp and round (registers) */
   extern __shared__ uint4 qtc_smem[];
   uint16_t *xs = (uint16_t *)qtc_smem; /* M rows of K + 8 (16 bytes of padding) */
-  __shared__ float red[QTC_WARPS][TILES * 16][8];
+  __shared__ float red[QTC_WARPS][16][8];
   out += p.off[0];
   x += p.off[1];
   w += p.off[2];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int M = (int)p.M;
   const int64_t K = p.K, XS = K + 8, NSC = K / 128;
-  const int64_t row0 = (int64_t)blockIdx.x * TILES * 16;
+  const int64_t row0 = (int64_t)blockIdx.x * 16;
   const int gshift = __ffs(p.group_size) - 1;
   const int64_t ssz = dtype_size(p.sdt);
   for (int64_t bt = blockIdx.y; bt < p.B; bt += gridDim.y) {
     const int64_t wb = p.wbatch ? bt : 0;
+    const uint32_t *wr[2];
+    const char *sr[2], *br[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int64_t n = row0 + 8 * h + g;
+      const int64_t rr = wb * p.R + (n < p.N ? n : p.N - 1);
+      wr[h] = w + rr * p.words + CPG * q;
+      sr[h] = (const char *)scales + (p.off[3] + rr * p.groups) * ssz;
+      br[h] = (const char *)biases + (p.off[4] + rr * p.groups) * ssz;
+    }
+    /* The first round's weights and scales are in flight while x is staged. */
+    uint32_t wv[U][2][4];
+    float sv[U][2][GPC], bv[U][2][GPC];
+    qtc_load<GPC, U>(wv, sv, bv, wr, sr, br, warp, NSC, gshift, p.sdt);
     __syncthreads(); /* the previous batch's reads of xs and red are done */
     const uint4 *xb = (const uint4 *)(x + bt * p.M * K);
     const int64_t per_row = K / 8;
@@ -526,121 +582,51 @@ __global__ void __launch_bounds__(QTC_WARPS * 32, 2)
       *(uint4 *)(xs + r * XS + c * 8) = __ldg(xb + i);
     }
     __syncthreads();
-    const uint32_t *wr[TILES][2];
-    const char *sr[TILES][2], *br[TILES][2];
-#pragma unroll
-    for (int t = 0; t < TILES; t++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int64_t n = row0 + 16 * t + 8 * h + g;
-        const int64_t rr = wb * p.R + (n < p.N ? n : p.N - 1);
-        wr[t][h] = w + rr * p.words + CPG * q;
-        sr[t][h] = (const char *)scales + (p.off[3] + rr * p.groups) * ssz;
-        br[t][h] = (const char *)biases + (p.off[4] + rr * p.groups) * ssz;
-      }
-    float acc[TILES][4];
-#pragma unroll
-    for (int t = 0; t < TILES; t++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) acc[t][r] = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint16_t *xrow = xs + (g < M ? g : 0) * XS + 8 * CPG * q;
-    /* Two superchunks a step: every load of both first (weights, then scales). */
-    for (int64_t sc0 = warp; sc0 < NSC; sc0 += 2 * QTC_WARPS) {
-      uint32_t wv[2][TILES][2][4];
-      float sv[2][TILES][2][GPC], bv[2][TILES][2][GPC];
+    for (int64_t base = warp; base < NSC; base += (int64_t)QTC_WARPS * U) {
+      if (base != warp) qtc_load<GPC, U>(wv, sv, bv, wr, sr, br, base, NSC, gshift, p.sdt);
 #pragma unroll
-      for (int u = 0; u < 2; u++) {
-        const int64_t sc = sc0 + u * QTC_WARPS;
-        if (sc >= NSC) break;
-#pragma unroll
-        for (int t = 0; t < TILES; t++)
-#pragma unroll
-          for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int gi = 0; gi < GPC; gi++) {
-              const uint32_t *a = wr[t][h] + sc * 16 + 4 * CPG * gi;
-              uint32_t *o = wv[u][t][h] + CPG * gi;
-              if (CPG == 4) {
-                const uint4 v = ld_stream4(a);
-                o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
-              } else if (CPG == 2) {
-                const uint2 v = ld_stream2(a);
-                o[0] = v.x, o[1] = v.y;
-              } else {
-                o[0] = ld_stream1(a);
-              }
-            }
-      }
-#pragma unroll
-      for (int u = 0; u < 2; u++) {
-        const int64_t sc = sc0 + u * QTC_WARPS;
+      for (int u = 0; u < U; u++) {
+        const int64_t sc = base + (int64_t)u * QTC_WARPS;
         if (sc >= NSC) break;
 #pragma unroll
         for (int gi = 0; gi < GPC; gi++) {
-          const int64_t grp = (sc * 128 + 32 * CPG * gi) >> gshift;
-#pragma unroll
-          for (int t = 0; t < TILES; t++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-              sv[u][t][h][gi] = load_scale(p.sdt, sr[t][h], grp);
-              bv[u][t][h][gi] = load_scale(p.sdt, br[t][h], grp);
-            }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 2; u++) {
-        const int64_t sc = sc0 + u * QTC_WARPS;
-        if (sc >= NSC) break;
-#pragma unroll
-        for (int gi = 0; gi < GPC; gi++) {
-          float d[TILES][4], dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int t = 0; t < TILES; t++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) d[t][r] = 0.0f;
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int jj = 0; jj < CPG; jj++) {
             uint4 xv = make_uint4(0, 0, 0, 0);
             if (g < M) xv = *(const uint4 *)(xrow + sc * 128 + 32 * CPG * gi + 8 * jj);
             const uint32_t ones[4] = {tc_type<DT>::ONES, tc_type<DT>::ONES, tc_type<DT>::ONES,
                                       tc_type<DT>::ONES};
+            const uint32_t v0 = wv[u][0][gi * CPG + jj], v1 = wv[u][1][gi * CPG + jj];
 #pragma unroll
             for (int st = 0; st < 2; st++) {
               const uint32_t lo = st ? xv.y : xv.x, hi = st ? xv.w : xv.z;
               const uint32_t b0 = prmt(lo, hi, 0x5410), b1 = prmt(lo, hi, 0x7632);
-#pragma unroll
-              for (int t = 0; t < TILES; t++) {
-                const uint32_t v0 = wv[u][t][0][gi * CPG + jj], v1 = wv[u][t][1][gi * CPG + jj];
-                const uint32_t a[4] = {code_pair<DT>(v0, 2 * st), code_pair<DT>(v1, 2 * st),
-                                       code_pair<DT>(v0, 2 * st + 1),
-                                       code_pair<DT>(v1, 2 * st + 1)};
-                mma_tc<DT>(d[t], a, b0, b1);
-              }
+              const uint32_t a[4] = {code_pair<DT>(v0, 2 * st), code_pair<DT>(v1, 2 * st),
+                                     code_pair<DT>(v0, 2 * st + 1), code_pair<DT>(v1, 2 * st + 1)};
+              mma_tc<DT>(d, a, b0, b1);
               mma_tc<DT>(dx, ones, b0, b1);
             }
           }
           /* s * sum(c x) + (b - OFFSET s) * sum(x); dx[0], dx[1]: sum(x) of columns 2q, 2q+1. */
 #pragma unroll
-          for (int t = 0; t < TILES; t++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-              const float s = sv[u][t][h][gi];
-              const float b = __fmaf_rn(-tc_type<DT>::OFFSET, s, bv[u][t][h][gi]);
-              acc[t][2 * h] = __fmaf_rn(s, d[t][2 * h], __fmaf_rn(b, dx[0], acc[t][2 * h]));
-              acc[t][2 * h + 1] =
-                  __fmaf_rn(s, d[t][2 * h + 1], __fmaf_rn(b, dx[1], acc[t][2 * h + 1]));
-            }
+          for (int h = 0; h < 2; h++) {
+            const float s = sv[u][h][gi];
+            const float b = __fmaf_rn(-tc_type<DT>::OFFSET, s, bv[u][h][gi]);
+            acc[2 * h] = __fmaf_rn(s, d[2 * h], __fmaf_rn(b, dx[0], acc[2 * h]));
+            acc[2 * h + 1] = __fmaf_rn(s, d[2 * h + 1], __fmaf_rn(b, dx[1], acc[2 * h + 1]));
+          }
         }
       }
     }
-    /* d[r]: rows g (r < 2) and g + 8 of the tile, columns 2q + (r & 1). */
+    /* acc[r]: row g (r < 2) or g + 8 of the tile, column 2q + (r & 1). */
 #pragma unroll
-    for (int t = 0; t < TILES; t++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) red[warp][16 * t + g + 8 * (r >> 1)][2 * q + (r & 1)] = acc[t][r];
+    for (int r = 0; r < 4; r++) red[warp][g + 8 * (r >> 1)][2 * q + (r & 1)] = acc[r];
     __syncthreads();
-    for (int i = threadIdx.x; i < TILES * 16 * M; i += blockDim.x) {
-      const int m = i / (TILES * 16), r = i - m * TILES * 16;
+    for (int i = threadIdx.x; i < 16 * M; i += blockDim.x) {
+      const int m = i >> 4, r = i & 15;
       float s = 0.0f;
 #pragma unroll
       for (int k = 0; k < QTC_WARPS; k++) s += red[k][r][m];
@@ -649,10 +635,10 @@ __global__ void __launch_bounds__(QTC_WARPS * 32, 2)
   }
 }
 
-template <int DT, int TILES> const void *qmv_tc_for(int group_size) {
-  if (group_size >= 128) return (const void *)qmv_tc_kernel<DT, TILES, 1>;
-  if (group_size == 64) return (const void *)qmv_tc_kernel<DT, TILES, 2>;
-  if (group_size == 32) return (const void *)qmv_tc_kernel<DT, TILES, 4>;
+template <int DT> const void *qmv_tc_for(int group_size) {
+  if (group_size >= 128) return (const void *)qmv_tc_kernel<DT, 1>;
+  if (group_size == 64) return (const void *)qmv_tc_kernel<DT, 2>;
+  if (group_size == 32) return (const void *)qmv_tc_kernel<DT, 4>;
   return nullptr;
 }
 
@@ -713,14 +699,14 @@ extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t
 
 extern "C" const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size) {
   switch (dtype) {
-    case DT_F16: return qmv_tc_for<DT_F16, NV__GPU_QMV_TC_TILES>(group_size);
-    case DT_BF16: return qmv_tc_for<DT_BF16, NV__GPU_QMV_TC_TILES>(group_size);
+    case DT_F16: return qmv_tc_for<DT_F16>(group_size);
+    case DT_BF16: return qmv_tc_for<DT_BF16>(group_size);
     default: return nullptr;
   }
 }
 
 extern "C" uint32_t nv__gpu_qmv_tc_static_smem(void) {
-  return (uint32_t)(QTC_WARPS * NV__GPU_QMV_TC_TILES * 16 * 8 * sizeof(float));
+  return (uint32_t)(QTC_WARPS * 16 * 8 * sizeof(float));
 }
 
 extern "C" const void *nv__gpu_kernel_gather_qmv(int dtype, int mode, int bits, int64_t m,

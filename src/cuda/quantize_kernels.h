@@ -62,11 +62,11 @@ int nv__gpu_qmv_rows_per_warp(int64_t m, int bits);
 /* The tensor-core decode gemv for 4-bit affine codes (quantize_gemv.cu): x float16 or
  * bfloat16 (the output's dtype), M <= 8 rows of x, K a multiple of 128, x and w 16-byte
  * aligned, group sizes 32, 64 or a power of two from 128; NULL otherwise. A block of
- * NV__GPU_QMV_TC_THREADS threads computes NV__GPU_QMV_TC_TILES x 16 rows of w (two tiles a
- * block spill registers), grid.y walks the batches; x's batch is staged in M * (K + 8)
+ * NV__GPU_QMV_TC_THREADS threads computes NV__GPU_QMV_TC_ROWS rows of w, grid.y walks the
+ * batches; x's batch is staged in M * (K + 8)
  * 16-bit elements of dynamic shared memory beside nv__gpu_qmv_tc_static_smem() static bytes. */
 #define NV__GPU_QMV_TC_THREADS 256
-#define NV__GPU_QMV_TC_TILES 1
+#define NV__GPU_QMV_TC_ROWS 16
 const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size);
 uint32_t nv__gpu_qmv_tc_static_smem(void);
 /* gather_qmm's streaming gemv (the same kernel indexed by pair), as nv__gpu_kernel_qmv.
