@@ -21,11 +21,11 @@
  *   NUVEC_CUDNN           0: GPU convolutions never use cuDNN (nuvec's own kernel); 1: they
  *                         require it ("cuDNN not found" where it is missing); default: cuDNN
  *                         where libcudnn.so.9 loads. It does not govern attention (below).
- *   NUVEC_CUDNN_SDPA      0: scaled_dot_product_attention on the GPU never uses cuDNN (nuvec's
- *                         own kernels); 1: the prefill nodes of cuDNN's path (float16/bfloat16,
- *                         no mask array, no sinks: src/cuda/fast_sdpa_cudnn.c) require it (an
- *                         error where cuDNN is missing or cannot run one); default: cuDNN's
- *                         fused attention where its graph finalizes, else nuvec's kernel.
+ *   NUVEC_CUDNN_SDPA      1: the prefill nodes of cuDNN's attention path (float16/bfloat16,
+ *                         no mask array, no sinks: src/cuda/fast_sdpa_cudnn.c, opt-in while it
+ *                         is repaired) require it (an error where cuDNN is missing or cannot
+ *                         run one); auto: cuDNN's fused attention where its graph finalizes,
+ *                         else nuvec's kernel; default (or 0): nuvec's own kernels.
  *   NUVEC_RANK, NUVEC_HOSTFILE  (or MLX's MLX_RANK, MLX_HOSTFILE) this process's rank and the
  *                         ring's JSON hostfile (src/distributed/ring.c); default: none (no ring).
  *   NUVEC_DIST_TIMEOUT    seconds before a silent distributed peer is lost; default 60.

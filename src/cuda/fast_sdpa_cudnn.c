@@ -6,9 +6,11 @@
  * more than 16 queries) without a mask array or sinks, causal only with Lq <= Lk, every tensor
  * under 2^31 elements. nuvec's causal rule is bottom-right aligned (query i sees the keys at
  * positions <= i + Lk - Lq); cuDNN's graph states the same rule, so every row sees at least
- * one key. NUVEC_CUDNN_SDPA=0 never uses cuDNN; =1 requires it for these nodes (an error
- * naming why where cuDNN is missing or cannot run one); unset, cuDNN runs them where its graph
- * finalizes and the others take sdpa_mma. NUVEC_LOG_FALLBACK=1 names on stderr each shape
+ * one key. The path is opt-in while it is repaired: on the H200 (cuDNN 9.x of PyTorch's
+ * wheels, session 9) the heuristics offered no engine for b8 h32 L4096 d128 and the graphs
+ * that did finalize raised illegal addresses. NUVEC_CUDNN_SDPA unset or 0 never uses cuDNN;
+ * =1 requires it for these nodes (an error naming why where cuDNN is missing or cannot run
+ * one); =auto runs cuDNN where its graph finalizes and sdpa_mma elsewhere. NUVEC_LOG_FALLBACK=1 names on stderr each shape
  * cuDNN declined, with cuDNN's reason (once per shape; once in all where cuDNN is missing).
  *
  * The graph (tensors [b, h, s, d] with their strides; S, P and the reductions virtual):
@@ -76,7 +78,7 @@ static char why_not[400]; /* why this path cannot run at all */
 
 static void load(void) {
   const char *e = getenv("NUVEC_CUDNN_SDPA");
-  mode = e && !strcmp(e, "0") ? MODE_OFF : e && !strcmp(e, "1") ? MODE_REQUIRED : MODE_AUTO;
+  mode = e && !strcmp(e, "1") ? MODE_REQUIRED : e && !strcmp(e, "auto") ? MODE_AUTO : MODE_OFF;
   log_declines = nv__env_long("NUVEC_LOG_FALLBACK", 0) != 0;
   if (mode == MODE_OFF) return;
   const char *why = NULL;

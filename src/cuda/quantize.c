@@ -2,9 +2,9 @@
  * quantized_matmul and gather_qmm (host code, C11). Each gets its outputs' device memory and its
  * inputs row-contiguous (copied into scratch memory where they are not) and records one launch of
  * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed w
- * (quantize_gemv.cu's tensor-core one for 4-bit affine float16/bfloat16 products with K a
- * multiple of 128, its streaming one where K is a multiple of 32 and x is float16, bfloat16 or
- * float32, quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products of
+ * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
+ * float32, or its tensor-core one for 4-bit affine float16/bfloat16 products with K a multiple
+ * of 128 where NUVEC_QMV_TC=1; quantize.cu's otherwise), the tiled kernel otherwise (the builder turns products of
  * more than 32 rows per matrix on a GPU stream into dequantize + matmul, so those do not reach
  * it). */
 #include <stdlib.h>
@@ -109,14 +109,15 @@ static bool aligned16(const nv__gpu_arg *a, size_t elem) {
   return (a->view.offset + (size_t)a->offset * elem) % 16 == 0;
 }
 
-/* The tensor-core decode gemv for one product of M rows of x by w (NUVEC_QMV_TC=0, a
- * measurement switch, keeps the streaming kernel), or NULL where it does not apply
- * (nv__gpu_kernel_qmv_tc's conditions; x's rows must fit in shared memory beside the
- * reduction's). */
+/* The tensor-core decode gemv for one product of M rows of x by w where NUVEC_QMV_TC=1 (a
+ * measurement switch, read at each recording: on the H200 it took 15 us for 4096 x 4096,
+ * the streaming kernel 12.4, so the streaming one stays the default), or NULL where it is
+ * off or does not apply (nv__gpu_kernel_qmv_tc's conditions; x's rows must fit in shared
+ * memory beside the reduction's). */
 static const void *qmv_tc(const nv__quant_params *qp, nv_dtype dt, int64_t M, int64_t K,
                           const nv__gpu_arg *x, const nv__gpu_arg *w) {
   const char *e = getenv("NUVEC_QMV_TC");
-  if ((e && !strcmp(e, "0")) || qp->mode != NV__QMODE_AFFINE || qp->bits != 4 || K % 128 != 0 ||
+  if (!e || strcmp(e, "1") || qp->mode != NV__QMODE_AFFINE || qp->bits != 4 || K % 128 != 0 ||
       (dt != NV_DTYPE_FLOAT16 && dt != NV_DTYPE_BFLOAT16) || !aligned16(x, 2) || !aligned16(w, 4))
     return NULL;
   if (M * (K + 8) * 2 + nv__gpu_qmv_tc_static_smem() > 48 * 1024) return NULL;

@@ -243,7 +243,8 @@ def test_quantized_matmul_decode(nv, rng, xshape, N, K, wb, mode, gs, bits, dtyp
     decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
 
 
-# The tensor-core decode gemv (4-bit affine, float16/bfloat16, K a multiple of 128): every
+# The tensor-core decode gemv (NUVEC_QMV_TC=1; 4-bit affine, float16/bfloat16, K a multiple of
+# 128): every
 # group size quantize makes (32, 64 and 128: four, two or one groups per 128-element
 # superchunk), rows of x 1 to 8, N below, at and past a 16-row tile and large, K of one
 # superchunk, of fewer superchunks than warps and of several rounds of loads (14336), batched
@@ -263,7 +264,8 @@ TC_DECODE = [
 @pytest.mark.parametrize("gs", [32, 64, 128])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("xshape,N,K,wb", TC_DECODE)
-def test_quantized_matmul_decode_tensor_cores(nv, rng, xshape, N, K, wb, gs, dtype):
+def test_quantized_matmul_decode_tensor_cores(nv, rng, monkeypatch, xshape, N, K, wb, gs, dtype):
+    monkeypatch.setenv("NUVEC_QMV_TC", "1")  # read at each recording
     decode_check(nv, rng, xshape, N, K, wb, "affine", gs, 4, dtype)
 
 
