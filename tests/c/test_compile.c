@@ -462,12 +462,6 @@ static nv_status f_fma_rows(void *p, const nv_vec *in, nv_vec *out) {
 
 /* releases_everything runs on the CPU whatever the default device (it counts the CPU's live
  * buffers); the fusion tests run on the default device, which fuses on the GPU too. */
-static nv_device prev_device;
-static void on_cpu(void) {
-  prev_device = nv_default_device();
-  nv_set_default_device((nv_device){NV_DEVICE_CPU, 0});
-}
-static void back(void) { nv_set_default_device(prev_device); }
 
 Test(compile, fused_kernels_equal_unfused) {
   unsigned st = test_seed();
@@ -496,7 +490,7 @@ Test(compile, fused_kernels_equal_unfused) {
   nv_closure_release(f);
 }
 
-Test(compile, releases_everything, .init = on_cpu, .fini = back) {
+Test(compile, releases_everything, .init = test_on_cpu, .fini = test_back) {
   unsigned st = test_seed();
   long before = nv__test_live_buffers();
   nv_closure *f = nv_closure_new(f_fma_rows, NULL, NULL);

@@ -132,7 +132,8 @@ static void run(nv_closure_fn body, bool whole, bool approx) {
   nv_closure_release(raw);
 }
 
-Test(compile_nvrtc, generated_half_sources_compile) {
+/* CPU chains: the hook compiles the GPU source of each chain the CPU fuses. */
+Test(compile_nvrtc, generated_half_sources_compile, .init = test_on_cpu, .fini = test_back) {
   long ok0, bad0, ok, bad;
   const char *why;
   if (!nv__test_fuse_nvrtc(true, &ok0, &bad0, &why))

@@ -10,6 +10,9 @@
 #include "distributed/dist_ops.h"
 #include "testutil.h"
 
+/* Every test here is about CPU streams. */
+TestSuite(dist_order, .init = test_on_cpu, .fini = test_back);
+
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);

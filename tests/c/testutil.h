@@ -65,4 +65,13 @@ static inline float test_randf(unsigned *state) {
     }                                                                 \
   } while (0)
 
+/* Criterion .init/.fini pair for tests about CPU streams, whatever NUVEC_DEFAULT_DEVICE says
+ * (the GPU run's stage 1 runs the suite with the GPU as the default device). */
+static nv_device test_prev_device;
+static inline void test_on_cpu(void) {
+  test_prev_device = nv_default_device();
+  nv_set_default_device((nv_device){NV_DEVICE_CPU, 0});
+}
+static inline void test_back(void) { nv_set_default_device(test_prev_device); }
+
 #endif
