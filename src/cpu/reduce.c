@@ -431,34 +431,17 @@ NV_CLONES static void cols_add_f64(double *g, const double *x, int64_t w) {
 }
 /* Eight rows `st` elements apart added in one pass, in row order (the sums of cols_add_*
  * row by row, bit for bit), so the group's totals are loaded and stored once per eight rows. */
-NV_CLONES static void cols_add8_f32(double *g, const float *x, int64_t st, int64_t w) {
-  for (int64_t j = 0; j < w; j++) {
-    double a = g[j];
-    a += x[j];
-    a += x[j + st];
-    a += x[j + 2 * st];
-    a += x[j + 3 * st];
-    a += x[j + 4 * st];
-    a += x[j + 5 * st];
-    a += x[j + 6 * st];
-    a += x[j + 7 * st];
-    g[j] = a;
+#define COLS_ADD8(name, T)                                                              \
+  NV_CLONES static void name(double *g, const T *x, int64_t st, int64_t w) {            \
+    for (int64_t j = 0; j < w; j++) {                                                  \
+      double a = g[j];                                                                 \
+      for (int r = 0; r < 8; r++) a += x[j + r * st];                                  \
+      g[j] = a;                                                                        \
+    }                                                                                  \
   }
-}
-NV_CLONES static void cols_add8_f64(double *g, const double *x, int64_t st, int64_t w) {
-  for (int64_t j = 0; j < w; j++) {
-    double a = g[j];
-    a += x[j];
-    a += x[j + st];
-    a += x[j + 2 * st];
-    a += x[j + 3 * st];
-    a += x[j + 4 * st];
-    a += x[j + 5 * st];
-    a += x[j + 6 * st];
-    a += x[j + 7 * st];
-    g[j] = a;
-  }
-}
+COLS_ADD8(cols_add8_f32, float)
+COLS_ADD8(cols_add8_f64, double)
+#undef COLS_ADD8
 /* float64 results rounded to float32 (the common output; the generic conversion is slower). */
 NV_CLONES static void cols_store_f32(float *y, const double *v, int64_t w) {
   for (int64_t j = 0; j < w; j++) y[j] = (float)v[j];

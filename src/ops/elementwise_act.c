@@ -10,25 +10,17 @@ static const char *act_name(int prim) { return nv__prims[prim].name; }
 
 static bool on_gpu(void) { return nv_current_stream().device.type == NV_DEVICE_GPU; }
 
-/* The composed forms are built with scopes suspended: every temporary goes through T, which
- * records it in `tmp` for release once the result is retained. */
-typedef struct temps {
-  nv_array *a[24];
-  int n;
-} temps;
-static nv_array *rec(temps *t, nv_array *x) {
-  t->a[t->n++] = x;
-  return x;
-}
-#define T(expr) rec(t, (expr))
-static nv_array *finish_composed(temps *t, nv_array *r) {
+/* The composed forms are built with scopes suspended: every temporary goes through T (in
+ * nv__temps), released once the result is retained. */
+#define T(expr) nv__temp(t, (expr))
+static nv_array *finish_composed(nv__temps *t, nv_array *r) {
   nv_retain(r);
-  for (int i = 0; i < t->n; i++) nv_release(t->a[i]);
+  nv__temps_release(t);
   return r;
 }
 
 /* The composed forms, as the Python activations and MLX write them. */
-static nv_array *gelu_composed(temps *t, int mode, const nv_array *x) {
+static nv_array *gelu_composed(nv__temps *t, int mode, const nv_array *x) {
   if (mode == NV__ACT_GELU) {
     nv_array *e = T(nv_erf(T(nv_multiply_scalar(x, 0.7071067811865476))));
     return T(nv_multiply(T(nv_multiply_scalar(x, 0.5)), T(nv_add_scalar(e, 1.0))));
@@ -43,7 +35,7 @@ static nv_array *gelu_composed(temps *t, int mode, const nv_array *x) {
   return T(nv_multiply(x, T(nv_sigmoid(v))));
 }
 
-static nv_array *act_vjp_composed(temps *t, int mode, const nv_array *a, const nv_array *g) {
+static nv_array *act_vjp_composed(nv__temps *t, int mode, const nv_array *a, const nv_array *g) {
   nv_array *d, *one = T(nv_array_float(1.0f));
   if (mode == NV__ACT_TANH) {
     d = T(nv_multiply(T(nv_subtract(one, a)), T(nv_add_scalar(a, 1.0))));
@@ -81,7 +73,7 @@ nv_array *nv__gelu(int mode, const nv_array *x) {
   if (!nv_issubdtype(dt, NV_CATEGORY_FLOATING)) dt = NV_DTYPE_FLOAT32;
   nv_array *in = nv__cast_unscoped(x, dt);
   if (on_gpu()) {
-    temps t = {.n = 0};
+    nv__temps t = {.n = 0};
     nv__scope_suspend();
     nv_array *r = finish_composed(&t, gelu_composed(&t, mode, in));
     nv__scope_resume();
@@ -116,7 +108,7 @@ nv_array *nv__act_vjp(int mode, const nv_array *a, const nv_array *g) {
   }
   nv_array *in[2] = {nv__cast_unscoped(a, dt), nv__cast_unscoped(g, dt)};
   if (on_gpu()) {
-    temps t = {.n = 0};
+    nv__temps t = {.n = 0};
     nv__scope_suspend();
     nv_array *r = finish_composed(&t, act_vjp_composed(&t, mode, in[0], in[1]));
     nv__scope_resume();

@@ -12,4 +12,20 @@ nv_array *nv__gelu(int mode, const nv_array *x);
  * a GPU stream it is composed of element-wise ops (there is no CUDA kernel). */
 nv_array *nv__act_vjp(int mode, const nv_array *a, const nv_array *g);
 
+/* The temporaries of a composed formula (the composed forms here, their second derivatives
+ * in the rules): nv__temp records each, nv__temps_release drops them together once the result
+ * is held. At most 24 a formula. */
+typedef struct nv__temps {
+  nv_array *a[24];
+  int n;
+} nv__temps;
+static inline nv_array *nv__temp(nv__temps *t, nv_array *x) {
+  t->a[t->n++] = x;
+  return x;
+}
+static inline void nv__temps_release(nv__temps *t) {
+  for (int i = 0; i < t->n; i++) nv_release(t->a[i]);
+  t->n = 0;
+}
+
 #endif

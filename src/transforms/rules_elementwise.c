@@ -562,21 +562,14 @@ VMAP(vmap_gelu) {
   return NV_OK;
 }
 
-/* Temporaries of the second derivatives, released together once the result is retained. */
-typedef struct temps {
-  nv_array *a[24];
-  int n;
-} temps;
-static nv_array *rec(temps *t, nv_array *x) {
-  t->a[t->n++] = x;
-  return x;
-}
-#define T(expr) rec(t, (expr))
+/* Temporaries of the second derivatives (nv__temps), released together once the result is
+ * retained. */
+#define T(expr) nv__temp(t, (expr))
 
 /* d/da of f'(a) for act_vjp's modes (a = y for tanh and sigmoid, whose chain to x continues
  * through y's own rule): -2y; 1 - 2y; φ(x)(2 - x²) for the erf form; for x σ(v), with s = σ(v)
  * and s' = s (1 - s): s' (2 v' + x (1 - 2s) v'² + x v''). */
-static nv_array *act_second(temps *t, int mode, const nv_array *a) {
+static nv_array *act_second(nv__temps *t, int mode, const nv_array *a) {
   nv_array *one = T(nv_array_float(1.0f));
   switch (mode) {
     case NV__ACT_TANH: return T(nv_multiply_scalar(a, -2.0));
@@ -607,9 +600,9 @@ static nv_array *act_second(temps *t, int mode, const nv_array *a) {
 /* h f''(a) g: the part of act_vjp's derivative through a, for a cotangent or tangent h. */
 static nv_array *act_through_a(int mode, const nv_array *a, const nv_array *g,
                                const nv_array *h) {
-  temps t0 = {.n = 0}, *t = &t0;
+  nv__temps t0 = {.n = 0}, *t = &t0;
   nv_array *r = nv_multiply(T(nv_multiply(h, g)), act_second(t, mode, a));
-  for (int i = 0; i < t->n; i++) nv_release(t->a[i]);
+  nv__temps_release(t);
   return r;
 }
 #undef T
