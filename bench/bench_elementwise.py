@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from benchlib import median_time, mlx_core, peer_results, report, run_c, serve_peer, torch_cpu
+from benchlib import median_time, peer_case_fns, peer_results, report, run_c, serve_peer
 
 C_GELU = 0.7978845608028654
 CASES = ["xy_plus_z_2^26", "sigmoid_2^24", "tanh_2^24", "exp_2^24", "gelu_tanh_2^24", "log_2^24",
@@ -93,14 +93,9 @@ def torch_cases(torch, x, y, z, a, b):
 
 def peer_times(peer, cases):
     """{case: seconds} of one peer, in its own process (benchlib.serve_peer)."""
-    data = inputs()
-    if peer == "numpy":
-        fns = numpy_cases(*data)
-    else:
-        lib = mlx_core() if peer == "mlx" else torch_cpu()
-        if lib is None:
-            return None
-        fns = (mlx_cases if peer == "mlx" else torch_cases)(lib, *data)
+    fns = peer_case_fns(peer, inputs(), numpy_cases, mlx_cases, torch_cases)
+    if fns is None:
+        return None
     return {k: median_time(f, repeat=9 if k.endswith("2^26") else 11)
             for k, f in fns.items() if not cases or k in cases}
 

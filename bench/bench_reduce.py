@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from benchlib import median_time, mlx_core, peer_results, report, run_c, serve_peer, torch_cpu
+from benchlib import median_time, peer_case_fns, peer_results, report, run_c, serve_peer
 
 REPEAT = {"sum_2^26_f32": 21, "softmax_4096x4096_f32": 11, "sort_2^24_f32": 7,
           "argmax_4096x4096_axis0": 11, "cumsum_4096x4096_axis0": 7,
@@ -67,14 +67,9 @@ def torch_cases(torch, big, mid, m):
 
 def peer_times(peer, cases):
     """{case: seconds} of one peer, in its own process (benchlib.serve_peer)."""
-    data = inputs()
-    if peer == "numpy":
-        fns = numpy_cases(*data)
-    else:
-        lib = mlx_core() if peer == "mlx" else torch_cpu()
-        if lib is None:
-            return None
-        fns = (mlx_cases if peer == "mlx" else torch_cases)(lib, *data)
+    fns = peer_case_fns(peer, inputs(), numpy_cases, mlx_cases, torch_cases)
+    if fns is None:
+        return None
     return {k: median_time(f, repeat=REPEAT[k]) for k, f in fns.items() if not cases or k in cases}
 
 

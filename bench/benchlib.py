@@ -110,6 +110,18 @@ def mlx_core():
         return None
 
 
+def peer_case_fns(peer, data, numpy_cases, mlx_cases, torch_cases):
+    """One peer's {case: function} over `data` from the driver's three case builders (NumPy's
+    take the data, MLX's and PyTorch's the library first), or None where the peer's library
+    does not import."""
+    if peer == "numpy":
+        return numpy_cases(*data)
+    lib = mlx_core() if peer == "mlx" else torch_cpu()
+    if lib is None:
+        return None
+    return (mlx_cases if peer == "mlx" else torch_cases)(lib, *data)
+
+
 def report(title, rows, peers):
     """Prints a table: case, nuvec time, each peer's time and the ratio peer/nuvec.
     rows: [(case, nuvec_seconds, {peer: seconds or None})]."""
