@@ -97,11 +97,14 @@ def source(k, ins, n, l):
 
 
 def compile_(k, ins, n, l):
-    """(status, cubin bytes or the error message)."""
+    """(status, cubin bytes or the error message); skips in a build without CUDA."""
     size = C.c_size_t(0)
     st = lib.nv_fast_cuda_kernel_compile(k, ins, n, C.byref(l), None, 0, C.byref(size))
     if st != 0:
-        return st, lib.nv_last_error().decode()
+        msg = lib.nv_last_error().decode()
+        if "this build of nuvec has no CUDA (NVRTC)" in msg:
+            pytest.skip("a build without CUDA has no NVRTC")
+        return st, msg
     buf = C.create_string_buffer(size.value)
     assert lib.nv_fast_cuda_kernel_compile(k, ins, n, C.byref(l), buf, size.value,
                                            C.byref(size)) == 0
