@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from nvc import CODE, NuvecError, ints, lib, np_dtype, sig
-from test_elementwise_ulp import EDGE, ulp_error
+from nvc import CODE, NuvecError, lib, np_dtype, sig
+from test_elementwise_ulp import EDGE, LAYOUTS, layout_matches_contiguous, ulp_error
 
 P = __import__("ctypes").c_void_p
 NAMES = ["gelu", "gelu_approx", "gelu_fast_approx"]
@@ -84,21 +84,11 @@ def test_float32_within_stated_bound(nv, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("layout", ["strided", "reversed", "transposed", "rows", "columns"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_layouts_match_contiguous(nv, rng, name, layout):
     x = rng.uniform(-8, 8, (37, 21)).astype(np.float32)
     x.ravel()[: len(EDGE)] = EDGE
-    f = getattr(lib, "nv_" + name)
-    if layout in ("rows", "columns"):
-        part = x[:1, :] if layout == "rows" else x[:, :1]
-        shape, nd = ints(x.shape)
-        src = nv.own(lib.nv_broadcast_to(nv.array(part), shape, nd))
-        x = np.broadcast_to(part, x.shape)
-    else:
-        src = nv.view(x, layout)
-    got = nv.read(nv.own(f(src)))
-    want = nv.read(nv.own(f(nv.array(x))))
-    np.testing.assert_array_equal(got, want)
+    x, got = layout_matches_contiguous(nv, getattr(lib, "nv_" + name), x, layout)
     check_bound(name, np.ascontiguousarray(x).ravel(), got.ravel())
 
 

@@ -93,15 +93,13 @@ def test_float32_within_stated_ulp(nv, name):
         assert np.array_equal(np.signbit(got[z]), np.signbit(x[z]))
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("layout", ["strided", "reversed", "transposed", "rows", "columns"])
-def test_layouts_match_contiguous(nv, rng, name, layout):
-    """Non-contiguous inputs (the element-by-element path) against the contiguous (blocked)
-    one; "rows"/"columns": a row or a column broadcast to 37 x 21 (stride-0 runs)."""
-    lo, hi = DENSE[name]
-    x = rng.uniform(lo, hi, (37, 21)).astype(np.float32)
-    x.ravel()[:len(EDGE)] = EDGE
-    f = getattr(lib, "nv_" + name)
+LAYOUTS = ["strided", "reversed", "transposed", "rows", "columns"]
+
+
+def layout_matches_contiguous(nv, f, x, layout):
+    """f of x (37 x 21, float32) in `layout` (a view, or for "rows"/"columns" a row or a column
+    broadcast to x's shape: stride-0 runs) must equal f of the same values contiguous; returns
+    (the values, f's result)."""
     if layout in ("rows", "columns"):
         part = x[:1, :] if layout == "rows" else x[:, :1]
         shape, nd = ints(x.shape)
@@ -112,6 +110,18 @@ def test_layouts_match_contiguous(nv, rng, name, layout):
     got = nv.read(nv.own(f(src)))
     want = nv.read(nv.own(f(nv.array(x))))
     np.testing.assert_array_equal(got, want)
+    return x, got
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layouts_match_contiguous(nv, rng, name, layout):
+    """Non-contiguous inputs (the element-by-element path) against the contiguous (blocked)
+    one; "rows"/"columns": a row or a column broadcast to 37 x 21 (stride-0 runs)."""
+    lo, hi = DENSE[name]
+    x = rng.uniform(lo, hi, (37, 21)).astype(np.float32)
+    x.ravel()[:len(EDGE)] = EDGE
+    x, got = layout_matches_contiguous(nv, getattr(lib, "nv_" + name), x, layout)
     with np.errstate(all="ignore"):
         assert ulp_error(got.ravel(), REF[name](x.astype(np.float64)).ravel()).max() <= BOUND[name]
 
