@@ -10,7 +10,8 @@
 #   4. compute-sanitizer memcheck over the GPU semantics tests;
 #   5. the benchmarks beside PyTorch (bench/gpu);
 #   6-11. the threads tests, charlm on both devices, the row-kernel and ops sweeps, ncu over
-#      chosen bench cases, the per-evaluation cost profile (stages 6-11 run only when named).
+#      chosen bench cases, the per-evaluation cost profile;
+#   12. cuDNN attention case by case (stages 6-12 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 set -u
@@ -231,6 +232,18 @@ stage11() {
     grep -E "^ +[0-9.]+ +[0-9]+ +[0-9]+ " "$OUT/nsys.log" | head -${NSYS_LINES:-30} | cut -c1-200 | tee -a "$SUM"
   fi
   note "   ($(( $(date +%s) - t )) s)"
+}
+
+stage12() {
+  # cuDNN's fused attention, case by case (tests/gpu/cudnn_sdpa_probe.py: one child each, cuDNN's
+  # warnings logged; the first lost case again under compute-sanitizer).
+  t=$(date +%s)
+  rm -rf /tmp/cudnn_probe
+  PATH=$PATH:/usr/local/cuda/bin timeout $(left ${PROBE_TIME:-240}) python3 tests/gpu/cudnn_sdpa_probe.py /tmp/cudnn_probe ${PROBE_ARGS:---sanitize} \
+    >"$OUT/cudnn_probe.log" 2>&1
+  note "12. cuDNN attention probe: rc=$? ($(( $(date +%s) - t )) s)"
+  grep -E "^PROBE|^SANITIZE|^  " "$OUT/cudnn_probe.log" | cut -c1-700 | head -80 | tee -a "$SUM"
+  tar czf "$OUT/cudnn_logs.tgz" -C /tmp cudnn_probe 2>/dev/null
 }
 
 finish() {
