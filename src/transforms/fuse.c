@@ -900,6 +900,49 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
     sb_add(&b, "  for (long long row = (long long)blockIdx.x * per + threadIdx.x / %d; row < P.n;"
                " row += (long long)gridDim.x * per) {\n", g);
     sb_add(&b, "    double acc = %s;\n", init);
+    int L = k->lanes;
+    if (k->vec) {
+      /* The vector steps (pointers aligned for them: uniform over the grid), each lane's
+       * values folded in order; else the element loop below. */
+      sb_add(&b, "    if ((0");
+      for (int i = 0; i < nins; i++)
+        if (ins[i].kind != IN_SCALAR)
+          sb_add(&b, " | ((unsigned long long)p%d & %d)", i, valign(ins[i].dtype) - 1);
+      sb_add(&b, ") == 0) {\n");
+      sb_add(&b, "#pragma unroll 4\n");
+      sb_add(&b, "    for (long long c = (long long)lane * %d; c < %lldll; c += %d) {\n", L,
+             cols, g * L);
+      sb_add(&b, "      const long long v = (row * %lldll + c) / %d;\n", cols, L);
+      for (int i = 0; i < nins; i++) {
+        if (ins[i].kind == IN_SCALAR)
+          continue;
+        const char *type;
+        int per;
+        vchunk(ins[i].dtype, &type, &per);
+        /* The vector's index: a whole input's v, a trailing block's own (e % inner) / L. */
+        char vi[32] = "v";
+        if (ins[i].kind == IN_TRAIL) {
+          snprintf(vi, sizeof vi, "vt%d", i);
+          sb_add(&b, "      const long long vt%d = ((row * %lldll + c) %% %lldll) / %d;\n", i,
+                 cols, (long long)ins[i].inner, L);
+        }
+        for (int c = 0; c < L / per; c++)
+          sb_add(&b, "      const %s v%d_%d = ((const %s *)p%d)[%s * %d + %d];\n", type, i, c,
+                 type, i, vi, L / per, c);
+      }
+      for (int l = 0; l < L; l++) {
+        sb_add(&b, "      {\n      %s y0;\n      nv_body(", oty);
+        for (int i = 0; i < nins; i++) {
+          if (ins[i].kind == IN_SCALAR)
+            sb_add(&b, "s%d", i);
+          else
+            vlane(&b, ins[i].dtype, i, l);
+          sb_add(&b, ", ");
+        }
+        sb_add(&b, "y0);\n      const double u = (double)y0;\n      %s\n      }\n", comb);
+      }
+      sb_add(&b, "    }\n    } else\n");
+    }
     sb_add(&b, "    for (long long c = lane; c < %lldll; c += %d) {\n", cols, g);
     sb_add(&b, "      const long long e = row * %lldll + c;\n", cols);
     cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
@@ -1188,6 +1231,13 @@ static bool gpu_launch(const recipe *r, const rnode *rn, const rout *rm, const c
       k->cols *= rm->shape[d];
   /* A warp per row of up to 256 elements, a block per longer row. */
   k->group = k->cols <= 256 ? 32 : 256;
+  /* Rows read `lanes` elements a step through vector loads where every input is whole, a
+   * scalar or a trailing block of whole vectors, the rows are whole vectors, and no
+   * intermediate escapes (its stores would be element by element). */
+  k->vec = nesc == 0 && k->cols % k->lanes == 0;
+  for (int i = 0; i < nins; i++)
+    k->vec &= ins[i].kind == IN_FULL || ins[i].kind == IN_SCALAR ||
+              (ins[i].kind == IN_TRAIL && ins[i].inner % k->lanes == 0);
   /* Fewer long rows than the H200 has SMs would leave most of it idle (a whole-array sum
    * is one block): the hand reductions, which split rows across blocks, do better. */
   int64_t size = 1;

@@ -60,7 +60,8 @@ static nv_status f_rowsum(void *p, const nv_vec *in, nv_vec *out) {
   return s == NV_OK ? nv_vec_push(out, nv_exp(t)) : s;
 }
 
-enum { R = 9, D = 37 };
+enum { R = 9, D = 37, D4 = 40 };
+static int cols = D; /* the rows' length of the current case: D, or D4 (whole vectors) */
 
 /* Whether a and b (one float dtype) agree within the dtype's tolerance, as float64. */
 static bool close(nv_array *a, nv_array *b) {
@@ -84,12 +85,12 @@ static bool close(nv_array *a, nv_array *b) {
  * transcendentals are libm's where the hand kernels use fast formulas, float32 reductions
  * accumulate in double) within close(). */
 static void run(nv_closure_fn body, bool whole, bool approx) {
-  static float v[3][R * D];
+  static float v[3][R * D4];
   unsigned st = test_seed();
   for (int k = 0; k < 3; k++)
-    for (int i = 0; i < R * D; i++)
+    for (int i = 0; i < R * cols; i++)
       v[k][i] = 2 * test_randf(&st);
-  int s2[2] = {R, D}, s1[1] = {D};
+  int s2[2] = {R, cols}, s1[1] = {cols};
   nv_array *f[3] = {nv_array_from_data(v[0], s2, 2, NV_DTYPE_FLOAT32),
                     whole ? nv_array_from_data(v[1], s2, 2, NV_DTYPE_FLOAT32)
                           : nv_array_from_data(v[1], s1, 1, NV_DTYPE_FLOAT32),
@@ -132,6 +133,22 @@ static void run(nv_closure_fn body, bool whole, bool approx) {
   nv_closure_release(raw);
 }
 
+/* max(exp(x * y + 0.25) - z, -1), and sum(x * y + z, -1): rows of whole vectors, nothing
+ * escaping (the reductions' 4-wide vector steps; y a trailing row or whole). */
+static nv_status f_rowvec(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  int ax[1] = {-1};
+  nv_array *x = nv_vec_get(in, 0), *y = nv_vec_get(in, 1), *z = nv_vec_get(in, 2);
+  nv_array *t = nv_exp(nv_add(nv_multiply(x, y), nv_weak_scalar(0.25)));
+  return nv_vec_push(out, nv_max(nv_subtract(t, z), ax, 1, false));
+}
+static nv_status f_rowvec_sum(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  int ax[1] = {-1};
+  nv_array *x = nv_vec_get(in, 0), *y = nv_vec_get(in, 1), *z = nv_vec_get(in, 2);
+  return nv_vec_push(out, nv_sum(nv_add(nv_multiply(x, y), z), ax, 1, false));
+}
+
 /* CPU chains: the hook compiles the GPU source of each chain the CPU fuses. */
 Test(compile_nvrtc, generated_half_sources_compile, .init = test_on_cpu, .fini = test_back) {
   long ok0, bad0, ok, bad;
@@ -166,6 +183,15 @@ Test(compile_nvrtc, generated_half_sources_compile, .init = test_on_cpu, .fini =
         run(f_rowsum, whole, true);
     }
   }
+  /* Rows of whole vectors: float32 and float64 chains, y a trailing row and whole. */
+  cols = D4;
+  nv_dtype vd[2] = {NV_DTYPE_FLOAT32, NV_DTYPE_FLOAT64};
+  for (int i = 0; i < 2; i++)
+    for (int whole = 0; whole < 2; whole++, cases++) {
+      dt_x = dt_y = vd[i];
+      run(whole ? f_rowvec_sum : f_rowvec, whole, true);
+    }
+  cols = D;
   nv__test_fuse_nvrtc(false, &ok, &bad, &why);
   cr_assert_eq(bad - bad0, 0, "NVRTC failed: %s", why);
   /* Each compile traces once: at least one generated source per case. */

@@ -288,9 +288,10 @@ FCASES = [(n, d, l, b) for n in FUSED for d in FLOATS for l in FLAYOUTS for b in
 @pytest.mark.parametrize("name,dtype,layout,bcast", sample(FCASES, 40, 23))
 def test_fused_on_gpu_equals_unfused(rng, name, dtype, layout, bcast):
     f, exact, want_fused = FUSED[name]
-    # Rows of 45 (a warp per row in the reductions) or 300 (a block per row); 4k+1 elements
-    # leave a tail after the 4-wide vector loop.
-    shape = (65, 45) if rng.integers(2) else (7, 300)
+    # Rows of 45 (a warp per row in the reductions, element by element), 300 (a block per row,
+    # 4-wide vector steps for whole rows) or 4100 (several vector steps a thread, the last
+    # partial); 4k+1 elements leave a tail after the element-wise chains' vector loop.
+    shape = [(65, 45), (7, 300), (5, 4100)][rng.integers(3)]
     data = rng.integers(2**31)
     counts = {}
     for where in ("cpu", "gpu"):
