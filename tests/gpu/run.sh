@@ -14,6 +14,8 @@
 #   12. cuDNN attention case by case (stages 6-12 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
+# REUSE=1: a call right after one that built (the machine still warm) takes that build when the
+# sources are the same; PREBUILT=1: binaries built here (tests/gpu/make_prebuilt.sh).
 set -u
 STAGES=${1:-"2 5 1 4"}
 OUT=${OUT:-/tmp/gpu-out}
@@ -47,12 +49,16 @@ if [ -n "${PREBUILT:-}" ]; then
     note "prebuilt: stale (the sources differ from the ones it was built from)"; exit 1
   fi
   note "prebuilt: unpacked in $(( $(date +%s) - t )) s"
+elif [ -n "${REUSE:-}" ] && [ -f $B/CMakeCache.txt ] && [ "$(cat $B/STAMP 2>/dev/null)" = "$(bash tests/gpu/source_stamp.sh)" ]; then
+  # The build an earlier call made on this (still warm) machine, from the same sources.
+  note "build: reused from the last call"
 else
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_WERROR=OFF \
     -DCMAKE_LIBRARY_PATH="$D/lib" -DCMAKE_INCLUDE_PATH="$D/include" -DCBLAS_INCLUDE_DIR="$D/include" \
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$D/lib" \
     >"$OUT/build.log" 2>&1 && timeout 400 cmake --build $B -j16 ${BUILD_TARGETS:+--target $BUILD_TARGETS} >>"$OUT/build.log" 2>&1
   rc=$?
+  [ $rc = 0 ] && bash tests/gpu/source_stamp.sh > $B/STAMP
   note "build: rc=$rc in $(( $(date +%s) - t )) s"
   if [ $rc != 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; fi
 fi
