@@ -1,7 +1,7 @@
 """The fused activations' derivatives (act_vjp, src/ops/elementwise_act.c): nn.gelu's three forms
 and the gradients of tanh and sigmoid against float64 NumPy derivatives, their second
 derivatives (the rules' composed f'') against float64 finite differences, jvp, vmap and
-broadcast inputs; and the composed forms' values, which the GPU builds, beside the fused ones."""
+broadcast inputs; and the composed forms' values (as MLX writes them) beside the fused ones."""
 import math
 
 import numpy as np
@@ -123,7 +123,7 @@ def test_half_gradients(rng, name, dt):
 
 
 def test_composed_forms_match():
-    """The composed formulas the builders use on a GPU stream, written out, beside the fused
+    """The composed formulas (MLX's, written out in element-wise ops) beside the fused
     kernels (float32 within a few ulp of each other where the composed form is accurate)."""
     x = np.linspace(-5, 5, 20001, dtype=np.float32)
     xa = nv.array(x)

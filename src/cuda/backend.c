@@ -1185,9 +1185,6 @@ int nv__gpu_missing_kernels(char *buf, size_t n) {
   if (n) buf[0] = '\0';
   for (int p = 0; p < NV__PRIM_COUNT; p++) {
     if (!nv__cpu_kernels[p] || nv__gpu_kernels[p]) continue;
-    /* Built from their composed forms on a GPU stream (ops/elementwise_act.c), so never a
-     * node there: the fused GELU forms and act_vjp have CPU kernels only, for now. */
-    if (p == NV__PRIM_GELU || p == NV__PRIM_ACT_VJP) continue;
     if (n && used < n) {
       int w = snprintf(buf + used, n - used, "%s%s", count ? "," : "", nv__prims[p].name);
       if (w > 0) used += (size_t)w;

@@ -1,6 +1,6 @@
 /* The element-wise family on the GPU: the CUDA kernel-table entries of every unary, binary and
- * ternary element-wise primitive, divmod, allclose/array_equal, the family's views and its
- * creation primitives. Host code (C11): it folds the operands' layouts, picks a kernel from
+ * ternary element-wise primitive, the fused activations (gelu, act_vjp), divmod,
+ * allclose/array_equal, the family's views and its creation primitives. Host code (C11): it folds the operands' layouts, picks a kernel from
  * the table the .cu files fill (src/cuda/elementwise.h) and records its launch.
  *
  * Layouts: the inputs are broadcast to the output's shape and the dims folded (nv__collapse).
@@ -18,10 +18,12 @@
 
 #include "cpu/kernels.h"
 #include "cuda/elementwise.h"
+#include "cuda/elementwise_act.h"
 #include "cuda/gpu.h"
 #include "ops/elementwise_params.h"
 
 static nv__ew_table table;
+static nv__ew_act_table act_table;
 
 static nv_status unsupported(int prim, nv_dtype dt) {
   return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported", nv__prims[prim].name,
@@ -333,6 +335,17 @@ static nv_status k_map(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, 
   return ew(ctx, &node->out[0], in, node->ninputs, e, node->prim, &x, donated >= 0);
 }
 
+/* gelu(x) and act_vjp(a, g): by the mode (nv__act_params) and the dtype, which the builders
+ * give every input and the output. */
+static nv_status k_act(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
+  int mode = ((const nv__act_params *)node->params)->mode;
+  bool vjp = node->prim == NV__PRIM_ACT_VJP;
+  nv_dtype dt = node->out[0].dtype;
+  const nv__ew_entry *e = mode >= 0 && mode < NV__EW_ACT_MODES ? &act_table[vjp][mode][dt] : NULL;
+  if (!e || !e->strided) return unsupported(node->prim, dt);
+  return ew(ctx, &node->out[0], in, vjp ? 2 : 1, e, node->prim, NULL, donated >= 0);
+}
+
 /* where(cond, x, y): by the output dtype's element size. */
 static nv_status k_where(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in, int donated) {
   const nv__ew_entry *e = &table[NV__PRIM_WHERE][node->out[0].dtype];
@@ -548,10 +561,13 @@ void nv__gpu_register_elementwise(nv__gpu_kernel_fn *k) {
   nv__ew_fill_misc(table);
   nv__ew_fill_hot_unary(table);
   nv__ew_fill_hot_binary(table);
+  nv__ew_fill_act(act_table);
   for (int p = NV__PRIM_NEGATIVE; p <= NV__PRIM_MINIMUM; p++) k[p] = k_map;
   for (int p = NV__PRIM_SIGN; p <= NV__PRIM_BITWISE_INVERT; p++) k[p] = k_map;
   for (int p = NV__PRIM_FLOOR_DIVIDE; p <= NV__PRIM_RIGHT_SHIFT; p++) k[p] = k_map;
   k[NV__PRIM_ISCLOSE] = k_map;
+  k[NV__PRIM_GELU] = k_act;
+  k[NV__PRIM_ACT_VJP] = k_act;
   k[NV__PRIM_WHERE] = k_where;
   k[NV__PRIM_DIVMOD] = k_divmod;
   k[NV__PRIM_TEST_ADD_MULTIPLY] = k_add_multiply;

@@ -8,12 +8,10 @@
 nv_array *nv__gelu(int mode, const nv_array *x);
 
 /* g f'(x) for an NV__ACT_* mode in one pass: `a` is x for the GELU forms and the output
- * y = f(x) for tanh and sigmoid; g is converted to a's dtype and both broadcast together. On
- * a GPU stream it is composed of element-wise ops (there is no CUDA kernel). */
+ * y = f(x) for tanh and sigmoid; g is converted to a's dtype and both broadcast together. */
 nv_array *nv__act_vjp(int mode, const nv_array *a, const nv_array *g);
 
-/* The temporaries of a composed formula (the composed forms here, their second derivatives
- * in the rules): nv__temp records each, nv__temps_release drops them together once the result
+/* The temporaries of a composed formula (the second derivatives in the rules): nv__temp records each, nv__temps_release drops them together once the result
  * is held. At most 24 a formula. */
 typedef struct nv__temps {
   nv_array *a[24];
