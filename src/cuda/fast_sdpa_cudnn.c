@@ -6,22 +6,30 @@
  * more than 16 queries) without a mask array or sinks, causal only with Lq <= Lk, every tensor
  * under 2^31 elements. nuvec's causal rule is bottom-right aligned (query i sees the keys at
  * positions <= i + Lk - Lq); cuDNN's graph states the same rule, so every row sees at least
- * one key. The path is opt-in while it is repaired: on the H200 (cuDNN 9.x of PyTorch's
- * wheels, session 9) the heuristics offered no engine for b8 h32 L4096 d128 and the graphs
- * that did finalize raised illegal addresses. NUVEC_CUDNN_SDPA unset or 0 never uses cuDNN;
+ * one key. The path is opt-in while it is repaired: on the H200 (cuDNN 9.19, session 9) the
+ * graph then built lacked the softmax statistics, which cuDNN 9 reads as the older
+ * short-sequence attention pattern: no engine for most shapes, and illegal addresses where
+ * one finalized (the bottom-right causal ones). NUVEC_CUDNN_SDPA unset or 0 never uses cuDNN;
  * =1 requires it for these nodes (an error naming why where cuDNN is missing or cannot run
- * one); =auto runs cuDNN where its graph finalizes and sdpa_mma elsewhere. NUVEC_LOG_FALLBACK=1 names on stderr each shape
- * cuDNN declined, with cuDNN's reason (once per shape; once in all where cuDNN is missing).
+ * one); =auto runs cuDNN where its graph finalizes and sdpa_mma elsewhere. NUVEC_LOG_FALLBACK=1
+ * names on stderr each shape cuDNN declined, with cuDNN's reason (once per shape; once in all
+ * where cuDNN is missing), and for each plan built the graph, heuristics mode, configuration
+ * and engine cuDNN chose.
  *
- * The graph (tensors [b, h, s, d] with their strides; S, P and the reductions virtual):
+ * The graph cuDNN's flash attention engines recognize (the one cuDNN's frontend builds for an
+ * inference SDPA; tensors [b, h, s, d] with their strides; every intermediate virtual):
  *   S  = matmul(Q [B, Hq, Lq, D], Kᵀ [B, Hkv, D, Lk])       float32 [B, Hq, Lq, Lk]
  *   S1 = S · scale                                           scale: float32, by value
- *   causal: r = gen_index(S1, axis 2), c = gen_index(S1, axis 3) (int32);
- *           Lq < Lk: r = r + Lk - Lq (two int32 by-value adds, as cuDNN's frontend states a
+ *   causal: r = gen_index(S1, axis 2), c = gen_index(S1, axis 3) (int32, computed in float);
+ *           Lq < Lk: r = (r + Lk) - Lq (two int32 ops with by-value int32 scalars, cuDNN's
  *           bottom-right diagonal); m = r >= c (boolean); S1 = select(S1, lowest float, m)
- *   softmax: M = max over axis 3, E = exp(S1 - M), Z = sum of E over axis 3, P = E / Z, P in
- *           the input dtype (no statistics output: inference)
+ *   softmax: M = max over axis 3, E = exp(S1 - M), Z = sum of E over axis 3, the statistics
+ *           M + log Z (float32 [B, Hq, Lq, 1]: the branch that marks the flash pattern; virtual
+ *           for inference), P = E / Z in the input dtype
  *   O  = matmul(P, V [B, Hkv, Lk, D])                        the output [B, Hq, Lq, D]
+ * Should no engine take it, the same graph with the statistics written to scratch (the
+ * training form) comes next, and for a node without a causal mask on cuDNN 9.13.1 or later
+ * cuDNN's single SDPA operation (Q, K as stored, V, O, the scale by value) last.
  * Grouped heads (Hkv dividing Hq) are cuDNN's own: K and V keep their Hkv heads. q, k and v
  * are described in place when their strides allow (last stride 1, the others positive,
  * non-overlapping, multiples of 16 bytes, the first element 16-byte aligned: row-contiguous
@@ -34,8 +42,8 @@
  * (64 keys, oldest replaced; a captured node holds its plan until hrx drops it). A key cuDNN
  * declined is cached with cuDNN's reason. The scale, the masked value and the diagonal's
  * offsets are by-value scalars of the variant pack, so one plan serves every scale. The node
- * records one captured operation (bindings q, k, v read, the output written, the workspace:
- * node scratch, read-write) whose capture builds the variant pack and calls cudnnBackendExecute
+ * records one captured operation (bindings q, k, v read, the output written, node scratch
+ * read-write: cuDNN's workspace, then the statistics where the graph writes them) whose capture builds the variant pack and calls cudnnBackendExecute
  * on hrx's capture stream under the handle's lock. Every cuDNN status is checked; a failure
  * carries cudnnGetErrorString's and cudnnGetLastErrorString's text. */
 #include "cuda/fast_sdpa_cudnn.h"
