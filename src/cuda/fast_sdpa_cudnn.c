@@ -381,7 +381,11 @@ static cudnnBackendDescriptor_t graph(build *b, const plan_key *k, int form,
   }
 
   cudnnBackendDescriptor_t g = make(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
+  /* The graph's handle is deprecated in cuDNN 9 (the heuristics and the plan take the device);
+   * nuvec always has one; a NULL handle (a check of the descriptors on a machine without a
+   * device) sets none. */
+  if (handle)
+    set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
   set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, ops, "graph ops");
   finalize(b, g, "operation graph");
   return g;
