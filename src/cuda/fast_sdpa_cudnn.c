@@ -6,22 +6,30 @@
  * more than 16 queries) without a mask array or sinks, causal only with Lq <= Lk, every tensor
  * under 2^31 elements. nuvec's causal rule is bottom-right aligned (query i sees the keys at
  * positions <= i + Lk - Lq); cuDNN's graph states the same rule, so every row sees at least
- * one key. The path is opt-in while it is repaired: on the H200 (cuDNN 9.x of PyTorch's
- * wheels, session 9) the heuristics offered no engine for b8 h32 L4096 d128 and the graphs
- * that did finalize raised illegal addresses. NUVEC_CUDNN_SDPA unset or 0 never uses cuDNN;
+ * one key. The path is opt-in while it is repaired: on the H200 (cuDNN 9.19, session 9) the
+ * graph then built lacked the softmax statistics, which cuDNN 9 reads as the older
+ * short-sequence attention pattern: no engine for most shapes, and illegal addresses where
+ * one finalized (the bottom-right causal ones). NUVEC_CUDNN_SDPA unset or 0 never uses cuDNN;
  * =1 requires it for these nodes (an error naming why where cuDNN is missing or cannot run
- * one); =auto runs cuDNN where its graph finalizes and sdpa_mma elsewhere. NUVEC_LOG_FALLBACK=1 names on stderr each shape
- * cuDNN declined, with cuDNN's reason (once per shape; once in all where cuDNN is missing).
+ * one); =auto runs cuDNN where its graph finalizes and sdpa_mma elsewhere. NUVEC_LOG_FALLBACK=1
+ * names on stderr each shape cuDNN declined, with cuDNN's reason (once per shape; once in all
+ * where cuDNN is missing), and for each plan built the graph, heuristics mode, configuration
+ * and engine cuDNN chose.
  *
- * The graph (tensors [b, h, s, d] with their strides; S, P and the reductions virtual):
+ * The graph cuDNN's flash attention engines recognize (the one cuDNN's frontend builds for an
+ * inference SDPA; tensors [b, h, s, d] with their strides; every intermediate virtual):
  *   S  = matmul(Q [B, Hq, Lq, D], Kᵀ [B, Hkv, D, Lk])       float32 [B, Hq, Lq, Lk]
  *   S1 = S · scale                                           scale: float32, by value
- *   causal: r = gen_index(S1, axis 2), c = gen_index(S1, axis 3) (int32);
- *           Lq < Lk: r = r + Lk - Lq (two int32 by-value adds, as cuDNN's frontend states a
+ *   causal: r = gen_index(S1, axis 2), c = gen_index(S1, axis 3) (int32, computed in float);
+ *           Lq < Lk: r = (r + Lk) - Lq (two int32 ops with by-value int32 scalars, cuDNN's
  *           bottom-right diagonal); m = r >= c (boolean); S1 = select(S1, lowest float, m)
- *   softmax: M = max over axis 3, E = exp(S1 - M), Z = sum of E over axis 3, P = E / Z, P in
- *           the input dtype (no statistics output: inference)
+ *   softmax: M = max over axis 3, E = exp(S1 - M), Z = sum of E over axis 3, the statistics
+ *           M + log Z (float32 [B, Hq, Lq, 1]: the branch that marks the flash pattern; virtual
+ *           for inference), P = E / Z in the input dtype
  *   O  = matmul(P, V [B, Hkv, Lk, D])                        the output [B, Hq, Lq, D]
+ * Should no engine take it, the same graph with the statistics written to scratch (the
+ * training form) comes next, and for a node without a causal mask on cuDNN 9.13.1 or later
+ * cuDNN's single SDPA operation (Q, K as stored, V, O, the scale by value) last.
  * Grouped heads (Hkv dividing Hq) are cuDNN's own: K and V keep their Hkv heads. q, k and v
  * are described in place when their strides allow (last stride 1, the others positive,
  * non-overlapping, multiples of 16 bytes, the first element 16-byte aligned: row-contiguous
@@ -34,8 +42,8 @@
  * (64 keys, oldest replaced; a captured node holds its plan until hrx drops it). A key cuDNN
  * declined is cached with cuDNN's reason. The scale, the masked value and the diagonal's
  * offsets are by-value scalars of the variant pack, so one plan serves every scale. The node
- * records one captured operation (bindings q, k, v read, the output written, the workspace:
- * node scratch, read-write) whose capture builds the variant pack and calls cudnnBackendExecute
+ * records one captured operation (bindings q, k, v read, the output written, node scratch
+ * read-write: cuDNN's workspace, then the statistics where the graph writes them) whose capture builds the variant pack and calls cudnnBackendExecute
  * on hrx's capture stream under the handle's lock. Every cuDNN status is checked; a failure
  * carries cudnnGetErrorString's and cudnnGetLastErrorString's text. */
 #include "cuda/fast_sdpa_cudnn.h"
@@ -54,9 +62,9 @@
 #define OP "scaled_dot_product_attention"
 #define PLAN_CACHE 64
 #define MAX_CONFIGS 16
-#define MAX_DESCS 80
+#define MAX_DESCS 96
 #define WORKSPACE_CAP ((int64_t)256 << 20)
-#define WHY_SIZE 768
+#define WHY_SIZE 1400
 
 /* ---- Loading ---- */
 
@@ -113,6 +121,13 @@ typedef struct plan_key {
   int64_t st[3][4];
 } plan_key;
 
+/* The graphs tried, in this order (see the file comment): the composite graph with its
+ * softmax statistics virtual, the same with the statistics written to scratch, and (cuDNN
+ * 9.13.1 on, no causal mask) cuDNN's single SDPA operation. */
+enum { FORM_VIRTUAL_STATS, FORM_SCRATCH_STATS, FORM_UNIFIED, FORMS };
+static const char *const form_name[FORMS] = {"composite graph", "composite graph with statistics",
+                                             "SDPA operation"};
+
 typedef struct plan {
   atomic_int refs;
   plan_key key;
@@ -122,7 +137,11 @@ typedef struct plan {
   cudnnBackendDescriptor_t descs[MAX_DESCS]; /* every descriptor, destroyed with the plan */
   int ndescs;
   cudnnBackendDescriptor_t exec; /* the execution plan (one of descs) */
-  int64_t ws;
+  int form;                      /* the graph the plan runs (FORM_*) */
+  int64_t ws;                    /* cuDNN's workspace (bytes) */
+  int64_t stats_at;              /* FORM_SCRATCH_STATS: the statistics' offset in the scratch */
+  int64_t scratch;               /* the node's scratch: the workspace, then the statistics */
+  char chose[160];               /* ok: which heuristics mode, configuration and engine */
 } plan;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -136,7 +155,7 @@ static void plan_release(plan *p) {
 }
 
 /* uids of the graph's tensors: the variant pack's first, then the virtual ones. */
-enum { U_Q = 1, U_K, U_V, U_O, U_SCALE, U_LOWEST, U_SKV, U_SQ, U_VIRTUAL = 100 };
+enum { U_Q = 1, U_K, U_V, U_O, U_SCALE, U_LOWEST, U_SKV, U_SQ, U_STATS, U_VIRTUAL = 100 };
 
 /* A graph under construction: its descriptors (owned by the plan) and the first failure. */
 typedef struct build {
@@ -280,8 +299,10 @@ static cudnnBackendDescriptor_t reduction(build *b, cudnnReduceTensorOp_t how,
   return op;
 }
 
-/* The operation graph of key `k` (see the file comment), finalized on `handle`. */
-static cudnnBackendDescriptor_t graph(build *b, const plan_key *k, cudnnHandle_t handle) {
+/* The operation graph of key `k` in form `form` (see the file comment), finalized on
+ * `handle`. */
+static cudnnBackendDescriptor_t graph(build *b, const plan_key *k, int form,
+                                      cudnnHandle_t handle) {
   const cudnnDataType_t io = k->dtype == NV_DTYPE_FLOAT16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, b8 = CUDNN_DATA_BOOLEAN;
   const int64_t *qs = k->st[0], *ks = k->st[1], *vs = k->st[2];
@@ -289,47 +310,102 @@ static cudnnBackendDescriptor_t graph(build *b, const plan_key *k, cudnnHandle_t
   const int64_t kts[4] = {ks[0], ks[1], ks[3], ks[2]}, vd[4] = {k->B, k->Hkv, k->Lk, k->D};
   const int64_t os[4] = {k->Hq * k->Lq * k->D, k->Lq * k->D, k->D, 1};
   const int64_t sd[4] = {k->B, k->Hq, k->Lq, k->Lk}, rd[4] = {k->B, k->Hq, k->Lq, 1};
-  cudnnBackendDescriptor_t ops[16];
+  cudnnBackendDescriptor_t ops[20];
   int n = 0;
 
   cudnnBackendDescriptor_t q = tensor(b, U_Q, io, qd, qs, false, false);
-  cudnnBackendDescriptor_t kt = tensor(b, U_K, io, ktd, kts, false, false);
   cudnnBackendDescriptor_t v = tensor(b, U_V, io, vd, vs, false, false);
   cudnnBackendDescriptor_t o = tensor(b, U_O, io, qd, os, false, false);
-  cudnnBackendDescriptor_t s = inner(b, f32, sd);
-  ops[n++] = matmul(b, q, kt, s);
-  cudnnBackendDescriptor_t s1 = inner(b, f32, sd);
-  ops[n++] = pointwise(b, CUDNN_POINTWISE_MUL, f32, -1, s, scalar(b, U_SCALE, f32), NULL, s1);
-  if (k->causal) {
-    cudnnBackendDescriptor_t r = inner(b, i32, sd), c = inner(b, i32, sd);
-    ops[n++] = pointwise(b, CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, r);
-    ops[n++] = pointwise(b, CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, c);
-    if (k->Lq != k->Lk) {
-      cudnnBackendDescriptor_t r1 = inner(b, i32, sd), r2 = inner(b, i32, sd);
-      ops[n++] = pointwise(b, CUDNN_POINTWISE_ADD, i32, -1, r, scalar(b, U_SKV, i32), NULL, r1);
-      ops[n++] = pointwise(b, CUDNN_POINTWISE_SUB, i32, -1, r1, scalar(b, U_SQ, i32), NULL, r2);
-      r = r2;
+  if (form == FORM_UNIFIED) {
+#if CUDNN_VERSION >= 91300
+    /* One SDPA operation: K as stored ([b, h, s, d], not transposed), the scale by value. */
+    cudnnBackendDescriptor_t kk = tensor(b, U_K, io, vd, ks, false, false);
+    cudnnBackendDescriptor_t sc = scalar(b, U_SCALE, f32);
+    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+    attach(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q, "SDPA q");
+    attach(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, kk, "SDPA k");
+    attach(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, v, "SDPA v");
+    attach(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, o, "SDPA output");
+    attach(b, op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, sc, "SDPA scale");
+    finalize(b, op, "SDPA operation");
+    ops[n++] = op;
+#else
+    if (!b->failed) {
+      b->failed = true;
+      snprintf(b->p->why, sizeof b->p->why, "nuvec was built with cuDNN %d's headers (before 9.13)",
+               CUDNN_VERSION);
     }
-    cudnnBackendDescriptor_t m = inner(b, b8, sd), s2 = inner(b, f32, sd);
-    ops[n++] = pointwise(b, CUDNN_POINTWISE_CMP_GE, b8, -1, r, c, NULL, m);
-    ops[n++] = pointwise(b, CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1,
-                         scalar(b, U_LOWEST, f32), m, s2);
-    s1 = s2;
+#endif
+  } else {
+    cudnnBackendDescriptor_t kt = tensor(b, U_K, io, ktd, kts, false, false);
+    cudnnBackendDescriptor_t s = inner(b, f32, sd);
+    ops[n++] = matmul(b, q, kt, s);
+    cudnnBackendDescriptor_t s1 = inner(b, f32, sd);
+    ops[n++] = pointwise(b, CUDNN_POINTWISE_MUL, f32, -1, s, scalar(b, U_SCALE, f32), NULL, s1);
+    if (k->causal) {
+      /* The index tensors are int32 computed in float (cuDNN's frontend states them so); the
+       * comparison is computed in boolean, the bottom-right shift in int32. */
+      cudnnBackendDescriptor_t r = inner(b, i32, sd), c = inner(b, i32, sd);
+      ops[n++] = pointwise(b, CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, r);
+      ops[n++] = pointwise(b, CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, c);
+      if (k->Lq != k->Lk) {
+        cudnnBackendDescriptor_t r1 = inner(b, i32, sd), r2 = inner(b, i32, sd);
+        ops[n++] = pointwise(b, CUDNN_POINTWISE_ADD, i32, -1, r, scalar(b, U_SKV, i32), NULL, r1);
+        ops[n++] = pointwise(b, CUDNN_POINTWISE_SUB, i32, -1, r1, scalar(b, U_SQ, i32), NULL, r2);
+        r = r2;
+      }
+      cudnnBackendDescriptor_t m = inner(b, b8, sd), s2 = inner(b, f32, sd);
+      ops[n++] = pointwise(b, CUDNN_POINTWISE_CMP_GE, b8, -1, r, c, NULL, m);
+      ops[n++] = pointwise(b, CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1,
+                           scalar(b, U_LOWEST, f32), m, s2);
+      s1 = s2;
+    }
+    /* The flash softmax: M = max, E = exp(S - M), Z = sum E, the statistics M + log Z (cuDNN
+     * recognizes the flash attention by this branch: without it the graph reads as the older
+     * short-sequence pattern, whose matcher fails), P = E / Z in the input dtype (the second
+     * matmul's A must be the i/o type). */
+    const int64_t rs[4] = {k->Hq * k->Lq, k->Lq, 1, 1};
+    cudnnBackendDescriptor_t mx = inner(b, f32, rd), e0 = inner(b, f32, sd), e = inner(b, f32, sd);
+    cudnnBackendDescriptor_t z = inner(b, f32, rd), lz = inner(b, f32, rd), p = inner(b, io, sd);
+    cudnnBackendDescriptor_t st = form == FORM_SCRATCH_STATS
+                                      ? tensor(b, U_STATS, f32, rd, rs, false, false)
+                                      : inner(b, f32, rd);
+    ops[n++] = reduction(b, CUDNN_REDUCE_TENSOR_MAX, s1, mx);
+    ops[n++] = pointwise(b, CUDNN_POINTWISE_SUB, f32, -1, s1, mx, NULL, e0);
+    ops[n++] = pointwise(b, CUDNN_POINTWISE_EXP, f32, -1, e0, NULL, NULL, e);
+    ops[n++] = reduction(b, CUDNN_REDUCE_TENSOR_ADD, e, z);
+    ops[n++] = pointwise(b, CUDNN_POINTWISE_LOG, f32, -1, z, NULL, NULL, lz);
+    ops[n++] = pointwise(b, CUDNN_POINTWISE_ADD, f32, -1, mx, lz, NULL, st);
+    ops[n++] = pointwise(b, CUDNN_POINTWISE_DIV, f32, -1, e, z, NULL, p);
+    ops[n++] = matmul(b, p, v, o);
   }
-  cudnnBackendDescriptor_t mx = inner(b, f32, rd), e0 = inner(b, f32, sd), e = inner(b, f32, sd);
-  cudnnBackendDescriptor_t z = inner(b, f32, rd), p = inner(b, io, sd);
-  ops[n++] = reduction(b, CUDNN_REDUCE_TENSOR_MAX, s1, mx);
-  ops[n++] = pointwise(b, CUDNN_POINTWISE_SUB, f32, -1, s1, mx, NULL, e0);
-  ops[n++] = pointwise(b, CUDNN_POINTWISE_EXP, f32, -1, e0, NULL, NULL, e);
-  ops[n++] = reduction(b, CUDNN_REDUCE_TENSOR_ADD, e, z);
-  ops[n++] = pointwise(b, CUDNN_POINTWISE_DIV, f32, -1, e, z, NULL, p);
-  ops[n++] = matmul(b, p, v, o);
 
   cudnnBackendDescriptor_t g = make(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
+  /* The graph's handle is deprecated in cuDNN 9 (the heuristics and the plan take the device);
+   * nuvec always has one; a NULL handle (a check of the descriptors on a machine without a
+   * device) sets none. */
+  if (handle)
+    set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
   set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, ops, "graph ops");
   finalize(b, g, "operation graph");
   return g;
+}
+
+/* cuDNN's global index of the engine of configuration `cfg`, -1 where it gives none (for
+ * the log only). */
+static int64_t engine_index(cudnnBackendDescriptor_t cfg) {
+  cudnnBackendDescriptor_t eng = NULL;
+  int64_t idx = -1, n = 0;
+  if (be.cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
+      CUDNN_STATUS_SUCCESS)
+    return -1;
+  if (be.cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                  1, &n, &eng) != CUDNN_STATUS_SUCCESS ||
+      be.cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                  &idx) != CUDNN_STATUS_SUCCESS)
+    idx = -1;
+  be.cudnnBackendDestroyDescriptor(eng);
+  return idx;
 }
 
 /* The first execution plan of heuristics mode `hm`'s configurations for graph `g` that
@@ -369,6 +445,15 @@ static cudnnBackendDescriptor_t choose(build *b, cudnnBackendDescriptor_t g, cud
   } else {
     fail(b, "cudnnBackendCreateDescriptor(engine config)", s);
   }
+  if (!b->failed && got <= 0) {
+    /* Every configuration failed cuDNN's support checks (its log, CUDNN_LOGLEVEL_DBG=2, names
+     * each check); its last error text says which, where it gives one. */
+    char last[256] = "";
+    if (nv__dnn.cudnnGetLastErrorString) nv__dnn.cudnnGetLastErrorString(last, sizeof last);
+    snprintf(p->why, sizeof p->why, "none of the %lld engine configurations cuDNN's heuristics "
+             "(mode %s) offered supports the graph%s%.300s%s", (long long)count,
+             hm == CUDNN_HEUR_MODE_A ? "A" : "B", last[0] ? " (" : "", last, last[0] ? ")" : "");
+  }
   cudnnBackendDescriptor_t chosen = NULL;
   int64_t last_ws = -1;
   for (int64_t i = 0; i < got && !b->failed && !chosen; i++) {
@@ -400,6 +485,10 @@ static cudnnBackendDescriptor_t choose(build *b, cudnnBackendDescriptor_t g, cud
         p->ndescs + 2 <= MAX_DESCS) {
       chosen = ex;
       p->ws = ws;
+      snprintf(p->chose, sizeof p->chose,
+               "heuristics mode %s, configuration %lld of %lld, engine %lld, workspace %lld bytes",
+               hm == CUDNN_HEUR_MODE_A ? "A" : "B", (long long)i + 1, (long long)got,
+               (long long)engine_index(cfg[i]), (long long)ws);
       /* The plan keeps its configuration: both go to the plan's descriptors. */
       p->descs[p->ndescs++] = cfg[i];
       p->descs[p->ndescs++] = ex;
@@ -429,6 +518,7 @@ static plan *plan_build(const plan_key *k, nv__dnn_device *dev) {
   p->key = *k;
   p->dev = dev;
   build b = {.p = p, .failed = false, .next_uid = U_VIRTUAL};
+  char whys[WHY_SIZE] = "";
   /* Engines compile for the current device: the key's, for the build. */
   int prev = -1;
   cudaError_t ce = cudaGetDevice(&prev);
@@ -439,25 +529,50 @@ static plan *plan_build(const plan_key *k, nv__dnn_device *dev) {
     return p;
   }
   pthread_mutex_lock(&dev->lock);
-  cudnnBackendDescriptor_t g = graph(&b, k, dev->handle);
-  const bool graph_ok = !b.failed;
-  if (graph_ok) p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_A);
-  if (graph_ok && !p->exec && p->ndescs < MAX_DESCS - 8) {
-    /* Whatever failed in mode A's heuristics or plans, mode B gets its turn. */
-    char first[WHY_SIZE];
-    snprintf(first, sizeof first, "%s", p->why);
-    p->why[0] = 0;
+  /* Each graph in turn (FORM_*), heuristics mode A then mode B for each; the descriptors of a
+   * graph that got no plan are destroyed before the next. */
+  size_t at = 0;
+  for (int f = 0; f < FORMS && !p->exec; f++) {
+    if (f == FORM_UNIFIED && (k->causal || version < 91301)) continue;
+    const int mark = p->ndescs;
+    char first[WHY_SIZE] = "";
     b.failed = false;
-    p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_B);
-    if (!p->exec) {
-      char second[WHY_SIZE];
-      snprintf(second, sizeof second, "%s", p->why);
-      snprintf(p->why, sizeof p->why, "heuristics mode A: %.330s; mode B: %.330s", first, second);
+    p->why[0] = 0;
+    cudnnBackendDescriptor_t g = graph(&b, k, f, dev->handle);
+    const bool built = !b.failed;
+    if (built) {
+      p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_A);
+      if (!p->exec) {
+        /* Whatever failed in mode A's heuristics or plans, mode B gets its turn. */
+        snprintf(first, sizeof first, "%s", p->why);
+        p->why[0] = 0;
+        b.failed = false;
+        p->exec = choose(&b, g, dev->handle, CUDNN_HEUR_MODE_B);
+      }
     }
+    if (p->exec) {
+      p->form = f;
+      break;
+    }
+    char tried[WHY_SIZE];
+    if (built)
+      snprintf(tried, sizeof tried, "%s: heuristics mode A: %.200s; mode B: %.200s", form_name[f],
+               first, p->why);
+    else
+      snprintf(tried, sizeof tried, "%s: %.400s", form_name[f], p->why);
+    if (at < sizeof whys)
+      at += (size_t)snprintf(whys + at, sizeof whys - at, "%s%s", at ? " | " : "", tried);
+    while (p->ndescs > mark) be.cudnnBackendDestroyDescriptor(p->descs[--p->ndescs]);
   }
+  if (!p->exec) snprintf(p->why, sizeof p->why, "%s", whys);
   pthread_mutex_unlock(&dev->lock);
   if (prev >= 0 && prev != k->device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
   p->ok = p->exec != NULL;
+  if (p->ok) {
+    /* The scratch: cuDNN's workspace, then (FORM_SCRATCH_STATS) the float32 statistics. */
+    p->stats_at = (p->ws + 255) / 256 * 256;
+    p->scratch = p->form == FORM_SCRATCH_STATS ? p->stats_at + k->B * k->Hq * k->Lq * 4 : p->ws;
+  }
   return p;
 }
 
@@ -510,14 +625,18 @@ static void run_free(void *user) {
 static hrx_status run(const hrx_callback_view *views, size_t count, void *stream, void *user) {
   run_data *r = user;
   plan *p = r->p;
-  if (count != 5 || views[4].length < (size_t)p->ws) return HRX_E_INVALID;
-  int64_t uids[8] = {U_Q, U_K, U_V, U_O, U_SCALE};
-  void *ptrs[8];
+  if (count != 5 || views[4].length < (size_t)p->scratch) return HRX_E_INVALID;
+  /* Device addresses for q, k, v, the output and the statistics; host addresses for the
+   * by-value scalars (cuDNN copies them when the work is enqueued). */
+  int64_t uids[9] = {U_Q, U_K, U_V, U_O, U_SCALE};
+  void *ptrs[9];
   for (int i = 0; i < 4; i++)
     ptrs[i] = (char *)views[i].address + (size_t)r->off[i] * r->esize;
   ptrs[4] = &r->scale;
   int n = 5;
-  if (p->key.causal) {
+  if (p->form == FORM_SCRATCH_STATS)
+    uids[n] = U_STATS, ptrs[n++] = (char *)views[4].address + p->stats_at;
+  if (p->key.causal && p->form != FORM_UNIFIED) {
     uids[n] = U_LOWEST, ptrs[n++] = &r->lowest;
     if (p->key.Lq != p->key.Lk) {
       uids[n] = U_SKV, ptrs[n++] = &r->skv;
@@ -675,6 +794,11 @@ nv_status nv__gpu_sdpa_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
   bool built = false;
   plan *p = plan_get(&k, dev, &built);
   if (!p) return nv__set_error(NV_ERR_OUT_OF_MEMORY, OP ": out of memory");
+  if (p->ok && built && log_declines) {
+    char sh[200];
+    shapes_of(&k, sh, sizeof sh);
+    fprintf(stderr, "nuvec: " OP ": cuDNN runs %s: %s, %s\n", sh, form_name[p->form], p->chose);
+  }
   if (!p->ok) {
     if (built && log_declines && mode != MODE_REQUIRED) {
       char sh[200];
@@ -703,7 +827,7 @@ nv_status nv__gpu_sdpa_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
     }
   }
   hrx_view ws;
-  if (st == NV_OK) st = nv__gpu_scratch(ctx, p->ws > 0 ? (size_t)p->ws : 1, &ws);
+  if (st == NV_OK) st = nv__gpu_scratch(ctx, p->scratch > 0 ? (size_t)p->scratch : 1, &ws);
   run_data *r = st == NV_OK ? calloc(1, sizeof *r) : NULL;
   if (st == NV_OK && !r) st = nv__set_error(NV_ERR_OUT_OF_MEMORY, OP ": out of memory");
   if (st != NV_OK) {
@@ -730,6 +854,6 @@ nv_status nv__gpu_sdpa_cudnn(nv__gpu_ctx *ctx, nv__node *node, const nv__operand
   memcpy(key + n, &k, sizeof k), n += sizeof k;
   memcpy(key + n, r->off, sizeof r->off), n += sizeof r->off;
   memcpy(key + n, &r->scale, sizeof r->scale), n += sizeof r->scale;
-  memcpy(key + n, &p->ws, sizeof p->ws), n += sizeof p->ws;
+  memcpy(key + n, &p->scratch, sizeof p->scratch), n += sizeof p->scratch;
   return nv__gpu_captured(ctx, bind, 5, run, r, run_free, key, n);
 }

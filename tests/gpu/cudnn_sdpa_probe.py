@@ -3,8 +3,11 @@ case so that a lost device in one case hides no other: each case of
 tests/gpu/test_gpu_fast_sdpa_cudnn.py's cuDNN list, plus the bench row's shape (B 8, H 32,
 L 4096, D 128, causal, bfloat16), runs under NUVEC_CUDNN_SDPA=1 and prints one line: the exit
 status, nuvec's error or the largest difference from the CPU's result, and cuDNN's last log
-lines (CUDNN_LOGLEVEL_DBG=2 in the child, its log in a file per case under the given folder).
-With --sanitize, the first case that lost its process runs again under compute-sanitizer.
+lines (CUDNN_LOGLEVEL_DBG=2 in the child, its log in a file per case under the given folder),
+and which graph, heuristics mode, configuration and engine cuDNN chose (nuvec's
+NUVEC_LOG_FALLBACK=1 line "cuDNN runs ..."). With --sanitize, the first case that lost its
+device (its process died, or nuvec reported "GPU work failed": a lost device, such as an
+illegal address) runs again under compute-sanitizer.
   usage: python3 tests/gpu/cudnn_sdpa_probe.py OUTDIR [--sanitize] [name ...]"""
 import os
 import subprocess
@@ -62,7 +65,14 @@ def run_case(name, outdir, sanitize=False):
         lines = [l.strip() for l in open(log, errors="replace") if l.strip()]
         cud = " | ".join(lines[-4:])[-600:]
     tail = " ".join(err.strip().splitlines()[-3:])[-400:] if rc != 0 else ""
-    return rc, last, cud, tail, out + err
+    chose = [l.split("cuDNN runs ", 1)[1] for l in err.splitlines() if "cuDNN runs " in l]
+    return rc, last, cud, tail, out + err, chose
+
+
+def lost_device(rc, last):
+    """Whether the case lost its device: the child died, or nuvec failed its GPU work (an
+    illegal address in cuDNN's kernels loses the device without killing the process)."""
+    return rc != 0 or "GPU work failed" in last or "HRX_E_DEVICE_LOST" in last
 
 
 def main():
@@ -74,14 +84,15 @@ def main():
         names = [c["name"] for c in t.CUDNN] + ["bench"]
     lost = None
     for n in names:
-        rc, last, cud, tail, _ = run_case(n, outdir)
+        rc, last, cud, tail, _, chose = run_case(n, outdir)
         print(f"PROBE {n}: rc={rc} {last} {('stderr: ' + tail) if tail else ''}"
+              f"{(' engine: ' + '; '.join(chose)[-300:]) if chose else ''}"
               f"{(' cudnn: ' + cud) if cud and (rc != 0 or not last.startswith('OK')) else ''}",
               flush=True)
-        if rc != 0 and lost is None:
+        if lost_device(rc, last) and lost is None:
             lost = n
     if sanitize and lost is not None:
-        rc, last, cud, tail, text = run_case(lost, outdir, sanitize=True)
+        rc, last, cud, tail, text, _ = run_case(lost, outdir, sanitize=True)
         keep = [l for l in text.splitlines() if "=========" in l][:60]
         print(f"SANITIZE {lost}: rc={rc}")
         for l in keep:
