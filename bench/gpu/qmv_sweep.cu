@@ -11,6 +11,9 @@
  *   lib          quantize_gemv.cu's qmv_kernel, launched as quantize.c launches it
  *                (NV__GPU_QMV_WARPS warps a block, nv__gpu_qmv_rows_per_warp rows a warp, one
  *                block per group of rows: a single wave);
+ *   lib.v2       M = 1: quantize_gemv.cu's qmv_v2_kernel (NUVEC_QMV_V2=1), launched as
+ *                quantize.c launches it: xreg.k4.r4.pf's design for any K up to 16384 (K / 1024
+ *                warps a block; 2 rows a set for 8-bit codes);
  *   libwW        the same product (qmv_product) with W warps a block (1, 2 or 8): fewer or
  *                more rows a block, the same bytes in flight a lane;
  *   xreg.kKW.rRS[.pf]   M = 1: a block of KW warps splits K (each lane owns one 32-element
@@ -275,14 +278,16 @@ __global__ void __launch_bounds__(KW * 32)
   float acc[RS];
   for (int it = 0;; it += 2) {
     int64_t next = set + gridDim.x;
-    if (PF && next < sets) xreg_load<BITS, J, RS>(Bn, w, scales, biases, next, lane, warp, KW, gshift, p);
+    if (PF && next < sets)
+      xreg_load<BITS, J, RS>(Bn, w, scales, biases, next, lane, warp, KW, gshift, p);
     xreg_compute<BITS, J, RS, FAC>(A, xf, xsum, magic, acc);
     xreg_store<KW, RS>(out, acc, set, it, lane, warp, red, p.N);
     if (next >= sets) break;
     set = next;
     next = set + gridDim.x;
     if (PF) {
-      if (next < sets) xreg_load<BITS, J, RS>(A, w, scales, biases, next, lane, warp, KW, gshift, p);
+      if (next < sets)
+        xreg_load<BITS, J, RS>(A, w, scales, biases, next, lane, warp, KW, gshift, p);
       xreg_compute<BITS, J, RS, FAC>(Bn, xf, xsum, magic, acc);
     } else {
       xreg_load<BITS, J, RS>(A, w, scales, biases, set, lane, warp, KW, gshift, p);
@@ -512,7 +517,8 @@ static void add_xsm(std::vector<Cand> &v, const Shape &s) {
   if (s.M > MT) return;
   const void *f = (const void *)qs::k_xsm<BITS, MT, L, UNR, T>;
   const size_t smem = (size_t)s.M * s.K * sizeof(T);
-  if (smem > 48 * 1024) CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  if (smem > 48 * 1024)
+    CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int rpb = 4 * (32 / L); /* 4 warps */
   const int grid = std::min((s.N + rpb - 1) / rpb, occupancy(f, 128, smem) * sm_count);
   std::string n = "xsm.l" + std::to_string(L) + ".u" + std::to_string(UNR) +
@@ -525,6 +531,13 @@ template <int BITS> static std::vector<Cand> candidates(const Shape &s) {
   const int rows = nv__gpu_qmv_rows_per_warp(s.M, s.bits) * NV__GPU_QMV_WARPS;
   v.push_back({"lib", nv__gpu_kernel_qmv(DT_BF16, NV__QMODE_AFFINE, s.bits, s.M),
                32 * NV__GPU_QMV_WARPS, (s.N + rows - 1) / rows, 0, true});
+  if (s.M == 1) {
+    /* The library's split-K kernel (NUVEC_QMV_V2=1), launched as quantize.c's qmv_v2_shape. */
+    const int64_t warps = (s.K / 32 + 31) / 32, sets = (s.N + 3) / 4;
+    const int64_t fill = (int64_t)sm_count * std::max<int64_t>(1, 16 / warps);
+    v.push_back({"lib.v2", nv__gpu_kernel_qmv_v2(DT_BF16, s.bits, 0), (int)(32 * warps),
+                 (int)std::min(sets, fill), 0, true});
+  }
   if (s.M == 1) add_libw<1, BITS>(v, s);
   else if (s.M <= 4) add_libw<4, BITS>(v, s);
   else add_libw<8, BITS>(v, s);
@@ -745,7 +758,8 @@ int main(int argc, char **argv) {
         uint32_t *w = d.w + copy * d.wwords;
         void *sc = d.s + copy * d.groups, *bi = d.b + copy * d.groups;
         void *args[] = {&out, &x, &w, &sc, &bi, &p};
-        CK(cudaLaunchKernel(c.func, dim3((unsigned)c.grid), dim3((unsigned)c.block), args, c.smem, s));
+        CK(cudaLaunchKernel(c.func, dim3((unsigned)c.grid), dim3((unsigned)c.block), args, c.smem,
+                            s));
       };
       CK(cudaMemsetAsync(d.out, 0xff, got.size() * 2, st));
       launch(st, 0);
@@ -771,7 +785,9 @@ int main(int argc, char **argv) {
       const bool ok = bad == 0 && maxerr <= 8e-3 && (far == 0 || !c.exact);
       char verdict[96];
       if (ok) snprintf(verdict, sizeof verdict, "ok%s", far ? "(differs from lib)" : "");
-      else snprintf(verdict, sizeof verdict, "FAIL(nonfinite=%lld, far_from_lib=%lld)", (long long)bad, (long long)far);
+      else
+        snprintf(verdict, sizeof verdict, "FAIL(nonfinite=%lld, far_from_lib=%lld)",
+                 (long long)bad, (long long)far);
       const Times t = time_it(launch, d.nc, st, ev);
       printf("SWEEP %s %s %.2f %.3f %.3g %s ev=%.2f hot=%.2f\n", sh.name, c.name.c_str(), t.graph,
              packed / t.graph / 1e6, maxerr, verdict, t.ev, t.hot);
@@ -784,7 +800,8 @@ int main(int argc, char **argv) {
       uint8_t *dst;
       CK(cudaMalloc(&dst, d.nc * packed));
       auto copy = [&](cudaStream_t s, int64_t c) {
-        CK(cudaMemcpyAsync(dst + c * packed, d.w + c * d.wwords, packed, cudaMemcpyDeviceToDevice, s));
+        CK(cudaMemcpyAsync(dst + c * packed, d.w + c * d.wwords, packed,
+                           cudaMemcpyDeviceToDevice, s));
       };
       Times t = time_it(copy, d.nc - 1, st, ev);
       printf("SWEEP %s copy %.2f %.3f - ok ev=%.2f hot=%.2f\n", sh.name, t.graph,
