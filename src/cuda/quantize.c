@@ -4,7 +4,8 @@
  * quantize.cu's kernels; quantized_matmul picks the decode gemv for M <= 8 with a transposed w
  * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
  * float32, or its tensor-core one for 4-bit affine float16/bfloat16 products with K a multiple
- * of 128 where NUVEC_QMV_TC=1; quantize.cu's otherwise), the tiled kernel otherwise (the
+ * of 128 where NUVEC_QMV_TC=1, its split-K one for one row of x with affine 2-, 4- or 8-bit
+ * codes where NUVEC_QMV_V2=1; quantize.cu's otherwise), the tiled kernel otherwise (the
  * builder turns products of more than 32 rows per matrix on a GPU stream into dequantize +
  * matmul, so those do not reach it). */
 #include <cuda_runtime.h>
