@@ -26,6 +26,12 @@
  *                         is repaired) require it (an error where cuDNN is missing or cannot
  *                         run one); auto: cuDNN's fused attention where its graph finalizes,
  *                         else nuvec's kernel; default (or 0): nuvec's own kernels.
+ *   NUVEC_QMV_TC          1: the decode gemv of 4-bit affine float16/bfloat16 products takes
+ *                         the tensor-core kernel (src/cuda/quantize.c, read at each recording);
+ *                         default off (the streaming kernel).
+ *   NUVEC_QMV_V2          1: the decode gemv of one row of x with affine 2-, 4- or 8-bit codes
+ *                         takes the split-K kernel (src/cuda/quantize_gemv.cu, read once);
+ *                         default off until the GPU's sweep (bench/gpu/qmv_sweep.cu) measures it.
  *   NUVEC_RANK, NUVEC_HOSTFILE  (or MLX's MLX_RANK, MLX_HOSTFILE) this process's rank and the
  *                         ring's JSON hostfile (src/distributed/ring.c); default: none (no ring).
  *   NUVEC_DIST_TIMEOUT    seconds before a silent distributed peer is lost; default 60.

@@ -437,6 +437,234 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
   }
 }
 
+/* ---- The split-K decode gemv (NUVEC_QMV_V2=1): one row of x, affine 2-, 4- or 8-bit codes ----
+ * The streaming kernel above spends about nine instructions per weight at 4 bits: x is loaded
+ * and converted for every weight, and each shift-free code takes an and and an or (a lop3
+ * holds one 32-bit immediate, so the compiler splits (q & mask) | 2^23). Here a block of KW =
+ * ceil(K / 1024) warps splits K: lane l of warp v owns unit 32 v + l of every row (32 elements,
+ * one 16-, 8- or 4-byte load), so its 32 elements of x are converted to float32 once per
+ * product and held in registers, and the and-or is one lop3 with 2^23 in a register: four
+ * instructions a weight (lop3, the subtraction of 2^23, the dequantizing fma, the product's
+ * fma), the same arithmetic as qmv_product's (each weight fma(c * 2^o, s * 2^-o, b), then
+ * times x, summed in float32; only the order of the sums differs). The grid is persistent
+ * over the rows: grid.x blocks walk sets of 4 rows (2 for 8-bit codes), each set's weights,
+ * scales and biases loaded before the previous set is computed; a set's sums leave each warp
+ * by a reduce-scatter of shuffles and meet across the KW warps in shared memory. grid.y walks
+ * the products (quantized_matmul's batches, gather_qmm's pairs). The weights' 16-byte loads of
+ * a warp are 512 contiguous bytes of one row. */
+/* Rows of w a set: 4, or 2 for 8-bit codes (registers: a lane holds two sets' words). */
+template <int BITS> struct v2_rows {
+  static constexpr int RS = BITS == 8 ? 2 : 4;
+};
+constexpr int V2_MAX_RS = 4;
+
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
+/* 2^23's bits in a register the compiler cannot fold back into an immediate. */
+__device__ __forceinline__ uint32_t magic_reg() {
+  uint32_t m;
+  asm volatile("mov.b32 %0, 0x4B000000;" : "=r"(m));
+  return m;
+}
+
+/* One lane's loads for a set: its unit of each of the set's V2_RS rows, with the unit's
+ * scale and bias (rows past N repeat row N - 1 and are not stored). */
+template <int BITS> struct v2_set {
+  static constexpr int RS = v2_rows<BITS>::RS;
+  uint32_t q[RS][BITS];
+  float s[RS], b[RS];
+};
+
+template <int BITS>
+__device__ __forceinline__ void v2_load(v2_set<BITS> &S, const uint32_t *w, const char *sb,
+                                        const char *bb, int64_t wb, int64_t set, int64_t u,
+                                        bool live, int gshift, int64_t ssz,
+                                        const nv__gpu_quant_params &p) {
+  constexpr int V2_RS = v2_rows<BITS>::RS;
+  if (!live) return; /* a lane past K's last unit: its sums stay zero */
+#pragma unroll
+  for (int r = 0; r < V2_RS; r++) {
+    const int64_t n = set * V2_RS + r, rr = wb * p.R + (n < p.N ? n : p.N - 1);
+    load_unit<BITS>(w + rr * p.words + u * BITS, S.q[r]);
+  }
+  const int64_t g = (u * UNIT) >> gshift;
+#pragma unroll
+  for (int r = 0; r < V2_RS; r++) {
+    const int64_t n = set * V2_RS + r, rr = wb * p.R + (n < p.N ? n : p.N - 1);
+    S.s[r] = load_scale(p.sdt, sb + (p.off[3] + rr * p.groups) * ssz, g);
+    S.b[r] = load_scale(p.sdt, bb + (p.off[4] + rr * p.groups) * ssz, g);
+  }
+}
+
+/* The set's V2_RS partial sums of this lane (zero for a lane past K). */
+template <int BITS, int V2_RS>
+__device__ __forceinline__ void v2_compute(const v2_set<BITS> &S, const float (&xf)[UNIT],
+                                           bool live, uint32_t magic, float (&acc)[V2_RS]) {
+#pragma unroll
+  for (int r = 0; r < V2_RS; r++) acc[r] = 0.0f;
+  if (!live) return;
+#pragma unroll
+  for (int r = 0; r < V2_RS; r++) {
+    float a = 0.0f;
+#pragma unroll
+    for (int k = 0; k < UNIT; k++) {
+      const int bit = k * BITS, wi = bit >> 5, o = bit & 15;
+      const uint32_t src = (bit & 16) ? S.q[r][wi] >> 16 : S.q[r][wi];
+      const float v = __uint_as_float(and_or(src, ((1u << BITS) - 1) << o, magic)) - 8388608.0f;
+      /* s * 2^-o: an exact power-of-two scaling, shared by the elements of one o. */
+      const float dq = __fmaf_rn(v, __fmul_rn(S.s[r], __uint_as_float((uint32_t)(127 - o) << 23)),
+                                 S.b[r]);
+      a = __fmaf_rn(dq, xf[k], a);
+    }
+    acc[r] = a;
+  }
+}
+
+/* V2_RS values a lane (one a row) summed over the warp: row lane / (32 / V2_RS)'s total (a
+ * reduce-scatter of V2_RS - 1 shuffles, then a butterfly over the lanes of one row). */
+template <int V2_RS> __device__ __forceinline__ float v2_reduce(float (&v)[V2_RS], int lane) {
+  int o = 16;
+#pragma unroll
+  for (int n = V2_RS; n > 1; n >>= 1, o >>= 1) {
+    const bool up = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < n / 2; i++) {
+      const float send = up ? v[i] : v[i + n / 2], keep = up ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  float s = v[0];
+#pragma unroll
+  for (; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+/* The set's totals to out (row n of the product at out[n]): each warp's in shared memory
+ * (double-buffered by the parity `it` of the block's set, so one barrier a set), summed by
+ * warp 0 in warp order. */
+template <class F, int V2_RS>
+__device__ __forceinline__ void v2_store(typename F::S *out, float (&acc)[V2_RS], int64_t set,
+                                         int it, int lane, int warp, int kw,
+                                         float (*red)[NV__GPU_QMV_V2_MAX_WARPS][V2_MAX_RS],
+                                         int64_t N) {
+  const float tot = v2_reduce<V2_RS>(acc, lane);
+  const int row = lane / (32 / V2_RS);
+  if (lane % (32 / V2_RS) == 0) red[it & 1][warp][row] = tot;
+  __syncthreads();
+  if (warp == 0 && lane < V2_RS && set * V2_RS + lane < N) {
+    float s = red[it & 1][0][lane];
+    for (int k = 1; k < kw; k++) s += red[it & 1][k][lane];
+    out[set * V2_RS + lane] = F::st(s);
+  }
+}
+
+/* One product of a block: x's row xrow times the rows of matrix wb of w, to out's row of N
+ * elements; the block walks sets blockIdx.x, blockIdx.x + gridDim.x, ... The caller
+ * guarantees K == UNIT * units with units <= 32 * blockDim.x / 32, and 16-byte aligned x and
+ * w. `it` counts the block's sets over its products (the shared buffers' parity). */
+template <class F, int BITS>
+__device__ __forceinline__ void v2_product(typename F::S *out, const typename F::S *xrow,
+                                           const uint32_t *w, const char *sb, const char *bb,
+                                           int64_t wb, const nv__gpu_quant_params &p,
+                                           float (*red)[NV__GPU_QMV_V2_MAX_WARPS][V2_MAX_RS],
+                                           int &it) {
+  constexpr int V2_RS = v2_rows<BITS>::RS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
+  const int64_t U = p.K / UNIT, u = (int64_t)warp * 32 + lane;
+  const bool live = u < U;
+  const int gshift = __ffs(p.group_size) - 1;
+  const int64_t ssz = dtype_size(p.sdt), sets = (p.N + V2_RS - 1) / V2_RS;
+  int64_t set = blockIdx.x;
+  if (set >= sets) return; /* the whole block */
+  v2_set<BITS> A, Bn;
+  v2_load<BITS>(A, w, sb, bb, wb, set, u, live, gshift, ssz, p);
+  float xf[UNIT];
+#pragma unroll
+  for (int k = 0; k < UNIT; k++) xf[k] = 0.0f;
+  if (live) {
+    constexpr int CHX = sizeof(typename F::S) == 4 ? 4 : 8; /* 16 bytes a load */
+#pragma unroll
+    for (int c = 0; c < UNIT / CHX; c++) load_x<F, CHX>(xrow + u * UNIT + CHX * c, xf + CHX * c);
+  }
+  const uint32_t magic = magic_reg();
+  float acc[V2_RS];
+  for (;;) {
+    int64_t next = set + gridDim.x;
+    if (next < sets) v2_load<BITS>(Bn, w, sb, bb, wb, next, u, live, gshift, ssz, p);
+    v2_compute<BITS, V2_RS>(A, xf, live, magic, acc);
+    v2_store<F, V2_RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
+    if (next >= sets) break;
+    set = next;
+    next = set + gridDim.x;
+    if (next < sets) v2_load<BITS>(A, w, sb, bb, wb, next, u, live, gshift, ssz, p);
+    v2_compute<BITS, V2_RS>(Bn, xf, live, magic, acc);
+    v2_store<F, V2_RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
+    if (next >= sets) break;
+    set = next;
+  }
+}
+
+/* quantized_matmul with one row of x (p.M == 1): product bt of grid.y's walk is x's batch bt
+ * times w's matrix bt (p.wbatch) or 0. */
+template <int DT, int BITS>
+__global__ void __launch_bounds__(NV__GPU_QMV_V2_MAX_WARPS * 32)
+    qmv_v2_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x, const uint32_t *w,
+                  const void *scales, const void *biases, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  __shared__ float red[2][NV__GPU_QMV_V2_MAX_WARPS][V2_MAX_RS];
+  out += p.off[0];
+  x += p.off[1];
+  w += p.off[2];
+  int it = 0;
+  for (int64_t bt = blockIdx.y; bt < p.B; bt += gridDim.y)
+    v2_product<F, BITS>(out + bt * p.N, x + bt * p.K, w, (const char *)scales,
+                        (const char *)biases, p.wbatch ? bt : 0, p, red, it);
+}
+
+/* gather_qmm with one row of x per pair (p.M == 1): pair l of grid.y's walk is x's batch
+ * lhs[l] times w's matrix rhs[l] (an index out of range raises the check record and skips
+ * the pair, as gather_qmv_kernel). */
+template <int DT, int BITS>
+__global__ void __launch_bounds__(NV__GPU_QMV_V2_MAX_WARPS * 32)
+    gather_qmv_v2_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x,
+                         const uint32_t *w, const void *scales, const void *biases,
+                         const int64_t *lhs, const int64_t *rhs, nv__gpu_quant_params p) {
+  typedef f32io<DT> F;
+  __shared__ float red[2][NV__GPU_QMV_V2_MAX_WARPS][V2_MAX_RS];
+  out += p.off[0];
+  x += p.off[1];
+  w += p.off[2];
+  lhs += p.off[5];
+  rhs += p.off[6];
+  int it = 0;
+  for (int64_t l = blockIdx.y; l < p.B; l += gridDim.y) {
+    int64_t xi, wi;
+    if (!wrap_index(__ldg(lhs + l), p.Bx, p.bad, &xi)) continue;
+    if (!wrap_index(__ldg(rhs + l), p.E, p.bad, &wi)) continue;
+    v2_product<F, BITS>(out + l * p.N, x + xi * p.K, w, (const char *)scales,
+                        (const char *)biases, wi, p, red, it);
+  }
+}
+
+template <int DT> const void *v2_for(int bits, bool gather) {
+  switch (bits) {
+    case 2:
+      return gather ? (const void *)gather_qmv_v2_kernel<DT, 2>
+                    : (const void *)qmv_v2_kernel<DT, 2>;
+    case 4:
+      return gather ? (const void *)gather_qmv_v2_kernel<DT, 4>
+                    : (const void *)qmv_v2_kernel<DT, 4>;
+    case 8:
+      return gather ? (const void *)gather_qmv_v2_kernel<DT, 8>
+                    : (const void *)qmv_v2_kernel<DT, 8>;
+    default: return nullptr;
+  }
+}
+
 /* ---- The tensor-core decode gemv: 4-bit affine codes, float16/bfloat16 x ----
  * The streaming kernel above spends about ten instructions per weight (unpack, convert,
  * scale, multiply, x's conversion), so at 4 bits it is bound by issue, not by memory. Here
@@ -698,6 +926,15 @@ const void *kernel_for_dtype(int dtype, int mode, int bits, bool gather, int64_t
 
 extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t m) {
   return kernel_for_dtype(dtype, mode, bits, false, m, 0);
+}
+
+extern "C" const void *nv__gpu_kernel_qmv_v2(int dtype, int bits, int gather) {
+  switch (dtype) {
+    case DT_F16: return v2_for<DT_F16>(bits, gather != 0);
+    case DT_BF16: return v2_for<DT_BF16>(bits, gather != 0);
+    case DT_F32: return v2_for<DT_F32>(bits, gather != 0);
+    default: return nullptr;
+  }
 }
 
 extern "C" const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size) {

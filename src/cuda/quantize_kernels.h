@@ -69,6 +69,15 @@ int nv__gpu_qmv_rows_per_warp(int64_t m, int bits);
 #define NV__GPU_QMV_TC_ROWS 16
 const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size);
 uint32_t nv__gpu_qmv_tc_static_smem(void);
+/* The split-K decode gemv for one row of x (quantize_gemv.cu, NUVEC_QMV_V2=1): x float16,
+ * bfloat16 or float32 (the output's dtype), affine codes of 2, 4 or 8 bits, else NULL.
+ * gather 0: quantized_matmul's (the ABI of nv__gpu_kernel_qmv, p.M == 1, grid.y walking the
+ * batches); 1: gather_qmm's by pair (that of nv__gpu_kernel_gather_qmv with runs 0). It needs
+ * K a multiple of 32 with K / 1024 (rounded up) warps a block, at most
+ * NV__GPU_QMV_V2_MAX_WARPS, x and the packed w 16-byte aligned; grid.x blocks (any number)
+ * walk the rows of w in sets of 4. */
+#define NV__GPU_QMV_V2_MAX_WARPS 16
+const void *nv__gpu_kernel_qmv_v2(int dtype, int bits, int gather);
 /* gather_qmm's streaming gemv (the same kernel indexed by pair), as nv__gpu_kernel_qmv.
  * runs == 0: grid.y walks the pairs, pair l being x[lhs[l]] (m rows) times w[rhs[l]]. runs
  * (4 or 8; x has one row per pair): grid.y walks chunks of `runs` consecutive pairs, each

@@ -3,13 +3,13 @@
 # GPU call that only benchmarks or profiles skips the ~2 minutes of building there:
 # `PREBUILT=1 bash tests/gpu/run.sh 11`. The archive carries a stamp of the sources it was built
 # from; run.sh refuses it for a tree whose sources differ.
-#   usage: bash tests/gpu/make_prebuilt.sh [targets, default "bench_gpu hrx_bench"]
+#   usage: bash tests/gpu/make_prebuilt.sh [targets, default "bench_gpu hrx_bench qmv_sweep"]
 # A target may also be a file under build/ (src/libnuvec.so.0: the library the ctypes tests load,
 # packed as src/libnuvec.so). The binaries share most of their bytes, so xz works with a window
 # that spans several of them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TARGETS=${1:-"bench_gpu hrx_bench"}
+TARGETS=${1:-"bench_gpu hrx_bench qmv_sweep"}
 cmake --build build -j2 --target $(for t in $TARGETS; do case $t in */*) echo nuvec_shared ;; *) echo $t ;; esac; done) >/dev/null
 W=$(mktemp -d)
 for t in $TARGETS; do

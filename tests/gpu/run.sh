@@ -11,7 +11,8 @@
 #   5. the benchmarks beside PyTorch (bench/gpu);
 #   6-11. the threads tests, charlm on both devices, the row-kernel and ops sweeps, ncu over
 #      chosen bench cases, the per-evaluation cost profile;
-#   12. cuDNN attention case by case (stages 6-12 run only when named).
+#   12. cuDNN attention case by case;
+#   13. the decode gemv's candidates (bench/gpu/qmv_sweep.cu) (stages 6-13 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 # REUSE=1: a call right after one that built (the machine still warm) takes that build when the
@@ -250,6 +251,16 @@ stage12() {
   note "12. cuDNN attention probe: rc=$? ($(( $(date +%s) - t )) s)"
   grep -E "^PROBE|^SANITIZE|^  " "$OUT/cudnn_probe.log" | cut -c1-700 | head -80 | tee -a "$SUM"
   tar czf "$OUT/cudnn_logs.tgz" -C /tmp cudnn_probe 2>/dev/null
+}
+
+stage13() {
+  # The quantized decode gemv's candidates (bench/gpu/qmv_sweep.cu): lib and new designs per
+  # shape against a copy of the same bytes, best per shape.
+  t=$(date +%s)
+  timeout 120 $B/bench/gpu/qmv_sweep >"$OUT/qmv_sweep.log" 2>&1
+  note "13. qmv_sweep: rc=$? ($(( $(date +%s) - t )) s)"
+  { grep -E "^BEST|FAIL|^device|^qmv_sweep" "$OUT/qmv_sweep.log"; grep -E "^SWEEP" "$OUT/qmv_sweep.log"
+    grep -E "^KINFO" "$OUT/qmv_sweep.log"; } | head -260 | tee -a "$SUM"
 }
 
 finish() {

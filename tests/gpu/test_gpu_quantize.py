@@ -3,7 +3,8 @@ dequantize in every mode, bits and group size (bit for bit: both run src/ops/qua
 arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
 values; quantized_matmul through the decode gemvs (M <= 8, transposed: the tensor-core one of
 src/cuda/quantize_gemv.cu for 4-bit affine float16/bfloat16 with K a multiple of 128, its
-streaming one for K a multiple of 32, its element-by-element loop for unaligned views,
+streaming one for K a multiple of 32, its split-K one under NUVEC_QMV_V2=1 (in a child
+process), its element-by-element loop for unaligned views,
 quantize.cu's for other K), the tiled kernel
 (up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
 product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
@@ -416,6 +417,78 @@ def test_gather_qmm_empty_and_out_of_range(nv, rng):
             with On(device):
                 with pytest.raises(NuvecError, match="gather_qmm: " + bad):
                     nv.read(make(sorted_))
+
+
+# ---- the split-K decode gemv (NUVEC_QMV_V2=1, read once per process: a child runs it) ----
+# quantize_gemv.cu's qmv_v2_kernel and gather_qmv_v2_kernel take one row of x, affine 2-, 4- and
+# 8-bit codes, K a multiple of 32 up to 16384 (K / 1024 warps a block): K of one unit (31 idle
+# lanes; group size 32 only), of exactly one warp, of a partial last warp, at the limit of 16 warps and past it (the
+# streaming kernel again); N below a set of rows, not a multiple of one, and many sets per
+# block (the persistent walk, double-buffered); batched x and batched w; scales in float32;
+# gather_qmm by pair (unsorted, sorted with fewer pairs than matrices, negative indices) and its
+# index errors.
+V2_DECODE = [
+    ((1, 32), 5, 32, ()),
+    ((1, 1024), 37, 1024, ()),
+    ((1, 4224), 1, 4224, ()),
+    ((1, 16384), 9, 16384, ()),
+    ((1, 16512), 6, 16512, ()),
+    ((3, 1, 256), 8200, 256, ()),
+    ((2, 1, 1280), 6, 1280, (2,)),
+]
+V2_MODES = [("affine", 64, 4), ("affine", 32, 2), ("affine", 128, 8), ("affine", 32, 4),
+            ("affine", 64, 8)]
+V2_DECODE_CASES = [c + m + (d,) for c in V2_DECODE for m in V2_MODES for d in DTYPES
+                   if c[2] % m[1] == 0]
+V2_GATHER = [
+    ((1, 1, 4224), 4, 37, 4224, None, [[2, 0, 2, 3]], False),
+    ((6, 1, 1024), 5, 13, 1024, [0, 1, 2, 3, 4, 5, 5], [4, 0, 4, 1, 0, 2, -1], False),
+    ((3, 1, 512), 8, 9, 512, [2, -1, 0], [5, 1, 7], True),
+]
+
+
+def v2_child():
+    """Every V2 case against the CPU (run with NUVEC_QMV_V2=1 by test_decode_split_k); prints
+    the number of cases checked."""
+    rng = np.random.default_rng(int(os.environ.get("NUVEC_TEST_SEED", "1")) + 19)
+    n = 0
+    with Session() as nv:
+        for xshape, N, K, wb, mode, gs, bits, dtype in V2_DECODE_CASES:
+            decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
+            n += 1
+        for sdtype in ("float32", "float16"):
+            decode_check(nv, rng, (1, 2048), 29, 2048, (), "affine", 64, 4, "bfloat16",
+                         sdtype=sdtype)
+            n += 1
+        for xshape, E, N, K, li, ri, sorted_ in V2_GATHER:
+            for mode, gs, bits in V2_MODES[:3]:
+                for dtype in DTYPES:
+                    make = gather_make(nv, rng, xshape, E, N, K, li, ri, mode, gs, bits, dtype)
+                    gather_compare(nv, lambda: make(sorted_), dtype)
+                    n += 1
+        for li, ri, bad in [([0, 1], [0, 9], "index 9 is out of range for an axis of size 4"),
+                            ([0, -3], [0, 1], "index -3 is out of range for an axis of size 2")]:
+            make = gather_make(nv, rng, (2, 1, 256), 4, 8, 256, li, ri, "affine", 64, 4,
+                               "float32")
+            with On("gpu"):
+                with pytest.raises(NuvecError, match="gather_qmm: " + bad):
+                    nv.read(make(False))
+            n += 1
+    print(n)
+
+
+def test_decode_split_k():
+    """The V2 cases in a child process with NUVEC_QMV_V2=1 (the library reads it once)."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); import test_gpu_quantize as t; t.v2_child()"
+    env = dict(os.environ, NUVEC_QMV_V2="1", NUVEC_DEFAULT_DEVICE="gpu")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)
+    want = len(V2_DECODE_CASES) + 2 + len(V2_GATHER) * 3 * len(DTYPES) + 2
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert p.stdout.strip().splitlines()[-1] == str(want), p.stdout[-2000:]
 
 
 # ---- block_masked_mm (composed of repeat, slice, where / multiply and matmul) ----
