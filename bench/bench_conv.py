@@ -1,19 +1,17 @@
-"""Convolutions on the CPU beside MLX's CPU build (where it installs) and NumPy: conv2d of a
+"""Convolutions on the CPU beside MLX's CPU build and PyTorch (where they install) and NumPy, each
+library (nuvec too) in a process of its own (bench/README.md): conv2d of a
 ResNet layer (8 × 56 × 56 × 64, 3 × 3 × 64, padding 1), a strided one (stride 2, 128 out
 channels), a depthwise 3 × 3 one (groups = channels) and a 1-D one, float32, channels last,
 through the Python module (graph building and evaluation included). NumPy has no
 convolution: its peer is the direct loop over the kernel's taps, each a tensordot of the
-shifted input with the tap's weights (the usual NumPy formulation). Ratios are peer time /
+shifted input with the tap's weights (the usual NumPy formulation). PyTorch gets the same
+channels-last memory as NCHW views (its channels_last layout). Ratios are peer time /
 nuvec time (> 1: nuvec faster)."""
 import os
-import sys
 
 import numpy as np
 
-from benchlib import BUILD, median_time, mlx_core, report
-
-sys.path.insert(0, os.path.join(BUILD, "python"))
-import nuvec as nv  # noqa: E402
+from benchlib import compare, median_time, mlx_core, nuvec_module, serve_peer, torch_cpu
 
 # (case, x shape, w shape, stride, padding, groups, repeats)
 CASES = [
@@ -47,29 +45,44 @@ def numpy_conv(x, w, stride, pad, groups):
     return out
 
 
-def main():
-    mx = mlx_core()
+PEERS = ["numpy", "mlx", "torch"]
+
+
+def case_fn(peer, lib, x, w, stride, pad, groups):
+    """The case's function for one library (lib: its module; None for NumPy)."""
+    if peer == "numpy":
+        return lambda: numpy_conv(x, w, stride, pad, groups)
+    if peer == "torch":
+        perm = (0, 2, 1) if x.ndim == 3 else (0, 3, 1, 2)
+        tx, tw = lib.from_numpy(x).permute(perm), lib.from_numpy(w).permute(perm)
+        f = lib.nn.functional.conv1d if x.ndim == 3 else lib.nn.functional.conv2d
+        return lambda: f(tx, tw, stride=stride, padding=pad, groups=groups)
+    a, b = lib.array(x), lib.array(w)
+    lib.eval(a, b)
+    f = lib.conv1d if x.ndim == 3 else lib.conv2d
+    return lambda: lib.eval(f(a, b, stride, pad, 1, groups))
+
+
+def peer_times(peer, cases):
+    """{case: seconds} of one library, in its own process (benchlib.serve_peer)."""
+    lib = {"numpy": np, "mlx": mlx_core, "torch": torch_cpu, "nuvec": nuvec_module}[peer]
+    lib = lib if peer == "numpy" else lib()
+    if lib is None:
+        return None
     rng = np.random.default_rng(0)
-    rows = []
+    out = {}
     for name, xs, ws, stride, pad, groups, rep in CASES:
         x = rng.standard_normal(xs).astype(np.float32)
         w = (rng.standard_normal(ws) * 0.1).astype(np.float32)
-        f = nv.conv1d if len(xs) == 3 else nv.conv2d
-        a, b = nv.array(x), nv.array(w)
-        nv.eval(a, b)
-        t = median_time(lambda: nv.eval(f(a, b, stride, pad, 1, groups)), repeat=rep)
-        peers = {"numpy": median_time(lambda: numpy_conv(x, w, stride, pad, groups),
-                                      repeat=max(1, rep // 2))}
-        if mx is not None:
-            g = mx.conv1d if len(xs) == 3 else mx.conv2d
-            ma, mb = mx.array(x), mx.array(w)
-            mx.eval(ma, mb)
-            peers["mlx"] = median_time(lambda: mx.eval(g(ma, mb, stride, pad, 1, groups)),
-                                       repeat=rep)
-        rows.append((name, t, peers))
-    report("convolutions, float32 channels last (ratio = peer time / nuvec time)", rows,
-           ["numpy", "mlx"])
+        if cases and name not in cases:
+            continue
+        fn = case_fn(peer, lib, x, w, stride, pad, groups)
+        out[name] = median_time(fn, repeat=max(1, rep // 2) if peer == "numpy" else rep)
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        compare(os.path.abspath(__file__),
+                "convolutions, float32 channels last (ratio = peer time / nuvec time)",
+                [c[0] for c in CASES], PEERS)

@@ -1,21 +1,19 @@
 """paged_attention on the CPU beside NumPy's composition of the same op (the keys gathered
-through the block table, then softmax(q kᵀ) v) and MLX's CPU SDPA over the same keys laid out
-contiguously (MLX has no paged attention; its row needs no gather): a decode step of 8
-sequences x 32 heads x 1024 keys of 128 float32 features in blocks of 16, and a chunk of 64
-prefill tokens of one sequence over 2048 keys. Ratios are peer time / nuvec time (> 1: nuvec
-faster)."""
+through the block table, then softmax(q kᵀ) v), and MLX's CPU SDPA and PyTorch's
+F.scaled_dot_product_attention over the same keys laid out contiguously (neither has paged
+attention; their rows need no gather), each library (nuvec too) in a process of its own
+(bench/README.md): a decode step of 8 sequences x 32 heads x 1024 keys of 128 float32 features
+in blocks of 16, and a chunk of 64 prefill tokens of one sequence over 2048 keys. Ratios are
+peer time / nuvec time (> 1: nuvec faster)."""
 import os
-import sys
 
 import numpy as np
 
-from benchlib import median_time, mlx_core, report
+from benchlib import compare, median_time, mlx_core, nuvec_module, serve_peer, torch_cpu
 
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.environ.get("NUVEC_BUILD", os.path.join(_here, "..", "build")),
-                                "python"))
-import nuvec as nv  # noqa: E402
-import nuvec.fast  # noqa: E402,F401
+SHAPES = [("paged_decode_s8h32L1024d128_f32", (8, 1, 32, 1024, 128, 16)),
+          ("paged_chunk64_h32L2048d128_f32", (1, 64, 32, 2048, 128, 16))]
+PEERS = ["numpy", "mlx", "torch"]
 
 
 def case(rng, S, c, H, L, D, BS):
@@ -28,17 +26,12 @@ def case(rng, S, c, H, L, D, BS):
     return q, kp, vp, tables, np.full(S, L, np.int32)
 
 
-def main():
-    rng = np.random.default_rng(0)
-    mx = mlx_core()
-    rows = []
-    shapes = [("paged_decode_s8h32L1024d128_f32", (8, 1, 32, 1024, 128, 16)),
-              ("paged_chunk64_h32L2048d128_f32", (1, 64, 32, 2048, 128, 16))]
-    for name, (S, c, H, L, D, BS) in shapes:
-        q, kp, vp, tables, lens = case(rng, S, c, H, L, D, BS)
-        scale = D ** -0.5
-        j = np.arange(L)
-        slots = tables[:, j // BS] * BS + j % BS  # [S, L]
+def runner(peer, lib, shape, q, kp, vp, tables, lens):
+    S, c, H, L, D, BS = shape
+    scale = D ** -0.5
+    j = np.arange(L)
+    slots = tables[:, j // BS] * BS + j % BS  # [S, L]
+    if peer == "numpy":
         keep = j[None, :] <= (L - c + np.arange(c))[:, None]  # [c, L]
 
         def np_paged():
@@ -49,22 +42,43 @@ def main():
             e = np.exp(s - s.max(-1, keepdims=True))
             return (e / e.sum(-1, keepdims=True)) @ v
 
-        peers = {"numpy": median_time(np_paged, repeat=5)}
-        if mx is not None:
-            kc = kp.reshape(-1, H, D)[slots].transpose(0, 2, 1, 3)
-            vc = vp.reshape(-1, H, D)[slots].transpose(0, 2, 1, 3)
-            qm = mx.array(q.reshape(S, c, H, D).transpose(0, 2, 1, 3))
-            km, vm = mx.array(kc), mx.array(vc)
-            mx.eval(qm, km, vm)
-            mask = "causal" if c > 1 else None
-            peers["mlx"] = median_time(lambda: mx.eval(mx.fast.scaled_dot_product_attention(
-                qm, km, vm, scale=scale, mask=mask)), repeat=5)
-        args = [nv.array(x) for x in (q, kp, vp, tables, lens)]
-        nv.eval(*args)
-        t = median_time(lambda: nv.eval(nv.fast.paged_attention(*args, scale)), repeat=5)
-        rows.append((name, t, peers))
-    report("paged attention (ratio = peer time / nuvec time)", rows, ["numpy", "mlx"])
+        return np_paged
+    if peer == "nuvec":
+        args = [lib.array(x) for x in (q, kp, vp, tables, lens)]
+        lib.eval(*args)
+        return lambda: lib.eval(lib.fast.paged_attention(*args, scale))
+    qc = np.ascontiguousarray(q.reshape(S, c, H, D).transpose(0, 2, 1, 3))
+    kc = np.ascontiguousarray(kp.reshape(-1, H, D)[slots].transpose(0, 2, 1, 3))
+    vc = np.ascontiguousarray(vp.reshape(-1, H, D)[slots].transpose(0, 2, 1, 3))
+    if peer == "torch":
+        tq, tk, tv = (lib.from_numpy(x) for x in (qc, kc, vc))
+        mask = None
+        if c > 1:  # the chunk's queries are the last c positions: bottom-right causal
+            mask = lib.from_numpy(j[None, :] <= (L - c + np.arange(c))[:, None])
+        return lambda: lib.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask,
+                                                                      scale=scale)
+    qm, km, vm = lib.array(qc), lib.array(kc), lib.array(vc)
+    lib.eval(qm, km, vm)
+    mask = "causal" if c > 1 else None
+    return lambda: lib.eval(lib.fast.scaled_dot_product_attention(qm, km, vm, scale=scale,
+                                                                  mask=mask))
+
+
+def peer_times(peer, cases):
+    """{case: seconds} of one library, in its own process (benchlib.serve_peer)."""
+    lib = {"numpy": lambda: np, "mlx": mlx_core, "torch": torch_cpu, "nuvec": nuvec_module}[peer]()
+    if lib is None:
+        return None
+    rng = np.random.default_rng(0)
+    out = {}
+    for name, shape in SHAPES:
+        data = case(rng, *shape)
+        if not cases or name in cases:
+            out[name] = median_time(runner(peer, lib, shape, *data), repeat=5)
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        compare(os.path.abspath(__file__), "paged attention (ratio = peer time / nuvec time)",
+                [s[0] for s in SHAPES], PEERS)

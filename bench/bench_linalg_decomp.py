@@ -1,17 +1,16 @@
-"""The decompositions (nuvec.linalg) beside numpy.linalg and MLX's CPU build (where it installs):
-cholesky, inv, solve, qr, svd, eigh, eig and det at 512 and a batch of 256 × 16×16, float32
-and float64. Ratios are peer time / nuvec time (> 1: nuvec faster; the issue wants ≥ 1 against
-NumPy)."""
+"""The decompositions (nuvec.linalg) beside numpy.linalg, MLX's CPU build and torch.linalg (where
+they install), each library (nuvec too) in a process of its own (bench/README.md): cholesky,
+inv, solve, qr, svd, eigh, eig and det at 512 and a batch of 256 × 16×16, float32 and float64.
+Ratios are peer time / nuvec time (> 1: nuvec faster; the issue wants ≥ 1 against NumPy)."""
 import os
-import sys
 
 import numpy as np
 
-from benchlib import median_time, mlx_core, report
+from benchlib import compare, median_time, mlx_core, nuvec_module, serve_peer, torch_cpu
 
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.environ.get("NUVEC_BUILD", os.path.join(_here, "..", "build")), "python"))
-import nuvec as nv  # noqa: E402
+SIZES = [((), 512, np.float32), ((), 512, np.float64), ((256,), 16, np.float32)]
+OPS = ["cholesky", "inv", "qr", "svd", "eigh", "eig", "det", "solve"]
+PEERS = ["numpy", "mlx", "torch"]
 
 
 def inputs(batch, n, dtype):
@@ -19,6 +18,10 @@ def inputs(batch, n, dtype):
     a = rng.standard_normal(batch + (n, n)).astype(dtype)
     spd = (a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).astype(dtype)
     return a + n * np.eye(n, dtype=dtype), spd
+
+
+def tag(batch, n, dtype):
+    return f"{'x'.join(map(str, batch)) + 'x' if batch else ''}{n}_{np.dtype(dtype).name}"
 
 
 def cases(a, spd, lib):
@@ -30,31 +33,50 @@ def cases(a, spd, lib):
     }
 
 
-def main():
-    mx = mlx_core()
-    rows = []
-    for batch, n, dtype in [((), 512, np.float32), ((), 512, np.float64), ((256,), 16, np.float32)]:
-        a, spd = inputs(batch, n, dtype)
-        tag = f"{'x'.join(map(str, batch)) + 'x' if batch else ''}{n}_{np.dtype(dtype).name}"
-        na, ns = nv.array(a), nv.array(spd)
-        nv.eval(na, ns)
-        npc = cases(a, spd, np)
-        for op, (f, x) in cases(na, ns, nv).items():
-            peers = {}
-            nf, nx = npc[op]
-            peers["numpy"] = median_time(lambda: nf(nx), repeat=5)
-            if mx is not None and op != "det":
-                try:
-                    mf, mxx = cases(mx.array(a), mx.array(spd), mx)[op]
-                    run = lambda: mx.eval(mf(mxx, stream=mx.cpu))
-                    run()
-                    peers["mlx"] = median_time(run, repeat=5)
-                except Exception:
-                    pass
-            t = median_time(lambda: nv.eval(f(x)), repeat=5)
-            rows.append((f"{op}_{tag}", t, peers))
-    report("decompositions (ratio = peer time / nuvec time)", rows, ["numpy", "mlx"])
+def runner(peer, lib, a, spd, op):
+    """The case's function for one library, or None where the library lacks it (MLX: det, and
+    what its CPU build refuses)."""
+    if peer == "numpy":
+        f, x = cases(a, spd, np)[op]
+        return lambda: f(x)
+    if peer == "torch":
+        f, x = cases(lib.from_numpy(a), lib.from_numpy(spd), lib)[op]
+        return lambda: f(x)
+    if peer == "mlx":
+        if op == "det":
+            return None
+        try:
+            f, x = cases(lib.array(a), lib.array(spd), lib)[op]
+            run = lambda: lib.eval(f(x, stream=lib.cpu))  # noqa: E731
+            run()
+            return run
+        except Exception:
+            return None
+    na, ns = lib.array(a), lib.array(spd)
+    lib.eval(na, ns)
+    f, x = cases(na, ns, lib)[op]
+    return lambda: lib.eval(f(x))
+
+
+def peer_times(peer, selected):
+    """{case: seconds} of one library, in its own process (benchlib.serve_peer)."""
+    lib = {"numpy": lambda: np, "mlx": mlx_core, "torch": torch_cpu, "nuvec": nuvec_module}[peer]()
+    if lib is None:
+        return None
+    out = {}
+    for size in SIZES:
+        a, spd = inputs(*size)
+        for op in OPS:
+            name = f"{op}_{tag(*size)}"
+            if selected and name not in selected:
+                continue
+            fn = runner(peer, lib, a, spd, op)
+            if fn is not None:
+                out[name] = median_time(fn, repeat=5)
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        compare(os.path.abspath(__file__), "decompositions (ratio = peer time / nuvec time)",
+                [f"{op}_{tag(*s)}" for s in SIZES for op in OPS], PEERS)

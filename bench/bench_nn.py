@@ -1,12 +1,17 @@
-"""src/nn beside MLX's CPU build (mlx.optimizers) and NumPy re-implementations of the same
-formulas, in one run: an AdamW and an SGD-with-momentum step (update, then evaluate the new
+"""src/nn beside MLX's CPU build (mlx.optimizers), PyTorch (torch.optim, clip_grad_norm_) and
+NumPy re-implementations of the same formulas, each peer in a process of its own
+(bench/README.md): an AdamW and an SGD-with-momentum step (update, then evaluate the new
 parameters and the state) and clip_grad_norm, on four 512x512 weights with biases (1M
 parameters) and on 100 small parameters (per-call overhead)."""
+import os
+
 import numpy as np
 
-from benchlib import median_time, mlx_core, report, run_c
+from benchlib import median_time, peer_case_fns, peer_results, report, run_c, serve_peer
 
 SETS = {"4x512x512": (4, 512, 512), "100x64": (100, 1, 64)}
+NAMES = ["adamw_step", "sgd_momentum_step", "clip_grad_norm"]
+PEERS = ["numpy", "mlx", "torch"]
 
 
 def arrays(n, rows, cols):
@@ -70,24 +75,39 @@ def mlx_cases(mx, p, gr):
     return (stepper(optim.AdamW(1e-3)), stepper(optim.SGD(1e-2, momentum=0.9)), clip)
 
 
-def main():
-    c = run_c("bench_nn")
-    mx = mlx_core()
-    rows = []
+def torch_cases(torch, p, gr):
+    params = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in p.items()}
+    for k, v in params.items():
+        v.grad = torch.from_numpy(gr[k].copy())
+    ps = list(params.values())
+    adamw = torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01)
+    sgd = torch.optim.SGD(ps, lr=1e-2, momentum=0.9)
+    return (adamw.step, sgd.step, lambda: torch.nn.utils.clip_grad_norm_(ps, 0.5))
+
+
+def peer_times(peer, cases):
+    """{case: seconds} of one peer, in its own process (benchlib.serve_peer)."""
+    out = {}
     for suffix, dims in SETS.items():
         p, gr = arrays(*dims)
-        npc = numpy_cases(dict(p), gr)
-        mxc = mlx_cases(mx, p, gr) if mx else (None, None, None)
-        for i, name in enumerate(["adamw_step", "sgd_momentum_step", "clip_grad_norm"]):
+        fns = peer_case_fns(peer, (dict(p), gr), numpy_cases, mlx_cases, torch_cases)
+        if fns is None:
+            return None
+        for name, fn in zip(NAMES, fns):
             case = f"{name}_{suffix}"
-            if case not in c:
-                continue
-            peers = {"numpy": median_time(npc[i], repeat=15, warmup=3)}
-            if mxc[i]:
-                peers["mlx"] = median_time(mxc[i], repeat=15, warmup=3)
-            rows.append((case, c[case], peers))
-    report("nn: optimizer steps and clip_grad_norm (float32)", rows, ["numpy", "mlx"])
+            if not cases or case in cases:
+                out[case] = median_time(fn, repeat=15, warmup=3)
+    return out
+
+
+def main():
+    c = run_c("bench_nn")
+    peers = peer_results(os.path.abspath(__file__), PEERS)
+    rows = [(f"{n}_{s}", c[f"{n}_{s}"], {p: t[f"{n}_{s}"] for p, t in peers.items() if f"{n}_{s}" in t})
+            for s in SETS for n in NAMES if f"{n}_{s}" in c]
+    report("nn: optimizer steps and clip_grad_norm (float32)", rows, PEERS)
 
 
 if __name__ == "__main__":
-    main()
+    if not serve_peer(peer_times):
+        main()

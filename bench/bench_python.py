@@ -1,98 +1,83 @@
 #!/usr/bin/env python3
-"""nuvec's Python module beside MLX (mlx.core, CPU) and NumPy in the same run.
+"""nuvec's Python module beside MLX (mlx.core, CPU), NumPy and PyTorch (where they install), each
+library in a process of its own (bench/README.md).
 
 Rows: the tiny-op chain (x = x*0.5 + 1, 1000 times on 1024 float32, then one eval), x*y+z on
-2^24 float32, softmax over 4096x4096 float32 (when nuvec has softmax), matmul 1024^3 float32.
-Each time is the median of several runs after a warm-up; the ratios are the peer's time over
-nuvec's (above 1: nuvec is faster). Run: python3 bench/bench_python.py (after make), or through make bench.
+2^24 float32, softmax over 4096x4096 float32, matmul 1024^3 float32. Each time is the median of
+several runs after a warm-up; the ratios are the peer's time over nuvec's (above 1: nuvec is
+faster). Run: python3 bench/bench_python.py (after make), or through make bench.
 """
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
-# The module built by `make` (NUVEC_BUILD, as bench/run_all.sh sets it), unless one is installed.
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.environ.get("NUVEC_BUILD", os.path.join(_here, "..", "build")), "python"))
-import nuvec as nv  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import compare, median_time, peer_case_fns, serve_peer  # noqa: E402
 
-try:
-    import mlx.core as mx
-except ImportError:
-    mx = None
+CASES = ["tiny-op chain 1000x (1024 f32)", "x*y+z (2^24 f32)", "softmax 4096^2 f32",
+         "matmul 1024^3 f32"]
+REPEAT = dict(zip(CASES, [7, 7, 5, 7]))
+PEERS = ["mlx", "numpy", "torch"]
 
 
-def timeit(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def inputs():
+    rng = np.random.default_rng(0)
+    big = [rng.standard_normal(1 << 24).astype(np.float32) for _ in range(3)]
+    s = rng.standard_normal((4096, 4096)).astype(np.float32)
+    a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    return big, s, a, b
 
 
-def chain(m, n=1000):
-    def run():
+def lazy_cases(m, big, s, a, b):
+    """nuvec's and MLX's rows (the same API)."""
+    def chain():
         x = m.ones((1024,), dtype=m.float32)
-        for _ in range(n):
+        for _ in range(1000):
             x = x * 0.5 + 1
         m.eval(x)
-    return run
+
+    x, y, z = (m.array(v) for v in big)
+    ms, ma, mb = m.array(s), m.array(a), m.array(b)
+    m.eval(x, y, z, ms, ma, mb)
+    return dict(zip(CASES, [chain, lambda: m.eval(x * y + z),
+                            lambda: m.eval(m.softmax(ms, axis=-1)), lambda: m.eval(ma @ mb)]))
 
 
-def chain_np(n=1000):
-    def run():
+def numpy_cases(big, s, a, b):
+    def chain():
         x = np.ones((1024,), dtype=np.float32)
-        for _ in range(n):
+        for _ in range(1000):
             x = x * np.float32(0.5) + np.float32(1)
-    return run
+
+    def softmax():
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    return dict(zip(CASES, [chain, lambda: big[0] * big[1] + big[2], softmax, lambda: a @ b]))
 
 
-def fma(m, x, y, z):
-    return lambda: m.eval(x * y + z)
+def torch_cases(torch, big, s, a, b):
+    def chain():
+        x = torch.ones(1024)
+        for _ in range(1000):
+            x = x * 0.5 + 1
+
+    x, y, z = (torch.from_numpy(v) for v in big)
+    ts, ta, tb = torch.from_numpy(s), torch.from_numpy(a), torch.from_numpy(b)
+    return dict(zip(CASES, [chain, lambda: x * y + z, lambda: torch.softmax(ts, -1),
+                            lambda: ta @ tb]))
 
 
-def softmax_np(a):
-    e = np.exp(a - a.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def main():
-    rng = np.random.default_rng(0)
-    rows = []
-    rows.append(("tiny-op chain 1000x (1024 f32)", chain(nv), chain(mx) if mx else None, chain_np(), 7))
-    big = [rng.standard_normal(1 << 24).astype(np.float32) for _ in range(3)]
-    nvb = [nv.array(a) for a in big]
-    mxb = [mx.array(a) for a in big] if mx else None
-    rows.append(("x*y+z (2^24 f32)", fma(nv, *nvb), fma(mx, *mxb) if mx else None,
-                 lambda: big[0] * big[1] + big[2], 7))
-    s = rng.standard_normal((4096, 4096)).astype(np.float32)
-    if hasattr(nv, "softmax"):
-        ns, ms = nv.array(s), (mx.array(s) if mx else None)
-        rows.append(("softmax 4096^2 f32", lambda: nv.eval(nv.softmax(ns, axis=-1)),
-                     (lambda: mx.eval(mx.softmax(ms, axis=-1))) if mx else None,
-                     lambda: softmax_np(s), 5))
-    else:
-        print("softmax 4096^2: skipped (nuvec has no softmax yet)")
-    a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
-    na, nb = nv.array(a), nv.array(b)
-    ma, mb = (mx.array(a), mx.array(b)) if mx else (None, None)
-    rows.append(("matmul 1024^3 f32", lambda: nv.eval(na @ nb),
-                 (lambda: mx.eval(ma @ mb)) if mx else None, lambda: a @ b, 7))
-
-    print(f"nuvec {nv.__version__}, MLX {mx.__version__ if mx else 'absent'}, NumPy {np.__version__}")
-    print(f"{'case':34s} {'nuvec ms':>10s} {'MLX ms':>10s} {'NumPy ms':>10s} {'MLX/nuvec':>10s} {'NumPy/nuvec':>12s}")
-    for name, f_nv, f_mx, f_np, reps in rows:
-        t_nv = timeit(f_nv, reps)
-        t_mx = timeit(f_mx, reps) if f_mx else float("nan")
-        t_np = timeit(f_np, reps)
-        print(f"{name:34s} {t_nv * 1e3:10.3f} {t_mx * 1e3:10.3f} {t_np * 1e3:10.3f} "
-              f"{t_mx / t_nv:10.2f} {t_np / t_nv:12.2f}")
-    return 0
+def peer_times(peer, cases):
+    """{case: seconds} of one library, in its own process (benchlib.serve_peer)."""
+    fns = peer_case_fns(peer, inputs(), numpy_cases, lazy_cases, torch_cases, lazy_cases)
+    if fns is None:
+        return None
+    return {k: median_time(f, repeat=REPEAT[k]) for k, f in fns.items() if not cases or k in cases}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if not serve_peer(peer_times):
+        compare(os.path.abspath(__file__), "Python module (ratio = peer time / nuvec time)", CASES,
+                PEERS)

@@ -9,7 +9,9 @@ Fairness (bench/README.md): nuvec and every peer run in processes of their own, 
 other, so no library's idle threads (PyTorch's OpenMP pool spins after each op, OpenBLAS's
 workers spin before they sleep) share the cores another is timed on. A driver defines
 `peer_times(peer, cases)` and calls `peer_results` from its main; `serve_peer` answers in the
-peer's process.
+peer's process. Drivers that time nuvec through its Python module (no C binary) run nuvec the
+same way, as the process `--peer nuvec` (nuvec_module, peer_case_fns' nuvec_cases), so that the
+driver's own process imports no library that keeps threads.
 """
 import json
 import os
@@ -110,16 +112,41 @@ def mlx_core():
         return None
 
 
-def peer_case_fns(peer, data, numpy_cases, mlx_cases, torch_cases):
-    """One peer's {case: function} over `data` from the driver's three case builders (NumPy's
-    take the data, MLX's and PyTorch's the library first), or None where the peer's library
-    does not import."""
+def nuvec_module():
+    """nuvec's Python module from the build's python folder (with nuvec.fast loaded), for the
+    process that times nuvec."""
+    sys.path.insert(0, os.path.join(BUILD, "python"))
+    import nuvec
+    import nuvec.fast  # noqa: F401
+
+    return nuvec
+
+
+def peer_case_fns(peer, data, numpy_cases, mlx_cases, torch_cases, nuvec_cases=None):
+    """One peer's {case: function} over `data` from the driver's case builders (NumPy's take the
+    data, MLX's, PyTorch's and nuvec's the library first), or None where the peer's library does
+    not import (or the driver has no builder for it)."""
+    if peer == "nuvec":
+        return nuvec_cases(nuvec_module(), *data) if nuvec_cases else None
+    build = numpy_cases if peer == "numpy" else mlx_cases if peer == "mlx" else torch_cases
+    if build is None:
+        return None
     if peer == "numpy":
-        return numpy_cases(*data)
+        return build(*data)
     lib = mlx_core() if peer == "mlx" else torch_cpu()
     if lib is None:
         return None
-    return (mlx_cases if peer == "mlx" else torch_cases)(lib, *data)
+    return build(lib, *data)
+
+
+def compare(script, title, cases, peers):
+    """For a driver that times nuvec through its Python module: nuvec and each peer in a process
+    of its own (peer_results with "nuvec" first), then one table of the cases nuvec ran, in
+    `cases` order."""
+    res = peer_results(script, ["nuvec"] + list(peers))
+    nv = res.pop("nuvec")
+    rows = [(k, nv[k], {p: t[k] for p, t in res.items() if k in t}) for k in cases if k in nv]
+    report(title, rows, peers)
 
 
 def report(title, rows, peers):
