@@ -2,9 +2,10 @@
  *
  * Decided rules:
  * - quantized_matmul: the cotangent of x is quantized_matmul(cot, w, scales, biases) with
- *   `transpose` flipped (MLX's rule); its jvp in x is quantized_matmul of the tangent. The
- *   quantized matrix, its scales and its biases have no rules (an error naming the op, as MLX
- *   for w).
+ *   `transpose` flipped (MLX's rule); its jvp in x is quantized_matmul of the tangent. In the
+ *   affine mode the scales and biases have MLX's vjp (qmm_scales_biases_vjp); in the fp modes
+ *   their vjp is an invalid-argument error (MLX's ValueError); the quantized matrix has none
+ *   (an error naming the op, as MLX).
  * - quantize and dequantize have no derivatives (an error naming the op; MLX has none either).
  * - gather_qmm: the cotangent of x is gather_qmm(cot, w, scales, biases) of the same rhs
  *   indices with `transpose` flipped, scatter-added into x's batches at the lhs indices (MLX's
@@ -52,12 +53,65 @@ static void front_all(nv_array *const *in, const int *axes, int k, int rank, nv_
   }
 }
 
+/* The cotangents of an affine quantized_matmul's scales and biases (MLX's rule): the gradient
+ * of the dequantized matrix, dw = cot^T x (x^T cot without transpose) summed over the batch
+ * axes it was broadcast along, grouped as the scales are; the biases' is each group's sum, the
+ * scales' each group's sum weighted by the quantized values (w dequantized with unit scales
+ * and zero biases). */
+static nv_status qmm_scales_biases_vjp(const nv__node *n, nv_array *const *in, const nv_array *ct,
+                                       const bool *want, nv_array **grad) {
+  const nv__quant_params *p = n->params;
+  const nv__output *so = meta(in[2]);
+  int nd = so->ndim, gs = p->group_size;
+  int wshape[NV__MAX_DIMS], gshape[NV__MAX_DIMS + 1], last = -1;
+  memcpy(wshape, so->shape, sizeof(int) * (size_t)nd);
+  wshape[nd - 1] *= gs;
+  memcpy(gshape, so->shape, sizeof(int) * (size_t)nd);
+  gshape[nd] = gs;
+  nv_array *ctT = NULL, *xT = NULL, *full = NULL;
+  if (p->transpose) {
+    ctT = nv_swapaxes(ct, -1, -2);
+    full = nv_matmul(ctT, in[0]);
+  } else {
+    xT = nv_swapaxes(in[0], -1, -2);
+    full = nv_matmul(xT, ct);
+  }
+  nv_array *dw = nv__tf_unbroadcast(full, wshape, nd);
+  nv_array *dwg = nv_reshape(dw, gshape, nd + 1);
+  nv_status st = nv_array_status(dwg);
+  if (st == NV_OK && want[3]) {
+    nv_array *b = nv_sum(dwg, &last, 1, false);
+    grad[3] = nv_astype(b, meta(in[3])->dtype);
+    nv_release(b);
+  }
+  if (st == NV_OK && want[2]) {
+    nv_array *one = nv_ones_like(in[2]), *zero = nv_zeros_like(in[3]);
+    nv_array *q = nv_dequantize(in[1], one, zero, gs, p->bits, "affine", meta(dwg)->dtype);
+    nv_array *qg = nv_reshape(q, gshape, nd + 1);
+    nv_array *m = nv_multiply(dwg, qg);
+    nv_array *sm = nv_sum(m, &last, 1, false);
+    grad[2] = nv_astype(sm, so->dtype);
+    nv_release(one), nv_release(zero), nv_release(q), nv_release(qg), nv_release(m);
+    nv_release(sm);
+  }
+  nv_release(ctT), nv_release(xT), nv_release(full), nv_release(dw), nv_release(dwg);
+  return st;
+}
+
 VJP(vjp_qmm) {
-  for (int i = 1; i < n->ninputs; i++)
-    if (want[i])
-      return nv__set_error(NV_ERR_UNSUPPORTED,
-                           "quantized_matmul: no vjp with respect to the quantized matrix, its "
-                           "scales or its biases");
+  const nv__quant_params *p = n->params;
+  if (want[1])
+    return nv__set_error(NV_ERR_UNSUPPORTED,
+                         "quantized_matmul: no vjp with respect to the quantized matrix");
+  bool sb = want[2] || (n->ninputs > 3 && want[3]);
+  if (sb && p->mode != NV__QMODE_AFFINE)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                         "quantized_matmul: no vjp with respect to the scales in the %s mode "
+                         "(only the affine mode has one)", mode_name(p->mode));
+  if (sb) {
+    nv_status st = qmm_scales_biases_vjp(n, in, cot[0], want, grad);
+    if (st != NV_OK) return st;
+  }
   if (want[0]) grad[0] = qmm_of(n, cot[0], in, true);
   return NV_OK;
 }
@@ -121,6 +175,12 @@ static void gqmm_operands(const nv__node *n, nv_array *const *in, const nv_array
 }
 
 VJP(vjp_gqmm) {
+  const nv__gather_qmm_params *gp = n->params;
+  for (int i = 2; i < n->ninputs - 2; i++)
+    if (want[i] && gp->q.mode != NV__QMODE_AFFINE)
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                           "gather_qmm: no vjp with respect to the scales in the %s mode "
+                           "(only the affine mode has one)", mode_name(gp->q.mode));
   for (int i = 1; i < n->ninputs - 2; i++)
     if (want[i])
       return nv__set_error(NV_ERR_UNSUPPORTED,
