@@ -9,8 +9,10 @@
  * - quantize and dequantize have no derivatives (an error naming the op; MLX has none either).
  * - gather_qmm: the cotangent of x is gather_qmm(cot, w, scales, biases) of the same rhs
  *   indices with `transpose` flipped, scatter-added into x's batches at the lhs indices (MLX's
- *   rule); its jvp in x is gather_qmm of the tangent; none for w, scales and biases (as
- *   quantized_matmul), none needed for the integer indices. vmap flattens the map into the
+ *   rule); its jvp in x is gather_qmm of the tangent; the affine scales and biases have
+ *   quantized_matmul's vjp over each pair's dequantized-matrix gradient, scatter-added into
+ *   the experts at the rhs indices (an invalid-argument error in the fp modes); none for w,
+ *   none needed for the integer indices. vmap flattens the map into the
  *   pairs: a batched operand's V copies become V * Bx (V * E) batches and each map entry's
  *   indices move by v * Bx (v * E); an index out of range stays out of range (it is sent past
  *   the end).
@@ -58,25 +60,14 @@ static void front_all(nv_array *const *in, const int *axes, int k, int rank, nv_
  * axes it was broadcast along, grouped as the scales are; the biases' is each group's sum, the
  * scales' each group's sum weighted by the quantized values (w dequantized with unit scales
  * and zero biases). */
-static nv_status qmm_scales_biases_vjp(const nv__node *n, nv_array *const *in, const nv_array *ct,
-                                       const bool *want, nv_array **grad) {
-  const nv__quant_params *p = n->params;
+/* The scales' and biases' cotangents (grad[2], grad[3] where wanted) from dw, the gradient of
+ * the dequantized matrix (w's shape with its last axis unpacked, as scales' times the group). */
+static nv_status sb_from_dw(const nv__quant_params *p, nv_array *const *in, const nv_array *dw,
+                            const bool *want, nv_array **grad) {
   const nv__output *so = meta(in[2]);
-  int nd = so->ndim, gs = p->group_size;
-  int wshape[NV__MAX_DIMS], gshape[NV__MAX_DIMS + 1], last = -1;
-  memcpy(wshape, so->shape, sizeof(int) * (size_t)nd);
-  wshape[nd - 1] *= gs;
+  int nd = so->ndim, gs = p->group_size, last = -1, gshape[NV__MAX_DIMS + 1];
   memcpy(gshape, so->shape, sizeof(int) * (size_t)nd);
   gshape[nd] = gs;
-  nv_array *ctT = NULL, *xT = NULL, *full = NULL;
-  if (p->transpose) {
-    ctT = nv_swapaxes(ct, -1, -2);
-    full = nv_matmul(ctT, in[0]);
-  } else {
-    xT = nv_swapaxes(in[0], -1, -2);
-    full = nv_matmul(xT, ct);
-  }
-  nv_array *dw = nv__tf_unbroadcast(full, wshape, nd);
   nv_array *dwg = nv_reshape(dw, gshape, nd + 1);
   nv_status st = nv_array_status(dwg);
   if (st == NV_OK && want[3]) {
@@ -94,7 +85,34 @@ static nv_status qmm_scales_biases_vjp(const nv__node *n, nv_array *const *in, c
     nv_release(one), nv_release(zero), nv_release(q), nv_release(qg), nv_release(m);
     nv_release(sm);
   }
-  nv_release(ctT), nv_release(xT), nv_release(full), nv_release(dw), nv_release(dwg);
+  nv_release(dwg);
+  return st;
+}
+
+/* The gradient of the dequantized matrix of each (x, cot) pair: cot^T x with transpose, x^T cot
+ * without. */
+static nv_array *dw_of(bool transpose, const nv_array *x, const nv_array *ct) {
+  nv_array *t = nv_swapaxes(transpose ? ct : x, -1, -2);
+  nv_array *r = transpose ? nv_matmul(t, x) : nv_matmul(t, ct);
+  nv_release(t);
+  return r;
+}
+
+/* The cotangents of an affine quantized_matmul's scales and biases (MLX's rule): the gradient
+ * of the dequantized matrix summed over the batch axes it was broadcast along, grouped as the
+ * scales are; the biases' is each group's sum, the scales' each group's sum weighted by the
+ * quantized values (w dequantized with unit scales and zero biases). */
+static nv_status qmm_scales_biases_vjp(const nv__node *n, nv_array *const *in, const nv_array *ct,
+                                       const bool *want, nv_array **grad) {
+  const nv__quant_params *p = n->params;
+  const nv__output *so = meta(in[2]);
+  int nd = so->ndim, wshape[NV__MAX_DIMS];
+  memcpy(wshape, so->shape, sizeof(int) * (size_t)nd);
+  wshape[nd - 1] *= p->group_size;
+  nv_array *full = dw_of(p->transpose, in[0], ct);
+  nv_array *dw = nv__tf_unbroadcast(full, wshape, nd);
+  nv_status st = sb_from_dw(p, in, dw, want, grad);
+  nv_release(full), nv_release(dw);
   return st;
 }
 
@@ -181,14 +199,29 @@ VJP(vjp_gqmm) {
       return nv__set_error(NV_ERR_INVALID_ARGUMENT,
                            "gather_qmm: no vjp with respect to the scales in the %s mode "
                            "(only the affine mode has one)", mode_name(gp->q.mode));
-  for (int i = 1; i < n->ninputs - 2; i++)
-    if (want[i])
-      return nv__set_error(NV_ERR_UNSUPPORTED,
-                           "gather_qmm: no vjp with respect to the quantized matrix, its "
-                           "scales or its biases");
-  if (!want[0]) return NV_OK;
+  if (want[1])
+    return nv__set_error(NV_ERR_UNSUPPORTED,
+                         "gather_qmm: no vjp with respect to the quantized matrix");
   const nv_array *op[6];
   gqmm_operands(n, in, op);
+  if (gp->q.mode == NV__QMODE_AFFINE && (want[2] || want[3])) {
+    /* Each pair's dequantized-matrix gradient (x at its lhs index against its cotangent),
+     * summed into w's batches at the rhs indices, then grouped as quantized_matmul's. */
+    const nv__output *so = meta(in[2]);
+    int nd = so->ndim, wshape[NV__MAX_DIMS], one = 1, axis = 0;
+    memcpy(wshape, so->shape, sizeof(int) * (size_t)nd);
+    wshape[nd - 1] *= gp->q.group_size;
+    nv_array *xs = nv_take(op[0], op[4], 0);
+    nv_array *dwp = dw_of(gp->q.transpose, xs, cot[0]);
+    nv_array *u = nv_expand_dims(dwp, &one, 1);
+    nv_array *z = nv_zeros(wshape, nd, meta(dwp)->dtype);
+    const nv_array *ia[1] = {op[5]};
+    nv_array *dw = nv_scatter_add(z, ia, 1, u, &axis);
+    nv_status st = sb_from_dw(&gp->q, in, dw, want, grad);
+    nv_release(xs), nv_release(dwp), nv_release(u), nv_release(z), nv_release(dw);
+    if (st != NV_OK) return st;
+  }
+  if (!want[0]) return NV_OK;
   nv__gather_qmm_params p = *(const nv__gather_qmm_params *)n->params;
   p.q.transpose = !p.q.transpose;
   int L = meta(op[5])->shape[0], one = 1, axis = 0;
