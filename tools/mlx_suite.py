@@ -53,6 +53,9 @@ def substitute(source):
 
 
 RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+::\S+)(?: - (.*))?")
+# pytest 9 reports a failed unittest subTest on its own line, "SUBFAILED(params) file::id - why",
+# and the test itself as PASSED: such a test has failed.
+SUBFAILED = re.compile(r"^SUBFAILED(?:\(.*?\))? (\S+\.py::\S+)(?: - (.*))?")
 
 
 def run_file(directory, name, env, timeout):
@@ -66,6 +69,13 @@ def run_file(directory, name, env, timeout):
         return {}, {}, "timeout after %ds" % timeout
     out, why = {}, {}
     for line in p.stdout.splitlines():
+        m = SUBFAILED.match(line)
+        if m:
+            tid = m.group(1)
+            if out.get(tid) != "FAILED" and m.group(2):
+                why[tid] = "subtest: " + m.group(2)
+            out[tid] = "FAILED"
+            continue
         m = RESULT.match(line)
         if m:
             tid = m.group(2)

@@ -33,11 +33,10 @@ def _structure(tree, arrays):
         return (type(tree).__name__, tuple(_structure(x, arrays) for x in tree))
     if isinstance(tree, dict):
         return ("dict", tuple((k, _structure(v, arrays)) for k, v in tree.items()))
-    try:
-        hash(tree)
+    if tree is None or isinstance(tree, (bool, int, float, str)):
         return ("C", type(tree), tree)
-    except TypeError:
-        return ("O", id(tree))
+    raise ValueError("[compile] Function arguments must be trees of arrays or constants "
+                     f"(floats, ints, or strings), but received type {type(tree).__name__}.")
 
 
 class _Slot:
@@ -111,12 +110,12 @@ def _state_set(slots, values):
 class _Entry:
     """One structure of arguments: its C compiled function and its outputs' structure."""
 
-    __slots__ = ("flat", "out_tree", "n_user")
+    __slots__ = ("flat", "outs", "sig", "last")
 
     def __init__(self):
         self.flat = None
-        self.out_tree = None
-        self.n_user = 0
+        self.outs = {}  # the arrays' signature -> (outputs' structure, number of user outputs)
+        self.sig = self.last = None
 
 
 class _Compiled:
@@ -133,33 +132,43 @@ class _Compiled:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        return functools.partial(self, obj)
+        # A method: the instance is bound by identity, not traced as an argument.
+        return functools.partial(self._call, (obj,))
 
     def __call__(self, *args, **kwargs):
+        return self._call((), *args, **kwargs)
+
+    def _call(self, bound, *args, **kwargs):
         if _core._compile_mode() == 0:
-            return self._fun(*args, **kwargs)
+            return self._fun(*bound, *args, **kwargs)
         arrays = []
-        key = (_structure(args, arrays), _structure(kwargs, arrays))
+        key = (_structure(args, arrays), _structure(kwargs, arrays), tuple(map(id, bound)))
         n_args = len(arrays)
         state_in = _state_leaves(self._inputs)
         key = key + (len(state_in),)
         entry = self._cache.get(key)
         flat = arrays + state_in
         if entry is None:
-            entry = self._cache[key] = self._make(args, kwargs, flat, n_args, len(state_in))
+            entry = self._cache[key] = self._make(bound, args, kwargs, flat, n_args,
+                                                  len(state_in))
+        # The C function traces again for arrays of another dtype or shape (rank when
+        # shapeless), and such a trace may return another structure: one per signature.
+        sig = tuple((a.dtype, a.ndim if self._shapeless else a.shape) for a in flat)
+        entry.sig = sig
         try:
             res = entry.flat(flat)
         except BaseException:
             # A trace that failed is not kept: the next call traces again.
-            if entry.out_tree is None:
+            if not entry.outs:
                 del self._cache[key]
             raise
-        user, state = res[: entry.n_user], res[entry.n_user :]
+        out_tree, n_user = entry.outs.get(sig) or entry.outs[entry.last]
+        user, state = res[:n_user], res[n_user:]
         if self._outputs is not None:
             _state_set(_state_slots(self._outputs, []), state)
-        return _rebuild(entry.out_tree, iter(user))
+        return _rebuild(out_tree, iter(user))
 
-    def _make(self, args, kwargs, flat, n_args, n_state):
+    def _make(self, bound, args, kwargs, flat, n_args, n_state):
         entry = _Entry()
         fun, inputs, outputs = self._fun, self._inputs, self._outputs
         args, kwargs = _template(args, []), _template(kwargs, [])
@@ -175,14 +184,14 @@ class _Compiled:
             saved = [c[k] for c, k in slots]
             _state_set(slots, tracers[n_args : n_args + n_state])
             try:
-                out = fun(*a, **k)
+                out = fun(*bound, *a, **k)
                 leaves = []
                 tree = _template(out, leaves)
                 state = _state_leaves(outputs)
             finally:
                 _state_set(slots, saved)
-            entry.out_tree = tree
-            entry.n_user = len(leaves)
+            entry.outs[entry.sig] = (tree, len(leaves))
+            entry.last = entry.sig
             return leaves + state
 
         entry.flat = _core._compile_flat(body, list(flat), self._shapeless)

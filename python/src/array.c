@@ -64,7 +64,7 @@ static void array_dealloc(PyObject *self) {
 /* Replaces the array the object holds by `r` (taken over), as MLX's in-place updates. */
 static void replace(PyObject *self, nv_array *r) {
   nv_array *old = NVPY_A(self);
-  NVPY_A(self) = r;
+  NVPY_A(self) = nvpy_unscope(r); /* held by the object, as nvpy_wrap's: no scope releases it */
   nv_release(old);
 }
 

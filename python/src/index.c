@@ -412,7 +412,9 @@ int nvpy_setitem(PyObject *self, PyObject *key, PyObject *value) {
     return -1;
   }
   nv_array *old = NVPY_A(self);
-  NVPY_A(self) = r;
+  /* Held by the object, as nvpy_wrap's arrays: a scope (a transform's trace) must not release
+   * it when it ends. */
+  NVPY_A(self) = nvpy_unscope(r);
   nv_release(old);
   return 0;
 }

@@ -643,3 +643,74 @@ def test_compiled_bfloat16_mlp_gradients_equal_uncompiled(rng):
         for g, w in zip(got[1], want[1]):
             assert np.array_equal(np.array(g), np.array(w))
     assert c._stats["fused"] >= 6  # GELU forward and backward per layer, at least
+
+
+@pytest.mark.parametrize("shapeless", [False, True])
+def test_setitem_on_an_argument_replays_over_lengths(shapeless):
+    """x[i] = v and x += v inside a compiled function: the updated array belongs to the
+    argument object, not to the trace's scope (a later trace used to free it twice)."""
+
+    def f(x):
+        x[1] = nv.array([7.0])
+        x += 1
+        return x
+
+    c = nv.compile(f, shapeless=shapeless)
+    for n in (5, 3, 5, 6, 3, 8):
+        e = np.arange(n, dtype=np.float32)
+        e[1] = 7.0
+        r = c(nv.arange(n).astype(nv.float32))
+        assert np.array_equal(np.array(r), e + 1)
+    assert c._stats["calls"] == 6
+
+
+def test_compile_refuses_arguments_that_are_no_tree_of_arrays_or_constants():
+    class Thing:
+        value = 1
+
+    c = nv.compile(lambda x, y: x + y.value)
+    with pytest.raises(ValueError, match="received type Thing"):
+        c(nv.array(0.0), Thing())
+    with pytest.raises(ValueError, match="received type Thing"):
+        c(nv.array(0.0), y=Thing())
+    # Constants of the accepted kinds, nested, still select traces.
+    g = nv.compile(lambda x, t: x * t[0] + t[1]["b"] if t[2] is None else x)
+    assert g(nv.array(2.0), (3, {"b": 1.5}, None)).item() == 7.5
+
+
+def test_compiled_method_binds_its_instance():
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+        @nv.compile
+        def apply(self, x):
+            return x * self.k
+
+    a, b = Scale(2.0), Scale(3.0)
+    assert a.apply(nv.array(1.5)).item() == 3.0
+    assert b.apply(nv.array(1.5)).item() == 4.5
+
+
+def test_output_structure_follows_the_dtype_across_replays():
+    """One argument structure, two dtypes whose traces return different structures: each
+    replay keeps its own (and the captured state updates of each)."""
+    state = [nv.array(1.0)]
+
+    def f(y):
+        x = state[0]
+        if y.dtype == nv.float32:
+            state[0] = 2 * y
+            return [x, y, x + y]
+        state[0] = state[0] * 2
+        return x + y
+
+    c = nv.compile(f, inputs=state, outputs=state)
+    for _ in range(4):
+        r = c(nv.array(1.0))
+        assert isinstance(r, list) and len(r) == 3 and r[2].item() == r[0].item() + 1.0
+        assert state[0].item() == 2.0
+        r = c(nv.array(1, nv.int32))
+        assert isinstance(r, nv.array) and r.item() == 3.0
+        assert state[0].item() == 4.0
+    assert c._stats["traces"] == 2

@@ -226,3 +226,69 @@ def test_segmented_mm(rng):
         np.testing.assert_allclose(got, np.array(ref), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="batched matmul is not supported"):
         nv.segmented_mm(nv.ones((2, 3, 10)), nv.array(b), nv.array(seg))
+
+
+@pytest.mark.parametrize("transpose", [True, False])
+@pytest.mark.parametrize("xshape", [(5, 96), (2, 3, 96)])
+def test_qmm_vjp_of_scales_and_biases_is_numpys(transpose, xshape):
+    """d/d scales and d/d biases of sum(cot * quantized_matmul) against NumPy's chain rule over
+    the dequantized matrix (scale * q + bias per group), batch axes of x summed."""
+    rng = np.random.default_rng(3)
+    gs, bits, N, K = 32, 4, 64, 96
+    w = nv.array(rng.standard_normal((N, K) if transpose else (K, N)).astype(np.float32))
+    wq, s, b = nv.quantize(w, gs, bits)
+    xs = xshape  # (..., K): the output is (..., N) either way
+    x = rng.standard_normal(xs).astype(np.float32)
+    out_n = N
+    cot = rng.standard_normal(xs[:-1] + (out_n,)).astype(np.float32)
+
+    def f(s_, b_):
+        return (nv.quantized_matmul(nv.array(x), wq, s_, b_, transpose, gs, bits) * nv.array(cot)).sum()
+
+    ds, db = nv.grad(f, argnums=(0, 1))(s, b)
+    q = np.array(nv.dequantize(wq, nv.ones_like(s), nv.zeros_like(b), gs, bits))
+    x2, c2 = x.reshape(-1, xs[-1]), cot.reshape(-1, out_n)
+    dw = c2.T @ x2 if transpose else x2.T @ c2  # d sum / d w_hat
+    g = dw.reshape(*np.array(s).shape, gs)
+    np.testing.assert_allclose(np.array(db), g.sum(-1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.array(ds), (g * q.reshape(g.shape)).sum(-1), rtol=1e-4, atol=1e-3)
+    assert ds.shape == s.shape and db.shape == b.shape and ds.dtype == s.dtype
+
+
+@pytest.mark.parametrize("mode", ["mxfp4", "mxfp8", "nvfp4"])
+def test_qmm_vjp_of_fp_scales_is_a_value_error(mode):
+    w = nv.array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32))
+    wq, s = nv.quantize(w, mode=mode)
+    x = nv.ones((2, 64))
+    with pytest.raises(ValueError, match="only the affine mode"):
+        nv.grad(lambda s_: nv.quantized_matmul(x, wq, s_, mode=mode).sum())(s)
+    with pytest.raises(ValueError, match="only the affine mode"):
+        nv.grad(lambda s_: nv.gather_qmm(x, wq, s_, rhs_indices=nv.array(0), mode=mode).sum())(s)
+
+
+@pytest.mark.parametrize("transpose", [True, False])
+def test_gather_qmm_vjp_of_scales_and_biases_is_numpys(transpose):
+    """Each (lhs, rhs) pair adds its dequantized-matrix gradient to its expert's: NumPy's chain
+    rule per pair, summed per expert (repeated and unused experts among the indices)."""
+    rng = np.random.default_rng(5)
+    E, M, N, K, gs = 3, 2, 64, 64, 32
+    w = nv.array(rng.standard_normal((E, N, K) if transpose else (E, K, N)).astype(np.float32))
+    wq, s, b = nv.quantize(w, gs, 4)
+    x = rng.standard_normal((4, M, K)).astype(np.float32)
+    lhs, rhs = np.array([0, 3, 3, 1, 2]), np.array([2, 0, 2, 2, 0])
+    cot = rng.standard_normal((5, M, N)).astype(np.float32)
+
+    def f(s_, b_):
+        y = nv.gather_qmm(nv.array(x), wq, s_, b_, nv.array(lhs), nv.array(rhs),
+                          transpose=transpose, group_size=gs, bits=4)
+        return (y * nv.array(cot)).sum()
+
+    ds, db = nv.grad(f, argnums=(0, 1))(s, b)
+    q = np.array(nv.dequantize(wq, nv.ones_like(s), nv.zeros_like(b), gs, 4))
+    dw = np.zeros(q.shape, np.float32)
+    for p in range(5):
+        dw[rhs[p]] += cot[p].T @ x[lhs[p]] if transpose else x[lhs[p]].T @ cot[p]
+    g = dw.reshape(*np.array(s).shape, gs)
+    np.testing.assert_allclose(np.array(db), g.sum(-1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.array(ds), (g * q.reshape(g.shape)).sum(-1), rtol=1e-4, atol=1e-3)
+    assert not np.array(db)[1].any()  # expert 1 is never used

@@ -2,14 +2,17 @@
  *
  * Decided rules:
  * - quantized_matmul: the cotangent of x is quantized_matmul(cot, w, scales, biases) with
- *   `transpose` flipped (MLX's rule); its jvp in x is quantized_matmul of the tangent. The
- *   quantized matrix, its scales and its biases have no rules (an error naming the op, as MLX
- *   for w).
+ *   `transpose` flipped (MLX's rule); its jvp in x is quantized_matmul of the tangent. In the
+ *   affine mode the scales and biases have MLX's vjp (qmm_scales_biases_vjp); in the fp modes
+ *   their vjp is an invalid-argument error (MLX's ValueError); the quantized matrix has none
+ *   (an error naming the op, as MLX).
  * - quantize and dequantize have no derivatives (an error naming the op; MLX has none either).
  * - gather_qmm: the cotangent of x is gather_qmm(cot, w, scales, biases) of the same rhs
  *   indices with `transpose` flipped, scatter-added into x's batches at the lhs indices (MLX's
- *   rule); its jvp in x is gather_qmm of the tangent; none for w, scales and biases (as
- *   quantized_matmul), none needed for the integer indices. vmap flattens the map into the
+ *   rule); its jvp in x is gather_qmm of the tangent; the affine scales and biases have
+ *   quantized_matmul's vjp over each pair's dequantized-matrix gradient, scatter-added into
+ *   the experts at the rhs indices (an invalid-argument error in the fp modes); none for w,
+ *   none needed for the integer indices. vmap flattens the map into the
  *   pairs: a batched operand's V copies become V * Bx (V * E) batches and each map entry's
  *   indices move by v * Bx (v * E); an index out of range stays out of range (it is sent past
  *   the end).
@@ -52,12 +55,81 @@ static void front_all(nv_array *const *in, const int *axes, int k, int rank, nv_
   }
 }
 
+/* The cotangents of an affine quantized_matmul's scales and biases (MLX's rule): the gradient
+ * of the dequantized matrix, dw = cot^T x (x^T cot without transpose) summed over the batch
+ * axes it was broadcast along, grouped as the scales are; the biases' is each group's sum, the
+ * scales' each group's sum weighted by the quantized values (w dequantized with unit scales
+ * and zero biases). */
+/* The scales' and biases' cotangents (grad[2], grad[3] where wanted) from dw, the gradient of
+ * the dequantized matrix (w's shape with its last axis unpacked, as scales' times the group). */
+static nv_status sb_from_dw(const nv__quant_params *p, nv_array *const *in, const nv_array *dw,
+                            const bool *want, nv_array **grad) {
+  const nv__output *so = meta(in[2]);
+  int nd = so->ndim, gs = p->group_size, last = -1, gshape[NV__MAX_DIMS + 1];
+  memcpy(gshape, so->shape, sizeof(int) * (size_t)nd);
+  gshape[nd] = gs;
+  nv_array *dwg = nv_reshape(dw, gshape, nd + 1);
+  nv_status st = nv_array_status(dwg);
+  if (st == NV_OK && want[3]) {
+    nv_array *b = nv_sum(dwg, &last, 1, false);
+    grad[3] = nv_astype(b, meta(in[3])->dtype);
+    nv_release(b);
+  }
+  if (st == NV_OK && want[2]) {
+    nv_array *one = nv_ones_like(in[2]), *zero = nv_zeros_like(in[3]);
+    nv_array *q = nv_dequantize(in[1], one, zero, gs, p->bits, "affine", meta(dwg)->dtype);
+    nv_array *qg = nv_reshape(q, gshape, nd + 1);
+    nv_array *m = nv_multiply(dwg, qg);
+    nv_array *sm = nv_sum(m, &last, 1, false);
+    grad[2] = nv_astype(sm, so->dtype);
+    nv_release(one), nv_release(zero), nv_release(q), nv_release(qg), nv_release(m);
+    nv_release(sm);
+  }
+  nv_release(dwg);
+  return st;
+}
+
+/* The gradient of the dequantized matrix of each (x, cot) pair: cot^T x with transpose, x^T cot
+ * without. */
+static nv_array *dw_of(bool transpose, const nv_array *x, const nv_array *ct) {
+  nv_array *t = nv_swapaxes(transpose ? ct : x, -1, -2);
+  nv_array *r = transpose ? nv_matmul(t, x) : nv_matmul(t, ct);
+  nv_release(t);
+  return r;
+}
+
+/* The cotangents of an affine quantized_matmul's scales and biases (MLX's rule): the gradient
+ * of the dequantized matrix summed over the batch axes it was broadcast along, grouped as the
+ * scales are; the biases' is each group's sum, the scales' each group's sum weighted by the
+ * quantized values (w dequantized with unit scales and zero biases). */
+static nv_status qmm_scales_biases_vjp(const nv__node *n, nv_array *const *in, const nv_array *ct,
+                                       const bool *want, nv_array **grad) {
+  const nv__quant_params *p = n->params;
+  const nv__output *so = meta(in[2]);
+  int nd = so->ndim, wshape[NV__MAX_DIMS];
+  memcpy(wshape, so->shape, sizeof(int) * (size_t)nd);
+  wshape[nd - 1] *= p->group_size;
+  nv_array *full = dw_of(p->transpose, in[0], ct);
+  nv_array *dw = nv__tf_unbroadcast(full, wshape, nd);
+  nv_status st = sb_from_dw(p, in, dw, want, grad);
+  nv_release(full), nv_release(dw);
+  return st;
+}
+
 VJP(vjp_qmm) {
-  for (int i = 1; i < n->ninputs; i++)
-    if (want[i])
-      return nv__set_error(NV_ERR_UNSUPPORTED,
-                           "quantized_matmul: no vjp with respect to the quantized matrix, its "
-                           "scales or its biases");
+  const nv__quant_params *p = n->params;
+  if (want[1])
+    return nv__set_error(NV_ERR_UNSUPPORTED,
+                         "quantized_matmul: no vjp with respect to the quantized matrix");
+  bool sb = want[2] || (n->ninputs > 3 && want[3]);
+  if (sb && p->mode != NV__QMODE_AFFINE)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                         "quantized_matmul: no vjp with respect to the scales in the %s mode "
+                         "(only the affine mode has one)", mode_name(p->mode));
+  if (sb) {
+    nv_status st = qmm_scales_biases_vjp(n, in, cot[0], want, grad);
+    if (st != NV_OK) return st;
+  }
   if (want[0]) grad[0] = qmm_of(n, cot[0], in, true);
   return NV_OK;
 }
@@ -121,14 +193,35 @@ static void gqmm_operands(const nv__node *n, nv_array *const *in, const nv_array
 }
 
 VJP(vjp_gqmm) {
-  for (int i = 1; i < n->ninputs - 2; i++)
-    if (want[i])
-      return nv__set_error(NV_ERR_UNSUPPORTED,
-                           "gather_qmm: no vjp with respect to the quantized matrix, its "
-                           "scales or its biases");
-  if (!want[0]) return NV_OK;
+  const nv__gather_qmm_params *gp = n->params;
+  for (int i = 2; i < n->ninputs - 2; i++)
+    if (want[i] && gp->q.mode != NV__QMODE_AFFINE)
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                           "gather_qmm: no vjp with respect to the scales in the %s mode "
+                           "(only the affine mode has one)", mode_name(gp->q.mode));
+  if (want[1])
+    return nv__set_error(NV_ERR_UNSUPPORTED,
+                         "gather_qmm: no vjp with respect to the quantized matrix");
   const nv_array *op[6];
   gqmm_operands(n, in, op);
+  if (gp->q.mode == NV__QMODE_AFFINE && (want[2] || want[3])) {
+    /* Each pair's dequantized-matrix gradient (x at its lhs index against its cotangent),
+     * summed into w's batches at the rhs indices, then grouped as quantized_matmul's. */
+    const nv__output *so = meta(in[2]);
+    int nd = so->ndim, wshape[NV__MAX_DIMS], one = 1, axis = 0;
+    memcpy(wshape, so->shape, sizeof(int) * (size_t)nd);
+    wshape[nd - 1] *= gp->q.group_size;
+    nv_array *xs = nv_take(op[0], op[4], 0);
+    nv_array *dwp = dw_of(gp->q.transpose, xs, cot[0]);
+    nv_array *u = nv_expand_dims(dwp, &one, 1);
+    nv_array *z = nv_zeros(wshape, nd, meta(dwp)->dtype);
+    const nv_array *ia[1] = {op[5]};
+    nv_array *dw = nv_scatter_add(z, ia, 1, u, &axis);
+    nv_status st = sb_from_dw(&gp->q, in, dw, want, grad);
+    nv_release(xs), nv_release(dwp), nv_release(u), nv_release(z), nv_release(dw);
+    if (st != NV_OK) return st;
+  }
+  if (!want[0]) return NV_OK;
   nv__gather_qmm_params p = *(const nv__gather_qmm_params *)n->params;
   p.q.transpose = !p.q.transpose;
   int L = meta(op[5])->shape[0], one = 1, axis = 0;
