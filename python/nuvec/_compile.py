@@ -35,6 +35,10 @@ def _structure(tree, arrays):
         return ("dict", tuple((k, _structure(v, arrays)) for k, v in tree.items()))
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return ("C", type(tree), tree)
+    if isinstance(tree, _core.distributed.Group):
+        # A group is a constant of the trace, hashed as (id, rank, size): another group retraces
+        # (D38).
+        return ("G", tree)
     raise ValueError("[compile] Function arguments must be trees of arrays or constants "
                      f"(floats, ints, or strings), but received type {type(tree).__name__}.")
 

@@ -176,6 +176,11 @@ def test_astype_matches_numpy(nv, rng, src, dst):
     got = nv.read(nv.own(lib.nv_astype(nv.array(x), CODE[dst])))
     with np.errstate(all="ignore"):
         want = x.astype(np_dtype(dst))
+    if src in FLOATS and dst.startswith("uint"):
+        # A negative float's unsigned value is undefined (C, NumPy): ml_dtypes 0.7 gives 0 from
+        # bfloat16, NumPy wraps float32 on x86. Only the defined values are compared.
+        keep = ~(x.astype(np.float64) < 0)
+        got, want, x = got[keep], want[keep], x[keep]
     if dst == "bfloat16" or src == "bfloat16":
         # ml_dtypes rounds once to nearest even, as nuvec does.
         np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
