@@ -169,24 +169,7 @@ __device__ __forceinline__ void xreg_load(xbuf<BITS, J, RS> &B, const uint32_t *
   }
 }
 
-/* RS values a lane (one per row) summed over the warp; returns row lane / (32 / RS)'s total
- * (a reduce-scatter: RS - 1 shuffles, then a butterfly over the lanes that hold one row). */
-template <int RS> __device__ __forceinline__ float reduce_rows(float (&v)[RS], int lane) {
-  int o = 16;
-#pragma unroll
-  for (int n = RS; n > 1; n >>= 1, o >>= 1) {
-    const bool up = (lane & o) != 0;
-#pragma unroll
-    for (int i = 0; i < n / 2; i++) {
-      const float send = up ? v[i] : v[i + n / 2], keep = up ? v[i + n / 2] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-  }
-  float s = v[0];
-#pragma unroll
-  for (; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  return s;
-}
+/* Row sums across a warp: the library's v2_reduce (quantize_gemv.cu, included above). */
 
 /* One set's products: the exact form (fma(c, s, b) then * x) or the factored one (FAC: x
  * pre-scaled by 2^-o in xf, xsum the unit's sum of x). */
@@ -229,7 +212,7 @@ template <int KW, int RS>
 __device__ __forceinline__ void xreg_store(bf16_t *out, float (&acc)[RS], int64_t set, int it,
                                            int lane, int warp, float (*red)[MAX_KW][MAX_RS],
                                            int64_t N) {
-  const float tot = reduce_rows<RS>(acc, lane);
+  const float tot = v2_reduce<RS>(acc, lane);
   const int row = lane / (32 / RS);
   const bool holder = lane % (32 / RS) == 0;
   if (KW == 1) {
