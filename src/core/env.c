@@ -21,11 +21,12 @@
  *   NUVEC_CUDNN           0: GPU convolutions never use cuDNN (nuvec's own kernel); 1: they
  *                         require it ("cuDNN not found" where it is missing); default: cuDNN
  *                         where libcudnn.so.9 loads. It does not govern attention (below).
- *   NUVEC_CUDNN_SDPA      1: the prefill nodes of cuDNN's attention path (float16/bfloat16,
- *                         no mask array, no sinks: src/cuda/fast_sdpa_cudnn.c, opt-in while it
- *                         is repaired) require it (an error where cuDNN is missing or cannot
- *                         run one); auto: cuDNN's fused attention where its graph finalizes,
- *                         else nuvec's kernel; default (or 0): nuvec's own kernels.
+ *   NUVEC_CUDNN_SDPA      the prefill nodes of cuDNN's attention path (float16/bfloat16, no
+ *                         mask array, no sinks, positive scale: src/cuda/fast_sdpa_cudnn.c).
+ *                         Default (or auto): cuDNN's fused attention where libcudnn.so.9
+ *                         loads and its graph finalizes, else nuvec's kernel; 1: require it
+ *                         (an error where cuDNN is missing or cannot run one); 0: nuvec's own
+ *                         kernels only.
  *   NUVEC_QMV_TC          1: the decode gemv of 4-bit affine float16/bfloat16 products takes
  *                         the tensor-core kernel (src/cuda/quantize.c, read at each recording);
  *                         default off (the streaming kernel).

@@ -10,10 +10,10 @@
  * as the older short-sequence pattern (no engine, or illegal addresses, on the H200 in session
  * 9). On the H200 (cuDNN 9.19, session 10) every case of tests/gpu/test_gpu_fast_sdpa_cudnn.py
  * with a positive scale matched the CPU, and the bench row (B 8, H 32, L 4096, D 128, causal,
- * bf16) took 1.93 ms against torch's 1.83 (sdpa_mma: 3.72). The path is still opt-in until the
- * whole suite has run with it on the GPU. NUVEC_CUDNN_SDPA unset or 0 never uses cuDNN;
- * =1 requires it for these nodes (an error naming why where cuDNN is missing or cannot run
- * one); =auto runs cuDNN where its graph finalizes and sdpa_mma elsewhere. NUVEC_LOG_FALLBACK=1
+ * bf16) took 1.93 ms against torch's 1.83 (sdpa_mma: 3.72). By default (NUVEC_CUDNN_SDPA unset
+ * or auto) cuDNN runs these nodes where libcudnn.so.9 loads and its graph finalizes, sdpa_mma
+ * elsewhere; =0 never uses cuDNN; =1 requires it for these nodes (an error naming why where
+ * cuDNN is missing or cannot run one). NUVEC_LOG_FALLBACK=1
  * names on stderr each shape cuDNN declined, with cuDNN's reason (once per shape; once in all
  * where cuDNN is missing), and for each plan built the graph, heuristics mode, configuration
  * and engine cuDNN chose.
@@ -88,7 +88,7 @@ static char why_not[400]; /* why this path cannot run at all */
 
 static void load(void) {
   const char *e = getenv("NUVEC_CUDNN_SDPA");
-  mode = e && !strcmp(e, "1") ? MODE_REQUIRED : e && !strcmp(e, "auto") ? MODE_AUTO : MODE_OFF;
+  mode = !e || !*e || !strcmp(e, "auto") ? MODE_AUTO : !strcmp(e, "1") ? MODE_REQUIRED : MODE_OFF;
   log_declines = nv__env_long("NUVEC_LOG_FALLBACK", 0) != 0;
   if (mode == MODE_OFF) return;
   const char *why = NULL;

@@ -15,7 +15,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-os.environ.setdefault("NUVEC_TEST_CUDNN_SDPA", "1")
 import test_gpu_fast_sdpa_cudnn as t  # noqa: E402
 
 BENCH = t.case("bench", (8, 32, 32, 4096, 4096, 128, 128), "bfloat16", "causal")

@@ -12,7 +12,9 @@
 #   6-11. the threads tests, charlm on both devices, the row-kernel and ops sweeps, ncu over
 #      chosen bench cases, the per-evaluation cost profile;
 #   12. cuDNN attention case by case;
-#   13. the decode gemv's candidates (bench/gpu/qmv_sweep.cu) (stages 6-13 run only when named).
+#   13. the decode gemv's candidates (bench/gpu/qmv_sweep.cu);
+#   15. cuSOLVER's Cholesky called in place or transposed (bench/gpu/linalg_sweep.cu)
+#   (stages 6-15 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 # REUSE=1: a call right after one that built (the machine still warm) takes that build when the
@@ -70,15 +72,26 @@ left() { local l=$(( ${BUDGET:-570} - ($(date +%s) - T0) )); [ $l -lt 10 ] && l=
 summ() { python3 tools/test_summary.py "$1" "$2" 2>/dev/null | tail -1; }
 
 stage1() {
+  # The C suites through CTest (the pytest entries aside) while tests/python runs in pytest-xdist
+  # workers (one GPU context each); both with the default device gpu. A test whose GPU nodes ran
+  # a CPU kernel fails (tests/python/conftest.py); NUVEC_LOG_FALLBACK=1 names the primitives.
+  # The nuvec module's suite (python/tests) needs Python's headers, which this machine lacks.
   t=$(date +%s)
+  local lim=$(left ${SUITE_TIME:-500})
   rm -rf $B/test-results && mkdir -p $B/test-results
-  (cd $B && NUVEC_DEFAULT_DEVICE=gpu NUVEC_LOG_FALLBACK=1 NUVEC_TEST_THREAD_ITERS=200 timeout $(left ${SUITE_TIME:-200}) ctest -j8 --timeout 190 \
-     --output-on-failure --output-junit ctest-junit.xml -E "test_gpu_semantics" >"$OUT/suite.log" 2>&1)
-  note "1. suite with default device gpu: $(summ $B/test-results $B/ctest-junit.xml) ($(( $(date +%s) - t )) s)"
-  grep -E "^FAILED|Failed  |\*\*\*Failed|Timeout" "$OUT/suite.log" | head -40 | tee -a "$SUM"
-  nfb=$(grep -ho "nuvec: [a-z_0-9]* ran on the CPU" "$OUT/suite.log" "$B"/Testing/Temporary/LastTest.log 2>/dev/null | wc -l)
+  (cd $B && NUVEC_DEFAULT_DEVICE=gpu NUVEC_LOG_FALLBACK=1 NUVEC_TEST_THREAD_ITERS=200 timeout $lim ctest -j${SUITE_CJOBS:-6} --timeout 300 \
+     --output-on-failure --output-junit ctest-junit.xml -E "^(pytest|pytest_module|distributed|test_gpu_semantics)$" >"$OUT/suite.log" 2>&1) &
+  local cpid=$!
+  NUVEC_DEFAULT_DEVICE=gpu NUVEC_LOG_FALLBACK=1 NUVEC_DEBUG_GUARDS=1 timeout $(( lim - 5 )) python3 -m pytest -q -p no:cacheprovider \
+    -n ${SUITE_PYJOBS:-8} -rfE --junitxml=$B/test-results/pytest.xml ${SUITE_PY:-tests/python} >"$OUT/suite_py.log" 2>&1
+  local prc=$?
+  wait $cpid
+  note "1. suite with default device gpu: $(summ $B/test-results $B/ctest-junit.xml) ($(( $(date +%s) - t )) s; pytest rc=$prc)"
+  note "   pytest: $(tail -1 "$OUT/suite_py.log" | cut -c1-200)"
+  grep -E "^FAILED|^ERROR|Failed  |\*\*\*Failed|Timeout" "$OUT/suite.log" "$OUT/suite_py.log" | sed 's/^[^:]*://' | cut -c1-240 | head -50 | tee -a "$SUM"
+  nfb=$(grep -ho "nuvec: [a-z_0-9]* ran on the CPU\|[0-9]* GPU node(s) ran their CPU kernel" "$OUT/suite.log" "$OUT/suite_py.log" "$B"/Testing/Temporary/LastTest.log 2>/dev/null | wc -l)
   note "   fallbacks during the suite: $nfb ($( [ "$nfb" = 0 ] && echo "ok: none" || echo "FAIL: issue 16 wants 0")), by primitive:"
-  grep -o "nuvec: [a-z_0-9]* ran on the CPU" "$OUT/suite.log" "$B"/Testing/Temporary/LastTest.log 2>/dev/null | awk '{print $2}' | sort | uniq -c | sort -rn | head -60 | tr '\n' ' ' | tee -a "$SUM"
+  grep -ho "nuvec: [a-z_0-9]* ran on the CPU" "$OUT/suite.log" "$OUT/suite_py.log" "$B"/Testing/Temporary/LastTest.log 2>/dev/null | awk '{print $2}' | sort | uniq -c | sort -rn | head -60 | tr '\n' ' ' | tee -a "$SUM"
   echo | tee -a "$SUM"
 }
 
@@ -261,6 +274,14 @@ stage13() {
   note "13. qmv_sweep: rc=$? ($(( $(date +%s) - t )) s)"
   { grep -E "^BEST|FAIL|^device|^qmv_sweep" "$OUT/qmv_sweep.log"; grep -E "^SWEEP" "$OUT/qmv_sweep.log"
     grep -E "^KINFO" "$OUT/qmv_sweep.log"; } | head -260 | tee -a "$SUM"
+}
+
+stage15() {
+  # cuSOLVER's Cholesky called nuvec's way and the transposed way (bench/gpu/linalg_sweep.cu).
+  t=$(date +%s)
+  timeout 120 $B/bench/gpu/linalg_sweep ${LINALG_SIZES:-} >"$OUT/linalg_sweep.log" 2>&1
+  note "15. linalg_sweep: rc=$? ($(( $(date +%s) - t )) s)"
+  grep -E "^SWEEP|^BEST|linalg_sweep:" "$OUT/linalg_sweep.log" | head -40 | tee -a "$SUM"
 }
 
 finish() {

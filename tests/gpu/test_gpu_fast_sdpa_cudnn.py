@@ -5,8 +5,9 @@ nuvec's rule needs) and not, grouped-query heads (Hkv dividing Hq, one key/value
 lengths (17 queries, 1000 and 4097 keys), batches and heads, q, k and v described in place
 ([B, L, H, D] storage read through strides) or copied first (strided, transposed, off 16 bytes),
 a positive scale, and a NaN query row. Then the switch: NUVEC_CUDNN_SDPA=0 gives
-sdpa_mma's result (close to the CPU's and not cuDNN's bits), =auto takes cuDNN wherever
-=1 does (the same bits; NUVEC_LOG_FALLBACK=1 names every shape cuDNN declined), and the nodes
+sdpa_mma's result (close to the CPU's and not cuDNN's bits), =auto and the default (the
+variable unset) take cuDNN wherever =1 does (the same bits; NUVEC_LOG_FALLBACK=1 names every
+shape cuDNN declined), and the nodes
 outside cuDNN's path (float32, mask arrays, sinks, Lq > Lk causal, decode, head size 32,
 scales of 0 and below) still
 run under NUVEC_CUDNN_SDPA=1, on nuvec's own kernels.
@@ -18,8 +19,7 @@ could not run fails with nuvec's message (cuDNN's status and last-error text inc
 child's cuDNN log lines. Tolerance: sdpa_mma's (tests/gpu/test_gpu_fast_sdpa.py): 6e-3
 (float16) and 4e-2 (bfloat16) times max(1, max |v|), since cuDNN too rounds the softmax
 weights to the input dtype before the product with v. Skipped where no GPU is usable, and the
-cuDNN cases where libcudnn.so.9 cannot be loaded at all; the whole file runs only with
-NUVEC_TEST_CUDNN_SDPA=1 while the path is opt-in."""
+cuDNN cases where libcudnn.so.9 cannot be loaded at all."""
 import ctypes as C
 import json
 import os
@@ -40,10 +40,7 @@ sig("nv_fast_scaled_dot_product_attention", P, P, P, P, C.c_float, C.c_char_p, P
 sig("nv_reshape", P, P, C.POINTER(C.c_int), C.c_int)
 sig("nv_gpu_fallback_count", C.c_uint64)
 
-# cuDNN's path is opt-in while it is repaired (on the H200 in session 9 these tests found illegal
-# addresses and no engine for the bench shape): they run with NUVEC_TEST_CUDNN_SDPA=1.
-pytestmark = [needs_gpu, pytest.mark.skipif(os.environ.get("NUVEC_TEST_CUDNN_SDPA") != "1",
-                                            reason="cuDNN attention is opt-in (NUVEC_TEST_CUDNN_SDPA=1)")]
+pytestmark = [needs_gpu]
 
 TOL = {"float16": 6e-3, "bfloat16": 4e-2, "float32": 3e-5}
 
@@ -90,12 +87,12 @@ OUTSIDE = [
     case("scale_0.0", (1, 2, 2, 130, 260, 64, 64), "float16", "causal", scale=0.0),
 ]
 
-# The switch's cases: sdpa_mma under NUVEC_CUDNN_SDPA=0, cuDNN under =auto.
+# The switch's cases: sdpa_mma under NUVEC_CUDNN_SDPA=0, cuDNN under =auto and by default.
 SWITCH = [c for c in CUDNN if c["name"] in ("s1_bfloat16_causal", "s2_float16_causal",
                                             "s4_bfloat16_causal", "s7_bfloat16_none")]
 
 BY_NAME = {c["name"]: c for c in CUDNN + OUTSIDE}
-MODES = {"1": CUDNN + OUTSIDE, "0": SWITCH, "auto": SWITCH}
+MODES = {"1": CUDNN + OUTSIDE, "0": SWITCH, "auto": SWITCH, "default": SWITCH}
 
 
 def inputs(c):
@@ -178,13 +175,15 @@ _runs = {}
 
 
 def run_mode(tmp_dir, mode):
-    """The child's results for `mode` (NUVEC_CUDNN_SDPA "1", "0" or "auto"), run once
-    per session: (results, per-case info, the child's stderr)."""
+    """The child's results for `mode` (NUVEC_CUDNN_SDPA "1", "0" or "auto"; "default": the
+    variable unset), run once per session: (results, per-case info, the child's stderr)."""
     if mode not in _runs:
         out = os.path.join(tmp_dir, f"mode_{mode}")
         env = dict(os.environ, NUVEC_DEFAULT_DEVICE="gpu", NUVEC_LOG_FALLBACK="1",
                    NUVEC_TEST_SEED=str(SEED))
-        env["NUVEC_CUDNN_SDPA"] = mode
+        env.pop("NUVEC_CUDNN_SDPA", None)
+        if mode != "default":
+            env["NUVEC_CUDNN_SDPA"] = mode
         code = (f"import sys; sys.path.insert(0, {HERE!r}); import test_gpu_fast_sdpa_cudnn as t; "
                 f"t.child({out!r}, {mode!r})")
         p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -270,16 +269,18 @@ def test_off_gives_mma(tmp_dir, name):
         assert not np.array_equal(got, dnn), "NUVEC_CUDNN_SDPA=0 gave cuDNN's exact bits"
 
 
+@pytest.mark.parametrize("mode", ["auto", "default"])
 @pytest.mark.parametrize("name", [c["name"] for c in SWITCH])
-def test_auto_takes_cudnn(tmp_dir, name):
-    """Under =auto cuDNN runs what it runs under =1 (the same plan: the same bits), and declines
-    nothing of the path (NUVEC_LOG_FALLBACK=1 would name it)."""
+def test_auto_takes_cudnn(tmp_dir, name, mode):
+    """Under =auto, and with the variable unset, cuDNN runs what it runs under =1 (the same
+    plan: the same bits), and declines nothing of the path (NUVEC_LOG_FALLBACK=1 would name
+    it)."""
     c = BY_NAME[name]
     dnn = got_of(tmp_dir, "1", name)
-    got = got_of(tmp_dir, "auto", name)
-    _, _, stderr = run_mode(tmp_dir, "auto")
+    got = got_of(tmp_dir, mode, name)
+    _, _, stderr = run_mode(tmp_dir, mode)
     declined = [l for l in stderr.splitlines() if "cuDNN declined" in l]
-    assert not declined, "NUVEC_CUDNN_SDPA=auto left these to sdpa_mma:\n" + "\n".join(declined)
+    assert not declined, f"NUVEC_CUDNN_SDPA={mode} left these to sdpa_mma:\n" + "\n".join(declined)
     assert np.array_equal(got, dnn, equal_nan=True), \
         f"{name}: the default mode's result is not cuDNN's (=1) result"
     close(got, want_of(c), c)

@@ -43,6 +43,20 @@ def output_guards():
     assert after == before, f"{after - before} buffer(s) had damaged guards: an out-of-bounds write"
 
 
+@pytest.fixture(autouse=True)
+def no_gpu_fallbacks():
+    """Run with the default device gpu (NUVEC_DEFAULT_DEVICE=gpu, tests/gpu/run.sh's stage 1),
+    a test whose GPU nodes ran a CPU kernel fails (issue 16: the counter stays 0 over the whole
+    suite; NUVEC_LOG_FALLBACK=1 names the primitive on stderr). Without a GPU the counter never
+    moves."""
+    from nvc import lib
+
+    before = lib.nv_gpu_fallback_count()
+    yield
+    n = lib.nv_gpu_fallback_count() - before
+    assert n == 0, f"{n} GPU node(s) ran their CPU kernel (nv_gpu_fallback_count)"
+
+
 SAMPLE_SCALE = float(os.environ.get("NUVEC_TEST_SAMPLE_SCALE", "1"))
 
 

@@ -70,6 +70,7 @@ def sig(name, restype, *argtypes):
 
 sig("nv_retain", P, P)
 sig("nv_release", None, P)
+sig("nv_gpu_fallback_count", C.c_size_t)
 sig("nv_last_error", C.c_char_p)
 sig("nv_array_status", I, P)
 sig("nv_array_error", C.c_char_p, P)

@@ -1,0 +1,254 @@
+/* linalg_sweep: how cuSOLVER's Cholesky factorization is fastest called for nuvec's row-major
+ * matrices (src/cuda/linalg_solver.c), on one GPU. A row-major matrix is the column-major matrix
+ * of its transpose, so nuvec factors it in place with the opposite triangle (UPPER in cuSOLVER's
+ * column-major terms for a lower L); the other way is a transposed copy in, potrf on the
+ * natural triangle (LOWER), and a transposed copy out. This program times both, for the 32- and
+ * 64-bit APIs, directly and captured in a CUDA graph (as nuvec runs it), with the transposes'
+ * cost counted where they are needed. A standalone CUDA program linking cuSOLVER only:
+ *
+ *   linalg_sweep [n ...]      (default: 4096 2048 1024)
+ *
+ * Each candidate is checked: the factor's residual max |L Lᵀ - A| / max |A| over sampled
+ * entries (float64: 1e-10, float32: 1e-3). Output lines:
+ *   SWEEP potrf <dtype> <n> <candidate> <ms> <TFLOP/s (n³/3)> <residual> <ok|FAIL>
+ *   BEST potrf <dtype> <n> <candidate> <ms> | inplace_upper <ms>
+ * Exit status 0 when every candidate is correct, 1 when one failed, 2 on a CUDA or cuSOLVER
+ * error (no GPU included). */
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      fprintf(stderr, "linalg_sweep: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), \
+              __LINE__);                                                               \
+      exit(2);                                                                         \
+    }                                                                                  \
+  } while (0)
+#define CS(x)                                                                                \
+  do {                                                                                       \
+    cusolverStatus_t s_ = (x);                                                               \
+    if (s_ != CUSOLVER_STATUS_SUCCESS) {                                                     \
+      fprintf(stderr, "linalg_sweep: %s: cuSOLVER status %d (line %d)\n", #x, (int)s_, __LINE__); \
+      exit(2);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+/* y (n x n) = xᵀ, 32 x 32 tiles through shared memory. */
+template <class T> __global__ void transpose(T *y, const T *x, int n) {
+  __shared__ T t[32][33];
+  int bx = blockIdx.x * 32, by = blockIdx.y * 32;
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    int r = by + j, c = bx + threadIdx.x;
+    if (r < n && c < n) t[j][threadIdx.x] = x[(int64_t)r * n + c];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    int r = bx + j, c = by + threadIdx.x;
+    if (r < n && c < n) y[(int64_t)r * n + c] = t[threadIdx.x][j];
+  }
+}
+
+/* A symmetric positive definite: a[i][j] = exp(-|i-j|/8) + n·δij (row-major, exactly symmetric,
+ * well conditioned), double on the device. */
+template <class T> __global__ void spd(T *a, int n) {
+  int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= (int64_t)n * n) return;
+  int i = (int)(k / n), j = (int)(k % n);
+  double v = exp(-fabs((double)(i - j)) / 8.0) + (i == j ? (double)n : 0.0);
+  a[k] = (T)v;
+}
+
+struct ctx {
+  cusolverDnHandle_t h;
+  cusolverDnParams_t xp;
+  cudaStream_t s;
+};
+
+template <class T> static cudaDataType dtype_of();
+template <> cudaDataType dtype_of<double>() { return CUDA_R_64F; }
+template <> cudaDataType dtype_of<float>() { return CUDA_R_32F; }
+
+static cusolverStatus_t potrf32(cusolverDnHandle_t h, cublasFillMode_t f, int n, double *a, double *w, int lw, int *info) {
+  return cusolverDnDpotrf(h, f, n, a, n, w, lw, info);
+}
+static cusolverStatus_t potrf32(cusolverDnHandle_t h, cublasFillMode_t f, int n, float *a, float *w, int lw, int *info) {
+  return cusolverDnSpotrf(h, f, n, a, n, w, lw, info);
+}
+static cusolverStatus_t potrf32_size(cusolverDnHandle_t h, cublasFillMode_t f, int n, double *a, int *lw) {
+  return cusolverDnDpotrf_bufferSize(h, f, n, a, n, lw);
+}
+static cusolverStatus_t potrf32_size(cusolverDnHandle_t h, cublasFillMode_t f, int n, float *a, int *lw) {
+  return cusolverDnSpotrf_bufferSize(h, f, n, a, n, lw);
+}
+
+/* One candidate: x64 (64-bit API), fill (cuSOLVER's triangle), transposes (copy in and out
+ * transposed instead of a plain copy in). `out` gets the factor in the row-major lower triangle
+ * (as nuvec's L) when transposes or fill == UPPER. */
+template <class T> struct cand {
+  const char *name;
+  bool x64, lower, transposes;
+};
+
+template <class T>
+static void enqueue(ctx &c, const cand<T> &k, int n, const T *a, T *out, T *tmp, void *ws,
+                    size_t wsbytes, int lw32, int *info) {
+  size_t bytes = (size_t)n * n * sizeof(T);
+  dim3 tb(32, 8), tg((n + 31) / 32, (n + 31) / 32);
+  T *work = k.transposes ? tmp : out;
+  if (k.transposes) transpose<T><<<tg, tb, 0, c.s>>>(work, a, n);
+  else CK(cudaMemcpyAsync(work, a, bytes, cudaMemcpyDeviceToDevice, c.s));
+  cublasFillMode_t f = k.lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+  if (k.x64)
+    CS(cusolverDnXpotrf(c.h, c.xp, f, n, dtype_of<T>(), work, n, dtype_of<T>(), ws, wsbytes, NULL, 0, info));
+  else CS(potrf32(c.h, f, n, work, (T *)ws, lw32, info));
+  if (k.transposes) transpose<T><<<tg, tb, 0, c.s>>>(out, work, n);
+  CK(cudaGetLastError());
+}
+
+/* max |L Lᵀ - A| / max |A| over 2000 sampled (i, j), L the row-major lower triangle of `l`
+ * (entries above the diagonal ignored). */
+template <class T> static double residual(const T *l_dev, const T *a_dev, int n) {
+  size_t cnt = (size_t)n * n;
+  T *l = (T *)malloc(cnt * sizeof(T)), *a = (T *)malloc(cnt * sizeof(T));
+  if (!l || !a) { fprintf(stderr, "linalg_sweep: out of host memory\n"); exit(2); }
+  CK(cudaMemcpy(l, l_dev, cnt * sizeof(T), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(a, a_dev, cnt * sizeof(T), cudaMemcpyDeviceToHost));
+  double amax = 0, worst = 0;
+  for (size_t k = 0; k < cnt; k += 97) amax = fmax(amax, fabs((double)a[k]));
+  uint64_t r = 88172645463325252ull;
+  for (int t = 0; t < 2000; t++) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    int i = (int)(r % (uint64_t)n), j = (int)((r >> 32) % (uint64_t)n);
+    if (t < 16) j = i; /* the diagonal too */
+    double s = 0;
+    int m = i < j ? i : j;
+    for (int q = 0; q <= m; q++) s += (double)l[(size_t)i * n + q] * (double)l[(size_t)j * n + q];
+    worst = fmax(worst, fabs(s - (double)a[(size_t)i * n + j]));
+    if (isnan(s)) worst = INFINITY;
+  }
+  free(l), free(a);
+  return worst / amax;
+}
+
+template <class T> static int sweep(ctx &c, int n, const char *dname, double tol) {
+  size_t bytes = (size_t)n * n * sizeof(T);
+  T *a, *out, *tmp;
+  int *info;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&out, bytes));
+  CK(cudaMalloc(&tmp, bytes));
+  CK(cudaMalloc(&info, sizeof(int)));
+  spd<T><<<(unsigned)(((int64_t)n * n + 255) / 256), 256, 0, c.s>>>(a, n);
+  CK(cudaGetLastError());
+  /* The 64-bit API's workspace for either triangle, the 32-bit API's likewise. */
+  size_t wd = 0, wh = 0, best_ws = 0;
+  int lw = 0, lw2 = 0;
+  for (int lo = 0; lo < 2; lo++) {
+    cublasFillMode_t f = lo ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+    CS(cusolverDnXpotrf_bufferSize(c.h, c.xp, f, n, dtype_of<T>(), a, n, dtype_of<T>(), &wd, &wh));
+    if (wd > best_ws) best_ws = wd;
+    CS(potrf32_size(c.h, f, n, a, &lw2));
+    if (lw2 > lw) lw = lw2;
+  }
+  if ((size_t)lw * sizeof(T) > best_ws) best_ws = (size_t)lw * sizeof(T);
+  void *ws;
+  CK(cudaMalloc(&ws, best_ws + 16));
+  static const cand<T> cands[] = {
+      {"inplace_upper", false, false, false}, {"inplace_upper_x64", true, false, false},
+      {"transposed_lower", false, true, true}, {"transposed_lower_x64", true, true, true},
+  };
+  double best = 1e30, base = 0;
+  const char *bname = "";
+  int bad = 0;
+  for (const cand<T> &k : cands) {
+    /* warm-up, then 5 direct calls and 5 graph replays, each timed by events; the median. */
+    enqueue(c, k, n, a, out, tmp, ws, best_ws, lw, info);
+    CK(cudaStreamSynchronize(c.s));
+    int hinfo = -1;
+    CK(cudaMemcpy(&hinfo, info, sizeof hinfo, cudaMemcpyDeviceToHost));
+    double res = residual(out, a, n);
+    bool ok = hinfo == 0 && res <= tol;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float direct[5], graphed[5];
+    for (int r = 0; r < 5; r++) {
+      CK(cudaEventRecord(e0, c.s));
+      enqueue(c, k, n, a, out, tmp, ws, best_ws, lw, info);
+      CK(cudaEventRecord(e1, c.s));
+      CK(cudaEventSynchronize(e1));
+      CK(cudaEventElapsedTime(&direct[r], e0, e1));
+    }
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(c.s, cudaStreamCaptureModeThreadLocal));
+    enqueue(c, k, n, a, out, tmp, ws, best_ws, lw, info);
+    CK(cudaStreamEndCapture(c.s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphLaunch(ge, c.s));
+    for (int r = 0; r < 5; r++) {
+      CK(cudaEventRecord(e0, c.s));
+      CK(cudaGraphLaunch(ge, c.s));
+      CK(cudaEventRecord(e1, c.s));
+      CK(cudaEventSynchronize(e1));
+      CK(cudaEventElapsedTime(&graphed[r], e0, e1));
+    }
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    for (float *v : {direct, graphed}) /* sort 5 */
+      for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+          if (v[j] < v[i]) { float t = v[i]; v[i] = v[j]; v[j] = t; }
+    double ms = graphed[2], flops = (double)n * n * n / 3.0;
+    printf("SWEEP potrf %s %d %s %.3f %.2f %.2e %s direct=%.3f\n", dname, n, k.name, ms,
+           flops / (ms * 1e-3) / 1e12, res, ok ? "ok" : "FAIL", direct[2]);
+    if (!ok) bad = 1;
+    if (!strcmp(k.name, "inplace_upper_x64")) base = ms;
+    if (ok && ms < best) best = ms, bname = k.name;
+  }
+  printf("BEST potrf %s %d %s %.3f | inplace_upper_x64 %.3f\n", dname, n, bname, best, base);
+  fflush(stdout);
+  CK(cudaFree(a));
+  CK(cudaFree(out));
+  CK(cudaFree(tmp));
+  CK(cudaFree(info));
+  CK(cudaFree(ws));
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  int ns[8] = {4096, 2048, 1024}, nn = 3;
+  if (argc > 1) {
+    nn = 0;
+    for (int i = 1; i < argc && nn < 8; i++) ns[nn++] = atoi(argv[i]);
+  }
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  ctx c;
+  CK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+  CS(cusolverDnCreate(&c.h));
+  CS(cusolverDnSetStream(c.h, c.s));
+  CS(cusolverDnCreateParams(&c.xp));
+  int bad = 0;
+  for (int i = 0; i < nn; i++) {
+    if (ns[i] < 32) continue;
+    bad |= sweep<double>(c, ns[i], "float64", 1e-10);
+    bad |= sweep<float>(c, ns[i], "float32", 1e-3);
+  }
+  CS(cusolverDnDestroyParams(c.xp));
+  CS(cusolverDnDestroy(c.h));
+  CK(cudaStreamDestroy(c.s));
+  return bad;
+}
