@@ -289,7 +289,12 @@ static const char *input(const cap *c, int i) {
   return (const char *)c->v[i].address + c->p->key.in_off[i] * (int64_t)kind_size(c->p->key.kind);
 }
 
-/* cholesky: views a, L, scratch. */
+/* cholesky: views a, L, scratch. One matrix at a time (a single matrix, or orders above
+ * LS_BATCHED_MAX): a into scratch transposed (column-major a), potrf on its own triangle, and
+ * the factor transposed back into L. cuSOLVER's potrf on the natural triangle took 1.92 ms for
+ * a float64 4096 on the H200, on the opposite triangle in place (a row-major matrix seen as its
+ * transpose) 4.35 ms (bench/gpu/linalg_sweep.cu); the two transposes cost far less. Batches of
+ * small matrices: the batched routine in place, on the opposite triangle. */
 static hrx_status run_cholesky(const cap *c) {
   const ls_key *k = &c->p->key;
   size_t es = kind_size(k->kind);
@@ -297,11 +302,11 @@ static hrx_status run_cholesky(const cap *c) {
   char *out = c->v[1].address;
   int *info = (int *)at(c, k->info), *flags = (int *)at(c, k->flags);
   cusolverDnHandle_t h = c->p->dev->sol;
-  cublasFillMode_t fill = k->upper ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
   int n = (int)k->n;
-  CK_CUDA(cudaMemcpyAsync(out, input(c, 0), bytes, cudaMemcpyDeviceToDevice, c->s), "cudaMemcpyAsync");
   CK_CUDA(cudaMemsetAsync(flags, 0, sizeof(int) * (size_t)k->batch, c->s), "cudaMemsetAsync");
   if (k->batch > 1 && k->n <= LS_BATCHED_MAX) {
+    cublasFillMode_t fill = k->upper ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+    CK_CUDA(cudaMemcpyAsync(out, input(c, 0), bytes, cudaMemcpyDeviceToDevice, c->s), "cudaMemcpyAsync");
     void **ptrs = (void **)at(c, k->ptr0);
     CK_CUDA(nv__ls_pointers(c->s, out, (int64_t)(es * (size_t)(n * (int64_t)n)), k->batch, ptrs),
             "pointer kernel");
@@ -311,9 +316,14 @@ static hrx_status run_cholesky(const cap *c) {
     else
       CK_SOL(cusolverDnSpotrfBatched(h, fill, n, (float **)ptrs, n, info, (int)k->batch),
              "cusolverDnSpotrfBatched");
+    CK_CUDA(nv__ls_info_flags(c->s, info, k->batch, flags), "info kernel");
   } else {
+    cublasFillMode_t fill = k->upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    char *work = at(c, k->work);
+    CK_CUDA(nv__ls_transpose(c->s, k->kind, input(c, 0), work, k->batch, k->n, k->n, 0, 0, NULL),
+            "transpose kernel");
     for (int64_t b = 0; b < k->batch; b++) {
-      char *ob = out + b * (int64_t)n * n * (int64_t)es;
+      char *ob = work + b * (int64_t)n * n * (int64_t)es;
       if (c->p->xp) {
         cudaDataType ta = k->kind == NV__LS_F64 ? CUDA_R_64F : CUDA_R_32F;
         CK_SOL(cusolverDnXpotrf(h, c->p->xp, fill, k->n, ta, ob, k->n, ta, at(c, k->ws),
@@ -328,8 +338,10 @@ static hrx_status run_cholesky(const cap *c) {
                                 info + b),
                "cusolverDnSpotrf");
     }
+    CK_CUDA(nv__ls_info_flags(c->s, info, k->batch, flags), "info kernel");
+    CK_CUDA(nv__ls_transpose(c->s, k->kind, work, out, k->batch, k->n, k->n, 0, 0, flags),
+            "transpose kernel");
   }
-  CK_CUDA(nv__ls_info_flags(c->s, info, k->batch, flags), "info kernel");
   CK_CUDA(nv__ls_triangle(c->s, k->kind, out, k->batch, k->n, k->upper, flags), "triangle kernel");
   return HRX_OK;
 }
@@ -751,16 +763,19 @@ static nv_status size_workspace(ls_plan *p) {
   cusolverStatus_t s = CUSOLVER_STATUS_SUCCESS;
   bool f64 = k->kind == NV__LS_F64;
   switch (k->prim) {
-  case NV__PRIM_CHOLESKY:
-    if (k->batch == 1 || k->n > LS_BATCHED_MAX) {
+  case NV__PRIM_CHOLESKY: {
+    /* The triangle run_cholesky factors: the natural one of a transposed copy, one matrix at a
+     * time; the opposite one in place for the batched routine. */
+    bool single = k->batch == 1 || k->n > LS_BATCHED_MAX;
+    cublasFillMode_t fill = single == (bool)k->upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+    if (single) {
       /* One call per matrix: the 64-bit API (PyTorch's choice), unless it wants host
        * workspace, which a captured call cannot use (the legacy call then). */
       size_t dws = 0, hws = 0;
       cudaDataType ta = f64 ? CUDA_R_64F : CUDA_R_32F;
       s = cusolverDnCreateParams(&p->xp);
       if (s == CUSOLVER_STATUS_SUCCESS)
-        s = cusolverDnXpotrf_bufferSize(h, p->xp, CUBLAS_FILL_MODE_UPPER, k->n, ta, NULL, k->n, ta,
-                                        &dws, &hws);
+        s = cusolverDnXpotrf_bufferSize(h, p->xp, fill, k->n, ta, NULL, k->n, ta, &dws, &hws);
       if (s == CUSOLVER_STATUS_SUCCESS && hws == 0) {
         k->lwork = (int64_t)((dws + kind_size(k->kind) - 1) / kind_size(k->kind));
         return NV_OK;
@@ -768,9 +783,10 @@ static nv_status size_workspace(ls_plan *p) {
       if (p->xp) cusolverDnDestroyParams(p->xp);
       p->xp = NULL;
     }
-    s = f64 ? cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_UPPER, n, NULL, n, &lw)
-            : cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_UPPER, n, NULL, n, &lw);
+    s = f64 ? cusolverDnDpotrf_bufferSize(h, fill, n, NULL, n, &lw)
+            : cusolverDnSpotrf_bufferSize(h, fill, n, NULL, n, &lw);
     break;
+  }
   case NV__PRIM_LU_FACTOR:
     if (k->m * k->n > 0)
       s = f64 ? cusolverDnDgetrf_bufferSize(h, m, n, NULL, m, &lw)
@@ -864,6 +880,7 @@ static void layout(ls_key *k, size_t *total) {
   case NV__PRIM_CHOLESKY:
     k->ws = carve(total, (size_t)k->lwork * es);
     k->ptr0 = carve(total, sizeof(void *) * b);
+    if (k->batch == 1 || k->n > LS_BATCHED_MAX) k->work = carve(total, nn * b * es);
     break;
   case NV__PRIM_LU_FACTOR:
     k->ptr0 = carve(total, sizeof(void *) * b);

@@ -223,9 +223,51 @@ int launched() { return (int)cudaGetLastError(); }
 
 #define PTR(K, p) ((typename el<K>::T *)(p))
 
+/* The same through 32 x 32 tiles in shared memory (blocks of 32 x 8 threads), so that both the
+ * reads and the writes coalesce: tile (blockIdx.x, blockIdx.y) of src's cols x rows, matrices
+ * blockIdx.z, blockIdx.z + gridDim.z, ... (about 2x the element-wise kernel's rate on the large
+ * matrices cholesky and lu_factor transpose). */
+template <int K>
+__global__ void __launch_bounds__(256)
+    transpose_tiled_k(const typename el<K>::T *src, typename el<K>::T *dst, int64_t batch,
+                      int64_t rows, int64_t cols, int64_t sstride, int conj, const int *flags) {
+  typedef typename el<K>::T T;
+  __shared__ T tile[32][33];
+  const int64_t c0 = (int64_t)blockIdx.x * 32, r0 = (int64_t)blockIdx.y * 32;
+  for (int64_t b = blockIdx.z; b < batch; b += gridDim.z) {
+    const T *sb = src + b * sstride;
+    T *db = dst + b * rows * cols;
+    const bool nan = flags && flags[b];
+    for (int j = threadIdx.y; j < 32; j += 8) {
+      const int64_t r = r0 + j, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) {
+        T v = sb[r * cols + c];
+        if (conj) v = el<K>::conj(v);
+        tile[j][threadIdx.x] = nan ? el<K>::nan() : v;
+      }
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += 8) {
+      /* dst is cols x rows: its row c0 + j, column r0 + threadIdx.x */
+      const int64_t c = c0 + j, r = r0 + threadIdx.x;
+      if (r < rows && c < cols) db[c * rows + r] = tile[threadIdx.x][j];
+    }
+    __syncthreads(); /* the tile is read before the next matrix writes it */
+  }
+}
+
 template <int K>
 static void transpose_launch(cudaStream_t s, const void *src, void *dst, int64_t batch,
                              int64_t rows, int64_t cols, int64_t ss, int conj, const int *flags) {
+  const int64_t tx = (cols + 31) / 32, ty = (rows + 31) / 32;
+  if (ty <= 65535 && tx <= INT32_MAX) {
+    const int64_t per = tx * ty, want = (132 * 64 + per - 1) / per; /* a few waves of tiles */
+    const unsigned z = (unsigned)(batch < want ? batch : want > 65535 ? 65535 : want);
+    transpose_tiled_k<K><<<dim3((unsigned)tx, (unsigned)ty, z), dim3(32, 8), 0, s>>>(
+        (const typename el<K>::T *)src, (typename el<K>::T *)dst, batch, rows, cols, ss, conj,
+        flags);
+    return;
+  }
   transpose_k<K><<<blocks_for(batch * rows * cols), THREADS, 0, s>>>(
       (const typename el<K>::T *)src, (typename el<K>::T *)dst, batch, rows, cols, ss, conj,
       flags);
