@@ -1,7 +1,8 @@
 /* The fast family on the GPU: the CUDA kernel-table entries of rms_norm, layer_norm and rope.
  * Host code (C11): it gets the output's device memory and the inputs row-contiguous (the
  * builder already made them so; a strided one would be copied to scratch), picks the launch
- * shape from the row length and records one launch of fast_norm.cu's kernels. */
+ * shape from the row length (the norms: fast_norm.cu's nv__gpu_norm_plan_of) and records one
+ * launch of fast_norm.cu's kernels. */
 #include <math.h>
 
 #include "cuda/fast_norm_kernels.h"
@@ -53,7 +54,8 @@ static nv_status k_norm(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
   nv__output *o = &node->out[0];
   nv_dtype dt = o->dtype;
   const char *op = nv__prims[node->prim].name;
-  if (!nv__gpu_kernel_norm((int)dt, 1))
+  if (dt != NV_DTYPE_FLOAT16 && dt != NV_DTYPE_BFLOAT16 && dt != NV_DTYPE_FLOAT32 &&
+      dt != NV_DTYPE_FLOAT64)
     return nv__set_error(NV_ERR_UNSUPPORTED, "%s: dtype %s is not supported", op,
                          nv_dtype_name(dt));
   nv__gpu_arg a[4];
@@ -66,24 +68,22 @@ static nv_status k_norm(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                            .has_w = prm->has_weight,
                            .has_b = prm->has_bias};
   p.rows = o->size / p.d;
-  /* Threads per row: about four 16-byte vectors (elements, for a length that is not a whole
-   * number of vectors) each, a power of two from a warp to 1024; k vectors per thread in
-   * registers, rounded up to a power of two (rows past 8 x 1024 vectors read memory again). */
+  /* The views' element offsets decide whether the row-in-registers kernels can take the rows
+   * (the kernel checks the addresses as well). */
   int64_t v = 16 / (int64_t)nv_dtype_size(dt);
-  int64_t units = p.d % v == 0 ? p.d / v : p.d;
-  int64_t tpr = pow2_at_least((units + 3) / 4);
-  if (tpr < 32) tpr = 32;
-  if (tpr > 1024) tpr = 1024;
-  int64_t k = pow2_at_least((units + tpr - 1) / tpr);
-  if (k > 8) k = 8;
-  int64_t rpb = tpr >= 256 ? 1 : 256 / tpr;
-  int64_t grid = (p.rows + rpb - 1) / rpb;
-  if (grid > INT32_MAX)
-    return nv__set_error(NV_ERR_UNSUPPORTED, "%s: %lld rows are more than one launch covers", op,
-                         (long long)p.rows);
-  for (int i = 0; i < 4; i++) p.off[i] = a[i].offset;
-  return record(ctx, nv__gpu_kernel_norm((int)dt, (int)k), a, (uint32_t)grid, (uint32_t)tpr,
-                (uint32_t)rpb, &p, sizeof p);
+  bool aligned = true;
+  for (int i = 0; i < 4; i++) {
+    p.off[i] = a[i].offset;
+    aligned &= a[i].offset % v == 0;
+  }
+  nv__gpu_norm_plan plan;
+  nv__gpu_norm_plan_of((int)dt, p.d, p.rows, aligned, &plan);
+  const void *func = nv__gpu_kernel_norm((int)dt, &plan);
+  if (!func)
+    return nv__set_error(NV_ERR_BACKEND, "%s: no kernel for the launch plan (%d threads a row, "
+                         "k %d, %s)", op, plan.tpr, plan.k, plan.fixed ? "fixed" : "generic");
+  return record(ctx, func, a, (uint32_t)plan.grid, (uint32_t)plan.tpr, (uint32_t)plan.rpb, &p,
+                sizeof p);
 }
 
 static nv_status k_norm_vjp(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,

@@ -5,7 +5,10 @@
  * shuffles and, for groups of several warps, shared memory. Rows whose 16-byte vectors fit in
  * the threads' registers (k per thread, a template argument) are read once; longer rows, rows
  * whose length is not a multiple of a vector, and misaligned data (checked on the device) take
- * a scalar loop that reads the row again from memory (L2) for each pass.
+ * a scalar loop that reads the row again from memory (L2) for each pass. The launch (threads
+ * per row, rows per block, k, the cache hint of x and y) is nv__gpu_norm_plan_of's: rows up to
+ * 64 threads x 16 vectors take kernels compiled for their threads per row (one warp: shuffles
+ * only, no barrier), the others a kernel whose threads per row is the block's width.
  *
  * rope: a thread per rotated pair (and per copied feature past dims) of a row, rows walked
  * grid-stride; angles as the CPU computes them (the inverse frequency in float64, the position
@@ -34,10 +37,11 @@ template <class C> __device__ __forceinline__ C warp_sum(C v) {
 
 /* The sum of v over the row's threads (threadIdx.x), the same value in each. Every thread of
  * the block calls it the same number of times (rows past the end included): it synchronizes
- * the block when a row has several warps. red holds one slot per warp of the block (<= 32). */
-template <class C> __device__ __forceinline__ C row_sum(C v, C *red) {
+ * the block when a row has several warps. red holds one slot per warp of the block (<= 32).
+ * TPR: the threads per row when the kernel is compiled for them (0: blockDim.x). */
+template <int TPR = 0, class C> __device__ __forceinline__ C row_sum(C v, C *red) {
   v = warp_sum(v);
-  const int nw = blockDim.x >> 5;
+  const int nw = TPR ? TPR / 32 : (int)(blockDim.x >> 5);
   if (nw == 1) return v;
   const int base = threadIdx.y * nw;
   if ((threadIdx.x & 31) == 0) red[base + (threadIdx.x >> 5)] = v;
@@ -53,74 +57,96 @@ template <class S, int V> union vec16 {
   S v[V];
 };
 
-template <int DT, int K>
-__global__ void __launch_bounds__(1024)
-    k_norm(typename at<DT>::S *y0, const typename at<DT>::S *x0, const typename at<DT>::S *w0,
-           const typename at<DT>::S *b0, nv__gpu_norm_params p) {
+/* x's 16-byte loads and y's stores with cache hint H (NV__GPU_NORM_HINT_*). The no-allocate
+ * load goes through the non-coherent path: y never overlaps x (the launch's ABI). */
+template <int H> __device__ __forceinline__ uint4 ld_x(const uint4 *q) {
+  if (H == NV__GPU_NORM_HINT_CS) return __ldcs(q);
+  if (H == NV__GPU_NORM_HINT_NA || H == NV__GPU_NORM_HINT_NA_CS) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(q));
+    return v;
+  }
+  return *q;
+}
+template <int H> __device__ __forceinline__ void st_y(uint4 *q, uint4 v) {
+  if (H == NV__GPU_NORM_HINT_CS || H == NV__GPU_NORM_HINT_NA_CS) __stcs(q, v);
+  else *q = v;
+}
+
+/* One row held in registers: unit i (a 16-byte vector) of thread tx is tx + k * tpr. The sums
+ * are over the registers (the centered one after the mean, as the CPU does); w and b are read
+ * at the end, where every row of the launch reads them (L1/L2). */
+template <int DT, int K, int TPR, int H>
+__device__ __forceinline__ void norm_row_vec(typename at<DT>::S *y, const typename at<DT>::S *x,
+                                             const typename at<DT>::S *w,
+                                             const typename at<DT>::S *b, bool active, int tpr,
+                                             const nv__gpu_norm_params &p,
+                                             typename at<DT>::C *red) {
   typedef at<DT> A;
   typedef typename A::S S;
   typedef typename A::C C;
   constexpr int V = 16 / (int)sizeof(S);
-  __shared__ C red[32];
-  const int64_t tpr = blockDim.x, d = p.d;
-  const int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
-  const bool active = row < p.rows;
-  const S *xb = x0 + p.off[1], *w = w0 + p.off[2], *b = b0 + p.off[3];
-  S *yb = y0 + p.off[0];
-  const S *x = xb + (active ? row : 0) * d;
-  S *y = yb + (active ? row : 0) * d;
-  uintptr_t any = (uintptr_t)xb | (uintptr_t)yb | (p.has_w ? (uintptr_t)w : 0) |
-                  (p.has_b ? (uintptr_t)b : 0);
-  const C eps = (C)p.eps, inv_d = (C)1 / (C)d;
-  C mu = 0;
-  if (d % V == 0 && (any & 15u) == 0 && d / V <= K * tpr) {
-    /* The row in registers: unit i (a 16-byte vector) of thread tx is tx + k * tpr. */
-    const int64_t units = d / V;
-    vec16<S, V> u[K];
-    C s = 0;
+  const int units = (int)(p.d / V);
+  const C eps = (C)p.eps, inv_d = (C)1 / (C)p.d;
+  vec16<S, V> u[K];
+  C s = 0, mu = 0;
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      const int64_t i = threadIdx.x + k * tpr;
-      u[k].raw = active && i < units ? reinterpret_cast<const uint4 *>(x)[i] : make_uint4(0, 0, 0, 0);
-      if (p.layer)
+  for (int k = 0; k < K; k++) {
+    const int i = (int)threadIdx.x + k * tpr;
+    u[k].raw = active && i < units ? ld_x<H>(reinterpret_cast<const uint4 *>(x) + i)
+                                   : make_uint4(0, 0, 0, 0);
+    if (p.layer)
 #pragma unroll
-        for (int j = 0; j < V; j++) s += A::ld(u[k].v[j]);
-    }
-    if (p.layer) mu = row_sum(s, red) * inv_d;
-    C q = 0;
+      for (int j = 0; j < V; j++) s += A::ld(u[k].v[j]);
+  }
+  if (p.layer) mu = row_sum<TPR>(s, red) * inv_d;
+  C q = 0;
 #pragma unroll
-    for (int k = 0; k < K; k++)
-      if (threadIdx.x + k * tpr < units)
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-          C t = A::ld(u[k].v[j]) - mu;
-          q += t * t;
-        }
-    const C r = inv_sqrt(row_sum(q, red) * inv_d + eps);
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-      const int64_t i = threadIdx.x + k * tpr;
-      if (!active || i >= units) continue;
-      vec16<S, V> wv, bv, o;
-      if (p.has_w) wv.raw = reinterpret_cast<const uint4 *>(w)[i];
-      if (p.has_b) bv.raw = reinterpret_cast<const uint4 *>(b)[i];
+  for (int k = 0; k < K; k++)
+    if ((int)threadIdx.x + k * tpr < units)
 #pragma unroll
       for (int j = 0; j < V; j++) {
-        C t = (A::ld(u[k].v[j]) - mu) * r;
-        if (p.has_w) t *= A::ld(wv.v[j]);
-        if (p.has_b) t += A::ld(bv.v[j]);
-        o.v[j] = A::st(t);
+        C t = A::ld(u[k].v[j]) - mu;
+        q += t * t;
       }
-      reinterpret_cast<uint4 *>(y)[i] = o.raw;
+  const C r = inv_sqrt(row_sum<TPR>(q, red) * inv_d + eps);
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int i = (int)threadIdx.x + k * tpr;
+    if (!active || i >= units) continue;
+    vec16<S, V> wv, bv, o;
+    if (p.has_w) wv.raw = reinterpret_cast<const uint4 *>(w)[i];
+    if (p.has_b) bv.raw = reinterpret_cast<const uint4 *>(b)[i];
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      C t = (A::ld(u[k].v[j]) - mu) * r;
+      if (p.has_w) t *= A::ld(wv.v[j]);
+      if (p.has_b) t += A::ld(bv.v[j]);
+      o.v[j] = A::st(t);
     }
-    return;
+    st_y<H>(reinterpret_cast<uint4 *>(y) + i, o.raw);
   }
-  /* Any length and alignment: element by element, a pass over the row per sum. */
+}
+
+/* Any length and alignment: element by element, a pass over the row per sum. */
+template <int DT, int TPR>
+__device__ __forceinline__ void norm_row_any(typename at<DT>::S *y, const typename at<DT>::S *x,
+                                             const typename at<DT>::S *w,
+                                             const typename at<DT>::S *b, bool active, int tpr,
+                                             const nv__gpu_norm_params &p,
+                                             typename at<DT>::C *red) {
+  typedef at<DT> A;
+  typedef typename A::C C;
+  const int64_t d = p.d;
+  const C eps = (C)p.eps, inv_d = (C)1 / (C)d;
+  C mu = 0;
   if (p.layer) {
     C s = 0;
     if (active)
       for (int64_t i = threadIdx.x; i < d; i += tpr) s += A::ld(x[i]);
-    mu = row_sum(s, red) * inv_d;
+    mu = row_sum<TPR>(s, red) * inv_d;
   }
   C q = 0;
   if (active)
@@ -128,13 +154,45 @@ __global__ void __launch_bounds__(1024)
       C t = A::ld(x[i]) - mu;
       q += t * t;
     }
-  const C r = inv_sqrt(row_sum(q, red) * inv_d + eps);
+  const C r = inv_sqrt(row_sum<TPR>(q, red) * inv_d + eps);
   if (!active) return;
   for (int64_t i = threadIdx.x; i < d; i += tpr) {
     C t = (A::ld(x[i]) - mu) * r;
     if (p.has_w) t *= A::ld(w[i]);
     if (p.has_b) t += A::ld(b[i]);
     y[i] = A::st(t);
+  }
+}
+
+/* rms_norm / layer_norm. K: 16-byte vectors a thread keeps in registers; TPR: the threads per
+ * row the kernel is compiled for (0: any, blockDim.x), H: x's and y's cache hint, MAXT: the
+ * most threads a block (launch bounds: 65536 / MAXT registers a thread at most). The block's
+ * rows advance together grid-stride, so the barriers of rows of several warps are met by every
+ * thread the same number of times. */
+template <int DT, int K, int TPR = 0, int H = NV__GPU_NORM_HINT_NONE, int MAXT = 1024>
+__global__ void __launch_bounds__(MAXT)
+    k_norm(typename at<DT>::S *y0, const typename at<DT>::S *x0, const typename at<DT>::S *w0,
+           const typename at<DT>::S *b0, nv__gpu_norm_params p) {
+  typedef at<DT> A;
+  typedef typename A::S S;
+  typedef typename A::C C;
+  constexpr int V = 16 / (int)sizeof(S);
+  __shared__ C red[TPR == 32 ? 1 : 32];
+  const int tpr = TPR ? TPR : (int)blockDim.x;
+  const int64_t d = p.d;
+  const S *xb = x0 + p.off[1], *w = w0 + p.off[2], *b = b0 + p.off[3];
+  S *yb = y0 + p.off[0];
+  uintptr_t any = (uintptr_t)xb | (uintptr_t)yb | (p.has_w ? (uintptr_t)w : 0) |
+                  (p.has_b ? (uintptr_t)b : 0);
+  const bool vec = d % V == 0 && (any & 15u) == 0 && d / V <= (int64_t)K * tpr;
+  const int64_t step = (int64_t)gridDim.x * blockDim.y;
+  for (int64_t row0 = (int64_t)blockIdx.x * blockDim.y; row0 < p.rows; row0 += step) {
+    const int64_t row = row0 + threadIdx.y;
+    const bool active = row < p.rows;
+    const S *x = xb + (active ? row : 0) * d;
+    S *y = yb + (active ? row : 0) * d;
+    if (vec) norm_row_vec<DT, K, TPR, H>(y, x, w, b, active, tpr, p, red);
+    else norm_row_any<DT, TPR>(y, x, w, b, active, tpr, p, red);
   }
 }
 
@@ -255,8 +313,25 @@ __global__ void __launch_bounds__(NV__GPU_ROPE_THREADS)
   }
 }
 
-template <int DT> const void *norm_for(int k) {
-  switch (k) {
+template <int DT> const void *norm_for(const nv__gpu_norm_plan *pl) {
+  if (pl->fixed) {
+    if (pl->hint != NV__GPU_NORM_HINT || pl->tpr * pl->rpb > NV__GPU_NORM_BLOCK) return NULL;
+    constexpr int H = NV__GPU_NORM_HINT, M = NV__GPU_NORM_BLOCK, FK = NV__GPU_NORM_FIXED_K;
+    static_assert(FK == 16 && NV__GPU_NORM_FIXED_TPR == 64,
+                  "norm_for instantiates the fixed kernels nv__gpu_norm_plan_of makes");
+    if (pl->tpr == 32) switch (pl->k) {
+        case 1: return (const void *)&k_norm<DT, 1, 32, H, M>;
+        case 2: return (const void *)&k_norm<DT, 2, 32, H, M>;
+        case 4: return (const void *)&k_norm<DT, 4, 32, H, M>;
+        case 8: return (const void *)&k_norm<DT, 8, 32, H, M>;
+        case 16: return (const void *)&k_norm<DT, 16, 32, H, M>;
+        default: return NULL;
+      }
+    if (pl->tpr == 64 && pl->k == FK) return (const void *)&k_norm<DT, FK, 64, H, M>;
+    return NULL;
+  }
+  if (pl->hint != NV__GPU_NORM_HINT_NONE) return NULL;
+  switch (pl->k) {
     case 1: return (const void *)&k_norm<DT, 1>;
     case 2: return (const void *)&k_norm<DT, 2>;
     case 4: return (const void *)&k_norm<DT, 4>;
@@ -265,14 +340,52 @@ template <int DT> const void *norm_for(int k) {
   }
 }
 
+/* The smallest power of two >= v (v >= 1). */
+int64_t pow2_at_least(int64_t v) {
+  int64_t q = 1;
+  while (q < v) q <<= 1;
+  return q;
+}
+
 }  // namespace
 
-extern "C" const void *nv__gpu_kernel_norm(int dtype, int k) {
+extern "C" void nv__gpu_norm_plan_of(int dtype, int64_t d, int64_t rows, int aligned,
+                                     nv__gpu_norm_plan *pl) {
+  const int64_t es = dtype == DT_F64 ? 8 : dtype == DT_F32 ? 4 : 2, v = 16 / es;
+  const int64_t units = d % v == 0 ? d / v : d;
+  if (aligned && d % v == 0 && units <= (int64_t)NV__GPU_NORM_FIXED_TPR * NV__GPU_NORM_FIXED_K) {
+    /* The fewest threads per row whose registers hold it: a warp up to 32 x FIXED_K vectors. */
+    int64_t tpr = 32;
+    while (tpr * NV__GPU_NORM_FIXED_K < units) tpr <<= 1;
+    pl->tpr = (int32_t)tpr;
+    pl->k = (int32_t)pow2_at_least((units + tpr - 1) / tpr);
+    pl->rpb = (int32_t)(NV__GPU_NORM_BLOCK / tpr);
+    pl->fixed = 1;
+    pl->hint = NV__GPU_NORM_HINT;
+  } else {
+    /* About four vectors (or elements) a thread; k vectors a thread in registers, rounded up to
+     * a power of two (rows past 8 x 1024 vectors read memory again). */
+    int64_t tpr = pow2_at_least((units + 3) / 4);
+    if (tpr < 32) tpr = 32;
+    if (tpr > 1024) tpr = 1024;
+    int64_t k = pow2_at_least((units + tpr - 1) / tpr);
+    if (k > 8) k = 8;
+    pl->tpr = (int32_t)tpr;
+    pl->k = (int32_t)k;
+    pl->rpb = (int32_t)(tpr >= 256 ? 1 : 256 / tpr);
+    pl->fixed = 0;
+    pl->hint = NV__GPU_NORM_HINT_NONE;
+  }
+  const int64_t grid = (rows + pl->rpb - 1) / pl->rpb;
+  pl->grid = grid < 1 ? 1 : grid > NV__GPU_NORM_MAX_GRID ? NV__GPU_NORM_MAX_GRID : grid;
+}
+
+extern "C" const void *nv__gpu_kernel_norm(int dtype, const nv__gpu_norm_plan *plan) {
   switch (dtype) {
-    case DT_F16: return norm_for<DT_F16>(k);
-    case DT_BF16: return norm_for<DT_BF16>(k);
-    case DT_F32: return norm_for<DT_F32>(k);
-    case DT_F64: return norm_for<DT_F64>(k);
+    case DT_F16: return norm_for<DT_F16>(plan);
+    case DT_BF16: return norm_for<DT_BF16>(plan);
+    case DT_F32: return norm_for<DT_F32>(plan);
+    case DT_F64: return norm_for<DT_F64>(plan);
     default: return NULL;
   }
 }

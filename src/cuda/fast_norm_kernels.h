@@ -1,10 +1,12 @@
 /* The fast family's CUDA kernels (fast_norm.cu) as the host code (fast_norm.c) sees them: the
  * parameter blocks and the kernels' host addresses. Valid C11 and C++.
  *
- * rms_norm / layer_norm ABI: four pointers, y (written), x, w, b (read; all row-contiguous in
- * the output dtype; an absent w or b may be any readable view), then nv__gpu_norm_params. A
- * block of (threads per row) x (rows per block) threads, threads per row a multiple of 32,
- * at most 1024 threads; grid.x = ceil(rows / rows per block).
+ * rms_norm / layer_norm ABI: four pointers, y (written, never overlapping the inputs), x, w, b
+ * (read; all row-contiguous in the output dtype; an absent w or b may be any readable view),
+ * then nv__gpu_norm_params. A block of (threads per row) x (rows per block) threads, threads
+ * per row a multiple of 32 (the plan's, which a fixed-width kernel was compiled for), at most
+ * the plan's block limit; any grid.x >= 1 (blocks walk the rows grid-stride, a block's rows
+ * together). nv__gpu_norm_plan_of chooses all of it.
  *
  * norm_vjp ABI: four pointers, dx (written), x, w, g (read; all row-contiguous in the output
  * dtype; an absent w may be any readable view), then nv__gpu_norm_params (has_b unused); the
@@ -31,6 +33,37 @@ typedef struct nv__gpu_norm_params {
   int32_t has_w, has_b;
 } nv__gpu_norm_params;
 
+/* Cache hints of a norm kernel's x loads and y stores (w and b, read by every row, are always
+ * loaded plainly so that they stay in L1/L2): plain; ld.global.cs / st.global.cs (evict
+ * first); ld.global.nc.L1::no_allocate.L2::256B with plain stores; that load with st.global.cs. */
+enum {
+  NV__GPU_NORM_HINT_NONE = 0,
+  NV__GPU_NORM_HINT_CS = 1,
+  NV__GPU_NORM_HINT_NA = 2,
+  NV__GPU_NORM_HINT_NA_CS = 3
+};
+
+/* The library's choice for the fixed-width kernels (fast_norm.cu instantiates these only):
+ * their cache hint, their block (threads per row x rows per block), the most 16-byte vectors a
+ * thread keeps in registers and the most threads per row. Rows of up to NV__GPU_NORM_FIXED_TPR
+ * x NV__GPU_NORM_FIXED_K vectors, aligned and a whole number of vectors long, take them; the
+ * others take the generic kernel (threads per row chosen at launch, up to 1024). */
+#define NV__GPU_NORM_HINT NV__GPU_NORM_HINT_NONE
+#define NV__GPU_NORM_BLOCK 256
+#define NV__GPU_NORM_FIXED_K 16
+#define NV__GPU_NORM_FIXED_TPR 64
+/* The most blocks a norm launch has (more rows are walked grid-stride). */
+#define NV__GPU_NORM_MAX_GRID (1 << 24)
+
+/* A norm launch: threads per row (blockDim.x) and rows per block (blockDim.y), the 16-byte
+ * vectors per thread kept in registers (k), whether the kernel is compiled for exactly tpr
+ * threads per row (fixed: sums of one warp need no shared memory and no barrier), the cache
+ * hint (NV__GPU_NORM_HINT_*) and the grid. */
+typedef struct nv__gpu_norm_plan {
+  int32_t tpr, rpb, k, fixed, hint;
+  int64_t grid;
+} nv__gpu_norm_plan;
+
 #define NV__GPU_ROPE_THREADS 256
 
 /* x is (B, M, T, D) with M the product of the middle axes (heads). A work item is one position
@@ -46,9 +79,22 @@ typedef struct nv__gpu_rope_params {
   int32_t dims, traditional, inverse, has_freqs;
 } nv__gpu_rope_params;
 
-/* The norm kernel for an nv_dtype code (float16, bfloat16, float32, float64) keeping up to
- * `k` (1, 2, 4 or 8) 16-byte vectors per thread in registers, else NULL. */
-const void *nv__gpu_kernel_norm(int dtype, int k);
+/* The launch of rms_norm / layer_norm over `rows` rows of `d` elements (d, rows >= 1) of an
+ * nv_dtype code (float16, bfloat16, float32, float64) into *plan. `aligned`: every view's
+ * element offset is a multiple of a 16-byte vector (the kernels check the addresses too; a
+ * misaligned row is correct on either kernel, only slower on a fixed one). Rows that fit the
+ * fixed kernels: NV__GPU_NORM_BLOCK threads a block, the fewest threads per row (32, 64, ...)
+ * whose k <= NV__GPU_NORM_FIXED_K vectors each hold the row, k a power of two; the others
+ * (misaligned ones too): about four vectors (elements, for a length not a whole number of
+ * vectors) a thread, a power of two from 32 to 1024 threads per row, k up to 8 (longer rows,
+ * and misaligned ones, read memory again), rows filling blocks of 256 threads. */
+void nv__gpu_norm_plan_of(int dtype, int64_t d, int64_t rows, int aligned,
+                          nv__gpu_norm_plan *plan);
+
+/* The norm kernel compiled for `plan` (the library's instantiations: generic kernels with k 1,
+ * 2, 4 or 8; fixed ones as nv__gpu_norm_plan_of makes them, with NV__GPU_NORM_HINT), for an
+ * nv_dtype code (float16, bfloat16, float32, float64), else NULL. */
+const void *nv__gpu_kernel_norm(int dtype, const nv__gpu_norm_plan *plan);
 
 /* The norm_vjp kernel for an nv_dtype code, else NULL. */
 const void *nv__gpu_kernel_norm_vjp(int dtype);

@@ -13,6 +13,7 @@
 #      chosen bench cases, the per-evaluation cost profile;
 #   12. cuDNN attention case by case;
 #   13. the decode gemv's candidates (bench/gpu/qmv_sweep.cu);
+#   14. rms_norm / layer_norm candidates (bench/gpu/norm_sweep.cu);
 #   15. cuSOLVER's Cholesky called in place or transposed (bench/gpu/linalg_sweep.cu)
 #   (stages 6-15 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
@@ -274,6 +275,16 @@ stage13() {
   note "13. qmv_sweep: rc=$? ($(( $(date +%s) - t )) s)"
   { grep -E "^BEST|FAIL|^device|^qmv_sweep" "$OUT/qmv_sweep.log"; grep -E "^SWEEP" "$OUT/qmv_sweep.log"
     grep -E "^KINFO" "$OUT/qmv_sweep.log"; } | head -260 | tee -a "$SUM"
+}
+
+stage14() {
+  # rms_norm / layer_norm candidates (bench/gpu/norm_sweep.cu): the library's k_norm in its plan
+  # and in other launch shapes and cache hints, lean variants, against a copy of the same bytes.
+  t=$(date +%s)
+  timeout 120 $B/bench/gpu/norm_sweep ${NORM_FILTER:-} >"$OUT/norm_sweep.log" 2>&1
+  note "14. norm_sweep: rc=$? ($(( $(date +%s) - t )) s)"
+  { grep -E "^BEST|FAIL|^device|^norm_sweep|CUDA|cuda" "$OUT/norm_sweep.log"; grep -E "^SWEEP" "$OUT/norm_sweep.log"
+    grep -E "^KINFO" "$OUT/norm_sweep.log" | grep -E "bf16_32768x4096"; } | head -400 | tee -a "$SUM"
 }
 
 stage15() {
