@@ -51,18 +51,30 @@
   }
 
 /* norm_vjp's row (src/ops/fast_params.h): sums of x (layer), then of (x - mu)^2, gw and
- * gw (x - mu) in one pass, then dx. gw = g * w, or g without a weight. */
+ * gw (x - mu) in one pass, then dx. gw = g * w, or g without a weight. The three sums run in
+ * eight lanes each, as row_sum does: one float32 accumulator over a row of 8192 loses about
+ * 1e-4 relative, which MLX's gradient tests (1e-5 against a composed norm) do not allow. */
 #define VJP_LOOPS(C, SUF)                                                                       \
   NV_KERNEL_CLONES static void vjp_sums_##SUF(const C *restrict x, const C *restrict g,         \
                                               const C *restrict w, int64_t n, C mu, C *out) {  \
-    C q = 0, a = 0, b = 0;                                                                      \
-    for (int64_t i = 0; i < n; i++) {                                                           \
+    C q[8] = {0}, a[8] = {0}, b[8] = {0};                                                       \
+    int64_t i = 0;                                                                              \
+    for (; i + 8 <= n; i += 8)                                                                  \
+      for (int k = 0; k < 8; k++) {                                                             \
+        C t = x[i + k] - mu, gw = w ? g[i + k] * w[i + k] : g[i + k];                           \
+        q[k] += t * t;                                                                          \
+        a[k] += gw;                                                                             \
+        b[k] += gw * t;                                                                         \
+      }                                                                                         \
+    for (int k = 1; k < 8 && i < n; k++, i++) {                                                 \
       C t = x[i] - mu, gw = w ? g[i] * w[i] : g[i];                                             \
-      q += t * t;                                                                               \
-      a += gw;                                                                                  \
-      b += gw * t;                                                                              \
+      q[k] += t * t;                                                                            \
+      a[k] += gw;                                                                               \
+      b[k] += gw * t;                                                                           \
     }                                                                                           \
-    out[0] = q, out[1] = a, out[2] = b;                                                         \
+    out[0] = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));                 \
+    out[1] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));                 \
+    out[2] = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));                 \
   }                                                                                             \
   NV_KERNEL_CLONES static void vjp_dx_##SUF(C *dx, const C *x, const C *g, const C *w,          \
                                             int64_t n, C mu, C r, C c, C s) {                   \
