@@ -242,6 +242,20 @@ static nv_status recipe_build(recipe *r, const nv__tape *t, nv_array *const *out
   for (size_t i = 0; s == NV_OK && i < nout; i++)
     REF_OF(outv[i]->node, outv[i]->idx, &r->outs[i]);
 #undef REF_OF
+  /* A constant that is not one element has the shape the trace gave it, often a source's
+   * (zeros_like(x), full(x.shape, v), x * ones(x.shape) build no node on x): replayed on other
+   * shapes it would keep that shape, so such a recipe replays only on the traced shapes (a
+   * shapeless function traces again for others). A one-element constant broadcasts alike on
+   * every shape; an output that is a constant is the trace's value whatever its size. */
+  for (size_t i = 0; s == NV_OK && r->poly && i < nout; i++)
+    if (r->outs[i].kind == R_CONST)
+      r->poly = false;
+  for (size_t k = 0; s == NV_OK && r->poly && k < r->n; k++)
+    for (int i = 0; i < r->nodes[k].nin; i++) {
+      ref x = r->nodes[k].in[i];
+      if (x.kind == R_CONST && r->consts[x.i].node->out[x.idx].size != 1)
+        r->poly = false;
+    }
   r->nout = nout;
   r->traced = r->n;
   nv__ptrmap_free(&cmap);
@@ -547,6 +561,123 @@ static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *c
   return s;
 }
 
+/* The source that output idx of `node` is, or -1 (m: the sources' nodes). */
+static long source_at(const nv__ptrmap *m, nv_array *const *src, size_t nsrc,
+                      const nv__node *node, int idx) {
+  if (nv__ptrmap_get(m, node, -1) < 0)
+    return -1;
+  for (size_t i = 0; i < nsrc; i++)
+    if (src[i]->node == node && src[i]->idx == idx && !nv__node_is_tracer(src[i]->node))
+      return (long)i;
+  return -1;
+}
+
+/* The graphs of the constants the tape stopped at (arrays built outside the trace, not
+ * evaluated yet) walked for a source: *hit is the first one found, or stays -1. Inputs are
+ * read under each node's lock and retained, as the tape reads them, since another thread may
+ * evaluate and detach these nodes meanwhile. */
+static nv_status walk_constants(const nv__tape *t, const nv__ptrmap *m, nv_array *const *src,
+                                size_t nsrc, long *hit) {
+  nv__ptrmap seen = {0};
+  nv__node **stack = NULL;
+  size_t n = 0, cap = 0;
+  nv_status s = NV_OK;
+  bool found;
+#define PUSH(NODE)                                                                                 \
+  do {                                                                                             \
+    if (n == cap) {                                                                                \
+      size_t nc_ = cap ? cap * 2 : 64;                                                             \
+      nv__node **p_ = nv__realloc(stack, nc_ * sizeof *p_);                                        \
+      if (!p_) {                                                                                   \
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");                         \
+        break;                                                                                     \
+      }                                                                                            \
+      stack = p_;                                                                                  \
+      cap = nc_;                                                                                   \
+    }                                                                                              \
+    stack[n++] = nv__node_retain(NODE);                                                            \
+  } while (0)
+  for (size_t k = t->nsrc; s == NV_OK && k < t->n; k++)
+    if (!t->in_n[k] && !nv__node_traced_here(t->nodes[k])) {
+      long *slot = nv__ptrmap_slot(&seen, t->nodes[k], &found);
+      if (!slot)
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+      else if (!found)
+        PUSH(t->nodes[k]);
+    }
+  while (s == NV_OK && n && *hit < 0) {
+    nv__node *x = stack[--n];
+    nv__input inl[8], *ins = inl;
+    nv__node_lock(x);
+    int k = x->ninputs;
+    if (k > 8 && !(ins = nv__malloc((size_t)k * sizeof *ins)))
+      k = -1;
+    for (int i = 0; i < k; i++)
+      ins[i] = (nv__input){nv__node_retain(x->inputs[i].node), x->inputs[i].idx};
+    nv__node_unlock(x);
+    if (k < 0)
+      s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int i = 0; i < k; i++) {
+      if (s == NV_OK && *hit < 0)
+        *hit = source_at(m, src, nsrc, ins[i].node, ins[i].idx);
+      long *slot = s == NV_OK && *hit < 0 ? nv__ptrmap_slot(&seen, ins[i].node, &found) : NULL;
+      if (s == NV_OK && *hit < 0 && !slot)
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+      else if (slot && !found)
+        PUSH(ins[i].node);
+      nv__node_release(ins[i].node);
+    }
+    if (ins != inl)
+      nv__free(ins);
+    nv__node_release(x);
+  }
+#undef PUSH
+  while (n)
+    nv__node_release(stack[--n]);
+  nv__free(stack);
+  nv__ptrmap_free(&seen);
+  return s;
+}
+
+/* Fails (NV_ERR_INVALID_ARGUMENT, as MLX's ValueError) when the traced graph reaches one of
+ * the arrays passed as sources other than through its stand-in: f captured an array (or a
+ * graph built on one) that is also an input, and a replay would keep the first call's value
+ * for it. A source that is a tracer of an enclosing transform is exempt: it is that
+ * transform's value, which the enclosing trace sees either way. */
+static nv_status check_captured_sources(const nv__tape *t, nv_array *const *src, size_t nsrc,
+                                        size_t nuser, nv_array *const *outs, size_t nout) {
+  nv__ptrmap m = {0};
+  nv_status s = NV_OK;
+  bool found;
+  for (size_t i = 0; s == NV_OK && i < nsrc; i++) {
+    if (nv__node_is_tracer(src[i]->node))
+      continue;
+    long *slot = nv__ptrmap_slot(&m, src[i]->node, &found);
+    if (!slot)
+      s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    else
+      *slot = (long)i;
+  }
+  long hit = -1;
+  for (size_t r = 0; s == NV_OK && m.n && hit < 0 && r < nout; r++)
+    hit = source_at(&m, src, nsrc, outs[r]->node, outs[r]->idx);
+  for (size_t k = t->nsrc; s == NV_OK && m.n && hit < 0 && k < t->n; k++) {
+    const nv__input *ins = nv__tape_inputs(t, k);
+    for (int j = 0; hit < 0 && j < t->in_n[k]; j++)
+      hit = source_at(&m, src, nsrc, ins[j].node, ins[j].idx);
+  }
+  if (s == NV_OK && m.n && hit < 0)
+    s = walk_constants(t, &m, src, nsrc, &hit);
+  if (hit >= 0)
+    s = nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                      "compile: the function reads %s %zu through a captured array "
+                      "(uncaptured inputs are not allowed): pass it as an argument only",
+                      (size_t)hit < nuser ? "input" : "captured input",
+                      (size_t)hit < nuser ? (size_t)hit : (size_t)hit - nuser);
+  nv__ptrmap_free(&m);
+  return s;
+}
+
 /* Traces f on stand-ins for `src` (nuser inputs, then the captured state) into
  * `e`. */
 static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nuser, entry *e,
@@ -591,6 +722,8 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nu
       s = nv__tape_build(&t, nodes, nsrc, nv_vec_data(outs), nv_vec_size(outs));
     nv__free(nodes);
   }
+  if (s == NV_OK)
+    s = check_captured_sources(&t, src, nsrc, nuser, nv_vec_data(outs), nv_vec_size(outs));
   if (s == NV_OK)
     s = recipe_build(&e->r, &t, nv_vec_data(outs), nv_vec_size(outs), cacheable);
   if (t.map)
