@@ -57,6 +57,14 @@ NV_API bool nv_array_is_col_contiguous(const nv_array *x);
 /* Whether the array has been evaluated (its data is ready or its error known). */
 NV_API bool nv_array_is_evaluated(const nv_array *x);
 
+/* The data buffer behind an evaluated array, without evaluating it: *id is an opaque identity
+ * that every array viewing the same buffer shares (to count a buffer once), *nbytes the
+ * buffer's size in bytes (at least nv_array_nbytes of any array viewing it; 0 and a NULL id
+ * for an empty array). Fails with NV_ERR_INVALID_ARGUMENT for NULL arguments and for an array
+ * not evaluated yet, and with the array's error if its evaluation failed; writes nothing then.
+ * Thread-safe. */
+NV_API nv_status nv_array_buffer_info(const nv_array *x, const void **id, size_t *nbytes);
+
 /* The error the array carries if known without evaluating it (NV_OK otherwise): an op built
  * with bad arguments, or an array computed from one, or a failed evaluation. Sets the
  * thread's last error to the array's message when not NV_OK. NULL is NV_ERR_INVALID_ARGUMENT. */

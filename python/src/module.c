@@ -488,6 +488,59 @@ static PyObject *py_reset_peak_memory(PyObject *s, PyObject *u) {
   nv_reset_peak_memory();
   Py_RETURN_NONE;
 }
+/* Adds the buffers of the arrays in tree `o` (arrays, lists, tuples, dict values; other leaves
+ * count nothing) that `seen` (a set of buffer ids) does not hold yet to *total. 0, or -1 with
+ * a ValueError for an array not evaluated. */
+static int add_buffers(PyObject *o, PyObject *seen, size_t *total) {
+  if (NVPY_IS_ARRAY(o)) {
+    const void *id;
+    size_t nbytes;
+    if (!nv_array_is_evaluated(NVPY_A(o))) {
+      PyErr_SetString(PyExc_ValueError, "[get_array_buffer_size] arrays must be evaluated "
+                                        "before their buffer sizes can be queried");
+      return -1;
+    }
+    nv_status st = nv_array_buffer_info(NVPY_A(o), &id, &nbytes);
+    if (st != NV_OK) {
+      nvpy_raise_last(st);
+      return -1;
+    }
+    if (!id) return 0;
+    PyObject *key = PyLong_FromVoidPtr((void *)id);
+    int had = key ? PySet_Contains(seen, key) : -1;
+    if (had == 0 && PySet_Add(seen, key) == 0) *total += nbytes;
+    Py_XDECREF(key);
+    return had < 0 || PyErr_Occurred() ? -1 : 0;
+  }
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    PyObject *seq = PySequence_Fast(o, "");
+    if (!seq) return -1;
+    int r = 0;
+    for (Py_ssize_t i = 0; !r && i < PySequence_Fast_GET_SIZE(seq); i++)
+      r = add_buffers(PySequence_Fast_GET_ITEM(seq, i), seen, total);
+    Py_DECREF(seq);
+    return r;
+  }
+  if (PyDict_Check(o)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (add_buffers(v, seen, total) < 0) return -1;
+  }
+  return 0;
+}
+
+/* get_array_buffer_size(*trees): the bytes of the distinct data buffers behind the arrays
+ * (a view and its base count once), as mlx.core's. */
+static PyObject *py_get_array_buffer_size(PyObject *s, PyObject *args) {
+  (void)s;
+  PyObject *seen = PySet_New(NULL);
+  if (!seen) return NULL;
+  size_t total = 0;
+  int r = add_buffers(args, seen, &total);
+  Py_DECREF(seen);
+  return r < 0 ? NULL : PyLong_FromSize_t(total);
+}
 static PyObject *py_get_cache_memory(PyObject *s, PyObject *u) {
   (void)s, (void)u;
   return PyLong_FromSize_t(nv_get_cache_memory());
@@ -547,6 +600,8 @@ static PyMethodDef module_methods[] = {
     {"get_peak_memory", py_get_peak_memory, METH_NOARGS, "The peak of active memory."},
     {"reset_peak_memory", py_reset_peak_memory, METH_NOARGS, "Resets the peak memory."},
     {"get_cache_memory", py_get_cache_memory, METH_NOARGS, "Bytes in the buffer cache."},
+    {"get_array_buffer_size", py_get_array_buffer_size, METH_VARARGS,
+     "get_array_buffer_size(*trees): bytes of the distinct buffers behind evaluated arrays."},
     {"get_memory_limit", py_get_memory_limit, METH_NOARGS, "The memory limit in bytes."},
     {"set_memory_limit", py_set_memory_limit, METH_O, "Sets the memory limit; returns the old."},
     {"set_cache_limit", py_set_cache_limit, METH_O, "Sets the cache limit; returns the old."},

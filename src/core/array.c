@@ -386,6 +386,19 @@ bool nv_array_is_evaluated(const nv_array *x) {
   return s == NV__DONE || s == NV__FAILED || s == NV__RETAINED;
 }
 
+nv_status nv_array_buffer_info(const nv_array *x, const void **id, size_t *nbytes) {
+  if (!x || !id || !nbytes)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "array_buffer_info: NULL argument");
+  int s = atomic_load_explicit(&x->node->state, memory_order_acquire);
+  if (s == NV__FAILED) return nv_array_status(x);
+  if (s != NV__DONE && s != NV__RETAINED)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "array_buffer_info: the array is not evaluated");
+  const nv__output *o = nv__out(x);
+  *id = o->size ? o->buf : NULL;
+  *nbytes = o->size && o->buf ? o->buf->nbytes : 0;
+  return NV_OK;
+}
+
 nv_status nv_array_status(const nv_array *x) {
   if (!x) return nv__set_error(NV_ERR_INVALID_ARGUMENT, "array_status: NULL array");
   nv__error *e = nv__node_known_error(x->node);
