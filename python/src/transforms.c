@@ -260,6 +260,101 @@ static int rebuild_kwargs(py_fn *f, const nv_vec *inputs, size_t *pos, PyObject 
   return d ? 0 : -1;
 }
 
+/* Writes what the function changed in the rebuilt argument `copy` back into the caller's
+ * `orig` (MLX passes the caller's containers themselves, so `model[1] = x` inside a grad
+ * stays): a list item or dict value that was an array and is now another array. The tree's
+ * structure stays (grad's result follows it): added or removed keys, other replacements and
+ * lists whose length changed are not written back. `*pos` walks `inputs` as the rebuild did.
+ * 0, or -1 with an exception. */
+static int sync_back(tree_walk *w, PyObject *orig, PyObject *copy, const nv_vec *inputs,
+                     size_t *pos);
+
+/* The item `o` of the caller's tree beside `c` of the rebuilt one: recurses into containers,
+ * and says in *changed whether `c` is no longer what the rebuild put there. */
+static int sync_item(tree_walk *w, PyObject *o, PyObject *c, const nv_vec *inputs, size_t *pos,
+                     bool *changed) {
+  *changed = false;
+  if (NVPY_IS_ARRAY(o)) {
+    nv_array *put = *pos < nv_vec_size(inputs) ? nv_vec_get(inputs, (*pos)++) : NULL;
+    *changed = NVPY_IS_ARRAY(c) && NVPY_A(c) != put;
+    return 0;
+  }
+  if (is_node(o) && Py_TYPE(o) == Py_TYPE(c))
+    return sync_back(w, o, c, inputs, pos);
+  return 0;
+}
+
+static int sync_back(tree_walk *w, PyObject *orig, PyObject *copy, const nv_vec *inputs,
+                     size_t *pos) {
+  if (!is_node(orig) || Py_TYPE(orig) != Py_TYPE(copy)) return 0;
+  if (walk_enter(w, orig) < 0) return -1;
+  int rc = 0;
+  bool changed;
+  if (PyDict_Check(orig)) {
+    PyObject *k, *o;
+    PyObject *keys = PyDict_Keys(orig);
+    for (Py_ssize_t i = 0; keys && rc == 0 && i < PyList_GET_SIZE(keys); i++) {
+      k = PyList_GET_ITEM(keys, i);
+      o = PyDict_GetItem(orig, k);
+      PyObject *c = PyDict_GetItem(copy, k);
+      if (!o || !c) {
+        /* A key the function removed: its arrays are skipped as the rebuild placed them. */
+        if (o) {
+          nv_vec *skip = nv_vec_new();
+          rc = skip && flatten_rec(w, o, skip) == 0 ? 0 : -1;
+          if (skip) *pos += nv_vec_size(skip);
+          nv_vec_free(skip);
+        }
+        continue;
+      }
+      Py_INCREF(o);
+      Py_INCREF(c);
+      rc = sync_item(w, o, c, inputs, pos, &changed);
+      if (rc == 0 && changed) rc = PyDict_SetItem(orig, k, c);
+      Py_DECREF(o);
+      Py_DECREF(c);
+    }
+    rc = keys ? rc : -1;
+    Py_XDECREF(keys);
+  } else {
+    PyObject *to = PySequence_Tuple(orig), *tc = PySequence_Tuple(copy);
+    if (!to || !tc) {
+      rc = -1;
+    } else if (PyTuple_GET_SIZE(to) == PyTuple_GET_SIZE(tc)) {
+      for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(to); i++) {
+        PyObject *o = PyTuple_GET_ITEM(to, i), *c = PyTuple_GET_ITEM(tc, i);
+        rc = sync_item(w, o, c, inputs, pos, &changed);
+        if (rc == 0 && changed && PyList_Check(orig) && PyList_GET_SIZE(orig) > i) {
+          Py_INCREF(c);
+          rc = PyList_SetItem(orig, i, c);
+        }
+      }
+    }
+    Py_XDECREF(to);
+    Py_XDECREF(tc);
+  }
+  walk_leave(w);
+  return rc;
+}
+
+/* After grad's call: the function's changes to its differentiated arguments' containers
+ * written back into the caller's (sync_back). */
+static int sync_args(py_fn *f, PyObject *args, PyObject *kwargs, const nv_vec *inputs) {
+  tree_walk w = {f->what, NULL, 0, 0, false};
+  size_t pos = 0;
+  int rc = 0;
+  for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(f->args); i++)
+    if (f->traced[i])
+      rc = sync_back(&w, PyTuple_GET_ITEM(f->args, i), PyTuple_GET_ITEM(args, i), inputs, &pos);
+  for (Py_ssize_t i = 0; rc == 0 && f->kw_names && kwargs && i < PyTuple_GET_SIZE(f->kw_names); i++) {
+    PyObject *name = PyTuple_GET_ITEM(f->kw_names, i);
+    PyObject *o = PyDict_GetItem(f->kwargs, name), *c = PyDict_GetItem(kwargs, name);
+    if (o && c) rc = sync_back(&w, o, c, inputs, &pos);
+  }
+  walk_free(&w);
+  return rc;
+}
+
 /* Pushes the arrays of `r` and keeps its structure. */
 static int push_result(py_fn *f, PyObject *r, nv_vec *outputs) {
   Py_XSETREF(f->out_tmpl, r);
@@ -369,6 +464,7 @@ static nv_status py_fn_call(void *payload, const nv_vec *inputs, nv_vec *outputs
     size_t pos = 0;
     PyObject *args = rebuild_args(f, inputs, &pos), *kwargs = NULL;
     if (args && rebuild_kwargs(f, inputs, &pos, &kwargs) == 0) r = PyObject_Call(f->fn, args, kwargs);
+    if (r && f->check != CHECK_NONE && sync_args(f, args, kwargs, inputs) < 0) Py_CLEAR(r);
     Py_XDECREF(args);
     Py_XDECREF(kwargs);
     if (r && f->check != CHECK_NONE && check_grad_result(f, r) < 0) Py_CLEAR(r);
