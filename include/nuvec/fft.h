@@ -78,10 +78,10 @@ NV_API nv_status nv_einsum_path(const char *subscripts, const nv_array *const *o
                                 int *path, int *nsteps, char *report, size_t report_size);
 
 /* The Walsh-Hadamard transform of the last axis, as MLX's hadamard_transform: (H a) * scale
- * with H the Sylvester Hadamard matrix of the axis's length n (a power of two); scale NULL
- * means 1/sqrt(n). Integer and bool inputs give float32; float16/bfloat16 stay; a 0-d input is
- * one element (as MLX). Fails for lengths that are not powers of two (MLX's m * 2^k sizes with
- * m = 12, 20, 28 are not supported). */
+ * with H the Sylvester Hadamard matrix of the axis's length n where n is a power of two; for
+ * n = m * 2^k with m = 12, 20 or 28, H = H_m ⊗ H_(2^k) with MLX's H_m (Sloane's matrices).
+ * scale NULL means 1/sqrt(n). Integer and bool inputs give float32; float16/bfloat16 stay; a
+ * 0-d input is one element (as MLX). Fails with NV_ERR_INVALID_ARGUMENT for other lengths. */
 NV_API nv_array *nv_hadamard_transform(const nv_array *a, const double *scale);
 
 /* The modes of nv_convolve, as NumPy's: every overlap (length N + M - 1), the centre part of

@@ -3,7 +3,8 @@
  * hadamard_transform: Sylvester's H_n = H_n1 ⊗ H_n2 (n = n1 n2, both powers of two), so for a
  * row x read as an n1 x n2 matrix X (row-major), H_n x is H_n1 X H_n2: two matmuls with small
  * constant ±1 matrices (H[i][j] = (-1)^popcount(i & j)), O(n (n1 + n2)) per row; the scale is
- * folded into H_n2.
+ * folded into H_n2. Lengths m * 2^k (m = 12, 20, 28) add one matmul with MLX's m x m matrix.
+ * Being matmuls, the CPU and the GPU compute it alike (there is no Hadamard kernel).
  *
  * convolve: the signal s (the longer operand, length N) zero-padded by M - 1 on each side and
  * read as overlapping windows of M (an as_strided view, no copy), times the reversed kernel
@@ -34,40 +35,118 @@ static nv_array *hadamard_matrix(int n, double scale, nv_dtype dt) {
   return r;
 }
 
+/* The Hadamard matrices of orders 12, 20 and 28 that MLX pairs with a power of two (one row a
+ * string, '+' for 1 and '-' for -1): those of N. J. A. Sloane's library
+ * (neilsloane.com/hadamard), so that our transforms of these lengths equal MLX's. */
+static const char *const H12[12] = {
+    "+-++++++++++", "--+-+-+-+-+-", "+++-++----++", "+---+--+-++-", "+++++-++----", "+-+---+--+-+",
+    "++--+++-++--", "+--++---+--+", "++----+++-++", "+--+-++---+-", "++++----+++-", "+-+--+-++---"};
+static const char *const H20[20] = {
+    "+----+----++--++-++-", "-+----+---+++---+-++", "--+----+---+++-+-+-+",
+    "---+----+---+++++-+-", "----+----++--++-++-+", "-+++++-----+--+++--+",
+    "+-+++-+---+-+--+++--", "++-++--+---+-+--+++-", "+++-+---+---+-+--+++",
+    "++++-----++--+-+--++", "--++-+-++-+-----++++", "---++-+-++-+---+-+++",
+    "+---++-+-+--+--++-++", "++---++-+----+-+++-+", "-++---++-+----+++++-",
+    "-+--+--++-+----+----", "+-+-----++-+----+---", "-+-+-+---+--+----+--",
+    "--+-+++------+----+-", "+--+--++------+----+"};
+static const char *const H28[28] = {
+    "+------++----++-+--+-+--++--", "-+-----+++-----+-+--+-+--++-",
+    "--+-----+++---+-+-+----+--++", "---+-----+++---+-+-+-+--+--+",
+    "----+-----+++---+-+-+++--+--", "-----+-----++++--+-+--++--+-",
+    "------++----++-+--+-+--++--+", "--++++-+-------++--+++-+--+-",
+    "---++++-+-----+-++--+-+-+--+", "+---+++--+----++-++--+-+-+--",
+    "++---++---+----++-++--+-+-+-", "+++---+----+----++-++--+-+-+",
+    "++++--------+-+--++-++--+-+-", "-++++--------+++--++--+--+-+",
+    "-+-++-++--++--+--------++++-", "+-+-++--+--++--+--------++++",
+    "-+-+-++--+--++--+----+---+++", "+-+-+-++--+--+---+---++---++",
+    "++-+-+-++--+------+--+++---+", "-++-+-+-++--+------+-++++---",
+    "+-++-+---++--+------+-++++--", "-++--++-+-++-+++----++------",
+    "+-++--++-+-++-+++-----+-----", "++-++---+-+-++-+++-----+----",
+    "-++-++-+-+-+-+--+++-----+---", "--++-++++-+-+----+++-----+--",
+    "+--++-+-++-+-+----+++-----+-", "++--++-+-++-+-+----++------+"};
+
+/* The m x m matrix of H12, H20 or H28, of dtype dt. */
+static nv_array *hadamard_m_matrix(int m, nv_dtype dt) {
+  const char *const *rows = m == 12 ? H12 : m == 20 ? H20 : H28;
+  float h[28 * 28];
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < m; j++)
+      h[i * m + j] = rows[i][j] == '+' ? 1.0f : -1.0f;
+  int shape[2] = {m, m};
+  nv_array *a = nv_array_from_data(h, shape, 2, NV_DTYPE_FLOAT32);
+  nv_array *r = nv_astype(a, dt);
+  nv_release(a);
+  return r;
+}
+
+/* The Sylvester transform of x's last axis (length p, a power of two) times sc, x of shape
+ * (lead..., p) with nd leading axes. Scopes are suspended by the caller. */
+static nv_array *sylvester(const nv_array *x, const int *lead, int nd, int p, double sc,
+                           nv_dtype dt) {
+  int k = __builtin_ctz((unsigned)p), n1 = 1 << (k / 2), n2 = p / n1;
+  int shape[NV__MAX_DIMS + 2];
+  memcpy(shape, lead, (size_t)nd * sizeof(int));
+  shape[nd] = n1;
+  shape[nd + 1] = n2;
+  nv_array *x3 = nv_reshape(x, shape, nd + 2);
+  nv_array *h2 = hadamard_matrix(n2, sc, dt);
+  nv_array *z = nv_matmul(x3, h2);
+  if (n1 > 1) {
+    nv_array *h1 = hadamard_matrix(n1, 1.0, dt);
+    nv_array *y = z;
+    z = nv_matmul(h1, y);
+    nv_release(h1);
+    nv_release(y);
+  }
+  shape[nd] = p;
+  nv_array *r = nv_reshape(z, shape, nd + 1);
+  nv_release(z);
+  nv_release(h2);
+  nv_release(x3);
+  return r;
+}
+
 nv_array *nv_hadamard_transform(const nv_array *a, const double *scale) {
   nv_array *f = nv__op_check("hadamard_transform", &a, 1);
   if (f) return f;
   const nv__output *o = nv__out(a);
   int n = o->ndim ? o->shape[o->ndim - 1] : 1;
-  if (n < 1 || (n & (n - 1))) {
+  /* n = m * p with p a power of two and m one of 1, 12, 20, 28 (MLX's lengths). */
+  int m = 1;
+  if (n >= 1 && (n & (n - 1)))
+    for (int c = 12; c <= 28 && m == 1; c += 8)
+      if (n % c == 0 && !((n / c) & (n / c - 1))) m = c;
+  if (n < 1 || (m == 1 && (n & (n - 1)))) {
     char s[NV__SHAPE_BUF];
     return nv__op_error(NV_ERR_INVALID_ARGUMENT, "hadamard_transform",
-                        "the last axis must have a power-of-two length, got shape %s",
+                        "the last axis must have a length m * 2^k with m in (1, 12, 20, 28), "
+                        "got shape %s",
                         nv__shape_str(o->shape, o->ndim, s, sizeof s));
   }
   nv_dtype dt = nv_issubdtype(o->dtype, NV_CATEGORY_INEXACT) ? o->dtype : NV_DTYPE_FLOAT32;
   double sc = scale ? *scale : 1.0 / sqrt((double)n);
-  int k = __builtin_ctz((unsigned)n), n1 = 1 << (k / 2), n2 = n / n1;
+  int p = n / m, nd = o->ndim ? o->ndim - 1 : 0;
+  int lead[NV__MAX_DIMS + 1];
+  memcpy(lead, o->shape, (size_t)nd * sizeof(int));
   nv__scope_suspend();
   nv_array *x = nv__cast_unscoped(a, dt);
-  int shape[NV__MAX_DIMS + 1], nd = o->ndim ? o->ndim - 1 : 0;
-  memcpy(shape, o->shape, (size_t)nd * sizeof(int));
-  shape[nd] = n1;
-  shape[nd + 1] = n2;
-  nv_array *x3 = nv_reshape(x, shape, nd + 2);
-  nv_array *h2 = hadamard_matrix(n2, sc, dt);
-  nv_array *y = nv_matmul(x3, h2);
-  nv_array *z = y;
-  if (n1 > 1) {
-    nv_array *h1 = hadamard_matrix(n1, 1.0, dt);
-    z = nv_matmul(h1, y);
-    nv_release(h1);
+  nv_array *r;
+  if (m == 1) {
+    nv_array *y = sylvester(x, lead, nd, n, sc, dt);
+    r = nv_reshape(y, o->shape, o->ndim);
+    nv_release(y);
+  } else {
+    /* As MLX: the row read as an m x p matrix X (row-major) gives H_m X H_p, the power-of-two
+     * transform of each row of X first (scale folded in), then H_m mixing the rows. */
+    lead[nd] = m;
+    nv_array *y = sylvester(x, lead, nd + 1, p, sc, dt);
+    nv_array *hm = hadamard_m_matrix(m, dt);
+    nv_array *z = nv_matmul(hm, y);
+    r = nv_reshape(z, o->shape, o->ndim);
+    nv_release(z);
+    nv_release(hm);
     nv_release(y);
   }
-  nv_array *r = nv_reshape(z, o->shape, o->ndim);
-  nv_release(z);
-  nv_release(h2);
-  nv_release(x3);
   nv_release(x);
   nv__scope_resume();
   nv__scope_register(r);
