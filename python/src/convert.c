@@ -217,7 +217,11 @@ static nv_array *from_sequence(PyObject *o, int dtype) {
     if (s.kind == KIND_INT && !s.big) dtype = NV_DTYPE_INT32;
     else if (s.kind == KIND_FLOAT) dtype = NV_DTYPE_FLOAT32;
   }
-  return cast_to(x, dtype);
+  /* The conversion runs now: an array made from Python values holds its data, as MLX's does
+   * (get_array_buffer_size takes it as evaluated). */
+  nv_array *y = cast_to(x, dtype);
+  if (y && y != x) (void)nv_eval1(y); /* a failure stays in the array, as for a lazy one */
+  return y;
 }
 
 /* ---- Buffers ---- */

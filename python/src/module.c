@@ -495,6 +495,8 @@ static int add_buffers(PyObject *o, PyObject *seen, size_t *total) {
   if (NVPY_IS_ARRAY(o)) {
     const void *id;
     size_t nbytes;
+    /* An empty array has no buffer, evaluated or not (mx.array([]) is one already in MLX). */
+    if (!nv_array_size(NVPY_A(o))) return 0;
     if (!nv_array_is_evaluated(NVPY_A(o))) {
       PyErr_SetString(PyExc_ValueError, "[get_array_buffer_size] arrays must be evaluated "
                                         "before their buffer sizes can be queried");

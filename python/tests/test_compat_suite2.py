@@ -145,6 +145,8 @@ def test_array_buffer_size(lib):
     assert lib.get_array_buffer_size(empty) == 0
     with pytest.raises(ValueError):
         lib.get_array_buffer_size([a, a * 2])
+    # An array made from Python values holds its data at once.
+    assert lib.get_array_buffer_size(lib.array([5.0, 6.0]), lib.array([[1, 2]])) >= 16
 
 
 # ---- grad: changes to the argument's containers stay ----
