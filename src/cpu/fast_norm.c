@@ -52,8 +52,8 @@
 
 /* norm_vjp's row (src/ops/fast_params.h): sums of x (layer), then of (x - mu)^2, gw and
  * gw (x - mu) in one pass, then dx. gw = g * w, or g without a weight. The three sums run in
- * eight lanes each, as row_sum does: one float32 accumulator over a row of 8192 loses about
- * 1e-4 relative, which MLX's gradient tests (1e-5 against a composed norm) do not allow. */
+ * eight lanes each, as row_sum does: one float32 accumulator over a long row (8192) drifts
+ * past what MLX's gradient tests allow (1e-5 against a composed norm). */
 #define VJP_LOOPS(C, SUF)                                                                       \
   NV_KERNEL_CLONES static void vjp_sums_##SUF(const C *restrict x, const C *restrict g,         \
                                               const C *restrict w, int64_t n, C mu, C *out) {  \

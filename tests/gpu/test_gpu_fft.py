@@ -146,6 +146,9 @@ def test_compositions_on_the_gpu(nv, rng):
     h = rng.standard_normal((3, 256)).astype(np.float32)
     got, want = run_both(nv, lambda: nv.own(lib.nv_hadamard_transform(nv.array(h), None)))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    h = rng.standard_normal((3, 20 * 64)).astype(np.float32)  # an m * 2^k length (m = 20)
+    got, want = run_both(nv, lambda: nv.own(lib.nv_hadamard_transform(nv.array(h), None)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     s = rng.standard_normal(300).astype(np.float32)
     k = rng.standard_normal(17).astype(np.float32)
     for mode in (0, 1, 2):

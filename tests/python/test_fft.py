@@ -343,8 +343,12 @@ def test_hadamard_dtypes_and_errors(nv):
     assert got.dtype == np.float16
     got = nv.read(nv.own(lib.nv_hadamard_transform(nv.array(np.float32(3)), None)))
     assert got.shape == () and got == 3
-    err(nv, nv.own(lib.nv_hadamard_transform(nv.array(np.ones(12, np.float32)), None)),
-        "hadamard_transform", "power-of-two", "(12,)")
+    # Lengths m * 2^k with m = 12, 20, 28 are MLX's too; 36 = 12 * 3 is none of them.
+    got = nv.read(nv.own(lib.nv_hadamard_transform(nv.array(np.ones(24, np.float32)), None)))
+    assert got.shape == (24,)
+    np.testing.assert_allclose(np.linalg.norm(got), np.sqrt(24), rtol=1e-5)
+    err(nv, nv.own(lib.nv_hadamard_transform(nv.array(np.ones(36, np.float32)), None)),
+        "hadamard_transform", "m * 2^k", "(36,)")
 
 
 MODES = {"full": 0, "same": 1, "valid": 2}
