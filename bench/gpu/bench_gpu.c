@@ -2,6 +2,7 @@
  * machine and prints the ratios). Each case is timed eagerly: build the graph, evaluate, wait
  * for the GPU; the median of the repeats is printed as "BENCH <case> <seconds>". Inputs are
  * random (made on the CPU, moved to the GPU once in the warm-up). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -57,9 +58,13 @@ static bool wanted(const char *name) {
   }
 }
 
+/* NUVEC_BENCH_ONCE=1: every case one warm-up and one timed run (a profiler's view of a step
+ * without a profile of every repeat: tests/gpu/run.sh stage 16). */
 static void bench_case(const char *name, void (*fn)(void *), void *ctx, int warmup, int repeat) {
   char w[96];
   if (!wanted(name)) return;
+  const char *once = getenv("NUVEC_BENCH_ONCE");
+  if (once && !strcmp(once, "1")) warmup = repeat = 1;
   for (int i = 0; i < warmup; i++) fn(ctx);
   snprintf(w, sizeof w, "%s(warm-up)", name);
   diag(w);

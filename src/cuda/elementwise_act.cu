@@ -6,7 +6,8 @@
  * float16/bfloat16/float32 compute in float32 with the CPU's formulas of
  * src/cpu/elementwise_fast.c, operation for operation: every product goes through __fmul_rn
  * (__dmul_rn in the tanh form's double argument), which nvcc never contracts into a
- * multiply-add, as the CPU file is compiled without contraction; division, the float <-> double
+ * multiply-add, as the CPU file is compiled without contraction, and each of the CPU's fmaf (the
+ * polynomials' Horner steps) is __fmaf_rn, one rounding on both; division, the float <-> double
  * conversions and the bit tricks are IEEE on both. So the GPU gives the CPU's bits, and with
  * them its measured bounds (tests/python/test_elementwise_act.py, python/tests/
  * test_activations_fused.py; tests/gpu/test_gpu_act.py checks both). float64 follows
@@ -34,13 +35,13 @@ __device__ __forceinline__ float exp_reduce(float x, float *nf) {
   float r = x - mul(n, 0.693359375f);
   r = r - mul(n, -2.12194440e-4f);
   float p = 1.98412698e-4f;
-  p = mul(p, r) + 1.38888889e-3f;
-  p = mul(p, r) + 8.33333333e-3f;
-  p = mul(p, r) + 4.16666667e-2f;
-  p = mul(p, r) + 1.66666667e-1f;
-  p = mul(p, r) + 0.5f;
+  p = __fmaf_rn(p, r, 1.38888889e-3f);
+  p = __fmaf_rn(p, r, 8.33333333e-3f);
+  p = __fmaf_rn(p, r, 4.16666667e-2f);
+  p = __fmaf_rn(p, r, 1.66666667e-1f);
+  p = __fmaf_rn(p, r, 0.5f);
   *nf = n;
-  return r + mul(mul(r, r), p);
+  return __fmaf_rn(mul(r, r), p, r);
 }
 
 /* e^x, 2^n applied in two halves (subnormal results round once). */
@@ -64,24 +65,24 @@ __device__ __forceinline__ float exp_normal(float x) {
 __device__ __forceinline__ float erf_fast(float x) {
   float a = fabsf(x), z = mul(x, x);
   float p = 7.882500358e-05f;
-  p = mul(p, z) - 8.018859080e-04f;
-  p = mul(p, z) + 5.189312622e-03f;
-  p = mul(p, z) - 2.685432881e-02f;
-  p = mul(p, z) + 1.128359735e-01f;
-  p = mul(p, z) - 3.761262596e-01f;
-  p = mul(p, z) + 1.283791661e-01f;
-  float small = x + mul(x, p);
+  p = __fmaf_rn(p, z, -8.018859080e-04f);
+  p = __fmaf_rn(p, z, 5.189312622e-03f);
+  p = __fmaf_rn(p, z, -2.685432881e-02f);
+  p = __fmaf_rn(p, z, 1.128359735e-01f);
+  p = __fmaf_rn(p, z, -3.761262596e-01f);
+  p = __fmaf_rn(p, z, 1.283791661e-01f);
+  float small = __fmaf_rn(x, p, x);
   float ac = a > 1.0f ? (a < 3.92f ? a : 3.92f) : 1.0f; /* NaN: 1 */
   float t = mul(ac - 2.46000004f, 0.684931517f);
   float g = 3.396065949e-05f;
-  g = mul(g, t) - 1.952551393e-04f;
-  g = mul(g, t) + 7.852147683e-04f;
-  g = mul(g, t) - 2.913793316e-03f;
-  g = mul(g, t) + 1.022892166e-02f;
-  g = mul(g, t) - 3.489235789e-02f;
-  g = mul(g, t) + 1.224186048e-01f;
-  g = mul(g, t) - 5.215439200e-01f;
-  g = mul(g, t) - 1.542617559e+00f;
+  g = __fmaf_rn(g, t, -1.952551393e-04f);
+  g = __fmaf_rn(g, t, 7.852147683e-04f);
+  g = __fmaf_rn(g, t, -2.913793316e-03f);
+  g = __fmaf_rn(g, t, 1.022892166e-02f);
+  g = __fmaf_rn(g, t, -3.489235789e-02f);
+  g = __fmaf_rn(g, t, 1.224186048e-01f);
+  g = __fmaf_rn(g, t, -5.215439200e-01f);
+  g = __fmaf_rn(g, t, -1.542617559e+00f);
   float big = 1.0f - exp_normal(g - mul(ac, ac));
   big = a >= 3.92f ? 1.0f : big;
   float y = a <= 1.0f ? small : copysignf(big, x);

@@ -7,7 +7,7 @@
  * whose length is not a multiple of a vector, and misaligned data (checked on the device) take
  * a scalar loop that reads the row again from memory (L2) for each pass. The launch (threads
  * per row, rows per block, k, the cache hint of x and y) is nv__gpu_norm_plan_of's: rows up to
- * 64 threads x 16 vectors take kernels compiled for their threads per row (one warp: shuffles
+ * 256 threads x 8 vectors take kernels compiled for their threads per row (one warp: shuffles
  * only, no barrier), the others a kernel whose threads per row is the block's width.
  *
  * rope: a thread per rotated pair (and per copied feature past dims) of a row, rows walked
@@ -317,18 +317,23 @@ template <int DT> const void *norm_for(const nv__gpu_norm_plan *pl) {
   if (pl->fixed) {
     if (pl->hint != NV__GPU_NORM_HINT || pl->tpr * pl->rpb > NV__GPU_NORM_BLOCK) return NULL;
     constexpr int H = NV__GPU_NORM_HINT, M = NV__GPU_NORM_BLOCK, FK = NV__GPU_NORM_FIXED_K;
-    static_assert(FK == 16 && NV__GPU_NORM_FIXED_TPR == 64,
+    static_assert(FK == 8 && NV__GPU_NORM_FIXED_TPR == 256,
                   "norm_for instantiates the fixed kernels nv__gpu_norm_plan_of makes");
     if (pl->tpr == 32) switch (pl->k) {
         case 1: return (const void *)&k_norm<DT, 1, 32, H, M>;
         case 2: return (const void *)&k_norm<DT, 2, 32, H, M>;
         case 4: return (const void *)&k_norm<DT, 4, 32, H, M>;
         case 8: return (const void *)&k_norm<DT, 8, 32, H, M>;
-        case 16: return (const void *)&k_norm<DT, 16, 32, H, M>;
         default: return NULL;
       }
-    if (pl->tpr == 64 && pl->k == FK) return (const void *)&k_norm<DT, FK, 64, H, M>;
-    return NULL;
+    /* Past one warp a row k is always FK: the row is longer than 32 x FK / 2 vectors. */
+    if (pl->k != FK) return NULL;
+    switch (pl->tpr) {
+      case 64: return (const void *)&k_norm<DT, FK, 64, H, M>;
+      case 128: return (const void *)&k_norm<DT, FK, 128, H, M>;
+      case 256: return (const void *)&k_norm<DT, FK, 256, H, M>;
+      default: return NULL;
+    }
   }
   if (pl->hint != NV__GPU_NORM_HINT_NONE) return NULL;
   switch (pl->k) {
@@ -359,7 +364,8 @@ extern "C" void nv__gpu_norm_plan_of(int dtype, int64_t d, int64_t rows, int ali
     while (tpr * NV__GPU_NORM_FIXED_K < units) tpr <<= 1;
     pl->tpr = (int32_t)tpr;
     pl->k = (int32_t)pow2_at_least((units + tpr - 1) / tpr);
-    pl->rpb = (int32_t)(NV__GPU_NORM_BLOCK / tpr);
+    /* 128 threads a block while a row has at most two warps (4 or 2 rows), then 256. */
+    pl->rpb = (int32_t)(tpr <= 64 ? 128 / tpr : NV__GPU_NORM_BLOCK / tpr);
     pl->fixed = 1;
     pl->hint = NV__GPU_NORM_HINT;
   } else {

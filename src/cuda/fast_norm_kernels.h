@@ -44,14 +44,17 @@ enum {
 };
 
 /* The library's choice for the fixed-width kernels (fast_norm.cu instantiates these only):
- * their cache hint, their block (threads per row x rows per block), the most 16-byte vectors a
- * thread keeps in registers and the most threads per row. Rows of up to NV__GPU_NORM_FIXED_TPR
- * x NV__GPU_NORM_FIXED_K vectors, aligned and a whole number of vectors long, take them; the
- * others take the generic kernel (threads per row chosen at launch, up to 1024). */
+ * their cache hint, their largest block (threads per row x rows per block), the most 16-byte
+ * vectors a thread keeps in registers and the most threads per row. Rows of up to
+ * NV__GPU_NORM_FIXED_TPR x NV__GPU_NORM_FIXED_K vectors, aligned and a whole number of vectors
+ * long, take them; the others take the generic kernel (threads per row chosen at launch, up to
+ * 1024). Chosen by bench/gpu/norm_sweep.cu on the H200: with 8 vectors a lane a bfloat16 row of
+ * 2048, 4096 and 8192 took 0.155, 0.151 and 0.160 ms for 268 MB (one, two and four warps a row;
+ * the copy of the bytes 0.131), against 0.158, 0.165 and 0.161 with 16 vectors a lane. */
 #define NV__GPU_NORM_HINT NV__GPU_NORM_HINT_NONE
 #define NV__GPU_NORM_BLOCK 256
-#define NV__GPU_NORM_FIXED_K 16
-#define NV__GPU_NORM_FIXED_TPR 64
+#define NV__GPU_NORM_FIXED_K 8
+#define NV__GPU_NORM_FIXED_TPR 256
 /* The most blocks a norm launch has (more rows are walked grid-stride). */
 #define NV__GPU_NORM_MAX_GRID (1 << 24)
 
@@ -83,8 +86,9 @@ typedef struct nv__gpu_rope_params {
  * nv_dtype code (float16, bfloat16, float32, float64) into *plan. `aligned`: every view's
  * element offset is a multiple of a 16-byte vector (the kernels check the addresses too; a
  * misaligned row is correct on either kernel, only slower on a fixed one). Rows that fit the
- * fixed kernels: NV__GPU_NORM_BLOCK threads a block, the fewest threads per row (32, 64, ...)
- * whose k <= NV__GPU_NORM_FIXED_K vectors each hold the row, k a power of two; the others
+ * fixed kernels: the fewest threads per row (32, 64, ...) whose k <= NV__GPU_NORM_FIXED_K
+ * vectors each hold the row, k a power of two, and blocks of 128 threads (256 from four warps a
+ * row: one row a block for eight); the others
  * (misaligned ones too): about four vectors (elements, for a length not a whole number of
  * vectors) a thread, a power of two from 32 to 1024 threads per row, k up to 8 (longer rows,
  * and misaligned ones, read memory again), rows filling blocks of 256 threads. */

@@ -14,8 +14,9 @@
 #   12. cuDNN attention case by case;
 #   13. the decode gemv's candidates (bench/gpu/qmv_sweep.cu);
 #   14. rms_norm / layer_norm candidates (bench/gpu/norm_sweep.cu);
-#   15. cuSOLVER's Cholesky called in place or transposed (bench/gpu/linalg_sweep.cu)
-#   (stages 6-15 run only when named).
+#   15. cuSOLVER's Cholesky called in place or transposed (bench/gpu/linalg_sweep.cu);
+#   16. Nsight Systems' kernel summary of one bench case (NSYS_CASE)
+#   (stages 6-16 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 # REUSE=1: a call right after one that built (the machine still warm) takes that build when the
@@ -293,6 +294,47 @@ stage15() {
   timeout 120 $B/bench/gpu/linalg_sweep ${LINALG_SIZES:-} >"$OUT/linalg_sweep.log" 2>&1
   note "15. linalg_sweep: rc=$? ($(( $(date +%s) - t )) s)"
   grep -E "^SWEEP|^BEST|linalg_sweep:" "$OUT/linalg_sweep.log" | head -40 | tee -a "$SUM"
+}
+
+stage16() {
+  # One bench case's kernels and their times (NSYS_CASE, a bench_gpu filter; one warm-up and one
+  # timed run of each selected case): Nsight Systems' kernel summary where nsys is, CUDA graphs
+  # traced node by node, else Nsight Compute's per-kernel summary (durations as it replays them).
+  t=$(date +%s)
+  local nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/*/bin/nsys 2>/dev/null | head -1)
+  if [ -n "$nsys" ]; then
+    NUVEC_BENCH_ONCE=1 timeout ${NSYS_TIME:-150} $nsys profile -t cuda -s none --cpuctxsw=none --cuda-graph-trace=node \
+      -o /tmp/nvprof16 -f true $B/bench/gpu/bench_gpu "${NSYS_CASE:-mlp_train}" >"$OUT/nsys16.log" 2>&1
+    note "16. nsys ${NSYS_CASE:-mlp_train}: rc=$? ($(( $(date +%s) - t )) s)"
+    timeout 90 $nsys stats -r cuda_gpu_kern_sum /tmp/nvprof16.nsys-rep >>"$OUT/nsys16.log" 2>&1
+    grep -E "^ +[0-9.]+ +[0-9]+ +[0-9]+ " "$OUT/nsys16.log" | head -${NSYS_LINES:-40} | cut -c1-220 | tee -a "$SUM"
+  else
+    NUVEC_BENCH_ONCE=1 timeout ${NSYS_TIME:-200} ncu --clock-control none --section SpeedOfLight --print-summary per-kernel \
+      $B/bench/gpu/bench_gpu "${NSYS_CASE:-mlp_train}" >"$OUT/nsys16.log" 2>&1
+    note "16. ncu summary ${NSYS_CASE:-mlp_train}: rc=$? ($(( $(date +%s) - t )) s)"
+    python3 - "$OUT/nsys16.log" <<'PY' | tee -a "$SUM"
+import re, sys
+# ncu's per-kernel summary: a kernel's name line, then its sections' metrics (average, min, max).
+rows, name, calls = [], None, 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"^  (\S.*?) \(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)", line)
+    if m:
+        name = m.group(1)[:90]; continue
+    m = re.match(r"^\s+Invocations\s+(\d+)", line) or re.search(r"Invocations: (\d+)", line)
+    if m and name: calls = int(m.group(1))
+    m = re.match(r"^\s+Duration\s+(\S+)\s+([\d.,]+)", line)
+    if m and name:
+        unit, v = m.group(1), float(m.group(2).replace(",", ""))
+        us = v / 1000 if unit in ("nsecond", "ns") else v * 1000 if unit in ("msecond", "ms") else v
+        rows.append((us * max(calls, 1), us, max(calls, 1), name)); name = None; calls = 0
+rows.sort(reverse=True)
+print("   total_us  avg_us  calls  kernel")
+for tot, us, c, n in rows[:40]:
+    print(f"   {tot:9.1f} {us:7.1f} {c:6d}  {n}")
+print(f"   all kernels: {sum(r[0] for r in rows):.1f} us over {sum(r[2] for r in rows)} launches")
+PY
+    grep -E "==ERROR|==WARNING" "$OUT/nsys16.log" | head -5 | tee -a "$SUM"
+  fi
 }
 
 finish() {

@@ -52,22 +52,30 @@ Test(gpu_norm_plan, every_plan_has_a_kernel_and_fits_it) {
         }
 }
 
-/* Issue 18's rows: one warp a bfloat16 row of 4096 (16 vectors a lane, 8 rows a block), two for
- * 8192; the same rows misaligned or of a length that is not a whole number of vectors keep the
- * generic kernel with its former launch (128 threads a row of 512 vectors, k 4). */
+/* Issue 18's rows (bench/gpu/norm_sweep.cu's best on the H200): 8 vectors a lane, a bfloat16
+ * row of 2048 one warp (4 rows a block), 4096 two (2 rows), 8192 four (2 rows); a float32 row of
+ * 4096 four warps; the same rows misaligned or of a length that is not a whole number of vectors
+ * keep the generic kernel (128 threads a row of 512 vectors, k 4). */
 Test(gpu_norm_plan, issue_18_rows) {
   nv__gpu_norm_plan p;
+  nv__gpu_norm_plan_of(NV_DTYPE_BFLOAT16, 2048, 65536, 1, &p);
+  cr_expect(p.fixed && p.tpr == 32 && p.k == 8 && p.rpb == 4 && p.grid == 16384,
+            "bf16 2048: fixed %d tpr %d k %d rpb %d grid %lld", p.fixed, p.tpr, p.k, p.rpb,
+            (long long)p.grid);
   nv__gpu_norm_plan_of(NV_DTYPE_BFLOAT16, 4096, 32768, 1, &p);
-  cr_expect(p.fixed && p.tpr == 32 && p.k == 16 && p.rpb == 8 && p.grid == 4096,
+  cr_expect(p.fixed && p.tpr == 64 && p.k == 8 && p.rpb == 2 && p.grid == 16384,
             "bf16 4096: fixed %d tpr %d k %d rpb %d grid %lld", p.fixed, p.tpr, p.k, p.rpb,
             (long long)p.grid);
   nv__gpu_norm_plan_of(NV_DTYPE_BFLOAT16, 8192, 100, 1, &p);
-  cr_expect(p.fixed && p.tpr == 64 && p.k == 16 && p.rpb == 4 && p.grid == 25,
+  cr_expect(p.fixed && p.tpr == 128 && p.k == 8 && p.rpb == 2 && p.grid == 50,
             "bf16 8192: fixed %d tpr %d k %d rpb %d grid %lld", p.fixed, p.tpr, p.k, p.rpb,
             (long long)p.grid);
   nv__gpu_norm_plan_of(NV_DTYPE_FLOAT32, 4096, 7, 1, &p);
-  cr_expect(p.fixed && p.tpr == 64 && p.k == 16, "f32 4096: fixed %d tpr %d k %d", p.fixed,
+  cr_expect(p.fixed && p.tpr == 128 && p.k == 8, "f32 4096: fixed %d tpr %d k %d", p.fixed,
             p.tpr, p.k);
+  nv__gpu_norm_plan_of(NV_DTYPE_BFLOAT16, 16384, 3, 1, &p);
+  cr_expect(p.fixed && p.tpr == 256 && p.k == 8 && p.rpb == 1, "bf16 16384: fixed %d tpr %d k %d rpb %d",
+            p.fixed, p.tpr, p.k, p.rpb);
   nv__gpu_norm_plan_of(NV_DTYPE_BFLOAT16, 4096, 32768, 0, &p);
   cr_expect(!p.fixed && p.tpr == 128 && p.k == 4 && p.rpb == 2,
             "bf16 4096 misaligned: fixed %d tpr %d k %d rpb %d", p.fixed, p.tpr, p.k, p.rpb);

@@ -2,12 +2,16 @@
 sampling switch (`NUVEC_TEST_FULL=1` runs the whole dtype x shape x layout matrix)."""
 import os
 import random
+import zlib
 
 import numpy as np
 import pytest
 
 SEED = int(os.environ.get("NUVEC_TEST_SEED", random.SystemRandom().randrange(2**31)))
 FULL = os.environ.get("NUVEC_TEST_FULL") == "1"
+# pytest-xdist's workers inherit the environment: one seed for all of them, so that each collects
+# the same sampled matrix as the controller.
+os.environ["NUVEC_TEST_SEED"] = str(SEED)
 
 
 def pytest_report_header(config):
@@ -17,7 +21,7 @@ def pytest_report_header(config):
 @pytest.fixture
 def rng(request):
     """A generator seeded from the run's seed and the test's name (printed on failure)."""
-    h = abs(hash(request.node.nodeid)) % (2**31)
+    h = zlib.crc32(request.node.nodeid.encode())  # str's hash() differs from process to process
     seed = (SEED + h) % (2**31)
     request.node.user_properties.append(("seed", seed))
     return np.random.default_rng(seed)
