@@ -8,12 +8,16 @@
  * Candidates (the library's arithmetic in every one but fac: each weight dequantized as
  * fma(c, s, b) in float32 by quantize_gemv.cu's own dequant, then multiplied with x and summed
  * in float32; they differ in who sums what and where x comes from):
- *   lib          quantize_gemv.cu's qmv_kernel, launched as quantize.c launches it
- *                (NV__GPU_QMV_WARPS warps a block, nv__gpu_qmv_rows_per_warp rows a warp, one
- *                block per group of rows: a single wave);
- *   lib.v2       M = 1: quantize_gemv.cu's qmv_v2_kernel (NUVEC_QMV_V2=1), launched as
- *                quantize.c launches it: xreg.k4.r4.pf's design for any K up to 16384 (K / 1024
- *                warps a block; 2 rows a set for 8-bit codes);
+ *   lib          the library's default launch, exactly as quantize.c makes it: for M = 1
+ *                quantize_gemv.cu's split-K qmv_v2_kernel in nv__gpu_qmv_v2_plan's variant and
+ *                persistent grid (R2_PF or R4 by rows an SM: KINFO's plan=), for M > 1 its
+ *                qmv_kernel (NV__GPU_QMV_WARPS warps a block, nv__gpu_qmv_rows_per_warp rows a
+ *                warp, one block per group of rows: a single wave);
+ *   lib.r2.pf, lib.r4   M = 1: the split-K kernel's two variants in the plan's grid whichever
+ *                the rule picks (xreg.k4.r2.pf's and xreg.k4.r4's designs for any K up to
+ *                16384, K / 1024 warps a block, 96 registers a thread at 4 bits);
+ *   lib.old      M = 1: the streaming qmv_kernel as quantize.c launches it under
+ *                NUVEC_QMV_V2=0 (the default before the split-K kernel);
  *   libwW        the same product (qmv_product) with W warps a block (1, 2 or 8): fewer or
  *                more rows a block, the same bytes in flight a lane;
  *   xreg.kKW.rRS[.pf]   M = 1: a block of KW warps splits K (each lane owns one 32-element
@@ -422,10 +426,11 @@ struct Cand {
   const void *func;
   int block, grid;
   size_t smem;
-  bool exact; /* the library's rounding contract */
+  bool exact;       /* the library's rounding contract */
+  std::string note; /* printed on the KINFO line (the library's plan) */
 };
 
-static int sm_count;
+static int sm_count, device;
 
 static uint16_t to_bf16(double v) {
   float f = (float)v;
@@ -511,15 +516,35 @@ static void add_xsm(std::vector<Cand> &v, const Shape &s) {
 
 template <int BITS> static std::vector<Cand> candidates(const Shape &s) {
   std::vector<Cand> v;
+  /* The streaming kernel as quantize.c launches it (one block per group of rows). */
   const int rows = nv__gpu_qmv_rows_per_warp(s.M, s.bits) * NV__GPU_QMV_WARPS;
-  v.push_back({"lib", nv__gpu_kernel_qmv(DT_BF16, NV__QMODE_AFFINE, s.bits, s.M),
-               32 * NV__GPU_QMV_WARPS, (s.N + rows - 1) / rows, 0, true});
-  if (s.M == 1) {
-    /* The library's split-K kernel (NUVEC_QMV_V2=1), launched as quantize.c's qmv_v2_shape. */
-    const int64_t warps = (s.K / 32 + 31) / 32, sets = (s.N + 3) / 4;
-    const int64_t fill = (int64_t)sm_count * std::max<int64_t>(1, 16 / warps);
-    v.push_back({"lib.v2", nv__gpu_kernel_qmv_v2(DT_BF16, s.bits, 0), (int)(32 * warps),
-                 (int)std::min(sets, fill), 0, true});
+  const Cand old = {"lib", nv__gpu_kernel_qmv(DT_BF16, NV__QMODE_AFFINE, s.bits, s.M),
+                    32 * NV__GPU_QMV_WARPS, (s.N + rows - 1) / rows, 0, true};
+  if (s.M != 1) {
+    v.push_back(old);
+  } else {
+    /* M = 1: the split-K kernel in quantize.c's plan (nv__gpu_qmv_v2_plan, one product), its
+     * two variants whatever the rule picks, and the streaming kernel. */
+    const struct {
+      const char *name;
+      int config;
+    } plans[3] = {{"lib", NV__GPU_QMV_V2_AUTO},
+                  {"lib.r2.pf", NV__GPU_QMV_V2_R2_PF},
+                  {"lib.r4", NV__GPU_QMV_V2_R4}};
+    for (const auto &pl : plans) {
+      nv__gpu_qmv_v2_launch l;
+      const int e = nv__gpu_qmv_v2_plan(DT_BF16, s.bits, 0, pl.config, s.K, s.N, 1, device, &l);
+      if (e != 0) CK((cudaError_t)e);
+      if (!l.func) {
+        if (pl.config == NV__GPU_QMV_V2_AUTO) v.push_back(old); /* quantize.c's fallback */
+        continue;
+      }
+      v.push_back({pl.name, l.func, (int)l.block, (int)l.grid[0], 0, true,
+                   l.config == NV__GPU_QMV_V2_R2_PF ? " plan=r2.pf" : " plan=r4"});
+    }
+    Cand o = old;
+    o.name = "lib.old";
+    v.push_back(o);
   }
   if (s.M == 1) add_libw<1, BITS>(v, s);
   else if (s.M <= 4) add_libw<4, BITS>(v, s);
@@ -674,10 +699,9 @@ int main(int argc, char **argv) {
             e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 2;
   }
-  int dev = 0;
-  CK(cudaGetDevice(&dev));
+  CK(cudaGetDevice(&device));
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, dev));
+  CK(cudaGetDeviceProperties(&prop, device));
   sm_count = prop.multiProcessorCount;
   printf("device: %s, %d multiprocessors, L2 %d MiB\n", prop.name, sm_count,
          prop.l2CacheSize >> 20);
@@ -732,9 +756,9 @@ int main(int argc, char **argv) {
       }
       cudaFuncAttributes fa;
       CK(cudaFuncGetAttributes(&fa, c.func));
-      printf("KINFO %s %s regs=%d local=%zu smem=%zu blocks/SM=%d block=%d grid=%d\n", sh.name,
+      printf("KINFO %s %s regs=%d local=%zu smem=%zu blocks/SM=%d block=%d grid=%d%s\n", sh.name,
              c.name.c_str(), fa.numRegs, (size_t)fa.localSizeBytes, c.smem,
-             occupancy(c.func, c.block, c.smem), c.block, c.grid);
+             occupancy(c.func, c.block, c.smem), c.block, c.grid, c.note.c_str());
       auto launch = [&](cudaStream_t s, int64_t copy) {
         nv__gpu_quant_params p = p0;
         bf16_t *out = d.out, *x = d.x;

@@ -5,7 +5,7 @@
  * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
  * float32, or its tensor-core one for 4-bit affine float16/bfloat16 products with K a multiple
  * of 128 where NUVEC_QMV_TC=1, its split-K one for one row of x with affine 2-, 4- or 8-bit
- * codes where NUVEC_QMV_V2=1; quantize.cu's otherwise), the tiled kernel otherwise (the
+ * codes unless NUVEC_QMV_V2=0; quantize.cu's otherwise), the tiled kernel otherwise (the
  * builder turns products of more than 32 rows per matrix on a GPU stream into dequantize +
  * matmul, so those do not reach it). */
 #include <cuda_runtime.h>
@@ -127,46 +127,36 @@ static const void *qmv_tc(const nv__quant_params *qp, nv_dtype dt, int64_t M, in
   return nv__gpu_kernel_qmv_tc((int)dt, qp->group_size);
 }
 
-/* NUVEC_QMV_V2=1: the split-K decode gemv (quantize_gemv.cu's qmv_v2_kernel) for the products
- * of one row of x it takes; read once. A measurement switch, off by default until the GPU's
- * sweep (bench/gpu/qmv_sweep.cu, tests/gpu/run.sh stage 13) measures it. */
+/* NUVEC_QMV_V2: the split-K decode gemv (quantize_gemv.cu's qmv_v2_kernel) takes the products
+ * of one row of x it applies to unless the variable is 0 (the streaming kernel then, for
+ * measurement); read once. */
 static pthread_once_t v2_once = PTHREAD_ONCE_INIT;
 static bool v2_on;
 static void v2_read(void) {
   const char *e = getenv("NUVEC_QMV_V2");
-  v2_on = e && !strcmp(e, "1");
+  v2_on = !e || strcmp(e, "0") != 0;
 }
 
-/* The split-K kernel for a product of M rows of x (of `elem`-byte elements) by w where
- * NUVEC_QMV_V2=1 and it applies (nv__gpu_kernel_qmv_v2's conditions), else NULL. */
-static const void *qmv_v2(const nv__quant_params *qp, nv_dtype dt, int64_t M, int64_t K,
-                          const nv__gpu_arg *x, const nv__gpu_arg *w, bool gather) {
+/* The split-K kernel's launch (nv__gpu_qmv_v2_plan) for `products` products of M rows of x
+ * by N rows of w where it is on and applies: M == 1, affine codes, x and w 16-byte aligned
+ * (and the plan's conditions: bits, K); plan->func NULL otherwise. */
+static nv_status qmv_v2(nv__gpu_ctx *ctx, const char *op, const nv__quant_params *qp,
+                        nv_dtype dt, int64_t M, int64_t K, int64_t N, int64_t products,
+                        const nv__gpu_arg *x, const nv__gpu_arg *w, bool gather,
+                        nv__gpu_qmv_v2_launch *plan) {
   pthread_once(&v2_once, v2_read);
-  if (!v2_on || M != 1 || qp->mode != NV__QMODE_AFFINE || K % 32 != 0 ||
-      (K / 32 + 31) / 32 > NV__GPU_QMV_V2_MAX_WARPS || !aligned16(x, nv_dtype_size(dt)) ||
+  plan->func = NULL;
+  if (!v2_on || M != 1 || qp->mode != NV__QMODE_AFFINE || !aligned16(x, nv_dtype_size(dt)) ||
       !aligned16(w, 4))
-    return NULL;
-  return nv__gpu_kernel_qmv_v2((int)dt, qp->bits, gather);
-}
-
-/* The split-K kernel's launch shape for K and N: K / 1024 (rounded up) warps a block, a
- * persistent grid of up to 512 threads a multiprocessor (its register budget: 128 a thread)
- * over the sets of 4 rows. */
-static nv_status qmv_v2_shape(nv__gpu_ctx *ctx, const char *op, int64_t K, int64_t N,
-                              uint32_t *grid, uint32_t *block) {
-  int sms = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                         nv__gpu_device_index(ctx));
-  if (e != cudaSuccess) {
+    return NV_OK;
+  int e = nv__gpu_qmv_v2_plan((int)dt, qp->bits, gather, NV__GPU_QMV_V2_AUTO, K, N, products,
+                              nv__gpu_device_index(ctx), plan);
+  if (e != 0) {
     cudaGetLastError(); /* not sticky: later checks must not see it */
-    return nv__set_error(NV_ERR_BACKEND, "%s: cudaDeviceGetAttribute failed: %s", op,
-                         cudaGetErrorString(e));
+    plan->func = NULL;
+    return nv__set_error(NV_ERR_BACKEND, "%s: the split-K gemv's launch shape: %s", op,
+                         cudaGetErrorString((cudaError_t)e));
   }
-  const int64_t warps = (K / 32 + 31) / 32, sets = (N + 3) / 4;
-  const int64_t per_sm = 16 / warps > 0 ? 16 / warps : 1;
-  const int64_t fill = (int64_t)sms * per_sm;
-  *grid = (uint32_t)(sets < fill ? sets : fill);
-  *block = (uint32_t)(32 * warps);
   return NV_OK;
 }
 
@@ -191,9 +181,11 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
   if (st != NV_OK || out->size == 0) return st;
   if ((st = inputs(ctx, in, affine ? 4 : 3, a)) != NV_OK) return st;
   const void *tc = qmv ? qmv_tc(qp, out->dtype, ox->shape[1], ox->shape[2], &a[0], &a[1]) : NULL;
-  const void *v2 = qmv && !tc ? qmv_v2(qp, out->dtype, ox->shape[1], ox->shape[2], &a[0], &a[1],
-                                       false)
-                              : NULL;
+  nv__gpu_qmv_v2_launch v2 = {.func = NULL};
+  if (qmv && !tc && ox->shape[2] > 0 &&
+      (st = qmv_v2(ctx, "quantized_matmul", qp, out->dtype, ox->shape[1], ox->shape[2],
+                   out->shape[2], ox->shape[0], &a[0], &a[1], false, &v2)) != NV_OK)
+    return st;
   nv__gpu_quant_params p = {.mode = qp->mode,
                             .group_size = qp->group_size,
                             .bits = qp->bits,
@@ -236,12 +228,12 @@ static nv_status k_quantized_matmul(nv__gpu_ctx *ctx, nv__node *node, const nv__
     l.block[1] = 1;
     l.block[2] = 1;
     l.shared_bytes = (uint32_t)(p.M * (p.K + 8) * 2);
-  } else if (v2) {
-    l.func = v2;
-    if ((st = qmv_v2_shape(ctx, "quantized_matmul", p.K, p.N, &l.grid[0], &l.block[0])) != NV_OK)
-      return st;
-    l.grid[1] = cap_grid(p.B);
+  } else if (v2.func) {
+    l.func = v2.func;
+    l.grid[0] = v2.grid[0];
+    l.grid[1] = v2.grid[1];
     l.grid[2] = 1;
+    l.block[0] = v2.block;
     l.block[1] = 1;
     l.block[2] = 1;
   } else if (qmv) {
@@ -340,14 +332,21 @@ static nv_status k_gather_qmm(nv__gpu_ctx *ctx, nv__node *node, const nv__operan
     return nv__set_error(NV_ERR_UNSUPPORTED, "gather_qmm: N = %lld is too large",
                          (long long)p.N);
   uint32_t grid = (uint32_t)blocks, block = 32 * NV__GPU_QMV_WARPS;
-  /* The split-K kernel (NUVEC_QMV_V2=1) by pair; the runs kernel keeps sorted pairs. */
-  const void *v2 = runs ? NULL : qmv_v2(qp, out->dtype, M, p.K, &a[0], &a[1], true);
-  if (v2) {
-    func = v2;
-    if ((st = qmv_v2_shape(ctx, "gather_qmm", p.K, p.N, &grid, &block)) != NV_OK) return st;
+  uint32_t grid_y = cap_grid(runs ? (L + runs - 1) / runs : L);
+  /* The split-K kernel by pair (the default; the runs kernel keeps sorted pairs). */
+  nv__gpu_qmv_v2_launch v2 = {.func = NULL};
+  if (!runs && p.K > 0 &&
+      (st = qmv_v2(ctx, "gather_qmm", qp, out->dtype, M, p.K, p.N, L, &a[0], &a[1], true,
+                   &v2)) != NV_OK)
+    return st;
+  if (v2.func) {
+    func = v2.func;
+    grid = v2.grid[0];
+    grid_y = v2.grid[1];
+    block = v2.block;
   }
   nv__gpu_launch l = {.func = func,
-                      .grid = {grid, cap_grid(runs ? (L + runs - 1) / runs : L), 1},
+                      .grid = {grid, grid_y, 1},
                       .block = {block, 1, 1},
                       .views = lv.v,
                       .access = lv.a,

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <atomic>
+
 #include "cuda/convert.cuh"
 #include "cuda/quantize_kernels.h"
 #include "ops/quantize_codec.h"
@@ -437,7 +439,7 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
   }
 }
 
-/* ---- The split-K decode gemv (NUVEC_QMV_V2=1): one row of x, affine 2-, 4- or 8-bit codes ----
+/* ---- The split-K decode gemv: one row of x, affine 2-, 4- or 8-bit codes (the default) ----
  * The streaming kernel above spends about nine instructions per weight at 4 bits: x is loaded
  * and converted for every weight, and each shift-free code takes an and and an or (a lop3
  * holds one 32-bit immediate, so the compiler splits (q & mask) | 2^23). Here a block of KW =
@@ -447,15 +449,19 @@ __global__ void __launch_bounds__(NV__GPU_QMV_WARPS * 32, (gemv_shape<MT, BITS>:
  * instructions a weight (lop3, the subtraction of 2^23, the dequantizing fma, the product's
  * fma), the same arithmetic as qmv_product's (each weight fma(c * 2^o, s * 2^-o, b), then
  * times x, summed in float32; only the order of the sums differs). The grid is persistent
- * over the rows: grid.x blocks walk sets of 4 rows (2 for 8-bit codes), each set's weights,
- * scales and biases loaded before the previous set is computed; a set's sums leave each warp
- * by a reduce-scatter of shuffles and meet across the KW warps in shared memory. grid.y walks
- * the products (quantized_matmul's batches, gather_qmm's pairs). The weights' 16-byte loads of
- * a warp are 512 contiguous bytes of one row. */
-/* Rows of w a set: 4, or 2 for 8-bit codes (registers: a lane holds two sets' words). */
-template <int BITS> struct v2_rows {
-  static constexpr int RS = BITS == 8 ? 2 : 4;
-};
+ * over the rows (as many blocks as are resident, from the occupancy API: nv__gpu_qmv_v2_plan
+ * below): blocks walk sets of RS rows; a set's sums leave each warp by a reduce-scatter of
+ * shuffles and meet across the KW warps in shared memory. grid.y walks the products
+ * (quantized_matmul's batches, gather_qmm's pairs). The weights' 16-byte loads of a warp are
+ * 512 contiguous bytes of one row. Two variants (bench/gpu/qmv_sweep.cu's xreg.k4.r2.pf and
+ * xreg.k4.r4):
+ *   RS 2, PF: the next set's weights, scales and biases are loaded before the current set is
+ *     computed (two sets' registers: 96 a thread at 4 bits);
+ *   RS 4, no PF: one set's registers (96 a thread at 4 bits), the next set loaded once the
+ *     current one's sums are stored. RS 4 with PF (the former NUVEC_QMV_V2=1 kernel) takes 128
+ *     registers, so 4 blocks of 4 warps an SM instead of 5, and was slower than the streaming
+ *     kernel at N = 14336.
+ * nv__gpu_qmv_v2_plan (below; quantize_kernels.h says why) picks the variant by shape. */
 constexpr int V2_MAX_RS = 4;
 
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
@@ -471,44 +477,48 @@ __device__ __forceinline__ uint32_t magic_reg() {
   return m;
 }
 
-/* One lane's loads for a set: its unit of each of the set's V2_RS rows, with the unit's
- * scale and bias (rows past N repeat row N - 1 and are not stored). */
-template <int BITS> struct v2_set {
-  static constexpr int RS = v2_rows<BITS>::RS;
+/* One lane's loads for a set: its unit of each of the set's RS rows, with the unit's scale and
+ * bias. */
+template <int BITS, int RS> struct v2_set {
   uint32_t q[RS][BITS];
   float s[RS], b[RS];
 };
 
-template <int BITS>
-__device__ __forceinline__ void v2_load(v2_set<BITS> &S, const uint32_t *w, const char *sb,
-                                        const char *bb, int64_t wb, int64_t set, int64_t u,
-                                        bool live, int gshift, int64_t ssz,
+/* A lane's view of one product's matrix: its unit in row 0 (w), the unit's scale and bias in
+ * row 0 (s, b: elements of dtype p.sdt). The strides and N stay in the kernel's parameters
+ * (constant memory, no registers). */
+struct v2_lane {
+  const uint32_t *w;
+  const char *s, *b;
+  bool live; /* a unit of K (lanes past K's last unit keep zero sums and load nothing) */
+};
+
+/* Set `set`'s loads (rows past N repeat row N - 1 and are not stored). */
+template <int BITS, int RS>
+__device__ __forceinline__ void v2_load(v2_set<BITS, RS> &S, const v2_lane &L, int64_t set,
                                         const nv__gpu_quant_params &p) {
-  constexpr int V2_RS = v2_rows<BITS>::RS;
-  if (!live) return; /* a lane past K's last unit: its sums stay zero */
+  if (!L.live) return;
+  int64_t n[RS];
 #pragma unroll
-  for (int r = 0; r < V2_RS; r++) {
-    const int64_t n = set * V2_RS + r, rr = wb * p.R + (n < p.N ? n : p.N - 1);
-    load_unit<BITS>(w + rr * p.words + u * BITS, S.q[r]);
-  }
-  const int64_t g = (u * UNIT) >> gshift;
+  for (int r = 0; r < RS; r++) n[r] = set * RS + r < p.N ? set * RS + r : p.N - 1;
 #pragma unroll
-  for (int r = 0; r < V2_RS; r++) {
-    const int64_t n = set * V2_RS + r, rr = wb * p.R + (n < p.N ? n : p.N - 1);
-    S.s[r] = load_scale(p.sdt, sb + (p.off[3] + rr * p.groups) * ssz, g);
-    S.b[r] = load_scale(p.sdt, bb + (p.off[4] + rr * p.groups) * ssz, g);
+  for (int r = 0; r < RS; r++) load_unit<BITS>(L.w + n[r] * p.words, S.q[r]);
+#pragma unroll
+  for (int r = 0; r < RS; r++) {
+    S.s[r] = load_scale(p.sdt, L.s, n[r] * p.groups);
+    S.b[r] = load_scale(p.sdt, L.b, n[r] * p.groups);
   }
 }
 
-/* The set's V2_RS partial sums of this lane (zero for a lane past K). */
-template <int BITS, int V2_RS>
-__device__ __forceinline__ void v2_compute(const v2_set<BITS> &S, const float (&xf)[UNIT],
-                                           bool live, uint32_t magic, float (&acc)[V2_RS]) {
+/* The set's RS partial sums of this lane (zero for a lane past K). */
+template <int BITS, int RS>
+__device__ __forceinline__ void v2_compute(const v2_set<BITS, RS> &S, const float (&xf)[UNIT],
+                                           bool live, uint32_t magic, float (&acc)[RS]) {
 #pragma unroll
-  for (int r = 0; r < V2_RS; r++) acc[r] = 0.0f;
+  for (int r = 0; r < RS; r++) acc[r] = 0.0f;
   if (!live) return;
 #pragma unroll
-  for (int r = 0; r < V2_RS; r++) {
+  for (int r = 0; r < RS; r++) {
     float a = 0.0f;
 #pragma unroll
     for (int k = 0; k < UNIT; k++) {
@@ -546,19 +556,19 @@ template <int V2_RS> __device__ __forceinline__ float v2_reduce(float (&v)[V2_RS
 /* The set's totals to out (row n of the product at out[n]): each warp's in shared memory
  * (double-buffered by the parity `it` of the block's set, so one barrier a set), summed by
  * warp 0 in warp order. */
-template <class F, int V2_RS>
-__device__ __forceinline__ void v2_store(typename F::S *out, float (&acc)[V2_RS], int64_t set,
+template <class F, int RS>
+__device__ __forceinline__ void v2_store(typename F::S *out, float (&acc)[RS], int64_t set,
                                          int it, int lane, int warp, int kw,
                                          float (*red)[NV__GPU_QMV_V2_MAX_WARPS][V2_MAX_RS],
                                          int64_t N) {
-  const float tot = v2_reduce<V2_RS>(acc, lane);
-  const int row = lane / (32 / V2_RS);
-  if (lane % (32 / V2_RS) == 0) red[it & 1][warp][row] = tot;
+  const float tot = v2_reduce<RS>(acc, lane);
+  const int row = lane / (32 / RS);
+  if (lane % (32 / RS) == 0) red[it & 1][warp][row] = tot;
   __syncthreads();
-  if (warp == 0 && lane < V2_RS && set * V2_RS + lane < N) {
+  if (warp == 0 && lane < RS && set * RS + lane < N) {
     float s = red[it & 1][0][lane];
     for (int k = 1; k < kw; k++) s += red[it & 1][k][lane];
-    out[set * V2_RS + lane] = F::st(s);
+    out[set * RS + lane] = F::st(s);
   }
 }
 
@@ -566,52 +576,75 @@ __device__ __forceinline__ void v2_store(typename F::S *out, float (&acc)[V2_RS]
  * elements; the block walks sets blockIdx.x, blockIdx.x + gridDim.x, ... The caller
  * guarantees K == UNIT * units with units <= 32 * blockDim.x / 32, and 16-byte aligned x and
  * w. `it` counts the block's sets over its products (the shared buffers' parity). */
-template <class F, int BITS>
+template <class F, int BITS, int RS, bool PF>
 __device__ __forceinline__ void v2_product(typename F::S *out, const typename F::S *xrow,
                                            const uint32_t *w, const char *sb, const char *bb,
                                            int64_t wb, const nv__gpu_quant_params &p,
                                            float (*red)[NV__GPU_QMV_V2_MAX_WARPS][V2_MAX_RS],
                                            int &it) {
-  constexpr int V2_RS = v2_rows<BITS>::RS;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
-  const int64_t U = p.K / UNIT, u = (int64_t)warp * 32 + lane;
-  const bool live = u < U;
-  const int gshift = __ffs(p.group_size) - 1;
-  const int64_t ssz = dtype_size(p.sdt), sets = (p.N + V2_RS - 1) / V2_RS;
+  const int64_t u = (int64_t)warp * 32 + lane, sets = (p.N + RS - 1) / RS;
   int64_t set = blockIdx.x;
   if (set >= sets) return; /* the whole block */
-  v2_set<BITS> A, Bn;
-  v2_load<BITS>(A, w, sb, bb, wb, set, u, live, gshift, ssz, p);
+  const int64_t ssz = dtype_size(p.sdt), row0 = wb * p.R;
+  const int64_t g = (u * UNIT) >> (__ffs(p.group_size) - 1);
+  const v2_lane L = {w + row0 * p.words + u * BITS,
+                     sb + (p.off[3] + row0 * p.groups + g) * ssz,
+                     bb + (p.off[4] + row0 * p.groups + g) * ssz, u < p.K / UNIT};
+  v2_set<BITS, RS> A;
+  v2_load<BITS, RS>(A, L, set, p);
+  /* x's unit while the first set's loads are in flight. */
   float xf[UNIT];
 #pragma unroll
   for (int k = 0; k < UNIT; k++) xf[k] = 0.0f;
-  if (live) {
+  if (L.live) {
     constexpr int CHX = sizeof(typename F::S) == 4 ? 4 : 8; /* 16 bytes a load */
 #pragma unroll
     for (int c = 0; c < UNIT / CHX; c++) load_x<F, CHX>(xrow + u * UNIT + CHX * c, xf + CHX * c);
   }
   const uint32_t magic = magic_reg();
-  float acc[V2_RS];
-  for (;;) {
-    int64_t next = set + gridDim.x;
-    if (next < sets) v2_load<BITS>(Bn, w, sb, bb, wb, next, u, live, gshift, ssz, p);
-    v2_compute<BITS, V2_RS>(A, xf, live, magic, acc);
-    v2_store<F, V2_RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
-    if (next >= sets) break;
-    set = next;
-    next = set + gridDim.x;
-    if (next < sets) v2_load<BITS>(A, w, sb, bb, wb, next, u, live, gshift, ssz, p);
-    v2_compute<BITS, V2_RS>(Bn, xf, live, magic, acc);
-    v2_store<F, V2_RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
-    if (next >= sets) break;
-    set = next;
+  float acc[RS];
+  if (PF) {
+    v2_set<BITS, RS> Bn; /* the prefetch's second set */
+    for (;;) {
+      int64_t next = set + gridDim.x;
+      if (next < sets) v2_load<BITS, RS>(Bn, L, next, p);
+      v2_compute<BITS, RS>(A, xf, L.live, magic, acc);
+      v2_store<F, RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
+      if (next >= sets) return;
+      set = next;
+      next = set + gridDim.x;
+      if (next < sets) v2_load<BITS, RS>(A, L, next, p);
+      v2_compute<BITS, RS>(Bn, xf, L.live, magic, acc);
+      v2_store<F, RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
+      if (next >= sets) return;
+      set = next;
+    }
+  } else {
+    for (;;) {
+      const int64_t next = set + gridDim.x;
+      v2_compute<BITS, RS>(A, xf, L.live, magic, acc);
+      v2_store<F, RS>(out, acc, set, it++, lane, warp, kw, red, p.N);
+      if (next >= sets) return;
+      set = next;
+      v2_load<BITS, RS>(A, L, set, p);
+    }
   }
 }
 
+/* Registers a thread: 96 keep 5 blocks of 4 warps (K = 4096) resident an SM, as the sweep's
+ * xreg.k4.r2.pf and xreg.k4.r4 (a warp's registers are allocated 256 at a time, so 97 to 104
+ * a thread allow only 4: the former kernel's 128 did). 8-bit codes hold 8 words a row (in 96
+ * registers the 4-row set spills): at most 128 (4 blocks). Every KW up to
+ * NV__GPU_QMV_V2_MAX_WARPS stays launchable (512 threads of 128 registers fill the SM's 64K). */
+template <int BITS, bool PF> struct v2_regs {
+  static constexpr int N = BITS == 8 ? 128 : 96;
+};
+
 /* quantized_matmul with one row of x (p.M == 1): product bt of grid.y's walk is x's batch bt
  * times w's matrix bt (p.wbatch) or 0. */
-template <int DT, int BITS>
-__global__ void __launch_bounds__(NV__GPU_QMV_V2_MAX_WARPS * 32)
+template <int DT, int BITS, int RS, bool PF>
+__global__ void __maxnreg__((v2_regs<BITS, PF>::N))
     qmv_v2_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x, const uint32_t *w,
                   const void *scales, const void *biases, nv__gpu_quant_params p) {
   typedef f32io<DT> F;
@@ -621,15 +654,15 @@ __global__ void __launch_bounds__(NV__GPU_QMV_V2_MAX_WARPS * 32)
   w += p.off[2];
   int it = 0;
   for (int64_t bt = blockIdx.y; bt < p.B; bt += gridDim.y)
-    v2_product<F, BITS>(out + bt * p.N, x + bt * p.K, w, (const char *)scales,
-                        (const char *)biases, p.wbatch ? bt : 0, p, red, it);
+    v2_product<F, BITS, RS, PF>(out + bt * p.N, x + bt * p.K, w, (const char *)scales,
+                                (const char *)biases, p.wbatch ? bt : 0, p, red, it);
 }
 
 /* gather_qmm with one row of x per pair (p.M == 1): pair l of grid.y's walk is x's batch
  * lhs[l] times w's matrix rhs[l] (an index out of range raises the check record and skips
  * the pair, as gather_qmv_kernel). */
-template <int DT, int BITS>
-__global__ void __launch_bounds__(NV__GPU_QMV_V2_MAX_WARPS * 32)
+template <int DT, int BITS, int RS, bool PF>
+__global__ void __maxnreg__((v2_regs<BITS, PF>::N))
     gather_qmv_v2_kernel(typename f32io<DT>::S *out, const typename f32io<DT>::S *x,
                          const uint32_t *w, const void *scales, const void *biases,
                          const int64_t *lhs, const int64_t *rhs, nv__gpu_quant_params p) {
@@ -645,22 +678,27 @@ __global__ void __launch_bounds__(NV__GPU_QMV_V2_MAX_WARPS * 32)
     int64_t xi, wi;
     if (!wrap_index(__ldg(lhs + l), p.Bx, p.bad, &xi)) continue;
     if (!wrap_index(__ldg(rhs + l), p.E, p.bad, &wi)) continue;
-    v2_product<F, BITS>(out + l * p.N, x + xi * p.K, w, (const char *)scales,
-                        (const char *)biases, wi, p, red, it);
+    v2_product<F, BITS, RS, PF>(out + l * p.N, x + xi * p.K, w, (const char *)scales,
+                                (const char *)biases, wi, p, red, it);
   }
 }
 
-template <int DT> const void *v2_for(int bits, bool gather) {
+template <int DT, int BITS, int RS, bool PF> const void *v2_kernel(bool gather) {
+  return gather ? (const void *)gather_qmv_v2_kernel<DT, BITS, RS, PF>
+                : (const void *)qmv_v2_kernel<DT, BITS, RS, PF>;
+}
+
+/* The variant of `config` (NV__GPU_QMV_V2_R2_PF or NV__GPU_QMV_V2_R4). */
+template <int DT, int BITS> const void *v2_bits(int config, bool gather) {
+  return config == NV__GPU_QMV_V2_R2_PF ? v2_kernel<DT, BITS, 2, true>(gather)
+                                        : v2_kernel<DT, BITS, 4, false>(gather);
+}
+
+template <int DT> const void *v2_for(int bits, int config, bool gather) {
   switch (bits) {
-    case 2:
-      return gather ? (const void *)gather_qmv_v2_kernel<DT, 2>
-                    : (const void *)qmv_v2_kernel<DT, 2>;
-    case 4:
-      return gather ? (const void *)gather_qmv_v2_kernel<DT, 4>
-                    : (const void *)qmv_v2_kernel<DT, 4>;
-    case 8:
-      return gather ? (const void *)gather_qmv_v2_kernel<DT, 8>
-                    : (const void *)qmv_v2_kernel<DT, 8>;
+    case 2: return v2_bits<DT, 2>(config, gather);
+    case 4: return v2_bits<DT, 4>(config, gather);
+    case 8: return v2_bits<DT, 8>(config, gather);
     default: return nullptr;
   }
 }
@@ -928,13 +966,59 @@ extern "C" const void *nv__gpu_kernel_qmv(int dtype, int mode, int bits, int64_t
   return kernel_for_dtype(dtype, mode, bits, false, m, 0);
 }
 
-extern "C" const void *nv__gpu_kernel_qmv_v2(int dtype, int bits, int gather) {
-  switch (dtype) {
-    case DT_F16: return v2_for<DT_F16>(bits, gather != 0);
-    case DT_BF16: return v2_for<DT_BF16>(bits, gather != 0);
-    case DT_F32: return v2_for<DT_F32>(bits, gather != 0);
-    default: return nullptr;
+/* The split-K kernels' resident blocks an SM by variant and warps a block (0: not yet asked;
+ * else the count + 1): they depend only on the kernel's resources and the architecture's
+ * limits, the same for every GPU the library is built for (sm_90). */
+static std::atomic<int> v2_occupancy[3][3][2][2][NV__GPU_QMV_V2_MAX_WARPS + 1];
+
+static int v2_dtype_index(int dtype) {
+  return dtype == DT_F16 ? 0 : dtype == DT_BF16 ? 1 : dtype == DT_F32 ? 2 : -1;
+}
+
+static int v2_bits_index(int bits) { return bits == 2 ? 0 : bits == 4 ? 1 : bits == 8 ? 2 : -1; }
+
+extern "C" int nv__gpu_qmv_v2_config(int64_t rows, int sms) {
+  return rows <= (int64_t)NV__GPU_QMV_V2_PF_ROWS_PER_SM * (sms > 0 ? sms : 1)
+             ? NV__GPU_QMV_V2_R2_PF
+             : NV__GPU_QMV_V2_R4;
+}
+
+extern "C" int nv__gpu_qmv_v2_plan(int dtype, int bits, int gather, int config, int64_t K,
+                                   int64_t N, int64_t products, int device,
+                                   nv__gpu_qmv_v2_launch *plan) {
+  plan->func = nullptr;
+  const int di = v2_dtype_index(dtype), bi = v2_bits_index(bits);
+  if (di < 0 || bi < 0 || K <= 0 || K % UNIT != 0 || N <= 0 || products <= 0) return 0;
+  const int64_t kw = (K / UNIT + 31) / 32;
+  if (kw > NV__GPU_QMV_V2_MAX_WARPS) return 0;
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return (int)e;
+  if (config != NV__GPU_QMV_V2_R2_PF && config != NV__GPU_QMV_V2_R4)
+    config = nv__gpu_qmv_v2_config(N * products, sms);
+  const void *func = dtype == DT_F16    ? v2_for<DT_F16>(bits, config, gather != 0)
+                     : dtype == DT_BF16 ? v2_for<DT_BF16>(bits, config, gather != 0)
+                                        : v2_for<DT_F32>(bits, config, gather != 0);
+  std::atomic<int> &cached = v2_occupancy[di][bi][config][gather != 0][kw];
+  int occ = cached.load(std::memory_order_relaxed) - 1;
+  if (occ < 0) {
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, func, (int)(32 * kw), 0);
+    if (e != cudaSuccess) return (int)e;
+    cached.store(occ + 1, std::memory_order_relaxed);
   }
+  if (occ <= 0 || sms <= 0) return 0; /* cannot be resident: the streaming kernel */
+  const int rs = config == NV__GPU_QMV_V2_R2_PF ? 2 : 4;
+  const int64_t sets = (N + rs - 1) / rs, py = products < 65535 ? products : 65535;
+  /* Every product's sets share the resident blocks (grid.y walks the products). */
+  const int64_t per = (int64_t)occ * sms / py > 0 ? (int64_t)occ * sms / py : 1;
+  plan->func = func;
+  plan->grid[0] = (uint32_t)(sets < per ? sets : per);
+  plan->grid[1] = (uint32_t)py;
+  plan->block = (uint32_t)(32 * kw);
+  plan->rows_per_set = rs;
+  plan->prefetch = config == NV__GPU_QMV_V2_R2_PF;
+  plan->config = config;
+  return 0;
 }
 
 extern "C" const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size) {

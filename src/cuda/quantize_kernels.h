@@ -69,15 +69,50 @@ int nv__gpu_qmv_rows_per_warp(int64_t m, int bits);
 #define NV__GPU_QMV_TC_ROWS 16
 const void *nv__gpu_kernel_qmv_tc(int dtype, int group_size);
 uint32_t nv__gpu_qmv_tc_static_smem(void);
-/* The split-K decode gemv for one row of x (quantize_gemv.cu, NUVEC_QMV_V2=1): x float16,
- * bfloat16 or float32 (the output's dtype), affine codes of 2, 4 or 8 bits, else NULL.
- * gather 0: quantized_matmul's (the ABI of nv__gpu_kernel_qmv, p.M == 1, grid.y walking the
- * batches); 1: gather_qmm's by pair (that of nv__gpu_kernel_gather_qmv with runs 0). It needs
- * K a multiple of 32 with K / 1024 (rounded up) warps a block, at most
- * NV__GPU_QMV_V2_MAX_WARPS, x and the packed w 16-byte aligned; grid.x blocks (any number)
- * walk the rows of w in sets of 4. */
+/* The split-K decode gemv for one row of x (quantize_gemv.cu; the default where it applies,
+ * NUVEC_QMV_V2=0 turns it off): x float16, bfloat16 or float32 (the output's dtype), affine
+ * codes of 2, 4 or 8 bits, K a multiple of 32 with K / 1024 (rounded up) warps a block, at most
+ * NV__GPU_QMV_V2_MAX_WARPS (K up to 16384), x and the packed w 16-byte aligned (the caller
+ * checks the mode and the alignment). gather 0: quantized_matmul's (the ABI of
+ * nv__gpu_kernel_qmv, p.M == 1, grid.y walking the batches); 1: gather_qmm's by pair (that of
+ * nv__gpu_kernel_gather_qmv with runs 0). grid.x blocks (any number) walk the rows of w in
+ * sets of rows_per_set; grid.y (any number) walks the products.
+ *
+ * Two variants (config): NV__GPU_QMV_V2_R2_PF, sets of 2 rows with the next set's loads
+ * issued before the current set is computed, and NV__GPU_QMV_V2_R4, sets of 4 rows without
+ * the second set of registers. NV__GPU_QMV_V2_AUTO picks by nv__gpu_qmv_v2_config: R2_PF
+ * where the product's rows (N times the products) are at most NV__GPU_QMV_V2_PF_ROWS_PER_SM
+ * an SM, R4 beyond. Few rows an SM leave each resident block one to three sets, so the launch
+ * is about one memory round trip: what shortens it is having every set's loads in flight at
+ * once (the prefetch) and the rows spread over more blocks (smaller sets). Many rows an SM are
+ * a steady stream, where the blocks resident at once carry the bytes in flight, and the
+ * prefetch's registers do not pay (on the H200, K = 4096, 4-bit, group 64: N = 4096, 31 rows
+ * an SM, R2_PF 9.19 us against 10.53 for the streaming kernel; N = 14336, 109 rows an SM, R4
+ * 23.39 us against 28.63, and R4 with the prefetch 29.17; the threshold lies between the two
+ * measured shapes). */
 #define NV__GPU_QMV_V2_MAX_WARPS 16
-const void *nv__gpu_kernel_qmv_v2(int dtype, int bits, int gather);
+#define NV__GPU_QMV_V2_PF_ROWS_PER_SM 64
+#define NV__GPU_QMV_V2_AUTO (-1)
+#define NV__GPU_QMV_V2_R2_PF 0
+#define NV__GPU_QMV_V2_R4 1
+typedef struct nv__gpu_qmv_v2_launch {
+  const void *func;  /* NULL: the split-K kernel does not take the product */
+  uint32_t grid[2];  /* grid.x: the resident blocks shared by the products (at most the
+                        sets); grid.y: the products, capped at 65535 */
+  uint32_t block;    /* 32 * ceil(K / 1024) threads */
+  int rows_per_set, prefetch, config;
+} nv__gpu_qmv_v2_launch;
+/* The variant for `rows` rows of w (N times the products) on `sms` multiprocessors. */
+int nv__gpu_qmv_v2_config(int64_t rows, int sms);
+/* The launch of the split-K kernel for `products` products of one row of x (K elements) by N
+ * rows of w on device `device` (its multiprocessor count; the occupancy is the kernel's on the
+ * current device, cached per variant), `config` a variant or NV__GPU_QMV_V2_AUTO. A persistent
+ * grid: the blocks resident at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor) times the
+ * multiprocessors, divided among the products, at most the sets of a product. Returns 0 (with
+ * plan->func NULL where the kernel does not apply) or the cudaError_t of a failed CUDA
+ * call. */
+int nv__gpu_qmv_v2_plan(int dtype, int bits, int gather, int config, int64_t K, int64_t N,
+                        int64_t products, int device, nv__gpu_qmv_v2_launch *plan);
 /* gather_qmm's streaming gemv (the same kernel indexed by pair), as nv__gpu_kernel_qmv.
  * runs == 0: grid.y walks the pairs, pair l being x[lhs[l]] (m rows) times w[rhs[l]]. runs
  * (4 or 8; x has one row per pair): grid.y walks chunks of `runs` consecutive pairs, each

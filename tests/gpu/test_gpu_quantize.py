@@ -3,8 +3,9 @@ dequantize in every mode, bits and group size (bit for bit: both run src/ops/qua
 arithmetic; NaNs of any payload equal), over float16, bfloat16 and float32 weights with edge
 values; quantized_matmul through the decode gemvs (M <= 8, transposed: the tensor-core one of
 src/cuda/quantize_gemv.cu for 4-bit affine float16/bfloat16 with K a multiple of 128, its
-streaming one for K a multiple of 32, its split-K one under NUVEC_QMV_V2=1 (in a child
-process), its element-by-element loop for unaligned views,
+split-K one for one row of x (the default; the streaming one in a child process with
+NUVEC_QMV_V2=0), its streaming one for K a multiple of 32, its element-by-element loop for
+unaligned views,
 quantize.cu's for other K), the tiled kernel
 (up to 32 rows, not transposed, batched w) and the dense path of more rows (dequantize into the
 product's dtype, then matmul), within a float32 accumulation tolerance. Every op is
@@ -419,55 +420,103 @@ def test_gather_qmm_empty_and_out_of_range(nv, rng):
                     nv.read(make(sorted_))
 
 
-# ---- the split-K decode gemv (NUVEC_QMV_V2=1, read once per process: a child runs it) ----
+# ---- the split-K decode gemv (the default for one row of x) ----
 # quantize_gemv.cu's qmv_v2_kernel and gather_qmv_v2_kernel take one row of x, affine 2-, 4- and
-# 8-bit codes, K a multiple of 32 up to 16384 (K / 1024 warps a block): K of one unit (31 idle
-# lanes; group size 32 only), of exactly one warp, of a partial last warp, at the limit of 16 warps and past it (the
-# streaming kernel again); N below a set of rows, not a multiple of one, and many sets per
-# block (the persistent walk, double-buffered); batched x and batched w; scales in float32;
-# gather_qmm by pair (unsorted, sorted with fewer pairs than matrices, negative indices) and its
-# index errors.
+# 8-bit codes, K a multiple of 32 up to 16384 (K / 1024 warps a block), in two variants that
+# nv__gpu_qmv_v2_plan picks by the rows an SM (N times the products, at most 64 an SM: 2 rows a
+# set with the next set's loads in flight; beyond: 4 rows a set). Cases: K of one unit (31 idle
+# lanes; group size 32 only), of exactly one warp, of a partial last warp, at the limit of 16
+# warps and past it (the streaming kernel again); N below a set of rows, not a multiple of one,
+# and many sets per block (the persistent walk, double-buffered); the 4-row variant by N alone
+# (12289 and 12291 rows: more than 64 an SM on GPUs of up to 192 SMs; N = 1 and 3 modulo 4) and
+# by the products (batched x and w: 3 x 4001 rows; 66000 products, grid.y's walk past its
+# 65535 cap, with N = 3 below a set; batches of x over one w are one product of their rows); scales in float32 and float16
+# (test_quantized_matmul_decode_scales_dtype); x and w views at offsets; gather_qmm by pair
+# (unsorted, sorted with fewer pairs than matrices, negative indices, the 4-row variant by the
+# pairs) and its index errors. NUVEC_QMV_V2=0 (read once per process: a child runs those
+# cases) gives the streaming kernel back.
 V2_DECODE = [
     ((1, 32), 5, 32, ()),
     ((1, 1024), 37, 1024, ()),
     ((1, 4224), 1, 4224, ()),
     ((1, 16384), 9, 16384, ()),
     ((1, 16512), 6, 16512, ()),
-    ((3, 1, 256), 8200, 256, ()),
     ((2, 1, 1280), 6, 1280, (2,)),
+    ((2, 1, 2048), 2, 2048, (2,)),
 ]
 V2_MODES = [("affine", 64, 4), ("affine", 32, 2), ("affine", 128, 8), ("affine", 32, 4),
-            ("affine", 64, 8)]
+            ("affine", 64, 8), ("affine", 128, 4), ("affine", 32, 8), ("affine", 128, 2)]
+# The 4-row variant by N alone, and by many products: fewer modes (the CPU reference's time).
+V2_BIG = [
+    ((1, 1024), 12289, 1024, ()),
+    ((1, 512), 12291, 512, ()),
+    ((3, 1, 256), 4001, 256, (3,)),
+    ((66000, 1, 32), 3, 32, (66000,)),
+]
+V2_BIG_MODES = [("affine", 64, 4), ("affine", 128, 8), ("affine", 32, 2), ("affine", 32, 4)]
 V2_DECODE_CASES = [c + m + (d,) for c in V2_DECODE for m in V2_MODES for d in DTYPES
-                   if c[2] % m[1] == 0]
+                   if c[2] % m[1] == 0] + \
+    [c + m + (d,) for c in V2_BIG for m in V2_BIG_MODES for d in DTYPES if c[2] % m[1] == 0]
 V2_GATHER = [
     ((1, 1, 4224), 4, 37, 4224, None, [[2, 0, 2, 3]], False),
     ((6, 1, 1024), 5, 13, 1024, [0, 1, 2, 3, 4, 5, 5], [4, 0, 4, 1, 0, 2, -1], False),
     ((3, 1, 512), 8, 9, 512, [2, -1, 0], [5, 1, 7], True),
+    ((4, 1, 512), 3, 4099, 512, None, [2, 0, -1, 2], False),
 ]
+V2_GATHER_CASES = [c + m + (d,) for c in V2_GATHER for m in V2_MODES[:3] + V2_MODES[5:7]
+                   for d in DTYPES]
 
 
-def v2_child():
-    """Every V2 case against the CPU (run with NUVEC_QMV_V2=1 by test_decode_split_k); prints
-    the number of cases checked."""
+@pytest.mark.parametrize("xshape,N,K,wb,mode,gs,bits,dtype", V2_DECODE_CASES)
+def test_decode_split_k(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype):
+    decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("offset", [1, 4, 8])
+def test_decode_split_k_offsets(nv, rng, bits, offset):
+    """One row of x and the packed w at 1, 4 or 8 elements into their buffers: x's 16-byte
+    alignment fails (the streaming kernel) or holds (8 bfloat16 elements; w's 8 words)."""
+    decode_check(nv, rng, (1, 512), 21, 512, (), "affine", 64, bits, "bfloat16", offset=offset)
+
+
+@pytest.mark.parametrize("xshape,E,N,K,li,ri,sorted_,mode,gs,bits,dtype", V2_GATHER_CASES)
+def test_gather_split_k(nv, rng, xshape, E, N, K, li, ri, sorted_, mode, gs, bits, dtype):
+    make = gather_make(nv, rng, xshape, E, N, K, li, ri, mode, gs, bits, dtype)
+    gather_compare(nv, lambda: make(sorted_), dtype)
+
+
+GATHER_INDEX_ERRORS = [([0, 1], [0, 9], "index 9 is out of range for an axis of size 4"),
+                       ([0, -3], [0, 1], "index -3 is out of range for an axis of size 2")]
+
+
+@pytest.mark.parametrize("li,ri,bad", GATHER_INDEX_ERRORS)
+def test_gather_split_k_index_errors(nv, rng, li, ri, bad):
+    make = gather_make(nv, rng, (2, 1, 256), 4, 8, 256, li, ri, "affine", 64, 4, "float32")
+    with On("gpu"):
+        with pytest.raises(NuvecError, match="gather_qmm: " + bad):
+            nv.read(make(False))
+
+
+def streaming_child():
+    """The split-K cases of one row of x with NUVEC_QMV_V2=0 (the streaming kernel; run by
+    test_decode_streaming_one_row) against the CPU: every decode shape but the largest in the
+    first three modes, every gather case in the first mode, the index errors; prints the
+    number of cases checked."""
     rng = np.random.default_rng(int(os.environ.get("NUVEC_TEST_SEED", "1")) + 19)
     n = 0
     with Session() as nv:
-        for xshape, N, K, wb, mode, gs, bits, dtype in V2_DECODE_CASES:
-            decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
-            n += 1
-        for sdtype in ("float32", "float16"):
-            decode_check(nv, rng, (1, 2048), 29, 2048, (), "affine", 64, 4, "bfloat16",
-                         sdtype=sdtype)
-            n += 1
-        for xshape, E, N, K, li, ri, sorted_ in V2_GATHER:
+        for xshape, N, K, wb in V2_DECODE:
             for mode, gs, bits in V2_MODES[:3]:
-                for dtype in DTYPES:
-                    make = gather_make(nv, rng, xshape, E, N, K, li, ri, mode, gs, bits, dtype)
-                    gather_compare(nv, lambda: make(sorted_), dtype)
+                if K % gs == 0:
+                    decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, "bfloat16")
                     n += 1
-        for li, ri, bad in [([0, 1], [0, 9], "index 9 is out of range for an axis of size 4"),
-                            ([0, -3], [0, 1], "index -3 is out of range for an axis of size 2")]:
+        for xshape, E, N, K, li, ri, sorted_ in V2_GATHER:
+            for dtype in DTYPES:
+                make = gather_make(nv, rng, xshape, E, N, K, li, ri, "affine", 64, 4, dtype)
+                gather_compare(nv, lambda: make(sorted_), dtype)
+                n += 1
+        for li, ri, bad in GATHER_INDEX_ERRORS:
             make = gather_make(nv, rng, (2, 1, 256), 4, 8, 256, li, ri, "affine", 64, 4,
                                "float32")
             with On("gpu"):
@@ -477,18 +526,24 @@ def v2_child():
     print(n)
 
 
-def test_decode_split_k():
-    """The V2 cases in a child process with NUVEC_QMV_V2=1 (the library reads it once)."""
+def streaming_child_cases():
+    n = sum(1 for c in V2_DECODE for m in V2_MODES[:3] if c[2] % m[1] == 0)
+    return n + len(V2_GATHER) * len(DTYPES) + len(GATHER_INDEX_ERRORS)
+
+
+def test_decode_streaming_one_row():
+    """The streaming kernel for one row of x in a child process with NUVEC_QMV_V2=0 (the
+    library reads it once)."""
     import subprocess
 
     here = os.path.dirname(os.path.abspath(__file__))
-    code = f"import sys; sys.path.insert(0, {here!r}); import test_gpu_quantize as t; t.v2_child()"
-    env = dict(os.environ, NUVEC_QMV_V2="1", NUVEC_DEFAULT_DEVICE="gpu")
+    code = (f"import sys; sys.path.insert(0, {here!r}); import test_gpu_quantize as t; "
+            "t.streaming_child()")
+    env = dict(os.environ, NUVEC_QMV_V2="0", NUVEC_DEFAULT_DEVICE="gpu")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
-    want = len(V2_DECODE_CASES) + 2 + len(V2_GATHER) * 3 * len(DTYPES) + 2
     assert p.returncode == 0, p.stderr[-4000:]
-    assert p.stdout.strip().splitlines()[-1] == str(want), p.stdout[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == str(streaming_child_cases()), p.stdout[-2000:]
 
 
 # ---- block_masked_mm (composed of repeat, slice, where / multiply and matmul) ----
