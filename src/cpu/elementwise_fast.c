@@ -3,13 +3,15 @@
  * branch-free range reductions and polynomials (every branch computed, one picked) instead of
  * libm's scalar calls; float64 and complex64 stay on libm (elementwise.c, elementwise_unary.c).
  *
- * Contiguous runs go through blocks of 16 elements copied into local arrays: the block loops
- * have a fixed trip count and no aliasing (an output may be the donated input), so the
- * compiler turns them into SIMD code (the AVX2 and AVX-512 clones) without run-time alias
- * checks. Other runs (strided or broadcast inputs) use the same scalar formulas element by
- * element and give the same bits. The file is compiled without contraction (ISO C mode), and
- * multiply-adds meant to fuse are written as fmaf (one rounding on every clone), so every clone
- * rounds alike.
+ * Contiguous runs go through blocks of 16 elements, read in place and written to a local array
+ * that is copied out after the block: the block loops have a fixed trip count and no aliasing
+ * (an output may be the donated input), so the compiler turns them into SIMD code (the AVX2 and
+ * AVX-512 clones) without run-time alias checks. (The inputs are not copied into a local array
+ * as well: GCC makes that copy of 16-byte moves, which the 32-byte loads after it cannot take
+ * from the store buffer, and the stall cost as much as the formulas.) Other runs (strided or
+ * broadcast inputs) use the same scalar formulas element by element and give the same bits. The
+ * file is compiled without contraction (ISO C mode), and multiply-adds meant to fuse are written
+ * as fmaf (one rounding on every clone), so every clone rounds alike.
  *
  * Accuracy in float32 ulp, over every float32 exponent, the edges and a dense sweep
  * (tests/python/test_elementwise_ulp.py; measured maxima in brackets): exp 1.5 (0.99),
@@ -51,6 +53,12 @@ FORMULA float bits_to_f(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
+}
+
+FORMULA uint32_t f_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
 }
 
 /* The shared reduction of the exponentials: x = n ln2 + r with |r| <= ln2/2 (n by rounding
@@ -109,12 +117,6 @@ FORMULA float sigmoid_fast(float x) {
 FORMULA float exp_normal(float x) {
   float nf, p = 1.0f + exp_reduce(x, &nf);
   return p * bits_to_f((uint32_t)((int)nf + 127) << 23);
-}
-
-FORMULA uint32_t f_to_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
 }
 
 /* tanh, on a = |x| with the sign restored at the end: a + a z Q(z), z = a^2, for a < 0.6 (Q of
@@ -332,9 +334,14 @@ FORMULA float cos_fast(float x) { return sincos_fast(x, 1); }
 /* A block's second pass for the functions whose formula covers only part of the range (sin
  * and cos: |x| >= 2^20 goes to libm, elements picked by a compare, rare in practice). */
 #define NO_FIXUP(IN, OUT) ((void)0)
-#define TRIG_FIX(IN, OUT, LIBM)                                              \
-  for (int j = 0; j < BLOCK; j++)                                            \
-    if (fabsf(IN[j]) >= TRIG_LIMIT && fabsf(IN[j]) <= FLT_MAX) OUT[j] = LIBM(IN[j])
+#define TRIG_FIX(IN, OUT, LIBM)                                                         \
+  do {                                                                                  \
+    int big_ = 0; /* one vector compare for the block first: the scalar loop is slow */ \
+    for (int j = 0; j < BLOCK; j++) big_ |= fabsf(IN[j]) >= TRIG_LIMIT;                 \
+    if (big_)                                                                           \
+      for (int j = 0; j < BLOCK; j++)                                                   \
+        if (fabsf(IN[j]) >= TRIG_LIMIT && fabsf(IN[j]) <= FLT_MAX) OUT[j] = LIBM(IN[j]); \
+  } while (0)
 #define SIN_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, sinf)
 #define COS_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, cosf)
 /* One element: the formula, or libm where the block pass would have used it. */
@@ -354,8 +361,8 @@ FORMULA float trig_one(float x, float (*f)(float), float (*libm)(float)) {
     int64_t sa = s[1], i = 0;                                                     \
     if (sa == 1) {                                                                \
       for (; i + BLOCK <= n; i += BLOCK) {                                        \
-        float in[BLOCK], out[BLOCK];                                              \
-        memcpy(in, a + i, sizeof in);                                             \
+        const float *in = a + i;                                                  \
+        float out[BLOCK];                                                         \
         for (int j = 0; j < BLOCK; j++) out[j] = F(in[j]);                        \
         FIXUP(in, out);                                                           \
         memcpy(o + i, out, sizeof out);                                           \
@@ -511,10 +518,8 @@ FORMULA float dsigmoid_y(float y, float g) { return g * (y * (1.0f - y)); }
     int64_t sa = s[1], sb = s[2], i = 0;                                             \
     if (sa == 1 && sb == 1) {                                                        \
       for (; i + BLOCK <= n; i += BLOCK) {                                           \
-        float x[BLOCK], g[BLOCK], out[BLOCK];                                        \
-        memcpy(x, a + i, sizeof x);                                                  \
-        memcpy(g, b + i, sizeof g);                                                  \
-        for (int j = 0; j < BLOCK; j++) out[j] = D(x[j], g[j]);                      \
+        float out[BLOCK];                                                            \
+        for (int j = 0; j < BLOCK; j++) out[j] = D(a[i + j], b[i + j]);              \
         memcpy(o + i, out, sizeof out);                                              \
       }                                                                              \
     }                                                                                \
