@@ -3,18 +3,21 @@
  * branch-free range reductions and polynomials (every branch computed, one picked) instead of
  * libm's scalar calls; float64 and complex64 stay on libm (elementwise.c, elementwise_unary.c).
  *
- * Contiguous runs go through blocks of 16 elements copied into local arrays: the block loops
- * have a fixed trip count and no aliasing (an output may be the donated input), so the
- * compiler turns them into SIMD code (the AVX2 and AVX-512 clones) without run-time alias
- * checks. Other runs (strided or broadcast inputs) use the same scalar formulas element by
- * element and give the same bits. The file is compiled without contraction (ISO C mode), and
- * multiply-adds meant to fuse are written as fmaf (one rounding on every clone), so every clone
- * rounds alike.
+ * Contiguous runs go through blocks of 16 elements, read in place and written to a local array
+ * that is copied out after the block: the block loops have a fixed trip count and no aliasing
+ * (an output may be the donated input), so the compiler turns them into SIMD code (the AVX2 and
+ * AVX-512 clones) without run-time alias checks. (The inputs are not copied into a local array
+ * as well: GCC makes that copy of 16-byte moves, which the 32-byte loads after it cannot take
+ * from the store buffer, and the stall cost as much as the formulas.) Other runs (strided or
+ * broadcast inputs) use the same scalar formulas element by element and give the same bits. The
+ * file is compiled without contraction (ISO C mode), and multiply-adds meant to fuse are written
+ * as fmaf (one rounding on every clone), so every clone rounds alike.
  *
  * Accuracy in float32 ulp, over every float32 exponent, the edges and a dense sweep
- * (tests/python/test_elementwise_ulp.py; measured maxima in brackets): exp 1.5 (0.99),
- * log 1 (0.84), log1p 1.5 (0.87), expm1 2 (1.38), tanh 1.5 (1.23), sigmoid 2 (1.5), erf 2
- * (1.24), sin and cos 1 (0.56), erfinv 4 (tests/python/test_elementwise.py). Special values
+ * (tests/python/test_elementwise_ulp.py; measured maxima in brackets, over every float32 in the
+ * range for log, sigmoid, sin and cos): exp 1.5 (0.99), log 1 (0.88), log1p 1.5 (0.87), expm1 2
+ * (1.38), tanh 1.5 (1.23), sigmoid 2 (1.69), erf 2 (1.24), sin and cos 1 (0.83 and 0.82 for
+ * |x| < 2^20), erfinv 4 (tests/python/test_elementwise.py). Special values
  * are exact: NaN in gives NaN, ±inf and ±0 as C99 says, overflow to inf, subnormal results
  * rounded once. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -53,6 +56,12 @@ FORMULA float bits_to_f(uint32_t u) {
   return f;
 }
 
+FORMULA uint32_t f_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
 /* The shared reduction of the exponentials: x = n ln2 + r with |r| <= ln2/2 (n by rounding
  * to nearest via 1.5 * 2^23, ln2 split in two so n ln2_hi is exact), and e^r - 1 by its
  * Taylor series to r^7 (error below 2^-24 there), returned; n in *nf. x must be finite and
@@ -84,24 +93,36 @@ FORMULA float exp_fast(float x) {
   return x != x ? x : y;
 }
 
-/* sigmoid(x) = 1 / (1 + e^u), u = -x clamped to [-104, 104] (the result is 1 or 0 beyond):
- * e^u = 2^n (1 + t) with t = e^r - 1 from exp_reduce, 2^n = 2^n1 2^n2 with n1 = n clamped
- * to the normal exponents (n2 = 0 but at the ends), and the denominator scaled by 2^-n2:
- * D = 2^-n2 + 2^n1 (1 + t) rounded once (for |n| <= 23 as (1 + 2^n) + 2^n t, its first sum
- * exact; beyond with 2^n (1 + t) carried in two parts), y = (1 / D) 2^-n2: no rounding of
- * e^u itself reaches the result. Within 2 ulp, subnormal results included. */
+/* sigmoid(x) = 1 / D, D = 1 + e^u, u = -x clamped to [-20, 104] (the result is 1 or 0 beyond;
+ * the clamps keep NaN, which then runs through to the result): e^u = 2^n (1 + t) reduced as in
+ * tanh_fast (n = rint(u / ln2) read from the rounding sum's low bits, r = u - n ln2 by two
+ * multiply-adds, t = e^r - 1 by its degree-6 minimax fit). Everything is scaled by sc = 2^-64,
+ * so that 2^n sc stays a normal float for every n and the result sc / D' is one division,
+ * rounded once also where it is subnormal: D' = sc + 2^n sc (1 + t) is rounded once, as
+ * (sc + 2^n sc) + 2^n sc t in one multiply-add for n <= 23 (the first sum exact for n >= -23;
+ * below, the result is within an ulp of 1 either way), and beyond, where sc + 2^n sc would
+ * round, with 2^n sc (1 + t) carried as hi + lo (Fast2Sum) and sc added to lo. No rounding of
+ * e^u itself reaches the result. Within 2 ulp (1.69 measured over every float32), subnormal
+ * results included. */
 FORMULA float sigmoid_fast(float x) {
   float u = -x;
-  float uc = u > -104.0f ? (u < 104.0f ? u : 104.0f) : -104.0f; /* NaN: -104 */
-  float nf, t = exp_reduce(uc, &nf);
-  int n = (int)nf, n1 = n < -126 ? -126 : n > 127 ? 127 : n, n2 = n - n1; /* |n2| <= 24 */
-  float s1 = bits_to_f((uint32_t)(n1 + 127) << 23), is2 = bits_to_f((uint32_t)(127 - n2) << 23);
-  /* 2^n1 (1 + t) as hi + lo (Fast2Sum: |2^n1| >= |2^n1 t|; this file is compiled without
-   * contraction, so both products round alike), then one rounding for the whole sum. */
-  float st = s1 * t, hi = s1 + st, lo = (s1 - hi) + st;
-  float d = n >= -23 && n <= 23 ? (is2 + s1) + st : hi + (is2 + lo);
-  float y = (1.0f / d) * is2;
-  return x != x ? x : y;
+  u = u > 104.0f ? 104.0f : u;
+  u = u < -20.0f ? -20.0f : u;
+  float k = fmaf(u, 1.44269504f, 12583039.0f); /* 1.5 2^23 + 127 + n */
+  float n = k - 12583039.0f;
+  float r = fmaf(n, -0.693147182f, u);
+  r = fmaf(n, 1.90465421e-9f, r);
+  float p = 1.381458598e-03f;
+  p = fmaf(p, r, 8.368716575e-03f);
+  p = fmaf(p, r, 4.166838899e-02f);
+  p = fmaf(p, r, 1.666652113e-01f);
+  p = fmaf(p, r, 4.999999404e-01f);
+  float t = fmaf(r * r, p, r);
+  const float sc = 0x1p-64f;
+  float s = bits_to_f((f_to_bits(k) - 64u) << 23); /* 2^(n - 64): n + 63 in the exponent bits */
+  float st = s * t, hi = s + st, lo = (s - hi) + st;
+  float d = n < 23.5f ? fmaf(s, t, sc + s) : hi + (lo + sc);
+  return sc / d;
 }
 
 /* e^x for x in [-87, 88] (a normal result): exp_fast without its clamps and special cases,
@@ -109,12 +130,6 @@ FORMULA float sigmoid_fast(float x) {
 FORMULA float exp_normal(float x) {
   float nf, p = 1.0f + exp_reduce(x, &nf);
   return p * bits_to_f((uint32_t)((int)nf + 127) << 23);
-}
-
-FORMULA uint32_t f_to_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
 }
 
 /* tanh, on a = |x| with the sign restored at the end: a + a z Q(z), z = a^2, for a < 0.6 (Q of
@@ -177,15 +192,28 @@ FORMULA float split_log(float u, float *k) {
   return bits_to_f(((uint32_t)ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
 }
 
-/* log(x): x = m 2^k (subnormals scaled by 2^25 first), k ln2 with ln2 split in two (k ln2_hi
- * exact), plus log(m) from log1p_core. Within 1 ulp (tests/python/test_elementwise_ulp.py);
+/* log(x): x = m 2^k with m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2^25 first), f = m - 1
+ * (exact), log(m) = f + f^2 Q(f) with Q a minimax fit of degree 8 of (log1p(f) - f) / f^2 there
+ * (2^-27.9 relative to log(m)), and k ln2 with ln2 split in two (k ln2_hi exact): the sum
+ * k ln2_hi + ((f^2 Q + k ln2_lo) + f), whose last addition is exact where it cancels (k = ±1
+ * against f of the other sign). Within 1 ulp (0.88 measured over every positive float32);
  * log(0) = -inf, log(x < 0) = NaN, log(inf) = inf. */
 FORMULA float log_fast(float x) {
   int sub = x < 1.17549435e-38f;
   float xs = sub ? x * 33554432.0f : x;
-  float k, f = split_log(xs, &k);
-  k = sub ? k - 25.0f : k;
-  float y = k * 0.693145752f + ((log1p_core(f) + k * 1.42860677e-6f) + f);
+  int32_t ix = (int32_t)(f_to_bits(xs) - 0x3f3504f3u);
+  float k = (float)(ix >> 23) - (sub ? 25.0f : 0.0f);
+  float f = bits_to_f(((uint32_t)ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
+  float q = -7.62307048e-02f;
+  q = fmaf(q, f, 1.29055202e-01f);
+  q = fmaf(q, f, -1.32429853e-01f);
+  q = fmaf(q, f, 1.41816333e-01f);
+  q = fmaf(q, f, -1.66090563e-01f);
+  q = fmaf(q, f, 2.00019851e-01f);
+  q = fmaf(q, f, -2.50015855e-01f);
+  q = fmaf(q, f, 3.33333254e-01f);
+  q = fmaf(q, f, -4.99999881e-01f);
+  float y = fmaf(k, 0.693145752f, fmaf(f * f, q, k * 1.42860677e-6f) + f);
   y = x == 0 ? -INFINITY : y;
   y = x < 0 ? NAN : y;
   return x == INFINITY || x != x ? x : y;
@@ -295,33 +323,46 @@ FORMULA float erfinv_fast(float y) {
   return fabsf(y) <= 1.0f ? r : NAN; /* NaN too */
 }
 
-/* sin and cos for |x| < 2^20, in double: n = rint(x 2/pi), r = x - n pi/2 with pi/2 in two
- * parts (the first of 33 bits, so n times it is exact), then the Taylor series of sin r (to
- * r^9) and cos r (to r^10) on |r| <= pi/4 (truncation below 3e-9 relative) and the quadrant's
- * sign and swap: one rounding to float at the end, within 1 ulp. Infinities and NaN give NaN;
- * |x| >= 2^20 is left to libm by the loops (TRIG_LIMIT). */
+/* sin and cos for |x| < 2^20, in float: j = rint(x 2/pi) (by the rounding of 1.5 2^23 + x c,
+ * c = 2/pi rounded, so |r| <= pi/4 + 2^20 |c - 2/pi| pi/2 < 0.83), and r = x - j pi/2 as a pair
+ * rh + rl with pi/2 in three floats P1 + P2 + P3 (Cody-Waite): x - j P1 is exact (one
+ * multiply-add: j P1 and x are multiples of 2^-24 there and the difference is below 1), j P2 is
+ * split exactly into p + pe (Dekker's product by a multiply-add), the difference with p is
+ * carried as a sum and its rounding error (Knuth's 2Sum: no condition on the magnitudes, since r
+ * may be far below j P2), and pe and j P3 go into rl. That leaves r within 2^-57 + j 2^-74 of
+ * x - j pi/2, against |r| >= 2^-27.8 over the range. Then minimax polynomials on |r| <= 0.83:
+ * sin r = rh + (rh^3 S(z) + rl cos rh) with z = rh^2, S of degree 3 in z (error 2^-36 relative),
+ * rl cos rh as rl (1 - z/2); cos r = 1 + (-z/2 + (z^2 C(z) - zl/2)) with C of degree 2 (2^-32
+ * absolute) and zl = (rh + rl)^2 - z to first order (z's rounding and rl), so that the only
+ * large rounding is the last addition in both. Then the quadrant's swap and sign. Within 1 ulp
+ * (0.83 for sin and 0.82 for cos measured over every float32 with |x| < 2^20); sin(-0) = -0,
+ * infinities and NaN give NaN; |x| >= 2^20 is left to libm by the loops (TRIG_LIMIT). */
 #define TRIG_LIMIT 1048576.0f
 FORMULA float sincos_fast(float x, int want_cos) {
   int ok = fabsf(x) < TRIG_LIMIT;
-  double xd = ok ? (double)x : 0.0;
-  double nd = (xd * 0.6366197723675814 + 6755399441055744.0) - 6755399441055744.0;
-  double r = (xd - nd * 1.5707963267341256) - nd * 6.077100506506192e-11;
-  double z = r * r;
-  double sp = 1.0 / 362880.0;
-  sp = fma(sp, z, -1.0 / 5040.0);
-  sp = fma(sp, z, 1.0 / 120.0);
-  sp = fma(sp, z, -1.0 / 6.0);
-  double sr = fma(r, z * sp, r);
-  double cp = -1.0 / 3628800.0;
-  cp = fma(cp, z, 1.0 / 40320.0);
-  cp = fma(cp, z, -1.0 / 720.0);
-  cp = fma(cp, z, 1.0 / 24.0);
-  cp = fma(cp, z, -0.5);
-  double cr = fma(z, cp, 1.0);
-  int q = ((int)nd + want_cos) & 3; /* cos x = sin(x + pi/2): one quadrant on */
-  double v = q & 1 ? cr : sr;
-  v = q & 2 ? -v : v;
-  float y = want_cos || x != 0 ? (float)v : x; /* sin(-0) = -0 (the series gives +0) */
+  float xc = ok ? x : 0.0f;
+  float k = fmaf(xc, 0.636619747f, 12582912.0f); /* 1.5 2^23 + j: j's low bits are the quadrant */
+  float j = k - 12582912.0f;
+  const float p1 = 1.57079637f, p2 = -4.37113883e-8f, p3 = -1.71512451e-15f;
+  float t = fmaf(-j, p1, xc);
+  float p = j * p2, pe = fmaf(j, p2, -p);
+  float rh = t - p, b = rh - t, e = (t - (rh - b)) + (-p - b); /* rh + e = t - p exactly */
+  float rl = fmaf(-j, p3, e - pe);
+  float z = rh * rh;
+  float sp = 2.7139724e-06f;
+  sp = fmaf(sp, z, -1.98388588e-4f);
+  sp = fmaf(sp, z, 8.33332818e-3f);
+  sp = fmaf(sp, z, -1.66666672e-1f);
+  float sr = rh + fmaf(rh * z, sp, fmaf(-0.5f * rl, z, rl));
+  float cp = 2.4396368e-05f;
+  cp = fmaf(cp, z, -1.38869940e-3f);
+  cp = fmaf(cp, z, 4.16666381e-2f);
+  float zl = fmaf(rh + rh, rl, fmaf(rh, rh, -z));
+  float cr = 1.0f + fmaf(z, -0.5f, fmaf(z * z, cp, -0.5f * zl));
+  uint32_t q = f_to_bits(k) + (uint32_t)want_cos; /* cos x = sin(x + pi/2): one quadrant on */
+  float v = q & 1 ? cr : sr;
+  v = bits_to_f(f_to_bits(v) ^ ((q & 2u) << 30)); /* quadrants 2 and 3: negated */
+  float y = want_cos || x != 0 ? v : x;           /* sin(-0) = -0 */
   return ok ? y : x - x; /* ±inf, NaN: NaN; finite large values are replaced by the loop */
 }
 FORMULA float sin_fast(float x) { return sincos_fast(x, 0); }
@@ -332,9 +373,14 @@ FORMULA float cos_fast(float x) { return sincos_fast(x, 1); }
 /* A block's second pass for the functions whose formula covers only part of the range (sin
  * and cos: |x| >= 2^20 goes to libm, elements picked by a compare, rare in practice). */
 #define NO_FIXUP(IN, OUT) ((void)0)
-#define TRIG_FIX(IN, OUT, LIBM)                                              \
-  for (int j = 0; j < BLOCK; j++)                                            \
-    if (fabsf(IN[j]) >= TRIG_LIMIT && fabsf(IN[j]) <= FLT_MAX) OUT[j] = LIBM(IN[j])
+#define TRIG_FIX(IN, OUT, LIBM)                                                         \
+  do {                                                                                  \
+    int big_ = 0; /* one vector compare for the block first: the scalar loop is slow */ \
+    for (int j = 0; j < BLOCK; j++) big_ |= fabsf(IN[j]) >= TRIG_LIMIT;                 \
+    if (big_)                                                                           \
+      for (int j = 0; j < BLOCK; j++)                                                   \
+        if (fabsf(IN[j]) >= TRIG_LIMIT && fabsf(IN[j]) <= FLT_MAX) OUT[j] = LIBM(IN[j]); \
+  } while (0)
 #define SIN_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, sinf)
 #define COS_FIXUP(IN, OUT) TRIG_FIX(IN, OUT, cosf)
 /* One element: the formula, or libm where the block pass would have used it. */
@@ -354,8 +400,8 @@ FORMULA float trig_one(float x, float (*f)(float), float (*libm)(float)) {
     int64_t sa = s[1], i = 0;                                                     \
     if (sa == 1) {                                                                \
       for (; i + BLOCK <= n; i += BLOCK) {                                        \
-        float in[BLOCK], out[BLOCK];                                              \
-        memcpy(in, a + i, sizeof in);                                             \
+        const float *in = a + i;                                                  \
+        float out[BLOCK];                                                         \
         for (int j = 0; j < BLOCK; j++) out[j] = F(in[j]);                        \
         FIXUP(in, out);                                                           \
         memcpy(o + i, out, sizeof out);                                           \
@@ -511,10 +557,8 @@ FORMULA float dsigmoid_y(float y, float g) { return g * (y * (1.0f - y)); }
     int64_t sa = s[1], sb = s[2], i = 0;                                             \
     if (sa == 1 && sb == 1) {                                                        \
       for (; i + BLOCK <= n; i += BLOCK) {                                           \
-        float x[BLOCK], g[BLOCK], out[BLOCK];                                        \
-        memcpy(x, a + i, sizeof x);                                                  \
-        memcpy(g, b + i, sizeof g);                                                  \
-        for (int j = 0; j < BLOCK; j++) out[j] = D(x[j], g[j]);                      \
+        float out[BLOCK];                                                            \
+        for (int j = 0; j < BLOCK; j++) out[j] = D(a[i + j], b[i + j]);              \
         memcpy(o + i, out, sizeof out);                                              \
       }                                                                              \
     }                                                                                \
