@@ -89,7 +89,7 @@ NV_API nv_array *nv_erfinv(const nv_array *x);
  * through erf; x σ(2 √(2/π) (x + 0.044715 x³)), which is the tanh form 0.5 x (1 + tanh(...))
  * without its cancellation; and x σ(1.702 x). Real dtypes (integers and bool compute in
  * float32); complex64 fails with NV_ERR_INVALID_ARGUMENT. gelu(-inf) = -0, NaN stays NaN.
- * float32 within 4 ulp (the erf form: 2 ulp for x >= 0, |x| 2^-22 absolute below, as the
+ * float32 within 4.5 ulp (the erf form: 2 ulp for x >= 0, |x| 2^-22 absolute below, as the
  * composed form); their gradients are one fused pass each. A new reference. */
 NV_API nv_array *nv_gelu(const nv_array *x);
 NV_API nv_array *nv_gelu_approx(const nv_array *x);

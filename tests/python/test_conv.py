@@ -27,6 +27,9 @@ sig("nv_transpose", P, P, IP, I)
 sig("nv_slice", P, P, IP, IP, IP, I)
 
 EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+# The smallest subnormal step of each: a result rounded into the subnormal range is off by up to
+# half of it whatever its magnitude (a float16 depthwise product of small operands, say).
+SUB = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 2.0**-1074}
 
 
 def arr_i(v):
@@ -40,7 +43,8 @@ def conv(nv, x, w, stride, lo, hi, kd, idil, groups, flip):
 
 def check(got, x, w, want_fn, dt):
     """got against the float64 reference of the operands as rounded to dt, within the rounding
-    of the result plus the accumulation's (float32, or float64) over the magnitudes."""
+    of the result plus the accumulation's (float32, or float64) over the magnitudes, and a
+    subnormal step of dt."""
     xr, wr = ref64(x.astype(np_dtype(dt))), ref64(w.astype(np_dtype(dt)))
     want = want_fn(xr, wr)
     bound = want_fn(np.abs(np.nan_to_num(xr)), np.abs(np.nan_to_num(wr)))
@@ -48,7 +52,7 @@ def check(got, x, w, want_fn, dt):
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
     kc = w[0].size if w.shape[0] else 1
     acc = EPS["float64"] if dt == "float64" else EPS["float32"]
-    tol = 2 * (EPS[dt] + (kc + 2) * acc) * bound + 1e-300
+    tol = 2 * (EPS[dt] + (kc + 2) * acc) * bound + SUB[dt]
     g = ref64(got)
     np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
     fin = np.isfinite(want)

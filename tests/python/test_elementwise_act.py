@@ -1,6 +1,6 @@
 """The fused GELU kernels (nv_gelu, nv_gelu_approx, nv_gelu_fast_approx; src/cpu/elementwise_fast.c)
 against float64 NumPy references over every float32 exponent, a dense sweep and the edges, with
-the bounds their comments state: the sigmoid forms within 4 ulp where the result is normal (and
+the bounds their comments state: the sigmoid forms within 4.5 ulp where the result is normal (and
 |x| subnormal steps below), the erf form within 2 ulp for x >= 0 and |x| 2^-22 absolute below
 (the composed form's cancellation). Strided and broadcast inputs give the contiguous bits;
 float16/bfloat16 within one ulp of their format; float64 to 1e-15; integers compute in float32;
@@ -47,7 +47,9 @@ def sweep():
     bits = np.linspace(0, 0x7f7fffff, 1 << 18).astype(np.uint32)
     wide = bits.view(np.float32)
     dense = np.linspace(-20, 20, 1 << 18, dtype=np.float64).astype(np.float32)
-    return np.concatenate([wide, -wide, dense, EDGE, np.float32([-5.5, -8.0, -13.0, -14.5, 9.0])])
+    return np.concatenate([wide, -wide, dense, EDGE, np.float32([-5.5, -8.0, -13.0, -14.5, 9.0]),
+                           # the largest errors found over every float32 in [-12, -0.5]
+                           np.float32([-1.8539306, -2.7588341, -3.109413, -7.719524])])
 
 
 def check_bound(name, x, got):
@@ -64,7 +66,7 @@ def check_bound(name, x, got):
         assert not bad.any(), f"gelu: x = {x[neg][bad][:4]}: {got[neg][bad][:4]} vs {want[neg][bad][:4]}"
     else:
         normal = np.abs(want) >= 2.0 ** -126
-        assert err[normal].max() <= 4, f"{name}: {err[normal].max()} ulp at x = {x[normal][np.argmax(err[normal])]!r}"
+        assert err[normal].max() <= 4.5, f"{name}: {err[normal].max()} ulp at x = {x[normal][np.argmax(err[normal])]!r}"
         sub = fin & ~normal
         lim = 3 + np.abs(x[sub].astype(np.float64))
         assert (err[sub] <= lim).all(), f"{name}: subnormal results off by {err[sub].max()} steps"
