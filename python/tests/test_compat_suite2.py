@@ -5,23 +5,9 @@ argument updates and hadamard_transform of lengths m * 2^k. Each is checked on n
 NumPy or an answer stated here, and on MLX itself where it is importable."""
 import numpy as np
 import pytest
+from test_compat_suite import IDS, LIBS  # nuvec, and mlx.core where it is installed
 
 import nuvec
-
-
-def libs():
-    """nuvec, and mlx.core when it is installed."""
-    out = [nuvec]
-    try:
-        import mlx.core as mx
-        out.append(mx)
-    except ImportError:
-        pass
-    return out
-
-
-LIBS = libs()
-IDS = [m.__name__ for m in LIBS]
 
 
 # ---- rms_norm / layer_norm: the fused vjp's row sums ----
