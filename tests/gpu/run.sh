@@ -299,7 +299,8 @@ stage15() {
 stage16() {
   # One bench case's kernels and their times (NSYS_CASE, a bench_gpu filter; one warm-up and one
   # timed run of each selected case): Nsight Systems' kernel summary where nsys is, CUDA graphs
-  # traced node by node, else Nsight Compute's per-kernel summary (durations as it replays them).
+  # traced node by node, else Nsight Compute's per-kernel summary (each kernel's duration alone, one
+  # replay pass a kernel).
   t=$(date +%s)
   local nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/*/bin/nsys 2>/dev/null | head -1)
   if [ -n "$nsys" ]; then
@@ -309,7 +310,7 @@ stage16() {
     timeout 90 $nsys stats -r cuda_gpu_kern_sum /tmp/nvprof16.nsys-rep >>"$OUT/nsys16.log" 2>&1
     grep -E "^ +[0-9.]+ +[0-9]+ +[0-9]+ " "$OUT/nsys16.log" | head -${NSYS_LINES:-40} | cut -c1-220 | tee -a "$SUM"
   else
-    NUVEC_BENCH_ONCE=1 timeout ${NSYS_TIME:-200} ncu --clock-control none --section SpeedOfLight --print-summary per-kernel \
+    NUVEC_BENCH_ONCE=1 timeout ${NSYS_TIME:-200} ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
       $B/bench/gpu/bench_gpu "${NSYS_CASE:-mlp_train}" >"$OUT/nsys16.log" 2>&1
     note "16. ncu summary ${NSYS_CASE:-mlp_train}: rc=$? ($(( $(date +%s) - t )) s)"
     python3 - "$OUT/nsys16.log" <<'PY' | tee -a "$SUM"
@@ -322,10 +323,11 @@ for line in open(sys.argv[1], errors="replace"):
         name = m.group(1)[:90]; continue
     m = re.match(r"^\s+Invocations\s+(\d+)", line) or re.search(r"Invocations: (\d+)", line)
     if m and name: calls = int(m.group(1))
-    m = re.match(r"^\s+Duration\s+(\S+)\s+([\d.,]+)", line)
+    m = re.match(r"^\s+(?:Duration|gpu__time_duration.sum)\s+(\S+)\s+([\d.,]+)", line)
     if m and name:
         unit, v = m.group(1), float(m.group(2).replace(",", ""))
         us = v / 1000 if unit in ("nsecond", "ns") else v * 1000 if unit in ("msecond", "ms") else v
+        us = us * 1e6 if unit in ("second", "s") else us
         rows.append((us * max(calls, 1), us, max(calls, 1), name)); name = None; calls = 0
 rows.sort(reverse=True)
 print("   total_us  avg_us  calls  kernel")
