@@ -9,8 +9,9 @@
  * fma(c, s, b) in float32 by quantize_gemv.cu's own dequant, then multiplied with x and summed
  * in float32; they differ in who sums what and where x comes from):
  *   lib          the library's default launch, exactly as quantize.c makes it: for M = 1
- *                quantize_gemv.cu's split-K qmv_v2_kernel in nv__gpu_qmv_v2_plan's variant and
- *                persistent grid (R2_PF or R4 by rows an SM: KINFO's plan=), for M > 1 its
+ *                and 2- or 4-bit codes quantize_gemv.cu's split-K qmv_v2_kernel in
+ *                nv__gpu_qmv_v2_plan's variant and persistent grid (R2_PF or R4 by rows an SM:
+ *                KINFO's plan=), for 8-bit codes and M > 1 its
  *                qmv_kernel (NV__GPU_QMV_WARPS warps a block, nv__gpu_qmv_rows_per_warp rows a
  *                warp, one block per group of rows: a single wave);
  *   lib.r2.pf, lib.r4   M = 1: the split-K kernel's two variants in the plan's grid whichever
@@ -532,6 +533,10 @@ template <int BITS> static std::vector<Cand> candidates(const Shape &s) {
                   {"lib.r2.pf", NV__GPU_QMV_V2_R2_PF},
                   {"lib.r4", NV__GPU_QMV_V2_R4}};
     for (const auto &pl : plans) {
+      if (pl.config == NV__GPU_QMV_V2_AUTO && s.bits >= 8) {
+        v.push_back(old); /* quantize.c's default for 8-bit codes (NUVEC_QMV_V2=1: lib.r*) */
+        continue;
+      }
       nv__gpu_qmv_v2_launch l;
       const int e = nv__gpu_qmv_v2_plan(DT_BF16, s.bits, 0, pl.config, s.K, s.N, 1, device, &l);
       if (e != 0) CK((cudaError_t)e);

@@ -32,10 +32,10 @@
  *                         default off (the streaming kernel).
  *   NUVEC_QMV_V2          0: the decode gemv of one row of x (quantized_matmul, and gather_qmm
  *                         by pair) with affine 2-, 4- or 8-bit codes takes the streaming kernel
- *                         (for measurement); default (unset or any other value): the split-K
- *                         kernel where it applies (K a multiple of 32 up to 16384, x and w
- *                         16-byte aligned; src/cuda/quantize_gemv.cu, src/cuda/quantize.c; read
- *                         once).
+ *                         (for measurement); 1: the split-K kernel for 8-bit codes too; default
+ *                         (unset or any other value): the split-K kernel for 2- and 4-bit codes
+ *                         where it applies (K a multiple of 32 up to 16384, x and w 16-byte
+ *                         aligned; src/cuda/quantize_gemv.cu, src/cuda/quantize.c; read once).
  *   NUVEC_RANK, NUVEC_HOSTFILE  (or MLX's MLX_RANK, MLX_HOSTFILE) this process's rank and the
  *                         ring's JSON hostfile (src/distributed/ring.c); default: none (no ring).
  *   NUVEC_DIST_TIMEOUT    seconds before a silent distributed peer is lost; default 60.

@@ -128,13 +128,16 @@ static const void *qmv_tc(const nv__quant_params *qp, nv_dtype dt, int64_t M, in
 }
 
 /* NUVEC_QMV_V2: the split-K decode gemv (quantize_gemv.cu's qmv_v2_kernel) takes the products
- * of one row of x it applies to unless the variable is 0 (the streaming kernel then, for
+ * of one row of x it applies to with 2- and 4-bit codes by default, with 8-bit codes too where
+ * the variable is 1 (on the H200 it took 12.7 us for 4096 x 4096 against the streaming
+ * kernel's 11.4: qmv_sweep, 2026-12-03), none where it is 0 (the streaming kernel, for
  * measurement); read once. */
+enum { V2_OFF, V2_AUTO, V2_ALL };
 static pthread_once_t v2_once = PTHREAD_ONCE_INIT;
-static bool v2_on;
+static int v2_mode;
 static void v2_read(void) {
   const char *e = getenv("NUVEC_QMV_V2");
-  v2_on = !e || strcmp(e, "0") != 0;
+  v2_mode = e && !strcmp(e, "0") ? V2_OFF : e && !strcmp(e, "1") ? V2_ALL : V2_AUTO;
 }
 
 /* The split-K kernel's launch (nv__gpu_qmv_v2_plan) for `products` products of M rows of x
@@ -146,8 +149,8 @@ static nv_status qmv_v2(nv__gpu_ctx *ctx, const char *op, const nv__quant_params
                         nv__gpu_qmv_v2_launch *plan) {
   pthread_once(&v2_once, v2_read);
   plan->func = NULL;
-  if (!v2_on || M != 1 || qp->mode != NV__QMODE_AFFINE || !aligned16(x, nv_dtype_size(dt)) ||
-      !aligned16(w, 4))
+  if (v2_mode == V2_OFF || (v2_mode == V2_AUTO && qp->bits >= 8) || M != 1 ||
+      qp->mode != NV__QMODE_AFFINE || !aligned16(x, nv_dtype_size(dt)) || !aligned16(w, 4))
     return NV_OK;
   int e = nv__gpu_qmv_v2_plan((int)dt, qp->bits, gather, NV__GPU_QMV_V2_AUTO, K, N, products,
                               nv__gpu_device_index(ctx), plan);

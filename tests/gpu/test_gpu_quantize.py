@@ -433,8 +433,9 @@ def test_gather_qmm_empty_and_out_of_range(nv, rng):
 # 65535 cap, with N = 3 below a set; batches of x over one w are one product of their rows); scales in float32 and float16
 # (test_quantized_matmul_decode_scales_dtype); x and w views at offsets; gather_qmm by pair
 # (unsorted, sorted with fewer pairs than matrices, negative indices, the 4-row variant by the
-# pairs) and its index errors. NUVEC_QMV_V2=0 (read once per process: a child runs those
-# cases) gives the streaming kernel back.
+# pairs) and its index errors. 8-bit codes take the streaming kernel by default and the split-K
+# one with NUVEC_QMV_V2=1; NUVEC_QMV_V2=0 gives the streaming kernel back for every width (read
+# once per process: children run those cases).
 V2_DECODE = [
     ((1, 32), 5, 32, ()),
     ((1, 1024), 37, 1024, ()),
@@ -531,19 +532,60 @@ def streaming_child_cases():
     return n + len(V2_GATHER) * len(DTYPES) + len(GATHER_INDEX_ERRORS)
 
 
-def test_decode_streaming_one_row():
-    """The streaming kernel for one row of x in a child process with NUVEC_QMV_V2=0 (the
-    library reads it once)."""
+def split_k_8bit_child():
+    """The 8-bit cases of one row of x with NUVEC_QMV_V2=1 (the split-K kernel for 8-bit codes;
+    run by test_decode_split_k_8bit) against the CPU: every decode and gather shape in each
+    8-bit mode and dtype; prints the number of cases checked."""
+    rng = np.random.default_rng(int(os.environ.get("NUVEC_TEST_SEED", "1")) + 23)
+    n = 0
+    with Session() as nv:
+        for xshape, N, K, wb in V2_DECODE + V2_BIG[:1]:
+            for mode, gs, bits in EIGHT_BIT_MODES:
+                for dtype in DTYPES:
+                    if K % gs == 0:
+                        decode_check(nv, rng, xshape, N, K, wb, mode, gs, bits, dtype)
+                        n += 1
+        for xshape, E, N, K, li, ri, sorted_ in V2_GATHER:
+            for mode, gs, bits in EIGHT_BIT_MODES:
+                make = gather_make(nv, rng, xshape, E, N, K, li, ri, mode, gs, bits, "bfloat16")
+                gather_compare(nv, lambda: make(sorted_), "bfloat16")
+                n += 1
+    print(n)
+
+
+EIGHT_BIT_MODES = [m for m in V2_MODES if m[2] == 8]
+
+
+def split_k_8bit_child_cases():
+    n = sum(len(DTYPES) for c in V2_DECODE + V2_BIG[:1] for m in EIGHT_BIT_MODES
+            if c[2] % m[1] == 0)
+    return n + len(V2_GATHER) * len(EIGHT_BIT_MODES)
+
+
+def run_child(fn, env_v2, want):
+    """fn (a function of this file) in a child process with NUVEC_QMV_V2=env_v2 (the library
+    reads it once), its last line of output the number of cases it checked."""
     import subprocess
 
     here = os.path.dirname(os.path.abspath(__file__))
     code = (f"import sys; sys.path.insert(0, {here!r}); import test_gpu_quantize as t; "
-            "t.streaming_child()")
-    env = dict(os.environ, NUVEC_QMV_V2="0", NUVEC_DEFAULT_DEVICE="gpu")
+            f"t.{fn}()")
+    env = dict(os.environ, NUVEC_QMV_V2=env_v2, NUVEC_DEFAULT_DEVICE="gpu")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
-    assert p.stdout.strip().splitlines()[-1] == str(streaming_child_cases()), p.stdout[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == str(want), p.stdout[-2000:]
+
+
+def test_decode_split_k_8bit():
+    """The split-K kernel for 8-bit codes, taken with NUVEC_QMV_V2=1."""
+    run_child("split_k_8bit_child", "1", split_k_8bit_child_cases())
+
+
+def test_decode_streaming_one_row():
+    """The streaming kernel for one row of x in a child process with NUVEC_QMV_V2=0 (the
+    library reads it once)."""
+    run_child("streaming_child", "0", streaming_child_cases())
 
 
 # ---- block_masked_mm (composed of repeat, slice, where / multiply and matmul) ----
