@@ -184,10 +184,12 @@ static int arange_arg(PyObject *o, const char *name, double *out) {
   return 0;
 }
 
+/* MLX's overloads: arange(start, stop[, step]), arange(stop[, step]) with stop the first
+ * positional argument, and arange(stop=...[, step]); a start given by name needs a stop. */
 static PyObject *sig_arange(call *c) {
   double start = 0, stop, step = 1;
   PyObject *o_start = c->argv[0], *o_stop = c->argv[1], *o_step = c->argv[2];
-  if (!given(c, 1)) { /* arange(stop) */
+  if (!given(c, 1) && c->npos >= 1) { /* arange(stop) */
     o_stop = o_start;
     o_start = NULL;
   }
@@ -930,7 +932,7 @@ static const nvpy_op ops[] = {
     {"zeros_like", sig_like, F(nv_zeros_like), KW("a", "dtype"), 1, {0}, 0, NULL},
     {"ones_like", sig_like, F(nv_ones_like), KW("a", "dtype"), 1, {0}, 0, NULL},
     {"full_like", sig_like, NULL, KW("a", "vals", "dtype"), 2, {0}, 0, NULL},
-    {"arange", sig_arange, NULL, KW("start", "stop", "step", "dtype"), 1, {0}, 0, NULL},
+    {"arange", sig_arange, NULL, KW("start", "stop", "step", "dtype"), 0, {0}, 0, NULL},
     {"linspace", sig_linspace, NULL, KW("start", "stop", "num", "endpoint", "dtype"), 2, {0}, 0, NULL},
     {"eye", sig_eye, F(nv_eye), KW("n", "m", "k", "dtype"), 1, {0}, 0, NULL},
     {"identity", sig_identity, NULL, KW("n", "dtype"), 1, {0}, 0, NULL},
@@ -1050,6 +1052,7 @@ static int parse(const nvpy_op *op, PyObject *args, PyObject *kw, call *c, PyObj
     return -1;
   }
   for (Py_ssize_t i = 0; i < npos; i++) c->argv[i] = PyTuple_GET_ITEM(args, i);
+  c->npos = (int)npos;
   if (kw) {
     PyObject *key, *val;
     Py_ssize_t pos = 0;

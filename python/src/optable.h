@@ -34,6 +34,7 @@ struct call {
   const char *prefix; /* the op's module in messages: "" or "random." */
   PyObject *argv[MAXARGS];
   PyObject *rest; /* VARARGS: the positional arguments as a tuple */
+  int npos;       /* how many of argv came positionally */
   nv_array *held[MAXARGS + 2];
   int nheld;
 };

@@ -203,3 +203,19 @@ def test_hadamard_m_times_power_of_two_equals_mlx(n):
         assert str(a.dtype).split(".")[-1] == dt
         assert np.allclose(np.array(a.astype(nuvec.float32)), np.array(b.astype(mlx.float32)),
                            atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("m", LIBS, ids=IDS)
+def test_arange_overloads(m):
+    """arange(stop), arange(start, stop), arange(stop, step=...) and arange(stop=...): the first
+    positional bound is the stop when it is alone; a start given by name needs a stop."""
+    assert m.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert m.arange(1, 5).tolist() == [1, 2, 3, 4]
+    assert m.arange(-3, step=-1).tolist() == [0, -1, -2]
+    assert m.arange(stop=2, step=0.5).tolist() == [0, 0.5, 1.0, 1.5]
+    assert m.arange(stop=3).tolist() == [0, 1, 2]
+    assert m.arange(start=1, stop=3).tolist() == [1, 2]
+    with pytest.raises(TypeError):
+        m.arange(start=1, step=2)
+    with pytest.raises(TypeError):
+        m.arange()
