@@ -488,10 +488,36 @@ static PyObject *py_reset_peak_memory(PyObject *s, PyObject *u) {
   nv_reset_peak_memory();
   Py_RETURN_NONE;
 }
+/* The containers from the tree's root down to the one being walked (a list on the C stack). */
+typedef struct tree_path {
+  PyObject *node;
+  const struct tree_path *up;
+  int depth;
+} tree_path;
+
+/* Enters container o below `up` into *here: -1 with a ValueError if o is one of its own
+ * ancestors (a list inside itself), or a RecursionError past the recursion limit. */
+static int path_enter(tree_path *here, PyObject *o, const tree_path *up) {
+  for (const tree_path *a = up; a; a = a->up)
+    if (a->node == o) {
+      PyErr_Format(PyExc_ValueError, "get_array_buffer_size: the tree contains itself (a %s is "
+                   "inside itself)", Py_TYPE(o)->tp_name);
+      return -1;
+    }
+  *here = (tree_path){o, up, up ? up->depth + 1 : 0};
+  if (here->depth >= Py_GetRecursionLimit()) {
+    PyErr_Format(PyExc_RecursionError, "get_array_buffer_size: the tree is nested deeper than "
+                 "the recursion limit (%d)", Py_GetRecursionLimit());
+    return -1;
+  }
+  return 0;
+}
+
 /* Adds the buffers of the arrays in tree `o` (arrays, lists, tuples, dict values; other leaves
  * count nothing) that `seen` (a set of buffer ids) does not hold yet to *total. 0, or -1 with
- * a ValueError for an array not evaluated. */
-static int add_buffers(PyObject *o, PyObject *seen, size_t *total) {
+ * a ValueError for an array not evaluated or a tree that contains itself. `up`: o's
+ * containers. */
+static int add_buffers(PyObject *o, PyObject *seen, size_t *total, const tree_path *up) {
   if (NVPY_IS_ARRAY(o)) {
     const void *id;
     size_t nbytes;
@@ -514,22 +540,23 @@ static int add_buffers(PyObject *o, PyObject *seen, size_t *total) {
     Py_XDECREF(key);
     return had < 0 || PyErr_Occurred() ? -1 : 0;
   }
-  if (PyList_Check(o) || PyTuple_Check(o)) {
-    PyObject *seq = PySequence_Fast(o, "");
-    if (!seq) return -1;
-    int r = 0;
-    for (Py_ssize_t i = 0; !r && i < PySequence_Fast_GET_SIZE(seq); i++)
-      r = add_buffers(PySequence_Fast_GET_ITEM(seq, i), seen, total);
-    Py_DECREF(seq);
-    return r;
-  }
+  if (!PyList_Check(o) && !PyTuple_Check(o) && !PyDict_Check(o)) return 0;
+  tree_path here;
+  if (path_enter(&here, o, up) < 0) return -1;
   if (PyDict_Check(o)) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &k, &v))
-      if (add_buffers(v, seen, total) < 0) return -1;
+      if (add_buffers(v, seen, total, &here) < 0) return -1;
+    return 0;
   }
-  return 0;
+  PyObject *seq = PySequence_Fast(o, "");
+  if (!seq) return -1;
+  int r = 0;
+  for (Py_ssize_t i = 0; !r && i < PySequence_Fast_GET_SIZE(seq); i++)
+    r = add_buffers(PySequence_Fast_GET_ITEM(seq, i), seen, total, &here);
+  Py_DECREF(seq);
+  return r;
 }
 
 /* get_array_buffer_size(*trees): the bytes of the distinct data buffers behind the arrays
@@ -539,7 +566,7 @@ static PyObject *py_get_array_buffer_size(PyObject *s, PyObject *args) {
   PyObject *seen = PySet_New(NULL);
   if (!seen) return NULL;
   size_t total = 0;
-  int r = add_buffers(args, seen, &total);
+  int r = add_buffers(args, seen, &total, NULL);
   Py_DECREF(seen);
   return r < 0 ? NULL : PyLong_FromSize_t(total);
 }

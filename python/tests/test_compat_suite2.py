@@ -219,3 +219,21 @@ def test_arange_overloads(m):
         m.arange(start=1, step=2)
     with pytest.raises(TypeError):
         m.arange()
+
+
+def test_get_array_buffer_size_refuses_cyclic_and_too_deep_trees():
+    """A list inside itself is a ValueError and a tree past the recursion limit a
+    RecursionError, never a crash; a list met twice side by side is no cycle."""
+    cyc = []
+    cyc.append(cyc)
+    with pytest.raises(ValueError, match="get_array_buffer_size: the tree contains itself"):
+        nuvec.get_array_buffer_size(cyc)
+    deep = leaf = []
+    for _ in range(5000):
+        leaf.append([])
+        leaf = leaf[0]
+    with pytest.raises(RecursionError, match="get_array_buffer_size"):
+        nuvec.get_array_buffer_size(deep)
+    a = nuvec.array([1.0, 2.0])
+    shared = [a]
+    assert nuvec.get_array_buffer_size([shared, shared, {"k": shared}]) == 8
