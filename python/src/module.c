@@ -488,86 +488,44 @@ static PyObject *py_reset_peak_memory(PyObject *s, PyObject *u) {
   nv_reset_peak_memory();
   Py_RETURN_NONE;
 }
-/* The containers from the tree's root down to the one being walked (a list on the C stack). */
-typedef struct tree_path {
-  PyObject *node;
-  const struct tree_path *up;
-  int depth;
-} tree_path;
-
-/* Enters container o below `up` into *here: -1 with a ValueError if o is one of its own
- * ancestors (a list inside itself), or a RecursionError past the recursion limit. */
-static int path_enter(tree_path *here, PyObject *o, const tree_path *up) {
-  for (const tree_path *a = up; a; a = a->up)
-    if (a->node == o) {
-      PyErr_Format(PyExc_ValueError, "get_array_buffer_size: the tree contains itself (a %s is "
-                   "inside itself)", Py_TYPE(o)->tp_name);
-      return -1;
-    }
-  *here = (tree_path){o, up, up ? up->depth + 1 : 0};
-  if (here->depth >= Py_GetRecursionLimit()) {
-    PyErr_Format(PyExc_RecursionError, "get_array_buffer_size: the tree is nested deeper than "
-                 "the recursion limit (%d)", Py_GetRecursionLimit());
+/* Adds the buffer of evaluated array x to *total unless `seen` (a set of buffer ids) holds it.
+ * 0, or -1 with a ValueError for an array not evaluated. */
+static int add_buffer(nv_array *x, PyObject *seen, size_t *total) {
+  const void *id;
+  size_t nbytes;
+  /* An empty array has no buffer, evaluated or not (mx.array([]) is one already in MLX). */
+  if (!nv_array_size(x)) return 0;
+  if (!nv_array_is_evaluated(x)) {
+    PyErr_SetString(PyExc_ValueError, "[get_array_buffer_size] arrays must be evaluated "
+                                      "before their buffer sizes can be queried");
     return -1;
   }
-  return 0;
+  nv_status st = nv_array_buffer_info(x, &id, &nbytes);
+  if (st != NV_OK) {
+    nvpy_raise_last(st);
+    return -1;
+  }
+  if (!id) return 0;
+  PyObject *key = PyLong_FromVoidPtr((void *)id);
+  int had = key ? PySet_Contains(seen, key) : -1;
+  if (had == 0 && PySet_Add(seen, key) == 0) *total += nbytes;
+  Py_XDECREF(key);
+  return had < 0 || PyErr_Occurred() ? -1 : 0;
 }
 
-/* Adds the buffers of the arrays in tree `o` (arrays, lists, tuples, dict values; other leaves
- * count nothing) that `seen` (a set of buffer ids) does not hold yet to *total. 0, or -1 with
- * a ValueError for an array not evaluated or a tree that contains itself. `up`: o's
- * containers. */
-static int add_buffers(PyObject *o, PyObject *seen, size_t *total, const tree_path *up) {
-  if (NVPY_IS_ARRAY(o)) {
-    const void *id;
-    size_t nbytes;
-    /* An empty array has no buffer, evaluated or not (mx.array([]) is one already in MLX). */
-    if (!nv_array_size(NVPY_A(o))) return 0;
-    if (!nv_array_is_evaluated(NVPY_A(o))) {
-      PyErr_SetString(PyExc_ValueError, "[get_array_buffer_size] arrays must be evaluated "
-                                        "before their buffer sizes can be queried");
-      return -1;
-    }
-    nv_status st = nv_array_buffer_info(NVPY_A(o), &id, &nbytes);
-    if (st != NV_OK) {
-      nvpy_raise_last(st);
-      return -1;
-    }
-    if (!id) return 0;
-    PyObject *key = PyLong_FromVoidPtr((void *)id);
-    int had = key ? PySet_Contains(seen, key) : -1;
-    if (had == 0 && PySet_Add(seen, key) == 0) *total += nbytes;
-    Py_XDECREF(key);
-    return had < 0 || PyErr_Occurred() ? -1 : 0;
-  }
-  if (!PyList_Check(o) && !PyTuple_Check(o) && !PyDict_Check(o)) return 0;
-  tree_path here;
-  if (path_enter(&here, o, up) < 0) return -1;
-  if (PyDict_Check(o)) {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &k, &v))
-      if (add_buffers(v, seen, total, &here) < 0) return -1;
-    return 0;
-  }
-  PyObject *seq = PySequence_Fast(o, "");
-  if (!seq) return -1;
-  int r = 0;
-  for (Py_ssize_t i = 0; !r && i < PySequence_Fast_GET_SIZE(seq); i++)
-    r = add_buffers(PySequence_Fast_GET_ITEM(seq, i), seen, total, &here);
-  Py_DECREF(seq);
-  return r;
-}
-
-/* get_array_buffer_size(*trees): the bytes of the distinct data buffers behind the arrays
- * (a view and its base count once), as mlx.core's. */
+/* get_array_buffer_size(*trees): the bytes of the distinct data buffers behind the arrays of
+ * the pytrees (a view and its base count once; other leaves count nothing), as mlx.core's. */
 static PyObject *py_get_array_buffer_size(PyObject *s, PyObject *args) {
   (void)s;
-  PyObject *seen = PySet_New(NULL);
-  if (!seen) return NULL;
+  nv_vec *arrays = nv_vec_new();
+  PyObject *seen = arrays ? PySet_New(NULL) : NULL;
   size_t total = 0;
-  int r = add_buffers(args, seen, &total, NULL);
-  Py_DECREF(seen);
+  int r = seen ? nvpy_tree_flatten(args, arrays, "get_array_buffer_size") : -1;
+  for (size_t i = 0; r == 0 && i < nv_vec_size(arrays); i++)
+    r = add_buffer(nv_vec_get(arrays, i), seen, &total);
+  if (!arrays) PyErr_NoMemory();
+  Py_XDECREF(seen);
+  nv_vec_free(arrays);
   return r < 0 ? NULL : PyLong_FromSize_t(total);
 }
 static PyObject *py_get_cache_memory(PyObject *s, PyObject *u) {

@@ -146,6 +146,12 @@ char *nvpy_host_copy(nv_array *a, nv_dtype *dt);
  * 0 when not, -1 with an exception naming `what`. */
 int nvpy_stream_enter(PyObject *o, const char *what);
 
+/* Pushes the arrays of the pytree `o` (lists, tuples and dict values; other leaves carried
+ * over) onto `v`, borrowed (transforms.c). A tree that contains itself is a ValueError and one
+ * nested past the recursion limit a RecursionError, both naming `what`. 0, or -1 with an
+ * exception. */
+int nvpy_tree_flatten(PyObject *o, nv_vec *v, const char *what);
+
 /* ---- Module parts: each adds its functions and types to the module ---- */
 int nvpy_init_module_parts(PyObject *m);
 int nvpy_init_array(PyObject *m);

@@ -94,8 +94,7 @@ static int flatten_rec(tree_walk *w, PyObject *o, nv_vec *v) {
   return rc;
 }
 
-/* Pushes the arrays of the pytree `o` onto `v` (borrowed). 0, or -1 with an exception. */
-static int tree_flatten(PyObject *o, nv_vec *v, const char *what) {
+int nvpy_tree_flatten(PyObject *o, nv_vec *v, const char *what) {
   tree_walk w = {what, NULL, 0, 0, false};
   int rc = flatten_rec(&w, o, v);
   walk_free(&w);
@@ -161,7 +160,7 @@ static PyObject *tree_unflatten(PyObject *tmpl, const nv_vec *v, size_t *pos, co
 static nv_vec *flatten_new(PyObject *o, const char *what) {
   nv_vec *v = nv_vec_new();
   if (!v) return (nv_vec *)PyErr_NoMemory();
-  if (tree_flatten(o, v, what) < 0) {
+  if (nvpy_tree_flatten(o, v, what) < 0) {
     nv_vec_free(v);
     return NULL;
   }
@@ -359,7 +358,7 @@ static int sync_args(py_fn *f, PyObject *args, PyObject *kwargs, const nv_vec *i
 static int push_result(py_fn *f, PyObject *r, nv_vec *outputs) {
   Py_XSETREF(f->out_tmpl, r);
   Py_INCREF(r);
-  return tree_flatten(r, outputs, f->what);
+  return nvpy_tree_flatten(r, outputs, f->what);
 }
 
 /* A custom_function rule's call: its inputs split into the structures MLX passes. */

@@ -226,7 +226,7 @@ def test_get_array_buffer_size_refuses_cyclic_and_too_deep_trees():
     RecursionError, never a crash; a list met twice side by side is no cycle."""
     cyc = []
     cyc.append(cyc)
-    with pytest.raises(ValueError, match="get_array_buffer_size: the tree contains itself"):
+    with pytest.raises(ValueError, match="get_array_buffer_size: the pytree contains itself"):
         nuvec.get_array_buffer_size(cyc)
     deep = leaf = []
     for _ in range(5000):
