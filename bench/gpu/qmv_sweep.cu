@@ -533,10 +533,6 @@ template <int BITS> static std::vector<Cand> candidates(const Shape &s) {
                   {"lib.r2.pf", NV__GPU_QMV_V2_R2_PF},
                   {"lib.r4", NV__GPU_QMV_V2_R4}};
     for (const auto &pl : plans) {
-      if (pl.config == NV__GPU_QMV_V2_AUTO && s.bits >= 8) {
-        v.push_back(old); /* quantize.c's default for 8-bit codes (NUVEC_QMV_V2=1: lib.r*) */
-        continue;
-      }
       nv__gpu_qmv_v2_launch l;
       const int e = nv__gpu_qmv_v2_plan(DT_BF16, s.bits, 0, pl.config, s.K, s.N, 1, device, &l);
       if (e != 0) CK((cudaError_t)e);

@@ -5,7 +5,7 @@
  * (quantize_gemv.cu's streaming one where K is a multiple of 32 and x is float16, bfloat16 or
  * float32, or its tensor-core one for 4-bit affine float16/bfloat16 products with K a multiple
  * of 128 where NUVEC_QMV_TC=1, its split-K one for one row of x with affine 2-, 4- or 8-bit
- * codes unless NUVEC_QMV_V2=0; quantize.cu's otherwise), the tiled kernel otherwise (the
+ * codes (8-bit ones where NUVEC_QMV_V2=1) unless NUVEC_QMV_V2=0; quantize.cu's otherwise), the tiled kernel otherwise (the
  * builder turns products of more than 32 rows per matrix on a GPU stream into dequantize +
  * matmul, so those do not reach it). */
 #include <cuda_runtime.h>
@@ -128,10 +128,9 @@ static const void *qmv_tc(const nv__quant_params *qp, nv_dtype dt, int64_t M, in
 }
 
 /* NUVEC_QMV_V2: the split-K decode gemv (quantize_gemv.cu's qmv_v2_kernel) takes the products
- * of one row of x it applies to with 2- and 4-bit codes by default, with 8-bit codes too where
- * the variable is 1 (on the H200 it took 12.7 us for 4096 x 4096 against the streaming
- * kernel's 11.4: qmv_sweep, 2026-12-03), none where it is 0 (the streaming kernel, for
- * measurement); read once. */
+ * of one row of x it applies to, in its plan's default (NV__GPU_QMV_V2_AUTO: 2- and 4-bit
+ * codes), for 8-bit codes too where the variable is 1 (NV__GPU_QMV_V2_ANY), none where it is 0
+ * (the streaming kernel, for measurement); read once. */
 enum { V2_OFF, V2_AUTO, V2_ALL };
 static pthread_once_t v2_once = PTHREAD_ONCE_INIT;
 static int v2_mode;
@@ -149,11 +148,12 @@ static nv_status qmv_v2(nv__gpu_ctx *ctx, const char *op, const nv__quant_params
                         nv__gpu_qmv_v2_launch *plan) {
   pthread_once(&v2_once, v2_read);
   plan->func = NULL;
-  if (v2_mode == V2_OFF || (v2_mode == V2_AUTO && qp->bits >= 8) || M != 1 ||
-      qp->mode != NV__QMODE_AFFINE || !aligned16(x, nv_dtype_size(dt)) || !aligned16(w, 4))
+  if (v2_mode == V2_OFF || M != 1 || qp->mode != NV__QMODE_AFFINE ||
+      !aligned16(x, nv_dtype_size(dt)) || !aligned16(w, 4))
     return NV_OK;
-  int e = nv__gpu_qmv_v2_plan((int)dt, qp->bits, gather, NV__GPU_QMV_V2_AUTO, K, N, products,
-                              nv__gpu_device_index(ctx), plan);
+  int e = nv__gpu_qmv_v2_plan((int)dt, qp->bits, gather,
+                              v2_mode == V2_ALL ? NV__GPU_QMV_V2_ANY : NV__GPU_QMV_V2_AUTO, K, N,
+                              products, nv__gpu_device_index(ctx), plan);
   if (e != 0) {
     cudaGetLastError(); /* not sticky: later checks must not see it */
     plan->func = NULL;

@@ -989,6 +989,7 @@ extern "C" int nv__gpu_qmv_v2_plan(int dtype, int bits, int gather, int config, 
   plan->func = nullptr;
   const int di = v2_dtype_index(dtype), bi = v2_bits_index(bits);
   if (di < 0 || bi < 0 || K <= 0 || K % UNIT != 0 || N <= 0 || products <= 0) return 0;
+  if (config == NV__GPU_QMV_V2_AUTO && bits >= 8) return 0; /* the streaming kernel's */
   const int64_t kw = (K / UNIT + 31) / 32;
   if (kw > NV__GPU_QMV_V2_MAX_WARPS) return 0;
   int sms = 0;

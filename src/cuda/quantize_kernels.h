@@ -80,7 +80,10 @@ uint32_t nv__gpu_qmv_tc_static_smem(void);
  *
  * Two variants (config): NV__GPU_QMV_V2_R2_PF, sets of 2 rows with the next set's loads
  * issued before the current set is computed, and NV__GPU_QMV_V2_R4, sets of 4 rows without
- * the second set of registers. NV__GPU_QMV_V2_AUTO picks by nv__gpu_qmv_v2_config: R2_PF
+ * the second set of registers. NV__GPU_QMV_V2_AUTO, the library's default, takes 2- and 4-bit
+ * codes only (8-bit ones: 12.7 us for 4096 x 4096 on the H200 against the streaming kernel's
+ * 11.4, qmv_sweep 2026-12-03) and picks the variant; NV__GPU_QMV_V2_ANY picks it for every
+ * width (NUVEC_QMV_V2=1). The variant is nv__gpu_qmv_v2_config's: R2_PF
  * where the product's rows (N times the products) are at most NV__GPU_QMV_V2_PF_ROWS_PER_SM
  * an SM, R4 beyond. Few rows an SM leave each resident block one to three sets, so the launch
  * is about one memory round trip: what shortens it is having every set's loads in flight at
@@ -93,6 +96,7 @@ uint32_t nv__gpu_qmv_tc_static_smem(void);
 #define NV__GPU_QMV_V2_MAX_WARPS 16
 #define NV__GPU_QMV_V2_PF_ROWS_PER_SM 64
 #define NV__GPU_QMV_V2_AUTO (-1)
+#define NV__GPU_QMV_V2_ANY (-2)
 #define NV__GPU_QMV_V2_R2_PF 0
 #define NV__GPU_QMV_V2_R4 1
 typedef struct nv__gpu_qmv_v2_launch {
@@ -106,7 +110,7 @@ typedef struct nv__gpu_qmv_v2_launch {
 int nv__gpu_qmv_v2_config(int64_t rows, int sms);
 /* The launch of the split-K kernel for `products` products of one row of x (K elements) by N
  * rows of w on device `device` (its multiprocessor count; the occupancy is the kernel's on the
- * current device, cached per variant), `config` a variant or NV__GPU_QMV_V2_AUTO. A persistent
+ * current device, cached per variant), `config` a variant, NV__GPU_QMV_V2_AUTO or _ANY. A persistent
  * grid: the blocks resident at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor) times the
  * multiprocessors, divided among the products, at most the sets of a product. Returns 0 (with
  * plan->func NULL where the kernel does not apply) or the cudaError_t of a failed CUDA
