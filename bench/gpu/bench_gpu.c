@@ -2,6 +2,7 @@
  * machine and prints the ratios). Each case is timed eagerly: build the graph, evaluate, wait
  * for the GPU; the median of the repeats is printed as "BENCH <case> <seconds>". Inputs are
  * random (made on the CPU, moved to the GPU once in the warm-up). */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,8 @@ static bool wanted(const char *name) {
   }
 }
 
+static void sync_gpu(void);
+
 /* NUVEC_BENCH_ONCE=1: every case one warm-up and one timed run (a profiler's view of a step
  * without a profile of every repeat: tests/gpu/run.sh stage 16). */
 static void bench_case(const char *name, void (*fn)(void *), void *ctx, int warmup, int repeat) {
@@ -66,9 +69,20 @@ static void bench_case(const char *name, void (*fn)(void *), void *ctx, int warm
   const char *once = getenv("NUVEC_BENCH_ONCE");
   if (once && !strcmp(once, "1")) warmup = repeat = 1;
   for (int i = 0; i < warmup; i++) fn(ctx);
+  /* Under the kernel tracer (bench/gpu/kernel_trace.cpp, preloaded): a section a timed run. */
+  void (*mark)(const char *) = NULL;
+  *(void **)&mark = dlsym(RTLD_DEFAULT, "ktrace_mark");
+  if (mark) {
+    sync_gpu();
+    mark(name);
+  }
   snprintf(w, sizeof w, "%s(warm-up)", name);
   diag(w);
   bench_run(name, fn, ctx, 0, repeat);
+  if (mark) {
+    sync_gpu();
+    mark(NULL);
+  }
   diag(name);
 }
 

@@ -12,9 +12,17 @@
  * entries (float64: 1e-10, float32: 1e-3). Output lines:
  *   SWEEP potrf <dtype> <n> <candidate> <ms> <TFLOP/s (n³/3)> <residual> <ok|FAIL>
  *   BEST potrf <dtype> <n> <candidate> <ms> | inplace_upper <ms>
+ *
+ * Then inv of a general float64 matrix, its pieces timed one by one (column-major, cuSOLVER /
+ * cuBLAS only): getrf (32- and 64-bit API), getrs against the identity (torch's way), two trsm
+ * (nuvec's composition), and LAPACK getri's way: trtri of U, then one right-side trsm X L = U⁻¹
+ * and the columns permuted. Lines:
+ *   INV <n> <piece> <ms>
+ *   INVRES <n> <way> <max |A X - I|>
  * Exit status 0 when every candidate is correct, 1 when one failed, 2 on a CUDA or cuSOLVER
  * error (no GPU included). */
 #include <cuda_runtime.h>
+#include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
 #include <stdint.h>
@@ -66,6 +74,7 @@ template <class T> __global__ void spd(T *a, int n) {
 }
 
 struct ctx {
+  cublasHandle_t b;
   cusolverDnHandle_t h;
   cusolverDnParams_t xp;
   cudaStream_t s;
@@ -225,6 +234,166 @@ template <class T> static int sweep(ctx &c, int n, const char *dname, double tol
   return bad;
 }
 
+#define CB(x)                                                                                \
+  do {                                                                                       \
+    cublasStatus_t s_ = (x);                                                                 \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      fprintf(stderr, "linalg_sweep: %s: cuBLAS status %d (line %d)\n", #x, (int)s_, __LINE__); \
+      exit(2);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+/* A general matrix: a[i][j] = hash noise in [-1, 1) + 8·δij (pivoting happens; well enough
+ * conditioned for a residual check). */
+__global__ void general(double *a, int n) {
+  int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= (int64_t)n * n) return;
+  uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ull, h ^= h >> 32;
+  a[k] = (double)(h >> 11) * 0x1.0p-52 - 1.0 + ((k / n) == (k % n) ? 8.0 : 0.0);
+}
+
+__global__ void identity(double *a, int n) {
+  int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < (int64_t)n * n) a[k] = (k / n) == (k % n) ? 1.0 : 0.0;
+}
+
+/* w = the upper triangle of lu (column-major), zeros below. */
+__global__ void upper_of(double *w, const double *lu, int n) {
+  int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= (int64_t)n * n) return;
+  int64_t col = k / n, row = k % n;
+  w[k] = row <= col ? lu[k] : 0.0;
+}
+
+/* x's columns = w's columns under the pivots' inverse: getrf swapped rows j and ipiv[j]-1 in
+ * order, so A⁻¹ = W P: the swaps applied to W's columns in reverse. perm[c] = the source column
+ * (computed on the host from ipiv). */
+__global__ void permute_cols(double *x, const double *w, const int *perm, int n) {
+  int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= (int64_t)n * n) return;
+  int64_t col = k / n, row = k % n;
+  x[k] = w[(int64_t)perm[col] * n + row];
+}
+
+static double inv_residual(ctx &c, const double *a, const double *x, double *r, int n) {
+  const double one = 1, zero = 0;
+  CB(cublasDgemm(c.b, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, x, n, &zero, r, n));
+  size_t cnt = (size_t)n * n;
+  double *h = (double *)malloc(cnt * sizeof(double));
+  if (!h) { fprintf(stderr, "linalg_sweep: out of host memory\n"); exit(2); }
+  CK(cudaMemcpy(h, r, cnt * sizeof(double), cudaMemcpyDeviceToHost));
+  double worst = 0;
+  for (size_t k = 0; k < cnt; k++) {
+    double e = fabs(h[k] - ((k / n) == (k % n) ? 1.0 : 0.0));
+    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+  }
+  free(h);
+  return worst;
+}
+
+static int inv_sweep(ctx &c, int n) {
+  size_t bytes = (size_t)n * n * sizeof(double);
+  double *a, *lu, *w, *x, *r;
+  int *ipiv, *info, *perm;
+  int64_t *ipiv64;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&lu, bytes));
+  CK(cudaMalloc(&w, bytes));
+  CK(cudaMalloc(&x, bytes));
+  CK(cudaMalloc(&r, bytes));
+  CK(cudaMalloc(&ipiv, n * sizeof(int)));
+  CK(cudaMalloc(&perm, n * sizeof(int)));
+  CK(cudaMalloc(&ipiv64, n * sizeof(int64_t)));
+  CK(cudaMalloc(&info, sizeof(int)));
+  unsigned g = (unsigned)(((int64_t)n * n + 255) / 256);
+  general<<<g, 256, 0, c.s>>>(a, n);
+  CK(cudaGetLastError());
+  int lw = 0;
+  CS(cusolverDnDgetrf_bufferSize(c.h, n, n, a, n, &lw));
+  size_t xd = 0, xh = 0, td = 0, th = 0;
+  CS(cusolverDnXgetrf_bufferSize(c.h, c.xp, n, n, CUDA_R_64F, a, n, CUDA_R_64F, &xd, &xh));
+  CS(cusolverDnXtrtri_bufferSize(c.h, CUBLAS_FILL_MODE_UPPER, CUBLAS_DIAG_NON_UNIT, n, CUDA_R_64F,
+                                 w, n, &td, &th));
+  size_t wsb = (size_t)lw * sizeof(double);
+  if (xd > wsb) wsb = xd;
+  if (td > wsb) wsb = td;
+  size_t hb = xh > th ? xh : th;
+  void *ws, *hws = malloc(hb + 16);
+  CK(cudaMalloc(&ws, wsb + 16));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  const double one = 1;
+  enum { GETRF, GETRF64, GETRS, TRSM2, TRTRI, TRSM_R, PERMUTE, NPIECE };
+  static const char *names[NPIECE] = {"getrf", "getrf_x64", "getrs_identity", "trsm_L_then_U",
+                                      "trtri_U", "trsm_right_XL", "permute_cols"};
+  float best[NPIECE];
+  for (int i = 0; i < NPIECE; i++) best[i] = 1e30f;
+  double res_getrs = 0, res_getri = 0;
+  for (int rep = 0; rep < 4; rep++) {
+    float ms;
+#define TIMED(piece, ...)                         \
+  CK(cudaEventRecord(e0, c.s));                   \
+  __VA_ARGS__;                                    \
+  CK(cudaEventRecord(e1, c.s));                   \
+  CK(cudaEventSynchronize(e1));                   \
+  CK(cudaEventElapsedTime(&ms, e0, e1));          \
+  if (rep > 0 && ms < best[piece]) best[piece] = ms;
+    CK(cudaMemcpyAsync(lu, a, bytes, cudaMemcpyDeviceToDevice, c.s));
+    TIMED(GETRF64, CS(cusolverDnXgetrf(c.h, c.xp, n, n, CUDA_R_64F, lu, n, ipiv64, CUDA_R_64F, ws,
+                                       wsb, hws, xh, info)));
+    CK(cudaMemcpyAsync(lu, a, bytes, cudaMemcpyDeviceToDevice, c.s));
+    TIMED(GETRF, CS(cusolverDnDgetrf(c.h, n, n, lu, n, (double *)ws, ipiv, info)));
+    /* torch's way: getrs against I. */
+    identity<<<g, 256, 0, c.s>>>(x, n);
+    TIMED(GETRS, CS(cusolverDnDgetrs(c.h, CUBLAS_OP_N, n, n, lu, n, ipiv, x, n, info)));
+    if (rep == 1) res_getrs = inv_residual(c, a, x, r, n);
+    /* nuvec's composition: L then U (the permutation aside, as it is a gather there). */
+    identity<<<g, 256, 0, c.s>>>(w, n);
+    TIMED(TRSM2, {
+      CB(cublasDtrsm(c.b, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_UNIT, n,
+                     n, &one, lu, n, w, n));
+      CB(cublasDtrsm(c.b, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                     CUBLAS_DIAG_NON_UNIT, n, n, &one, lu, n, w, n));
+    });
+    /* getri's way: W = U⁻¹ (zeros below), W := W L⁻¹ (right-side trsm), X = W P. */
+    upper_of<<<g, 256, 0, c.s>>>(w, lu, n);
+    TIMED(TRTRI, CS(cusolverDnXtrtri(c.h, CUBLAS_FILL_MODE_UPPER, CUBLAS_DIAG_NON_UNIT, n, CUDA_R_64F,
+                                     w, n, ws, wsb, hws, th, info)));
+    TIMED(TRSM_R, CB(cublasDtrsm(c.b, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                                 CUBLAS_DIAG_UNIT, n, n, &one, lu, n, w, n)));
+    {
+      int *hp = (int *)malloc(n * sizeof(int)), *pm = (int *)malloc(n * sizeof(int));
+      CK(cudaMemcpy(hp, ipiv, n * sizeof(int), cudaMemcpyDeviceToHost));
+      for (int j = 0; j < n; j++) pm[j] = j;
+      /* X = W P with P the product of the swaps: apply them to W's columns in reverse. */
+      for (int j = n - 1; j >= 0; j--) {
+        int q = hp[j] - 1, t = pm[j];
+        pm[j] = pm[q], pm[q] = t;
+      }
+      CK(cudaMemcpy(perm, pm, n * sizeof(int), cudaMemcpyHostToDevice));
+      free(hp), free(pm);
+    }
+    TIMED(PERMUTE, permute_cols<<<g, 256, 0, c.s>>>(x, w, perm, n));
+    if (rep == 1) res_getri = inv_residual(c, a, x, r, n);
+#undef TIMED
+  }
+  for (int i = 0; i < NPIECE; i++) printf("INV %d %s %.3f\n", n, names[i], best[i]);
+  printf("INV %d total_getrs %.3f total_trsm2 %.3f total_getri %.3f\n", n, best[GETRF] + best[GETRS],
+         best[GETRF] + best[TRSM2], best[GETRF] + best[TRTRI] + best[TRSM_R] + best[PERMUTE]);
+  printf("INVRES %d getrs %.2e\nINVRES %d getri %.2e\n", n, res_getrs, n, res_getri);
+  fflush(stdout);
+  int bad = !(res_getrs < 1e-9) || !(res_getri < 1e-9);
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  for (void *p : {(void *)a, (void *)lu, (void *)w, (void *)x, (void *)r, (void *)ipiv,
+                  (void *)perm, (void *)ipiv64, (void *)info, ws})
+    CK(cudaFree(p));
+  free(hws);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   int ns[8] = {4096, 2048, 1024}, nn = 3;
   if (argc > 1) {
@@ -241,12 +410,17 @@ int main(int argc, char **argv) {
   CS(cusolverDnCreate(&c.h));
   CS(cusolverDnSetStream(c.h, c.s));
   CS(cusolverDnCreateParams(&c.xp));
+  CB(cublasCreate(&c.b));
+  CB(cublasSetStream(c.b, c.s));
   int bad = 0;
   for (int i = 0; i < nn; i++) {
     if (ns[i] < 32) continue;
     bad |= sweep<double>(c, ns[i], "float64", 1e-10);
     bad |= sweep<float>(c, ns[i], "float32", 1e-3);
   }
+  for (int i = 0; i < nn; i++)
+    if (ns[i] >= 32) bad |= inv_sweep(c, ns[i]);
+  CB(cublasDestroy(c.b));
   CS(cusolverDnDestroyParams(c.xp));
   CS(cusolverDnDestroy(c.h));
   CK(cudaStreamDestroy(c.s));

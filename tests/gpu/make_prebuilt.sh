@@ -15,7 +15,7 @@ W=$(mktemp -d)
 for t in $TARGETS; do
   case $t in
     */*) f=build/$t ;;
-    *) f=$(find build -type f -name "$t" -perm -u+x | head -1) ;;
+    *) f=$(find build -type f \( -name "$t" -o -name "lib$t.so" \) -perm -u+x | head -1) ;;
   esac
   [ -n "$f" ] || { echo "no binary for $t" >&2; exit 1; }
   mkdir -p "$W/$(dirname "${f#build/}")"

@@ -15,8 +15,9 @@
 #   13. the decode gemv's candidates (bench/gpu/qmv_sweep.cu);
 #   14. rms_norm / layer_norm candidates (bench/gpu/norm_sweep.cu);
 #   15. cuSOLVER's Cholesky called in place or transposed (bench/gpu/linalg_sweep.cu);
-#   16. Nsight Systems' kernel summary of one bench case (NSYS_CASE)
-#   (stages 6-16 run only when named).
+#   16. Nsight Systems' kernel summary of one bench case (NSYS_CASE);
+#   17. the kernel timeline of bench cases (TRACE_CASES) through bench/gpu/kernel_trace.cpp
+#   (stages 6-17 run only when named).
 # Logs go to $OUT (at most 8 files); the last lines printed are the summary table.
 #   usage (device machine, repo root): bash tests/gpu/run.sh [stages, default "1 2 3 4 5"]
 # REUSE=1: a call right after one that built (the machine still warm) takes that build when the
@@ -337,6 +338,22 @@ print(f"   all kernels: {sum(r[0] for r in rows):.1f} us over {sum(r[2] for r in
 PY
     grep -E "==ERROR|==WARNING" "$OUT/nsys16.log" | head -5 | tee -a "$SUM"
   fi
+}
+
+stage17() {
+  # The kernel timeline of chosen bench cases (TRACE_CASES: a bench_gpu filter, cases joined by
+  # '|'; one warm-up and one timed run each): bench/gpu/kernel_trace.cpp preloaded, CUPTI's
+  # records of each timed run grouped by kernel, with the span and the GPU's busy time.
+  t=$(date +%s)
+  local lib=$(find $B -name libkernel_trace.so | head -1)
+  local sp=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  local cup=$(find /usr/local/cuda* $sp -name 'libcupti.so*' 2>/dev/null | head -1)
+  if [ -z "$lib" ] || [ -z "$cup" ]; then note "17. kernel trace: no tracer ($lib) or no libcupti ($cup)"; return; fi
+  NUVEC_BENCH_ONCE=1 LD_LIBRARY_PATH="$(dirname $cup):$LD_LIBRARY_PATH" LD_PRELOAD=$lib KTRACE_OUT=/tmp/ktrace.txt \
+    KTRACE_TOP=${TRACE_LINES:-25} timeout $(left 200) $B/bench/gpu/bench_gpu "${TRACE_CASES:-mlp_train}" >"$OUT/ktrace.log" 2>&1
+  note "17. kernel trace ${TRACE_CASES:-mlp_train}: rc=$? ($(( $(date +%s) - t )) s)"
+  grep -E "^BENCH" "$OUT/ktrace.log" | tee -a "$SUM"
+  sed 's/^KTRACE //' /tmp/ktrace.txt | cut -c1-200 | tee -a "$SUM"
 }
 
 finish() {
