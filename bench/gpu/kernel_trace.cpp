@@ -10,6 +10,8 @@
  * A program that calls `ktrace_mark(name)` and `ktrace_mark(NULL)` (found with dlsym; bench_gpu
  * does around each case's timed run, its GPU work finished at both) gets one table per such
  * section, of what started within it; without marks, one table of everything.
+ * KTRACE_TIMELINE=name adds the timeline of the sections whose names contain `name`: the GPU's
+ * busy stretches beside the host's runtime calls (graph launches and updates, waits).
  * The table goes to KTRACE_OUT (else stderr). Needs libcupti (CUDA's extras, or the
  * nvidia-cuda-cupti wheel) on the library path. Used by tests/gpu/run.sh stage 17. */
 #include <cupti.h>
@@ -30,6 +32,8 @@ namespace {
 struct span {
   uint64_t start, end;
   std::string name;
+  bool host; /* a runtime API call (its thread), not GPU work */
+  uint32_t thread;
 };
 
 std::mutex mu;
@@ -81,17 +85,25 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buf, size_t, size_t valid)
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       auto *k = (CUpti_ActivityKernel10 *)rec;
-      got.push_back({k->start, k->end, pretty(k->name)});
+      got.push_back({k->start, k->end, pretty(k->name), false, 0});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto *m = (CUpti_ActivityMemcpy6 *)rec;
-      got.push_back({m->start, m->end, "[memcpy kind " + std::to_string(m->copyKind) + "]"});
+      got.push_back({m->start, m->end, "[memcpy kind " + std::to_string(m->copyKind) + "]", false, 0});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       auto *m = (CUpti_ActivityMemset4 *)rec;
-      got.push_back({m->start, m->end, "[memset]"});
+      got.push_back({m->start, m->end, "[memset]", false, 0});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+      auto *a = (CUpti_ActivityAPI *)rec;
+      const char *nm = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &nm) != CUPTI_SUCCESS || !nm)
+        nm = "?";
+      got.push_back({a->start, a->end, nm, true, a->threadId});
       break;
     }
     default: break;
@@ -110,7 +122,7 @@ void table(FILE *f, const char *title, uint64_t begin, uint64_t end) {
   uint64_t busy = 0, lo = UINT64_MAX, hi = 0, cover = 0;
   size_t count = 0;
   for (const span &s : spans) {
-    if (s.start < begin || s.start >= end) continue;
+    if (s.host || s.start < begin || s.start >= end) continue;
     agg &a = by[s.name];
     a.n++, a.ns += s.end - s.start;
     busy += s.end - s.start;
@@ -134,6 +146,47 @@ void table(FILE *f, const char *title, uint64_t begin, uint64_t end) {
   }
 }
 
+
+/* The section's timeline (KTRACE_TIMELINE names the sections, a substring): GPU work merged
+ * into busy stretches (gaps under 3 us joined), and the host's runtime calls that take 4 us or
+ * more or launch, update or wait; times in us from the section's start. At most 120 lines. */
+void timeline(FILE *f, const char *title, uint64_t begin, uint64_t end) {
+  fprintf(f, "KTRACE -- timeline of %s (us from the section's start; GPU busy stretches, host calls)\n", title);
+  int lines = 0;
+  uint64_t bs = 0, be = 0;
+  size_t nk = 0;
+  std::string first, last;
+  auto flush_busy = [&]() {
+    if (!nk) return;
+    if (lines++ < 120)
+      fprintf(f, "KTRACE   %9.1f %9.1f GPU  %4zu kernels %8.1f us  %s .. %s\n", (bs - begin) / 1e3,
+              (be - begin) / 1e3, nk, (be - bs) / 1e3, first.substr(0, 40).c_str(),
+              last.substr(0, 40).c_str());
+    nk = 0;
+  };
+  for (const span &s : spans) {
+    if (s.start < begin || s.start >= end) continue;
+    if (s.host) {
+      const std::string &n = s.name;
+      bool key = n.find("Graph") != std::string::npos || n.find("Synchronize") != std::string::npos ||
+                 n.find("Query") != std::string::npos || n.find("Wait") != std::string::npos;
+      if (!key && s.end - s.start < 4000) continue;
+      if (n.find("Query") != std::string::npos && s.end - s.start < 4000) continue;
+      flush_busy();
+      if (lines++ < 120)
+        fprintf(f, "KTRACE   %9.1f %9.1f host %6u %8.1f us  %s\n", (s.start - begin) / 1e3,
+                (s.end - begin) / 1e3, s.thread % 1000000, (s.end - s.start) / 1e3, n.c_str());
+      continue;
+    }
+    if (nk && s.start > be + 3000) flush_busy();
+    if (!nk) bs = s.start, be = s.end, first = s.name;
+    nk++;
+    be = std::max(be, s.end);
+    last = s.name;
+  }
+  flush_busy();
+}
+
 void report() {
   if (!enabled) return;
   cuptiActivityFlushAll(1);
@@ -143,7 +196,11 @@ void report() {
   if (!f) f = stderr;
   std::sort(spans.begin(), spans.end(), [](const span &a, const span &b) { return a.start < b.start; });
   if (sections.empty()) table(f, "all", 0, UINT64_MAX);
-  for (const section &s : sections) table(f, s.name.c_str(), s.begin, s.end);
+  const char *tlw = getenv("KTRACE_TIMELINE");
+  for (const section &s : sections) {
+    table(f, s.name.c_str(), s.begin, s.end);
+    if (tlw && s.name.find(tlw) != std::string::npos) timeline(f, s.name.c_str(), s.begin, s.end);
+  }
   if (f != stderr) fclose(f);
   enabled = false;
 }
@@ -152,7 +209,8 @@ __attribute__((constructor)) void start() {
   CUptiResult r = cuptiActivityRegisterCallbacks(requested, completed);
   if (r != CUPTI_SUCCESS) return warn("cuptiActivityRegisterCallbacks", r);
   const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                      CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+                                      CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                      CUPTI_ACTIVITY_KIND_RUNTIME};
   for (CUpti_ActivityKind k : kinds)
     if ((r = cuptiActivityEnable(k)) != CUPTI_SUCCESS) return warn("cuptiActivityEnable", r);
   cuptiActivityFlushPeriod(200);
