@@ -352,7 +352,7 @@ stage17() {
   NUVEC_BENCH_ONCE=1 NUVEC_GPU_PROFILE=${TRACE_PROFILE:-0} LD_LIBRARY_PATH="$(dirname $cup):$LD_LIBRARY_PATH" LD_PRELOAD=$lib KTRACE_OUT=/tmp/ktrace.txt \
     KTRACE_TOP=${TRACE_LINES:-25} timeout $(left 200) $B/bench/gpu/bench_gpu "${TRACE_CASES:-mlp_train}" >"$OUT/ktrace.log" 2>&1
   note "17. kernel trace ${TRACE_CASES:-mlp_train}: rc=$? ($(( $(date +%s) - t )) s)"
-  grep -E "^BENCH|^DIAG" "$OUT/ktrace.log" | grep -v "warm-up|DIAG inputs" | tee -a "$SUM"
+  grep -E "^BENCH|^DIAG" "$OUT/ktrace.log" | grep -v -E "warm-up|DIAG inputs" | tee -a "$SUM"
   sed 's/^KTRACE //' /tmp/ktrace.txt | cut -c1-200 | tee -a "$SUM"
 }
 
