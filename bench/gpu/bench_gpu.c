@@ -61,13 +61,14 @@ static bool wanted(const char *name) {
 
 static void sync_gpu(void);
 
-/* NUVEC_BENCH_ONCE=1: every case one warm-up and one timed run (a profiler's view of a step
- * without a profile of every repeat: tests/gpu/run.sh stage 16). */
+/* NUVEC_BENCH_ONCE=n: every case n warm-ups and one timed run (a profiler's view of a step
+ * without a profile of every repeat: tests/gpu/run.sh stages 16 and 17). */
 static void bench_case(const char *name, void (*fn)(void *), void *ctx, int warmup, int repeat) {
   char w[96];
   if (!wanted(name)) return;
+  /* NUVEC_BENCH_ONCE=n: n warm-ups (a steady state) and one timed run. */
   const char *once = getenv("NUVEC_BENCH_ONCE");
-  if (once && !strcmp(once, "1")) warmup = repeat = 1;
+  if (once && atoi(once) >= 1) warmup = atoi(once), repeat = 1;
   for (int i = 0; i < warmup; i++) fn(ctx);
   /* Under the kernel tracer (bench/gpu/kernel_trace.cpp, preloaded): a section a timed run. */
   void (*mark)(const char *) = NULL;

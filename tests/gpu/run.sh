@@ -349,7 +349,7 @@ stage17() {
   local sp=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
   local cup=$(find /usr/local/cuda* $sp -name 'libcupti.so*' 2>/dev/null | head -1)
   if [ -z "$lib" ] || [ -z "$cup" ]; then note "17. kernel trace: no tracer ($lib) or no libcupti ($cup)"; return; fi
-  NUVEC_BENCH_ONCE=1 NUVEC_GPU_PROFILE=${TRACE_PROFILE:-0} LD_LIBRARY_PATH="$(dirname $cup):$LD_LIBRARY_PATH" LD_PRELOAD=$lib KTRACE_OUT=/tmp/ktrace.txt \
+  NUVEC_BENCH_ONCE=${TRACE_WARM:-3} NUVEC_GPU_PROFILE=${TRACE_PROFILE:-0} LD_LIBRARY_PATH="$(dirname $cup):$LD_LIBRARY_PATH" LD_PRELOAD=$lib KTRACE_OUT=/tmp/ktrace.txt \
     KTRACE_TOP=${TRACE_LINES:-25} timeout $(left 200) $B/bench/gpu/bench_gpu "${TRACE_CASES:-mlp_train}" >"$OUT/ktrace.log" 2>&1
   note "17. kernel trace ${TRACE_CASES:-mlp_train}: rc=$? ($(( $(date +%s) - t )) s)"
   grep -E "^BENCH|^DIAG" "$OUT/ktrace.log" | grep -v -E "warm-up|DIAG inputs" | tee -a "$SUM"
