@@ -423,13 +423,16 @@ static void run_mlp(void *p) {
   nv_vec_push(all, nv_vec_get(out, 0));
   for (int k = 0; k < 2; k++)
     for (size_t i = 0; i < nv_map_size(maps[k]); i++) nv_vec_push(all, nv_map_value(maps[k], i));
-  check(nv_eval_vec(all), "mlp step");
-  nv_vec_free(all);
+  /* The old parameters dropped before the step runs, as MLX's model.update(...) then
+   * mx.eval(...) does: the AdamW updates then write the parameters and their state in place
+   * (PyTorch's optimizer updates in place too). */
   nv_map_free(m->params);
   m->params = np;
   nv_map_free(grads);
   nv_vec_free(in);
   nv_vec_free(out);
+  check(nv_eval_vec(all), "mlp step");
+  nv_vec_free(all);
   nv_scope_end();
 }
 

@@ -424,6 +424,31 @@ static int donation(const nv__node *n) {
   return -1;
 }
 
+/* Multi-output primitives that update their inputs in place (adam_update: p, m and v into
+ * p', m' and v'): each output of a pair takes its input's buffer where the input is owned
+ * outright and has the output's dtype and shape. Returns how many outputs took one. */
+static int donate_pairs(nv__node *n) {
+  static const int adam[3][2] = NV__ADAM_DONATE_PAIRS;
+  if (n->prim != NV__PRIM_ADAM_UPDATE || tracing_depth > 0 || nv__node_is_tracer(n)) return 0;
+  int taken = 0;
+  for (int k = 0; k < 3; k++) {
+    int o = adam[k][0], i = adam[k][1];
+    if (o >= n->noutputs || i >= n->ninputs) continue;
+    nv__output *out = &n->out[o];
+    const nv__output *in = &n->inputs[i].node->out[n->inputs[i].idx];
+    if (out->size == 0 || out->buf || in->dtype != out->dtype || in->ndim != out->ndim) continue;
+    if (memcmp(in->shape, out->shape, (size_t)out->ndim * sizeof(int))) continue;
+    if (!owned_on_cpu(n, i)) continue;
+    nv__output *src = &n->inputs[i].node->out[n->inputs[i].idx];
+    out->buf = src->buf; /* the only handle: taken over, not shared */
+    out->offset = 0;
+    src->buf = NULL;
+    atomic_fetch_add_explicit(&donations, 1, memory_order_relaxed);
+    taken++;
+  }
+  return taken;
+}
+
 /* ---- Running one node ---- */
 
 static void evaluate(nv__node *n, nv__ectx *ctx) {
@@ -478,6 +503,8 @@ static void evaluate(nv__node *n, nv__ectx *ctx) {
         n->out[0].offset = 0;
         src->buf = NULL;
         atomic_fetch_add_explicit(&donations, 1, memory_order_relaxed);
+      } else {
+        donate_pairs(n);
       }
       nv_status s = be->encode(ctx, n, ops, donated);
       if (s != NV_OK) {

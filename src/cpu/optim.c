@@ -33,8 +33,10 @@ static inline double ld_f64(double x) { return x; }
 static inline float st_f32(float x) { return x; }
 static inline double st_f64(double x) { return x; }
 
-/* The outputs are new buffers (the primitive donates none), so no pointer aliases another
- * that is written. */
+/* Three loops: _contig where the outputs are new buffers (no pointer aliases another that is
+ * written), _inplace where p', m' and v' took p's, m's and v's buffers (donation: each array
+ * read and written through one pointer), and _strided (no restrict) for strided inputs and
+ * for outputs of which only some were donated. */
 #define ADAM_LOOPS(NAME, S, C, LD, ST, SQRT)                                                  \
   NV_KERNEL_CLONES static void NAME##_contig(                                                 \
       S *restrict po, S *restrict mo, S *restrict vo, const S *restrict p,                    \
@@ -49,6 +51,21 @@ static inline double st_f64(double x) { return x; }
       mo[i] = ST(mi);                                                                         \
       vo[i] = ST(vi);                                                                         \
       po[i] = ST(LD(p[i]) * dec - (s1 * mi) / (SQRT(vi) * s2 + eps));                         \
+    }                                                                                         \
+  }                                                                                           \
+  NV_KERNEL_CLONES static void NAME##_inplace(S *restrict p, const S *restrict g,             \
+                                              S *restrict m, S *restrict v, int64_t n,        \
+                                              const adam_consts *k) {                         \
+    const C b1 = (C)k->b1, omb1 = (C)k->omb1, b2 = (C)k->b2, omb2 = (C)k->omb2;               \
+    const C eps = (C)k->eps, s1 = (C)k->s1, s2 = (C)k->s2, dec = (C)k->dec;                   \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      C gi = LD(g[i]);                                                                        \
+      C mi = LD(m[i]) * b1 + gi * omb1;                                                       \
+      C vi = LD(v[i]) * b2 + (gi * gi) * omb2;                                                \
+      C pi = LD(p[i]);                                                                        \
+      m[i] = ST(mi);                                                                          \
+      v[i] = ST(vi);                                                                          \
+      p[i] = ST(pi * dec - (s1 * mi) / (SQRT(vi) * s2 + eps));                                \
     }                                                                                         \
   }                                                                                           \
   static void NAME##_strided(S *po, S *mo, S *vo, const S *p, int64_t sp, const S *g,         \
@@ -71,8 +88,12 @@ static inline double st_f64(double x) { return x; }
     S *po = (S *)ptr[0], *mo = (S *)j->out1 + e, *vo = (S *)j->out2 + e;                      \
     const S *p = (const S *)ptr[1], *g = (const S *)ptr[2], *m = (const S *)ptr[3];           \
     const S *v = (const S *)ptr[4];                                                           \
-    if (s[1] == 1 && s[2] == 1 && s[3] == 1 && s[4] == 1)                                     \
+    bool unit = s[1] == 1 && s[2] == 1 && s[3] == 1 && s[4] == 1;                             \
+    int same = (po == p) + (mo == m) + (vo == v);                                             \
+    if (unit && same == 0)                                                                    \
       NAME##_contig(po, mo, vo, p, g, m, v, n, &j->k);                                        \
+    else if (unit && same == 3)                                                               \
+      NAME##_inplace(po, g, mo, vo, n, &j->k);                                                \
     else                                                                                      \
       NAME##_strided(po, mo, vo, p, s[1], g, s[2], m, s[3], v, s[4], n, &j->k);               \
   }
@@ -105,8 +126,9 @@ static nv_status k_adam_update(nv__node *node, const nv__operand *in, int donate
   if (!run)
     return nv__set_error(NV_ERR_UNSUPPORTED, "adam_update: dtype %s is not supported",
                          nv_dtype_name(dt));
+  /* Outputs that took an input's buffer (donate_pairs in src/core/eval.c) are written in place. */
   for (int i = 0; i < 3; i++)
-    if (nv__output_alloc(&node->out[i]) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
+    if (!node->out[i].buf && nv__output_alloc(&node->out[i]) != NV_OK) return NV_ERR_OUT_OF_MEMORY;
   adam_job j = {.out0 = nv__output_ptr(&node->out[0]),
                 .out1 = nv__output_ptr(&node->out[1]),
                 .out2 = nv__output_ptr(&node->out[2]),

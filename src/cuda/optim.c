@@ -43,6 +43,10 @@ static nv_status k_adam_update(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
     views[i] = a[i].view;
     acc[i] = i < 3 ? HRX_ACCESS_WRITE : HRX_ACCESS_READ;
   }
+  /* Outputs that took p's, m's or v's buffer (donate_pairs in src/core/eval.c): each element
+   * is read before it is written, by the same thread. */
+  bool aliasing = node->out[0].buf == in[0].buf || node->out[1].buf == in[2].buf ||
+                  node->out[2].buf == in[3].buf;
   /* One 16-byte vector per thread per step of the grid-stride loop: a block per 256 vectors. */
   int64_t per_vec = 16 / (int64_t)nv_dtype_size(dt);
   int64_t vecs = (p.n + per_vec - 1) / per_vec;
@@ -56,7 +60,7 @@ static nv_status k_adam_update(nv__gpu_ctx *ctx, nv__node *node, const nv__opera
                       .nviews = NV__GPU_ADAM_VIEWS,
                       .params = &p,
                       .params_size = sizeof p,
-                      .aliasing = false};
+                      .aliasing = aliasing};
   return nv__gpu_dispatch(ctx, &l);
 }
 

@@ -541,3 +541,72 @@ Test(adam_update, optimizer_mixed_dtypes_compose) {
   nv_optimizer_free(opt);
   nv_scope_end();
 }
+
+/* Donation by pairs (src/core/eval.c): with the caller's handles on p, m and v dropped, the
+ * update writes p', m' and v' into their buffers, with the values of the update that kept
+ * them; with p held, only m and v are written in place (the partial path of the kernels). Over
+ * every dtype, a size that fits one vector loop and one the CPU splits over its pool. */
+static void donated_case(nv_dtype dt, int n, bool hold_p, const cfg *c, unsigned *st) {
+  char ctx[96];
+  snprintf(ctx, sizeof ctx, "%s, %d elements, p %s", nv_dtype_name(dt), n,
+           hold_p ? "held" : "dropped");
+  nv_array *x[4];
+  for (int i = 0; i < 4; i++) {
+    nv_scope_begin(); /* make's temporaries (an astype to the same dtype is its input) */
+    x[i] = nv_scope_keep(random_array(&n, 1, dt, i == 3, st));
+    nv_scope_end();
+    cr_assert_eq(nv_eval1(x[i]), NV_OK, "%s", nv_last_error());
+  }
+  scalars s = scalars_at(c, 2, dt);
+  /* The expected values from the same inputs, read before any handle goes. */
+  nv_array *want[3];
+  double *ref[3];
+  nv_scope_begin(); /* composed's temporaries (an astype to the same dtype is x itself) */
+  composed(c, x, &s, want);
+  for (int k = 0; k < 3; k++) ref[k] = read_f64(want[k]);
+  nv_scope_end();
+  const void *ptr[4];
+  for (int i = 0; i < 4; i++) ptr[i] = on_gpu() ? NULL : nv_array_data(x[i]);
+  nv_array *got[3];
+  cr_assert_eq(fused(c, x, &s, got), NV_OK, "%s: %s", ctx, nv_last_error());
+  for (int i = 0; i < 4; i++)
+    if (i != 1 && !(i == 0 && hold_p)) nv_release(x[i]);
+  long d0 = nv__test_donations();
+  cr_assert_eq(nv_eval(got, 3), NV_OK, "%s: %s", ctx, nv_last_error());
+  long want_d = hold_p ? 2 : 3;
+  cr_assert_eq(nv__test_donations() - d0, want_d, "%s: %ld outputs took an input's buffer", ctx,
+               nv__test_donations() - d0);
+  static const int from[3] = {0, 2, 3};
+  for (int k = 0; k < 3; k++) {
+    if (!on_gpu() && !(k == 0 && hold_p))
+      cr_assert_eq(nv_array_data(got[k]), ptr[from[k]], "%s: output %d in place", ctx, k);
+    double *a = read_f64(got[k]);
+    for (int i = 0; i < n; i++) {
+      double tol = on_gpu() ? ulp(dt) : 0;
+      bool ok = (isnan(a[i]) && isnan(ref[k][i])) || a[i] == ref[k][i] ||
+                fabs(a[i] - ref[k][i]) <= tol * fabs(ref[k][i]);
+      cr_assert(ok, "%s: output %d at %d: in place %.17g, expected %.17g", ctx, k, i, a[i],
+                ref[k][i]);
+    }
+    free(a);
+    free(ref[k]);
+    nv_release(got[k]);
+  }
+  if (hold_p) {
+    /* The held p keeps its values. */
+    double *pv = read_f64(x[0]);
+    cr_assert(isfinite(pv[0]), "%s: held p readable", ctx);
+    free(pv);
+    nv_release(x[0]);
+  }
+  nv_release(x[1]);
+  nv_release(s.lr), nv_release(s.decay), nv_release(s.c1), nv_release(s.c2);
+}
+
+Test(adam_update, dropped_state_is_updated_in_place) {
+  unsigned st = 1234;
+  static const int sizes[] = {1000, 300001};
+  for (size_t d = 0; d < sizeof DTYPES / sizeof *DTYPES; d++)
+    for (int k = 0; k < 2; k++)
+      for (int hold = 0; hold < 2; hold++) donated_case(DTYPES[d], sizes[k], hold, &CFGS[3], &st);
+}
