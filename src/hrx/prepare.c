@@ -632,6 +632,34 @@ static bool ops_identical(const hrx__op *a, const hrx__op *b) {
   return hrx__op_same_params(a, b);
 }
 
+/* HRX_DEBUG_UPDATE=n: the first n updates that rewrite a prepared graph name, on stderr, the
+ * first operation that differs from the prepared one and how (a developer's aid: why a
+ * replayed step is not HRX_UPDATE_UNCHANGED). */
+static void debug_update(const hrx__op *a, const hrx__op *b, size_t at, size_t count) {
+  static atomic_int left = -1;
+  int l = atomic_load(&left);
+  if (l < 0) {
+    const char *e = getenv("HRX_DEBUG_UPDATE");
+    l = e ? atoi(e) : 0;
+    atomic_store(&left, l);
+  }
+  if (l <= 0 || atomic_fetch_sub(&left, 1) <= 0) return;
+  const char *why = a->kind != b->kind ? "kind" : a->kernel != b->kernel ? "kernel"
+                    : a->nuses != b->nuses ? "number of uses" : "parameters";
+  int use = -1;
+  for (size_t i = 0; i < a->nuses && i < b->nuses && use < 0; i++)
+    if (!views_equal(a->uses[i].view, b->uses[i].view) || a->uses[i].access != b->uses[i].access)
+      use = (int)i, why = "a use's view";
+  fprintf(stderr, "hrx: update: op %zu of %zu (kind %d) differs: %s", at, count, (int)a->kind, why);
+  if (use >= 0)
+    fprintf(stderr, " (use %d: buffer %p+%zu len %zu, was %p+%zu len %zu)", use,
+            (void *)a->uses[use].view.buffer, a->uses[use].view.offset, a->uses[use].view.length,
+            (void *)b->uses[use].view.buffer, b->uses[use].view.offset, b->uses[use].view.length);
+  else if (a->params_size == b->params_size && a->params_size && memcmp(a->params, b->params, a->params_size))
+    fprintf(stderr, " (params of %zu bytes)", a->params_size);
+  fputc('\n', stderr);
+}
+
 HRX_API hrx_status hrx_prepared_update(hrx_prepared *prepared, hrx_graph *graph,
                                        uint32_t flags, hrx_update_mode *mode) {
   const char *call = "hrx_prepared_update";
@@ -650,6 +678,7 @@ HRX_API hrx_status hrx_prepared_update(hrx_prepared *prepared, hrx_graph *graph,
   if (!(flags & HRX_UPDATE_FORCE_REINSTANTIATE) && graph->count == prepared->plan.nops) {
     size_t i = 0;
     while (i < graph->count && ops_identical(&graph->ops[i], &prepared->plan.ops[i])) i++;
+    if (i < graph->count) debug_update(&graph->ops[i], &prepared->plan.ops[i], i, graph->count);
     if (i == graph->count) {
       hrx_graph_release(graph);
       if (mode) *mode = HRX_UPDATE_UNCHANGED;
