@@ -379,11 +379,12 @@ done:
 
 /* ---- Donation ---- */
 
-/* Whether the evaluation owns input `i`'s data outright (DESIGN §3 ownership rule). */
-static bool owned_on_cpu(const nv__node *consumer, int i) {
+/* Whether the evaluation owns input `i`'s data outright (DESIGN §3 ownership rule): its node
+ * is referenced by `edges` references only (the consumer's own input edges to it). */
+static bool owned_refs(const nv__node *consumer, int i, int edges) {
   nv__node *in = consumer->inputs[i].node;
   if (nv__node_is_tracer(in)) return false;
-  if (atomic_load_explicit(&in->refs, memory_order_acquire) != 1) return false;
+  if (atomic_load_explicit(&in->refs, memory_order_acquire) != edges) return false;
   if (atomic_load_explicit(&in->state, memory_order_acquire) != NV__DONE) return false;
   const nv__output *o = &in->out[consumer->inputs[i].idx];
   if (!o->buf || o->offset != 0 || !(o->flags & NV__FLAG_ROW)) return false;
@@ -391,6 +392,8 @@ static bool owned_on_cpu(const nv__node *consumer, int i) {
   if (atomic_load_explicit(&o->buf->refs, memory_order_acquire) != 1) return false;
   return nv__buffer_writable(o->buf);
 }
+
+static bool owned_on_cpu(const nv__node *consumer, int i) { return owned_refs(consumer, i, 1); }
 
 /* The input whose buffer the node's output takes over, or -1. */
 static int donation(const nv__node *n) {
@@ -438,7 +441,11 @@ static int donate_pairs(nv__node *n) {
     const nv__output *in = &n->inputs[i].node->out[n->inputs[i].idx];
     if (out->size == 0 || out->buf || in->dtype != out->dtype || in->ndim != out->ndim) continue;
     if (memcmp(in->shape, out->shape, (size_t)out->ndim * sizeof(int))) continue;
-    if (!owned_on_cpu(n, i)) continue;
+    /* The last step's update is one node with three outputs, p, m and v of this one: its
+     * references are this node's three edges when nothing else holds it. */
+    int edges = 0;
+    for (int j = 0; j < n->ninputs; j++) edges += n->inputs[j].node == n->inputs[i].node;
+    if (!owned_refs(n, i, edges)) continue;
     nv__output *src = &n->inputs[i].node->out[n->inputs[i].idx];
     out->buf = src->buf; /* the only handle: taken over, not shared */
     out->offset = 0;

@@ -610,3 +610,56 @@ Test(adam_update, dropped_state_is_updated_in_place) {
     for (int k = 0; k < 2; k++)
       for (int hold = 0; hold < 2; hold++) donated_case(DTYPES[d], sizes[k], hold, &CFGS[3], &st);
 }
+
+/* Steps chained as an optimizer chains them: each update's three outputs (one node) feed the
+ * next update with every handle dropped, so each step after the first writes in place. */
+Test(adam_update, chained_steps_update_in_place) {
+  unsigned st = 99;
+  int n = 4099;
+  const cfg *c = &CFGS[3];
+  for (size_t d = 0; d < sizeof DTYPES / sizeof *DTYPES; d++) {
+    nv_dtype dt = DTYPES[d];
+    nv_array *x[4];
+    for (int i = 0; i < 4; i++) {
+      nv_scope_begin();
+      x[i] = nv_scope_keep(random_array(&n, 1, dt, i == 3, &st));
+      nv_scope_end();
+      cr_assert_eq(nv_eval1(x[i]), NV_OK, "%s", nv_last_error());
+    }
+    for (int t = 1; t <= 3; t++) {
+      scalars s = scalars_at(c, t, dt);
+      nv_array *want[3], *got[3];
+      double *ref[3];
+      nv_scope_begin();
+      composed(c, x, &s, want);
+      for (int k = 0; k < 3; k++) ref[k] = read_f64(want[k]);
+      nv_scope_end();
+      cr_assert_eq(fused(c, x, &s, got), NV_OK, "%s", nv_last_error());
+      for (int i = 0; i < 4; i++) nv_release(x[i]);
+      long d0 = nv__test_donations();
+      cr_assert_eq(nv_eval(got, 3), NV_OK, "%s", nv_last_error());
+      cr_assert_eq(nv__test_donations() - d0, 3, "%s step %d: %ld donated", nv_dtype_name(dt), t,
+                   nv__test_donations() - d0);
+      for (int k = 0; k < 3; k++) {
+        double *a = read_f64(got[k]);
+        double tol = on_gpu() ? ulp(dt) : 0;
+        for (int i = 0; i < n; i++)
+          cr_assert((isnan(a[i]) && isnan(ref[k][i])) || a[i] == ref[k][i] ||
+                        fabs(a[i] - ref[k][i]) <= tol * fabs(ref[k][i]),
+                    "%s step %d output %d at %d: %.17g, expected %.17g", nv_dtype_name(dt), t, k,
+                    i, a[i], ref[k][i]);
+        free(a);
+        free(ref[k]);
+      }
+      nv_release(s.lr), nv_release(s.decay), nv_release(s.c1), nv_release(s.c2);
+      x[0] = got[0];
+      x[2] = got[1];
+      x[3] = got[2];
+      nv_scope_begin();
+      x[1] = nv_scope_keep(random_array(&n, 1, dt, false, &st));
+      nv_scope_end();
+      cr_assert_eq(nv_eval1(x[1]), NV_OK, "%s", nv_last_error());
+    }
+    for (int i = 0; i < 4; i++) nv_release(x[i]);
+  }
+}
