@@ -425,13 +425,18 @@ static void run_mlp(void *p) {
     for (size_t i = 0; i < nv_map_size(maps[k]); i++) nv_vec_push(all, nv_map_value(maps[k], i));
   /* The old parameters dropped before the step runs, as MLX's model.update(...) then
    * mx.eval(...) does: the AdamW updates then write the parameters and their state in place
-   * (PyTorch's optimizer updates in place too). */
-  nv_map_free(m->params);
+   * (PyTorch's optimizer updates in place too). NUVEC_BENCH_MLP_KEEP=1 keeps them through the
+   * evaluation instead (new buffers every step), for the comparison. */
+  static int keep = -1;
+  if (keep < 0) keep = getenv("NUVEC_BENCH_MLP_KEEP") && atoi(getenv("NUVEC_BENCH_MLP_KEEP"));
+  nv_map *old = m->params;
+  if (keep) check(nv_eval_vec(all), "mlp step");
+  nv_map_free(old);
   m->params = np;
   nv_map_free(grads);
   nv_vec_free(in);
   nv_vec_free(out);
-  check(nv_eval_vec(all), "mlp step");
+  if (!keep) check(nv_eval_vec(all), "mlp step");
   nv_vec_free(all);
   nv_scope_end();
 }
