@@ -1019,6 +1019,7 @@ static nv__gpu_ctx *ctx_get(nv__ectx *ectx, nv__gpu_dev *d) {
     ctx->dev = d;
     ctx->thread = nv__thread_id();
     ge->dev[d->index] = ctx;
+    nv__gpu_alloc_trace_begin(d);
   }
   return ctx;
 }
@@ -1139,6 +1140,7 @@ static void gpu_end(nv__ectx *ectx) {
     free(ctx->staging);
     free(ctx->checks);
     nv__gpu_note_release(ctx->note);
+    nv__gpu_alloc_trace_end(ctx->dev);
     free(ctx);
   }
   free(ge);

@@ -95,6 +95,9 @@ typedef struct nv__pinned {
   size_t cap;
 } nv__pinned;
 
+/* Allocations an evaluation's trace remembers (nv__gpu_dev's hint). */
+#define NV__GPU_ALLOC_TRACE 1024
+
 typedef struct nv__gpu_dev {
   int index;
   hrx_runtime *rt;
@@ -135,6 +138,14 @@ typedef struct nv__gpu_dev {
   size_t ncheck_pages;
   uint32_t *check_free;
   size_t ncheck_free, ccheck_free;
+  /* The last evaluation's allocations in order (memory.c): a repeated evaluation (a training
+   * or decode step) asks for the buffer its predecessor got at the same place, when that one
+   * is free, so that its recorded graph binds the same buffers and replays unchanged. */
+  struct nv__gpu_alloc_rec {
+    hrx_buffer *hb;
+    int cls;
+  } hint[NV__GPU_ALLOC_TRACE], rec[NV__GPU_ALLOC_TRACE];
+  size_t hint_n, hint_pos, rec_n;
 } nv__gpu_dev;
 
 /* Device allocations made (cache misses), for the benchmarks' diagnostics. */
@@ -145,6 +156,9 @@ nv__gpu_dev *nv__gpu_dev_get(int index);
 
 /* Device memory of at least `bytes` from the device's cache (*cap gets the class size). */
 nv_status nv__gpu_mem_alloc(nv__gpu_dev *d, size_t bytes, hrx_buffer **out, size_t *cap);
+/* An evaluation's first use of the device, and its end: the allocation trace (memory.c). */
+void nv__gpu_alloc_trace_begin(nv__gpu_dev *d);
+void nv__gpu_alloc_trace_end(nv__gpu_dev *d);
 /* Gives device memory back to the cache (GPU work still using it is ordered by hrx). */
 void nv__gpu_mem_free(nv__gpu_dev *d, hrx_buffer *hb, size_t cap);
 /* Pinned host memory of at least `bytes`, not mapped and not in use by unfinished GPU work

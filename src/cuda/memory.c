@@ -118,7 +118,19 @@ nv_status nv__gpu_mem_alloc(nv__gpu_dev *d, size_t bytes, hrx_buffer **out, size
                          bytes, d->index);
   pthread_mutex_lock(&d->lock);
   if (d->free_n[cls]) {
+    /* The buffer the last evaluation got here, if it is free: moved to the list's end. */
+    size_t pos = d->hint_pos++;
+    if (pos < d->hint_n && d->hint[pos].cls == cls) {
+      hrx_buffer **fl = d->free_list[cls];
+      for (size_t i = d->free_n[cls]; i-- > 0;)
+        if (fl[i] == d->hint[pos].hb) {
+          fl[i] = fl[d->free_n[cls] - 1];
+          fl[d->free_n[cls] - 1] = d->hint[pos].hb;
+          break;
+        }
+    }
     hrx_buffer *hb = d->free_list[cls][--d->free_n[cls]];
+    if (d->rec_n < NV__GPU_ALLOC_TRACE) d->rec[d->rec_n++] = (struct nv__gpu_alloc_rec){hb, cls};
     d->cached -= cap;
     d->active += cap;
     if (d->active > d->peak) d->peak = d->active;
@@ -155,10 +167,34 @@ nv_status nv__gpu_mem_alloc(nv__gpu_dev *d, size_t bytes, hrx_buffer **out, size
                          "out of memory allocating %zu bytes on gpu:%d: %s", bytes, d->index, why);
   }
   if (d->active > d->peak) d->peak = d->active;
+  d->hint_pos++;
+  if (d->rec_n < NV__GPU_ALLOC_TRACE) d->rec[d->rec_n++] = (struct nv__gpu_alloc_rec){hb, cls};
   pthread_mutex_unlock(&d->lock);
   *out = hb;
   *cap_out = cap;
   return NV_OK;
+}
+
+/* An evaluation starts using the device: its allocations are recorded from here, and hinted by
+ * the last evaluation's. */
+void nv__gpu_alloc_trace_begin(nv__gpu_dev *d) {
+  pthread_mutex_lock(&d->lock);
+  d->hint_pos = 0;
+  d->rec_n = 0;
+  pthread_mutex_unlock(&d->lock);
+}
+
+/* It ended: its trace (when it allocated more than a few buffers, so that a small evaluation
+ * between two steps leaves the steps' trace) hints the next one. A hinted buffer that has been
+ * released since is only a pointer compared against the free lists, never used. */
+void nv__gpu_alloc_trace_end(nv__gpu_dev *d) {
+  pthread_mutex_lock(&d->lock);
+  if (d->rec_n >= 8) {
+    memcpy(d->hint, d->rec, d->rec_n * sizeof *d->rec);
+    d->hint_n = d->rec_n;
+  }
+  d->rec_n = 0;
+  pthread_mutex_unlock(&d->lock);
 }
 
 /* Puts memory into its class's free list, or releases it past the cache limit (under d->lock;
