@@ -1,0 +1,116 @@
+"""Compatibility, third part: behaviours where nuvec differed from MLX 0.32.4 in MLX's own test
+suite (tools/mlx_suite.py): the peak memory after reset_peak_memory, thread-local streams,
+str() of a dtype, operands an operator refuses, and writable buffers of an array's own memory.
+Each runs on nuvec and, where it is importable, on MLX itself."""
+import threading
+
+import numpy as np
+import pytest
+from test_compat_suite import IDS, LIBS  # nuvec, and mlx.core where it is installed
+
+
+# ---- reset_peak_memory ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_reset_peak_memory_counts_from_zero(mx):
+    keep = mx.ones((4096,))
+    mx.eval(keep)
+    mx.synchronize()
+    assert mx.get_peak_memory() >= 4 * 4096
+    mx.reset_peak_memory()
+    assert mx.get_peak_memory() == 0
+    y = mx.ones((8192,))
+    mx.eval(y)
+    mx.synchronize()
+    # The first allocation after the reset sets the peak to the active memory then (keep
+    # included), not to the new bytes alone.
+    assert mx.get_peak_memory() >= mx.get_active_memory() >= 4 * (4096 + 8192)
+
+
+# ---- new_thread_local_stream ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_thread_local_stream_is_one_stream_per_thread(mx):
+    tls = mx.new_thread_local_stream(mx.cpu)
+    other = mx.new_thread_local_stream(mx.cpu)
+    assert type(tls).__name__ == "ThreadLocalStream" and tls.device == mx.cpu
+    assert repr(tls).startswith("ThreadLocalStream(Device(cpu, 0), ")
+    assert tls != other and tls == tls
+    seen, errors = {}, []
+
+    def work(name):
+        try:
+            with mx.stream(tls):
+                first = mx.default_stream(mx.cpu)
+                x = mx.arange(10) * 2
+                mx.eval(x)
+            with mx.stream(tls):
+                again = mx.default_stream(mx.cpu)
+            seen[name] = (first, again, x.tolist())
+        except Exception as e:  # reported on the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    work("main")
+    assert not errors, errors
+    for first, again, values in seen.values():
+        assert first == again  # a thread keeps its stream
+        assert values == list(range(0, 20, 2))
+    streams = [v[0] for v in seen.values()]
+    assert len({repr(s) for s in streams}) == 3  # each thread its own
+    assert mx.arange(3, stream=tls).tolist() == [0, 1, 2]
+    mx.synchronize(tls)
+
+
+# ---- str(dtype) ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_dtype_str_is_mlx_core_spelling(mx):
+    for name, spelled in [("bool_", "bool"), ("uint8", "uint8"), ("int64", "int64"),
+                          ("float16", "float16"), ("bfloat16", "bfloat16"),
+                          ("float32", "float32"), ("complex64", "complex64")]:
+        assert str(getattr(mx, name)) == "mlx.core." + spelled
+
+
+# ---- operands no operator takes ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_refused_operands(mx):
+    x = mx.array([1.0, 2.5, 3.25])
+    assert (x == [1.0, 2.5, 3.25]) is False and (x != (1.0, 2.5, 3.25)) is True
+    assert (x == "hello") is False and ([1] in [x]) is False
+    for f in (lambda: x < "hello", lambda: x >= [1, 2, 3], lambda: x * "a", lambda: x // [1],
+              lambda: x ** (1, 2, 3), lambda: x | "a", lambda: x % [1, 2, 3]):
+        with pytest.raises(ValueError):
+            f()
+    y = mx.array([1.0, 2.0])
+    with pytest.raises(ValueError):
+        y /= [1.0, 2.0]
+    with pytest.raises(ValueError):
+        y *= "a"
+    # NumPy arrays and scalars stay operands.
+    assert (x + np.array([1.0, 1.0, 1.0])).tolist() == [2.0, 3.5, 4.25]
+    assert (x * np.float32(2)).tolist() == [2.0, 5.0, 6.5]
+    with pytest.raises(TypeError):
+        x + None
+
+
+# ---- writable buffers ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_zero_copy_views_are_writable(mx):
+    a = mx.ones((2, 2))
+    b = mx.broadcast_to(a, (5, 2, 2))
+    a_np = np.array(a, copy=False)
+    b_np = np.array(b, copy=False)
+    assert not a_np.flags.owndata and a_np.flags.writeable
+    assert b_np.strides == (0, 8, 4)
+    m = memoryview(mx.arange(6).reshape(2, 3).T)
+    assert not m.readonly and m.strides == (4, 12) and m.format == "i"
+    a_np[0, 1] = 5.0
+    assert a.tolist() == [[1.0, 5.0], [1.0, 1.0]]
+    assert np.array(a).flags.owndata  # np.array copies by default
