@@ -244,6 +244,8 @@ def export_to_dot(file, *args, **kwargs):
     for k, v in zip(names, named):
         if not _is_array(v):
             raise TypeError(f"[export_to_dot] {k}: expected an array, got {type(v).__name__}")
+    # Named arrays are part of the graph too (MLX walks them as it walks the positional ones).
+    outs += [v for v in named if not any(v is o for o in outs)]
     if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
         import os
 

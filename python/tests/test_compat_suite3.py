@@ -114,3 +114,39 @@ def test_zero_copy_views_are_writable(mx):
     a_np[0, 1] = 5.0
     assert a.tolist() == [[1.0, 5.0], [1.0, 1.0]]
     assert np.array(a).flags.owndata  # np.array copies by default
+
+
+# ---- compile: donation on the first call, fused kernels' names ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_compile_first_call_donates_its_input(mx):
+    f = mx.compile(lambda x: mx.sin(x) + 1)
+    for _ in range(2):  # the first call (which traces) too
+        x = mx.arange(16, dtype=mx.float32)
+        mx.eval(x)
+        want = np.sin(np.arange(16, dtype=np.float32)) + 1
+        ptr = np.asarray(x, copy=False).__array_interface__["data"][0]
+        out = f(x)
+        del x
+        mx.eval(out)
+        assert np.asarray(out, copy=False).__array_interface__["data"][0] == ptr
+        assert np.allclose(np.array(out), want, atol=1e-6)
+
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_export_to_dot_names_fused_kernels(mx, rng):
+    import io
+
+    def fun(x, y, z):
+        yy = mx.broadcast_to(y, z.shape)
+        return x + yy * z, yy.sum()
+
+    a, c = (mx.array(rng.standard_normal((10, 10)).astype(np.float32)) for _ in range(2))
+    b = mx.array(np.float32(rng.standard_normal()))
+    d = mx.compile(fun)(a, b, c)
+    s = io.StringIO()
+    mx.export_to_dot(s, a=a, b=b, c=c, d1=d[0], d2=d[1])  # named arrays only: still walked
+    assert "CompiledBroadcastMultiplyAdd" in s.getvalue()
+    an, bn, cn = np.array(a), np.array(b), np.array(c)
+    assert np.allclose(np.array(d[0]), an + bn * cn, atol=1e-6)
+    assert np.allclose(d[1].item(), bn * 100, rtol=1e-5)
