@@ -196,3 +196,17 @@ def test_shapeless_mean_counts_each_call_and_max_of_an_empty_axis_is_an_error(rn
     assert f(nuvec.ones((2, 3))).tolist() == [2.0, 2.0]
     with pytest.raises(ValueError, match="empty axis"):
         nuvec.eval(f(nuvec.ones((2, 0))))
+
+
+# ---- shapeless compile over reshape ----
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_shapeless_reshape_infers_its_minus_one_again(mx):
+    f = mx.compile(lambda x: x.reshape(x.shape[0] * x.shape[1], -1), shapeless=True)
+    assert f(mx.zeros((2, 3, 4))).shape == (6, 4)
+    out = f(mx.arange(48).reshape(2, 3, 8))  # the traced 6 kept, the -1 inferred: 8
+    assert out.shape == (6, 8) and out.tolist() == np.arange(48).reshape(6, 8).tolist()
+    with pytest.raises(ValueError):
+        f(mx.zeros((5, 5, 5)))  # 125 elements are no multiple of 6
+    t = mx.arange(48).reshape(8, 3, 2).transpose(2, 1, 0)  # not row-contiguous: copied
+    assert f(t).tolist() == np.arange(48).reshape(8, 3, 2).transpose(2, 1, 0).reshape(6, 8).tolist()
