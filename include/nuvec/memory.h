@@ -18,10 +18,13 @@ extern "C" {
 /* Bytes held by live array buffers (not counting the cache). */
 NV_API size_t nv_get_active_memory(void);
 
-/* The largest value nv_get_active_memory has had since start or nv_reset_peak_memory. */
+/* The largest value nv_get_active_memory has had since start or since nv_reset_peak_memory
+ * (counted from the first allocation after the reset). */
 NV_API size_t nv_get_peak_memory(void);
 
-/* Resets the peak to the current active memory. */
+/* Resets the peak to 0, as MLX's reset_peak_memory: nv_get_peak_memory reads 0 until the
+ * next allocation, which sets it to the active memory then (buffers alive before the reset
+ * included), and it grows from there. */
 NV_API void nv_reset_peak_memory(void);
 
 /* Bytes held in the cache of freed buffers. */

@@ -111,6 +111,16 @@ def _state_set(slots, values):
         c[k] = v
 
 
+_PLACEHOLDER = []
+
+
+def _placeholder():
+    """A 0-d array standing for a template's array leaves (made once)."""
+    if not _PLACEHOLDER:
+        _PLACEHOLDER.append(_core.array(0.0))
+    return _PLACEHOLDER[0]
+
+
 class _Entry:
     """One structure of arguments: its C compiled function and its outputs' structure."""
 
@@ -198,7 +208,10 @@ class _Compiled:
             entry.last = entry.sig
             return leaves + state
 
-        entry.flat = _core._compile_flat(body, list(flat), self._shapeless)
+        # The C function keeps its template for every later trace; its leaves only mark where
+        # the arrays go, so they are one placeholder, not this call's arrays: holding those
+        # would keep the first call's inputs alive and stop their buffers' donation.
+        entry.flat = _core._compile_flat(body, [_placeholder()] * len(flat), self._shapeless)
         return entry
 
     @property
@@ -231,6 +244,8 @@ def export_to_dot(file, *args, **kwargs):
     for k, v in zip(names, named):
         if not _is_array(v):
             raise TypeError(f"[export_to_dot] {k}: expected an array, got {type(v).__name__}")
+    # Named arrays are part of the graph too (MLX walks them as it walks the positional ones).
+    outs += [v for v in named if not any(v is o for o in outs)]
     if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
         import os
 

@@ -357,12 +357,23 @@ static PyMethodDef array_methods[] = {
 
 /* ---- Number protocol ---- */
 
-/* Whether `o` can be an operand at all; others give NotImplemented, so Python raises its own
- * TypeError (and == falls back to identity). */
+/* Whether `o` can be an operand of an operator: arrays, Python scalars and what converts
+ * without guessing (buffers, __array__, __dlpack__), as mlx.core's operators take. Lists,
+ * tuples, strings and other objects are refused (operand_refused). */
 static bool acceptable(PyObject *o) {
   return NVPY_IS_ARRAY(o) || PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) ||
-         PyComplex_Check(o) || PyList_Check(o) || PyTuple_Check(o) || PyObject_CheckBuffer(o) ||
-         PyObject_HasAttrString(o, "__array__") || PyObject_HasAttrString(o, "__dlpack__");
+         PyComplex_Check(o) || PyObject_CheckBuffer(o) || PyObject_HasAttrString(o, "__array__") ||
+         PyObject_HasAttrString(o, "__dlpack__");
+}
+
+/* An operator given an operand it refuses: None gives NotImplemented (Python's TypeError, as
+ * mlx.core's for None), anything else MLX's ValueError naming the operation and the type. */
+static PyObject *operand_refused(PyObject *a, PyObject *b, const char *what) {
+  PyObject *o = acceptable(a) ? b : a;
+  if (o == Py_None) Py_RETURN_NOTIMPLEMENTED;
+  PyErr_Format(PyExc_ValueError, "Cannot perform %s on an array and %s", what,
+               Py_TYPE(o)->tp_name);
+  return NULL;
 }
 
 typedef nv_array *(*binary_fn)(const nv_array *, const nv_array *);
@@ -376,14 +387,14 @@ static nv_array *binary_raw(PyObject *a, PyObject *b, binary_fn fn) {
   return r;
 }
 
-static PyObject *binary(PyObject *a, PyObject *b, binary_fn fn) {
-  if (!acceptable(a) || !acceptable(b)) Py_RETURN_NOTIMPLEMENTED;
+static PyObject *binary(PyObject *a, PyObject *b, binary_fn fn, const char *what) {
+  if (!acceptable(a) || !acceptable(b)) return operand_refused(a, b, what);
   nv_array *r = binary_raw(a, b, fn);
   return r ? nvpy_wrap(r) : NULL;
 }
 
-static PyObject *inplace(PyObject *a, PyObject *b, binary_fn fn) {
-  if (!acceptable(b)) Py_RETURN_NOTIMPLEMENTED;
+static PyObject *inplace(PyObject *a, PyObject *b, binary_fn fn, const char *what) {
+  if (!acceptable(b)) return operand_refused(a, b, what);
   nv_array *r = binary_raw(a, b, fn);
   if (!r) return NULL;
   nv_status st = nv_array_status(r);
@@ -397,13 +408,17 @@ static PyObject *inplace(PyObject *a, PyObject *b, binary_fn fn) {
   return a;
 }
 
-#define BINOP(name, fn)                                                                   \
-  static PyObject *nb_##name(PyObject *a, PyObject *b) { return binary(a, b, fn); }      \
-  static PyObject *nb_i##name(PyObject *a, PyObject *b) { return inplace(a, b, fn); }
-BINOP(add, nv_add)
-BINOP(sub, nv_subtract)
-BINOP(mul, nv_multiply)
-static PyObject *nb_truediv(PyObject *a, PyObject *b) { return binary(a, b, nv_divide); }
+#define BINOP(name, fn, what)                                                                 \
+  static PyObject *nb_##name(PyObject *a, PyObject *b) { return binary(a, b, fn, what); }    \
+  static PyObject *nb_i##name(PyObject *a, PyObject *b) {                                  \
+    return inplace(a, b, fn, "inplace " what);                                             \
+  }
+BINOP(add, nv_add, "addition")
+BINOP(sub, nv_subtract, "subtraction")
+BINOP(mul, nv_multiply, "multiplication")
+static PyObject *nb_truediv(PyObject *a, PyObject *b) {
+  return binary(a, b, nv_divide, "division");
+}
 /* x /= y keeps x an array of x's kind: MLX refuses it for an integer or bool x, whose
  * quotient would have to become floating point. */
 static PyObject *nb_itruediv(PyObject *a, PyObject *b) {
@@ -412,24 +427,24 @@ static PyObject *nb_itruediv(PyObject *a, PyObject *b) {
     PyErr_SetString(PyExc_ValueError, "In place division cannot cast to non-floating point type.");
     return NULL;
   }
-  return inplace(a, b, nv_divide);
+  return inplace(a, b, nv_divide, "inplace division");
 }
-BINOP(floordiv, nv_floor_divide)
-BINOP(mod, nv_remainder)
-BINOP(matmul, nv_matmul)
-BINOP(and, nv_bitwise_and)
-BINOP(or, nv_bitwise_or)
-BINOP(xor, nv_bitwise_xor)
-BINOP(lshift, nv_left_shift)
-BINOP(rshift, nv_right_shift)
+BINOP(floordiv, nv_floor_divide, "floor division")
+BINOP(mod, nv_remainder, "remainder")
+BINOP(matmul, nv_matmul, "matmul")
+BINOP(and, nv_bitwise_and, "bitwise and")
+BINOP(or, nv_bitwise_or, "bitwise or")
+BINOP(xor, nv_bitwise_xor, "bitwise xor")
+BINOP(lshift, nv_left_shift, "left shift")
+BINOP(rshift, nv_right_shift, "right shift")
 
 static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *m) {
   if (m != Py_None) Py_RETURN_NOTIMPLEMENTED;
-  return binary(a, b, nv_power);
+  return binary(a, b, nv_power, "power");
 }
 static PyObject *nb_ipow(PyObject *a, PyObject *b, PyObject *m) {
   if (m != Py_None) Py_RETURN_NOTIMPLEMENTED;
-  return inplace(a, b, nv_power);
+  return inplace(a, b, nv_power, "inplace power");
 }
 
 static PyObject *nb_neg(PyObject *a) { return nvpy_wrap(nv_negative(NVPY_A(a))); }
@@ -510,21 +525,19 @@ static PyObject *array_richcompare(PyObject *a, PyObject *b, int op) {
   static const binary_fn fns[] = {[Py_LT] = nv_less,          [Py_LE] = nv_less_equal,
                                   [Py_EQ] = nv_equal,         [Py_NE] = nv_not_equal,
                                   [Py_GT] = nv_greater,       [Py_GE] = nv_greater_equal};
-  /* Objects that are no operand give NotImplemented: == and != then fall back to identity
-   * (x == None is False, where mlx.core raises TypeError), the orderings raise TypeError. */
-  if (!acceptable(a) || !acceptable(b)) Py_RETURN_NOTIMPLEMENTED;
-  nv_array *xa, *xb;
-  if (nvpy_operands(a, b, &xa, &xb) < 0) {
-    /* A list or tuple that is no array (ragged, strings inside) is simply unequal, as MLX's
-     * x == [..] is False: == and != fall back to identity, never a conversion error. */
-    bool seq = PyList_Check(a) || PyTuple_Check(a) || PyList_Check(b) || PyTuple_Check(b);
-    if ((op == Py_EQ || op == Py_NE) && seq &&
-        (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError))) {
-      PyErr_Clear();
-      Py_RETURN_NOTIMPLEMENTED;
-    }
-    return NULL;
+  static const char *names[] = {[Py_LT] = "less than",    [Py_LE] = "less than or equal",
+                                [Py_EQ] = "equal",        [Py_NE] = "not equal",
+                                [Py_GT] = "greater than", [Py_GE] = "greater than or equal"};
+  /* An operand an operator refuses (a list, a tuple, a string, another object) makes == False
+   * and != True, as MLX's x == [..]; the orderings raise its ValueError. None gives
+   * NotImplemented: == and != fall back to identity, the orderings raise TypeError. */
+  if (!acceptable(a) || !acceptable(b)) {
+    if ((op == Py_EQ || op == Py_NE) && a != Py_None && b != Py_None)
+      return PyBool_FromLong(op == Py_NE);
+    return operand_refused(a, b, names[op]);
   }
+  nv_array *xa, *xb;
+  if (nvpy_operands(a, b, &xa, &xb) < 0) return NULL;
   nv_array *r = fns[op](xa, xb);
   nv_release(xa);
   nv_release(xb);
@@ -564,7 +577,8 @@ static int array_contains(PyObject *self, PyObject *v) {
   /* `v in x` is (x == v).any(): an object x cannot equal ("a" in x) is just not in it. */
   PyObject *eq = array_richcompare(self, v, Py_EQ);
   if (!eq) return -1;
-  if (eq == Py_NotImplemented) {
+  if (eq == Py_NotImplemented || !NVPY_IS_ARRAY(eq)) {
+    /* NotImplemented (None) or False (an operand == refuses): not in x. */
     Py_DECREF(eq);
     return 0;
   }
@@ -603,10 +617,6 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     PyErr_SetString(PyExc_BufferError, "bfloat16 has no buffer format; use numpy.array(x)");
     return -1;
   }
-  if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
-    PyErr_SetString(PyExc_BufferError, "nuvec arrays export read-only buffers");
-    return -1;
-  }
   if (((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && !row) ||
       ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !col) ||
       ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS && !row && !col) ||
@@ -626,6 +636,17 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     nvpy_raise_last(nv_array_status(a) ? nv_array_status(a) : NV_ERR_BACKEND);
     return -1;
   }
+  /* The buffer is writable where the array's memory is its own and lives on the host only
+   * (as MLX's buffers and NumPy views of them are): caller memory and file mappings are never
+   * written, and a host write would leave a device copy stale. */
+  nv__buffer *b = nv__out(a)->buf;
+  bool writable = b && nv__buffer_writable(b) && !atomic_load(&b->dev);
+  if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && !writable) {
+    PyMem_Free(info);
+    PyErr_SetString(PyExc_BufferError, "the array's memory is read-only (caller memory, a file "
+                                       "mapping or a device copy)");
+    return -1;
+  }
   static char empty[16];
   size_t w = nv_array_itemsize(a);
   const int *sh = nv_array_shape(a);
@@ -639,7 +660,7 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   view->obj = self;
   Py_INCREF(self);
   view->len = (Py_ssize_t)nv_array_nbytes(a);
-  view->readonly = 1;
+  view->readonly = !writable;
   view->itemsize = (Py_ssize_t)w;
   view->format = (flags & PyBUF_FORMAT) ? (char *)buffer_format(nv_array_dtype(a)) : NULL;
   view->ndim = nd;

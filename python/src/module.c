@@ -1,5 +1,6 @@
 /* nuvec's CPython extension: the module, errors, dtypes and their categories, devices,
  * streams and the memory functions, with mlx.core's names and reprs. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "nvpy.h"
@@ -84,6 +85,13 @@ static PyObject *dtype_repr(PyObject *self) {
   return PyUnicode_FromFormat("nuvec.%s", nv_dtype_name(((nvpy_dtype *)self)->dt));
 }
 
+/* str() spells a dtype as mlx.core does ("mlx.core.float32"): code written for MLX compares
+ * and parses that text (dtype names in checkpoints' metadata, str(x.dtype) == ...), so a
+ * drop-in must print it; repr() names the module the object comes from. */
+static PyObject *dtype_str(PyObject *self) {
+  return PyUnicode_FromFormat("mlx.core.%s", nv_dtype_name(((nvpy_dtype *)self)->dt));
+}
+
 static PyObject *dtype_richcompare(PyObject *a, PyObject *b, int op) {
   if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, &nvpy_dtype_type))
     Py_RETURN_NOTIMPLEMENTED;
@@ -107,6 +115,7 @@ PyTypeObject nvpy_dtype_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "An element type (nuvec.float32, ...), as mlx.core.Dtype.",
     .tp_repr = dtype_repr,
+    .tp_str = dtype_str,
     .tp_hash = dtype_hash,
     .tp_richcompare = dtype_richcompare,
     .tp_getset = dtype_getset,
@@ -356,12 +365,115 @@ PyTypeObject nvpy_stream_type = {
     .tp_methods = stream_methods,
 };
 
+/* ---- Thread-local streams ---- */
+
+/* A ThreadLocalStream (mlx.core's new_thread_local_stream): a stream per thread on one device.
+ * Each thread that uses it gets its own stream, made on its first use and kept in a
+ * threading.local, so it goes with the thread. `index` numbers the thread-local streams (their
+ * repr, as MLX's). */
+typedef struct {
+  PyObject_HEAD nv_device d;
+  int index;
+  PyObject *local; /* a threading.local: attribute "stream", the thread's Stream */
+} nvpy_tlstream;
+
+static PyTypeObject nvpy_tlstream_type;
+static atomic_int tlstream_count;
+
+static PyObject *tlstream_make(nv_device d, const char *what) {
+  if (!nv_device_is_available(d)) {
+    PyErr_Format(PyExc_ValueError, "[%s] Cannot make a stream of a device that is not available",
+                 what);
+    return NULL;
+  }
+  PyObject *threading = PyImport_ImportModule("threading");
+  PyObject *local = threading ? PyObject_CallMethod(threading, "local", NULL) : NULL;
+  Py_XDECREF(threading);
+  if (!local) return NULL;
+  nvpy_tlstream *o = PyObject_New(nvpy_tlstream, &nvpy_tlstream_type);
+  if (!o) {
+    Py_DECREF(local);
+    return NULL;
+  }
+  o->d = d;
+  o->index = atomic_fetch_add(&tlstream_count, 1);
+  o->local = local;
+  return (PyObject *)o;
+}
+
+/* The calling thread's stream of a ThreadLocalStream (made on the thread's first use). */
+static int tlstream_resolve(PyObject *self, nv_stream *s) {
+  nvpy_tlstream *t = (nvpy_tlstream *)self;
+  PyObject *st = PyObject_GetAttrString(t->local, "stream");
+  if (!st) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    st = stream_from(nv_new_stream(t->d));
+    if (!st || PyObject_SetAttrString(t->local, "stream", st) < 0) {
+      Py_XDECREF(st);
+      return -1;
+    }
+  }
+  *s = ((nvpy_stream *)st)->s;
+  Py_DECREF(st);
+  return 0;
+}
+
+static PyObject *tlstream_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
+  (void)t;
+  static char *kwlist[] = {"device", NULL};
+  PyObject *dev;
+  nv_device d;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O:ThreadLocalStream", kwlist, &dev)) return NULL;
+  if (device_arg(dev, &d, "ThreadLocalStream: device") < 0) return NULL;
+  return tlstream_make(d, "ThreadLocalStream");
+}
+
+static void tlstream_dealloc(PyObject *self) {
+  Py_XDECREF(((nvpy_tlstream *)self)->local);
+  PyObject_Free(self);
+}
+
+static PyObject *tlstream_repr(PyObject *self) {
+  nvpy_tlstream *t = (nvpy_tlstream *)self;
+  return PyUnicode_FromFormat("ThreadLocalStream(Device(%s, %d), %d)",
+                              t->d.type == NV_DEVICE_GPU ? "gpu" : "cpu", t->d.index, t->index);
+}
+
+static PyObject *tlstream_device_get(PyObject *self, void *c) {
+  (void)c;
+  return device_from(((nvpy_tlstream *)self)->d);
+}
+
+static PyGetSetDef tlstream_getset[] = {{"device", tlstream_device_get, NULL, NULL, NULL},
+                                        {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject nvpy_tlstream_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nuvec.ThreadLocalStream",
+    .tp_basicsize = sizeof(nvpy_tlstream),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A stream that is unique per thread: each thread using it gets its own stream "
+              "on the device.",
+    .tp_new = tlstream_new,
+    .tp_dealloc = tlstream_dealloc,
+    .tp_repr = tlstream_repr,
+    .tp_getset = tlstream_getset,
+};
+
+static PyObject *py_new_thread_local_stream(PyObject *self, PyObject *arg) {
+  (void)self;
+  nv_device d;
+  if (device_arg(arg, &d, "new_thread_local_stream: device") < 0) return NULL;
+  return tlstream_make(d, "new_thread_local_stream");
+}
+
 /* The stream a `stream=` argument names. */
 static int stream_arg(PyObject *o, nv_stream *s, const char *what) {
   if (PyObject_TypeCheck(o, &nvpy_stream_type)) {
     *s = ((nvpy_stream *)o)->s;
     return 0;
   }
+  if (PyObject_TypeCheck(o, &nvpy_tlstream_type)) return tlstream_resolve(o, s);
   nv_device d;
   if (device_arg(o, &d, what) < 0) return -1;
   *s = nv_default_stream(d);
@@ -405,6 +517,10 @@ static PyObject *py_default_stream(PyObject *self, PyObject *arg) {
   if (!nv_device_is_available(d))
     return nvpy_raise_status(NV_ERR_INVALID_ARGUMENT, "[default_stream] Cannot get a stream "
                                                       "of a device that is not available");
+  /* Inside `with nuvec.stream(s)` the thread's default stream of s's device is s (MLX's stream
+   * context sets the thread's default stream). */
+  nv_stream cur = nv_current_stream();
+  if (cur.device.type == d.type && cur.device.index == d.index) return stream_from(cur);
   return stream_from(nv_default_stream(d));
 }
 
@@ -577,6 +693,8 @@ static PyMethodDef module_methods[] = {
     {"set_default_device", py_set_default_device, METH_O, "Sets the default device."},
     {"default_stream", py_default_stream, METH_O, "The default stream of a device."},
     {"new_stream", py_new_stream, METH_O, "A new stream on a device."},
+    {"new_thread_local_stream", py_new_thread_local_stream, METH_O,
+     "A stream that is unique per thread (a ThreadLocalStream) on a device."},
     {"set_default_stream", py_set_default_stream, METH_O,
      "set_default_stream(stream): make `stream` the default of its device."},
     {"stream", py_stream, METH_O, "A context manager making a stream the current one."},
@@ -672,6 +790,7 @@ PyMODINIT_FUNC PyInit__core(void) {
       add_type(m, "DtypeCategory", &nvpy_category_type) < 0 ||
       add_type(m, "DeviceType", &nvpy_devtype_type) < 0 ||
       add_type(m, "Device", &nvpy_device_type) < 0 || add_type(m, "Stream", &nvpy_stream_type) < 0 ||
+      add_type(m, "ThreadLocalStream", &nvpy_tlstream_type) < 0 ||
       add_dtypes(m) < 0 || add_devices(m) < 0 || add_constants(m) < 0 ||
       nvpy_init_dtypeinfo(m) < 0 || nvpy_init_array(m) < 0 || nvpy_init_ops(m) < 0 ||
       nvpy_init_index(m) < 0 || nvpy_init_transforms(m) < 0 || nvpy_init_io(m) < 0 || nvpy_init_dlpack(m) < 0 ||

@@ -299,7 +299,7 @@ static size_t cpu_peak(void) {
 
 static void cpu_reset_peak(void) {
   pthread_mutex_lock(&mem_lock);
-  peak = active;
+  peak = 0; /* MLX's rule: 0 until the next allocation (memory.h) */
   pthread_mutex_unlock(&mem_lock);
 }
 

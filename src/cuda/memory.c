@@ -480,7 +480,7 @@ size_t nv__gpu_memory(int index, int what, size_t arg) {
   switch (what) {
     case 0: r = d->active; break;
     case 1: r = d->peak; break;
-    case 2: d->peak = d->active; break;
+    case 2: d->peak = 0; break; /* MLX's rule (memory.h) */
     case 3: r = d->cached; break;
     case 4: {
       r = d->limit;

@@ -21,6 +21,9 @@ typedef struct nv__view_params {
   int64_t delta;
   bool copy;
   int ndim;
+  /* reshape: 1 + the axis the caller gave as -1 (0: none), which a shapeless compile's replay
+   * infers again from its input's size. */
+  int infer;
   int axes[];
 } nv__view_params;
 

@@ -109,10 +109,18 @@ nv_array *nv_reshape(const nv_array *x, const int *shape, int ndim) {
                         "shape %s has more than 2^63 - 1 elements",
                         nv__shape_str(ns, ndim, s2, sizeof s2));
   int64_t st[NV__MAX_DIMS];
-  if (nocopy_reshape(o, ns, ndim, st)) return make_view(NV__PRIM_RESHAPE, x, ns, ndim, st, 0, NULL, 0);
+  if (nocopy_reshape(o, ns, ndim, st)) {
+    nv_array *r = make_view(NV__PRIM_RESHAPE, x, ns, ndim, st, 0, NULL, 0);
+    if (r && r->node->prim == NV__PRIM_RESHAPE && r->node->params)
+      ((nv__view_params *)r->node->params)->infer = infer + 1;
+    return r;
+  }
   nv_array *in[1] = {(nv_array *)x};
   nv__node *n = nv__op_node(NV__PRIM_RESHAPE, in, 1, o->dtype, ns, ndim, sizeof(nv__view_params));
-  if (n) ((nv__view_params *)n->params)->copy = true;
+  if (n) {
+    ((nv__view_params *)n->params)->copy = true;
+    ((nv__view_params *)n->params)->infer = infer + 1;
+  }
   return nv__op_finish("reshape", n);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/ptrmap.h"
+#include "ops/reduce_internal.h"
 #include "transforms/compile_internal.h"
 
 /* ---- The mode (process-wide) ---- */
@@ -145,10 +146,80 @@ static nv_array *stand_in(const nv_array *x) {
   return nv__array_new(n, 0);
 }
 
+/* A reduction over fixed axes (nv__reduce_params, axes normalised for the input's rank): on
+ * inputs of another shape and the same rank its output's shape follows from its input's
+ * (reduce_shape), as MLX's shapeless compile replays reductions. */
+static bool is_plain_reduction(int prim) {
+  switch (prim) {
+    case NV__PRIM_SUM:
+    case NV__PRIM_PROD:
+    case NV__PRIM_MAX:
+    case NV__PRIM_MIN:
+    case NV__PRIM_ALL:
+    case NV__PRIM_ANY:
+    case NV__PRIM_MEAN: return true;
+    default: return false;
+  }
+}
+
 /* Whether a node may replay on inputs of other shapes: its outputs' shapes are
- * the broadcast of its inputs' and its parameters do not depend on shapes. */
+ * the broadcast of its inputs' and its parameters do not depend on shapes, or it is a
+ * reduction over fixed axes. */
 static bool shape_polymorphic(int prim) {
-  return nv__prims[prim].elementwise || prim == NV__PRIM_ASTYPE;
+  return nv__prims[prim].elementwise || prim == NV__PRIM_ASTYPE || is_plain_reduction(prim) ||
+         prim == NV__PRIM_RESHAPE;
+}
+
+/* A replayed reshape on input `in` (same rank as the trace's): the traced shape, the axis
+ * given as -1 inferred again from the input's size (MLX's shapeless reshape); an input whose
+ * size does not fit is an error. The output is a view of a row-contiguous input, else a copy
+ * (`copy` set in the node's parameters). */
+static nv_status reshape_shape(nv__node *n, const rout *ro, const nv__output *in, int *shape) {
+  nv__view_params *p = n->params;
+  if (!p || n->params_size < sizeof *p)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: reshape without its parameters");
+  int64_t known = 1;
+  for (int i = 0; i < ro->ndim; i++) {
+    shape[i] = ro->shape[i];
+    if (i != p->infer - 1)
+      known *= shape[i];
+  }
+  if (p->infer > 0 && known > 0 && in->size % known == 0 && in->size / known <= INT32_MAX) {
+    shape[p->infer - 1] = (int)(in->size / known);
+    known *= shape[p->infer - 1];
+  }
+  if (known != in->size) {
+    char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                         "reshape: cannot reshape an array of shape %s into %s (a shapeless "
+                         "compiled function)", nv__shape_str(in->shape, in->ndim, s1, sizeof s1),
+                         nv__shape_str(ro->shape, ro->ndim, s2, sizeof s2));
+  }
+  p->copy = !(in->flags & NV__FLAG_ROW) && in->size != 0;
+  p->delta = 0;
+  return NV_OK;
+}
+
+/* The output shape of a replayed reduction node on input `in` (its rank is the trace's: a
+ * shapeless entry is keyed by ranks). */
+static nv_status reduce_shape(const rnode *rn, const nv__output *in, int *shape, int *nd) {
+  const nv__reduce_params *p = rn->params;
+  if (!p || rn->params_size < sizeof *p)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s without its parameters",
+                         nv__prims[rn->prim].name);
+  int64_t len = 1;
+  for (int i = 0; i < p->naxes; i++) {
+    if (p->axes[i] >= in->ndim)
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s of the shapeless function: "
+                           "axis %d of an input of rank %d", nv__prims[rn->prim].name,
+                           p->axes[i], in->ndim);
+    len *= in->shape[p->axes[i]];
+  }
+  if (len == 0 && (rn->prim == NV__PRIM_MAX || rn->prim == NV__PRIM_MIN))
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: cannot %s-reduce an empty axis",
+                         nv__prims[rn->prim].name, nv__prims[rn->prim].name);
+  *nd = nv__reduced_shape(in, p->axes, p->naxes, p->keepdims, shape);
+  return NV_OK;
 }
 
 void nv__rout_of(rout *r, const nv__output *o) {
@@ -505,7 +576,17 @@ static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *c
       n->stream = rn->stream;
     for (int o = 0; n && s == NV_OK && o < rn->nout; o++) {
       const rout *ro = &rn->out[o];
-      if (poly) {
+      if (poly && rn->prim == NV__PRIM_RESHAPE) {
+        int shape[NV__MAX_DIMS];
+        s = reshape_shape(n, ro, nv__out(in[0]), shape);
+        if (s == NV_OK)
+          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, ro->ndim);
+      } else if (poly && is_plain_reduction(rn->prim)) {
+        int shape[NV__MAX_DIMS], nd = 0;
+        s = reduce_shape(rn, nv__out(in[0]), shape, &nd);
+        if (s == NV_OK)
+          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
+      } else if (poly) {
         /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. */
         int shape[NV__MAX_DIMS], nd = 0;
         for (int i = 0; i < rn->nin; i++) {

@@ -70,7 +70,13 @@ typedef struct nv__fused {
   bool vec;
   int group, lanes;
   int64_t cols;
+  /* Its name in export_to_dot, as MLX names fused kernels: "Compiled" and the CamelCase names
+   * of the operations it computes in order (a broadcast it reads counted where first read). */
+  char name[128];
 } nv__fused;
+
+/* A primitive's name in CamelCase ("broadcast_to" -> "BroadcastTo") into buf (dot.c). */
+void nv__dot_camel(const char *s, char *buf, size_t size);
 
 /* The most outputs of a COMPILED node: its root and the intermediates used outside it. */
 #define NV__COMPILED_MAX_OUT 8

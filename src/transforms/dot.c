@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "core/ptrmap.h"
-#include "transforms/transforms_internal.h"
+#include "transforms/compile_internal.h"
 
 typedef struct dot {
   FILE *f;
@@ -48,7 +48,7 @@ static void array_name(dot *d, const nv__node *n, int idx, char *buf, size_t siz
   buf[k] = 0;
 }
 
-static void camel(const char *s, char *buf, size_t size) {
+void nv__dot_camel(const char *s, char *buf, size_t size) {
   size_t k = 0;
   bool up = true;
   for (; *s && k + 1 < size; s++) {
@@ -107,7 +107,7 @@ typedef struct frame {
 
 /* Writes `n` (a leaf) or its node and edges, after its inputs. */
 static void write_node(dot *d, nv__node *n, const held *in, bool sink) {
-  char name[128], label[96];
+  char name[128], label[160];
   if (in->n == 0) {
     for (int o = 0; o < n->noutputs; o++) {
       array_name(d, n, o, name, sizeof name);
@@ -115,7 +115,11 @@ static void write_node(dot *d, nv__node *n, const held *in, bool sink) {
     }
     return;
   }
-  camel(nv__prims[n->prim].name, label, sizeof label);
+  if (n->prim == NV__PRIM_COMPILED && n->params_size == sizeof(nv__compiled_params) &&
+      ((const nv__compiled_params *)n->params)->k)
+    snprintf(label, sizeof label, "%s", ((const nv__compiled_params *)n->params)->k->name);
+  else
+    nv__dot_camel(nv__prims[n->prim].name, label, sizeof label);
   fprintf(d->f, "{ %llu [label =\"%s\", shape=rectangle]; }\n", (unsigned long long)(uintptr_t)n,
           label);
   for (int i = 0; i < in->n; i++) {

@@ -179,6 +179,9 @@ enum { IN_FULL, IN_TRAIL, IN_SCALAR, IN_BLOCK };
 
 typedef struct chain_in {
   ref r;
+  /* A broadcast node outside the chain that the members read (kind R_NODE), read through its
+   * own input r instead; via.kind == -1 when none. */
+  ref via;
   nv_dtype dtype;
   int kind;
   int64_t inner; /* IN_TRAIL, IN_BLOCK: the input's element count */
@@ -325,7 +328,8 @@ static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
 static void operand(sbuf *b, ref x, const chain_in *ins, int nins) {
   if (x.kind == R_NODE) {
     for (int i = 0; i < nins; i++)
-      if (ins[i].r.kind == R_NODE && ins[i].r.i == x.i && ins[i].r.idx == x.idx) {
+      if ((ins[i].r.kind == R_NODE && ins[i].r.i == x.i && ins[i].r.idx == x.idx) ||
+          (ins[i].via.kind == R_NODE && ins[i].via.i == x.i && ins[i].via.idx == x.idx)) {
         sb_add(b, "x%d", i);
         return;
       }
@@ -1289,6 +1293,35 @@ bool nv__test_fuse_nvrtc(bool on, long *ok, long *failed, const char **why) {
 /* Turns the chain `members` (recipe order, root last) into a COMPILED node at
  * the root's place. Returns whether it did (false: an input it cannot read, or
  * no kernel). */
+/* The chain's name (nv__fused.name): "Compiled", then per member in order the CamelCase name
+ * of its primitive, preceded by "Broadcast" the first time it reads a broadcast node outside the
+ * chain (the kernel reads that view, broadcasting as it goes). */
+static void chain_name(const recipe *r, const size_t *members, size_t nm, const bool *in_chain,
+                       char *buf, size_t size) {
+  size_t len = (size_t)snprintf(buf, size, "Compiled");
+  int seen[64], nseen = 0;
+  for (size_t m = 0; m < nm && len + 1 < size; m++) {
+    const rnode *n = &r->nodes[members[m]];
+    char part[64];
+    for (int i = 0; i < n->nin; i++) {
+      ref x = n->in[i];
+      if (x.kind != R_NODE || in_chain[x.i] || r->nodes[x.i].prim != NV__PRIM_BROADCAST)
+        continue;
+      bool dup = false;
+      for (int j = 0; j < nseen && !dup; j++)
+        dup = seen[j] == x.i;
+      if (dup || nseen == 64)
+        continue;
+      seen[nseen++] = x.i;
+      len += (size_t)snprintf(buf + len, size - len, "Broadcast"); /* MLX's primitive's name */
+      if (len + 1 >= size)
+        return;
+    }
+    nv__dot_camel(nv__prims[n->prim].name, part, sizeof part);
+    len += (size_t)snprintf(buf + len, size - len, "%s", part);
+  }
+}
+
 static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const size_t *esc,
                             int nesc, const nv__output *const *src, bool *done) {
   *done = false;
@@ -1301,6 +1334,8 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t m = 0; m < nm; m++)
     in_chain[members[m]] = true;
+  char name[sizeof ((nv__fused *)0)->name];
+  chain_name(r, members, nm, in_chain, name, sizeof name);
   bool ok = true;
   for (size_t m = 0; ok && m < nm; m++) {
     const rnode *n = &r->nodes[members[m]];
@@ -1310,16 +1345,34 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
         continue;
       bool seen = false;
       for (int j = 0; j < nins && !seen; j++)
-        seen = ref_same(ins[j].r, x);
+        seen = ref_same(ins[j].r, x) || ref_same(ins[j].via, x);
       if (seen)
         continue;
       rout mm = meta_of(r, x, src);
       int64_t inner = 0, div = 1;
       int kind = input_kind(&mm, rm, &inner, &div);
+      ref via = {-1, 0, 0};
+      /* A broadcast to the chain's whole shape (a stride-0 view, no input the kernel can
+       * index) is read through its input, which the kernel broadcasts as it reads it. */
+      if (kind < 0 && x.kind == R_NODE && r->nodes[x.i].prim == NV__PRIM_BROADCAST &&
+          r->nodes[x.i].nin == 1 && mm.ndim == rm->ndim &&
+          !memcmp(mm.shape, rm->shape, (size_t)mm.ndim * sizeof(int))) {
+        ref y = r->nodes[x.i].in[0];
+        rout my = meta_of(r, y, src);
+        if (my.dtype == mm.dtype && (kind = input_kind(&my, rm, &inner, &div)) >= 0) {
+          via = x;
+          x = y;
+          for (int j = 0; j < nins && !seen; j++)
+            seen = ref_same(ins[j].r, x);
+          if (seen) {
+            kind = -1; /* its input is also read directly: not shared between two slots */
+          }
+        }
+      }
       if (kind < 0 || nins == 64)
         ok = false;
       else
-        ins[nins++] = (chain_in){x, mm.dtype, kind, inner, div};
+        ins[nins++] = (chain_in){x, via, mm.dtype, kind, inner, div};
     }
   }
   nv__free(in_chain);
@@ -1365,6 +1418,7 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
   *k = launch;
+  memcpy(k->name, name, sizeof k->name);
   atomic_init(&k->refs, 1);
   k->fn = fn;
   k->gpu = gk;
