@@ -16,9 +16,11 @@ typedef struct nv__comm nv__comm;
  * NV_ERR_PEER_LOST naming its rank). Lengths are bytes unless said. Callers serialize them (the
  * group's order lock). */
 typedef struct nv__comm_ops {
-  /* In place over `count` elements of `dtype` (float16/bfloat16 already widened to float32 by
-   * the caller): every rank ends with the same bits. */
-  nv_status (*all_reduce)(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op);
+  /* `count` elements of `dtype` (float16/bfloat16 already widened to float32 by the caller)
+   * from `in` reduced into `out`, which is `in` itself for a reduction in place (else the two
+   * do not overlap): every rank ends with the same bits. */
+  nv_status (*all_reduce)(nv__comm *c, const void *in, void *out, size_t count, nv_dtype dtype,
+                          int op);
   /* `in` (n bytes per rank) into `out` (size * n bytes, rank order). */
   nv_status (*all_gather)(nv__comm *c, const void *in, void *out, size_t n);
   /* The sum of the ranks' `in` (size * count elements), part `rank` into out (count elements). */
@@ -83,6 +85,10 @@ void nv__dist_set_progress(void (*fn)(void));
 /* Element-wise reduction dst[i] = op(dst[i], src[i]) over `count` elements of `dtype` (every
  * dtype but float16/bfloat16, which the collectives widen to float32 first). */
 void nv__dist_reduce(void *dst, const void *src, size_t count, nv_dtype dtype, int op);
+/* out[i] = op(a[i], b[i]), a the first operand; out may be a or b (not a partial overlap).
+ * Two ranks that reduce the same a and b get the same bits (NaN payloads and zero signs). */
+void nv__dist_reduce3(void *out, const void *a, const void *b, size_t count, nv_dtype dtype,
+                      int op);
 
 /* Helpers for a backend that has no sum_scatter of its own: all_reduce a copy, take part rank. */
 nv_status nv__comm_sum_scatter_by_reduce(nv__comm *c, const void *in, void *out, size_t count,

@@ -471,7 +471,7 @@ nv_status nv__comm_sum_scatter_by_reduce(nv__comm *c, const void *in, void *out,
   void *tmp = nv__malloc(total ? total : 1);
   if (!tmp) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", total);
   memcpy(tmp, in, total);
-  nv_status st = c->ops->all_reduce(c, tmp, count * (size_t)c->size, dtype, NV__RED_SUM);
+  nv_status st = c->ops->all_reduce(c, tmp, tmp, count * (size_t)c->size, dtype, NV__RED_SUM);
   if (st == NV_OK) memcpy(out, (char *)tmp + (size_t)c->rank * count * isz, count * isz);
   nv__free(tmp);
   return st;

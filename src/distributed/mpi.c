@@ -137,13 +137,14 @@ static nv_status mpi_all_gather(nv__comm *c, const void *in, void *out, size_t n
 /* 8- and 16-bit integers widened to 32 bits (sign-extended for signed types): OpenMPI 4.1's
  * vectorized sums of them saturate instead of wrapping. The narrowed 32-bit sum is the
  * wrapped sum. */
-static nv_status widened(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op) {
+static nv_status widened(nv__comm *c, const void *in, void *buf, size_t count, nv_dtype dtype,
+                         int op) {
   bool sgn = dtype == NV_DTYPE_INT8 || dtype == NV_DTYPE_INT16;
   size_t isz = nv_dtype_size(dtype);
   int32_t *w = nv__malloc(count * 4 + 4);
   if (!w) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < count; i++) {
-    const char *p = (const char *)buf + i * isz;
+    const char *p = (const char *)in + i * isz;
     w[i] = isz == 1 ? (sgn ? *(const int8_t *)p : *(const uint8_t *)p)
                     : (sgn ? *(const int16_t *)p : *(const uint16_t *)p);
   }
@@ -163,9 +164,10 @@ static nv_status widened(nv__comm *c, void *buf, size_t count, nv_dtype dtype, i
   return st;
 }
 
-static nv_status mpi_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op) {
+static nv_status mpi_all_reduce(nv__comm *c, const void *in, void *buf, size_t count,
+                                nv_dtype dtype, int op) {
   size_t isz = nv_dtype_size(dtype);
-  if (dtype != NV_DTYPE_BOOL && (isz == 1 || isz == 2)) return widened(c, buf, count, dtype, op);
+  if (dtype != NV_DTYPE_BOOL && (isz == 1 || isz == 2)) return widened(c, in, buf, count, dtype, op);
   bool inexact = dtype == NV_DTYPE_FLOAT32 || dtype == NV_DTYPE_FLOAT64 || dtype == NV_DTYPE_COMPLEX64;
   if (inexact && op != NV__RED_SUM) {
     /* MPI has no order on complex numbers, and its float max/min drop NaNs: gather
@@ -173,7 +175,7 @@ static nv_status mpi_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype d
     size_t bytes = count * isz;
     char *all = nv__malloc(bytes * (size_t)c->size + 1);
     if (!all) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
-    nv_status st = mpi_all_gather(c, buf, all, bytes);
+    nv_status st = mpi_all_gather(c, in, all, bytes);
     if (st == NV_OK) {
       memcpy(buf, all, bytes);
       for (int r = 1; r < c->size; r++) nv__dist_reduce(buf, all + (size_t)r * bytes, count, dtype, op);
@@ -183,7 +185,9 @@ static nv_status mpi_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype d
   }
   for (size_t at = 0; at < count; at += PIECE) {
     size_t k = count - at < PIECE ? count - at : PIECE;
-    int e = api.Allreduce(MPI_IN_PLACE_OMPI, (char *)buf + at * isz, (int)k, api.types[dtype],
+    /* Out of place where it can be: MPI reads `in` itself instead of a copy of it. */
+    const void *from = in == buf ? MPI_IN_PLACE_OMPI : (const char *)in + at * isz;
+    int e = api.Allreduce(from, (char *)buf + at * isz, (int)k, api.types[dtype],
                           op_of(dtype, op), MC(c));
     if (e) return mpi_error(e, "Allreduce");
   }

@@ -179,8 +179,9 @@ static nv_status settle(nccl_comm *owner, nccl_comm_t nc, int r, nv__comm *ring,
 }
 
 
-static nv_status ring_all_reduce(nv__comm *c, void *b, size_t n, nv_dtype t, int op) {
-  return NC(c)->ring->ops->all_reduce(NC(c)->ring, b, n, t, op);
+static nv_status ring_all_reduce(nv__comm *c, const void *in, void *out, size_t n, nv_dtype t,
+                                 int op) {
+  return NC(c)->ring->ops->all_reduce(NC(c)->ring, in, out, n, t, op);
 }
 static nv_status ring_all_gather(nv__comm *c, const void *in, void *out, size_t n) {
   return NC(c)->ring->ops->all_gather(NC(c)->ring, in, out, n);

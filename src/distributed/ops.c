@@ -323,18 +323,17 @@ static void header_write(unsigned char *h, nv_dtype dt, const int *shape, int nd
 
 static nv_status do_reduce(nv__comm *c, const run_ctx *r, int op) {
   const nv__dist_job *j = r->j;
-  size_t n = (size_t)j->in_count, isz = nv_dtype_size(j->dtype);
+  size_t n = (size_t)j->in_count;
   if (half(j->dtype)) {
     float *w = nv__malloc(n ? n * sizeof(float) : 1);
     if (!w) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", n * 4);
     widen(w, r->in, n, j->dtype);
-    nv_status st = c->ops->all_reduce(c, w, n, NV_DTYPE_FLOAT32, op);
+    nv_status st = c->ops->all_reduce(c, w, w, n, NV_DTYPE_FLOAT32, op);
     if (st == NV_OK) narrow(r->out, w, n, j->dtype);
     nv__free(w);
     return st;
   }
-  if (r->out != r->in) memcpy(r->out, r->in, n * isz);
-  return c->ops->all_reduce(c, r->out, n, j->dtype, op);
+  return c->ops->all_reduce(c, r->in, r->out, n, j->dtype, op);
 }
 
 static nv_status do_sum_scatter(nv__comm *c, const run_ctx *r) {

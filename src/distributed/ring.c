@@ -11,6 +11,9 @@
  * is reduced as its bytes arrive (pipelined with the transfer). all_gather is the gather
  * phase; sum_scatter the reduce-scatter phase, arranged so that rank r ends with part r. Each
  * part's reduction runs in one fixed order on one rank, so every rank gets the same bits.
+ * Small all_reduces of a power-of-two group run by recursive doubling instead (pairwise
+ * exchanges of the whole buffer, both ranks of a pair reducing it in rank order). Reductions
+ * read this rank's input where it lies and write the output, so no copy of the input is made.
  *
  * A peer lost: a reset or closed connection fails at once; a peer that sends nothing for
  * NUVEC_DIST_TIMEOUT seconds fails after it. The error names the peer (NV_ERR_PEER_LOST), and
@@ -503,15 +506,43 @@ typedef struct ring {
   int *map; /* group rank -> mesh rank */
 } ring;
 
-/* One transfer on one socket: `len` bytes at p. A receive with `reduce` combines its completed
- * elements into `dst` as they arrive. */
+/* Tuning, measured on the loopback (bench/bench_distributed.py):
+ * - an all_reduce of a power-of-two group takes recursive doubling up to DOUBLING_2 bytes with 2
+ *   ranks (one exchange instead of the ring's two steps; the same bytes) and DOUBLING_N with
+ *   more (log2(n) exchanges of everything instead of 2 (n - 1) steps of 1/n each: fewer
+ *   rounds, more bytes);
+ * - a transfer of at most ONE_SOCKET bytes uses one socket of the pair: every extra piece on
+ *   the wire is another wake-up of the receiver;
+ * - a reducing receive reads into a WINDOW-byte area per socket, reused as it is reduced, so
+ *   that the reduction reads what the kernel just wrote while it is in the cache (instead of a
+ *   scratch buffer as large as the message);
+ * - a transfer that makes no progress polls its sockets for SPIN_NS before sleeping in poll: a
+ *   sleeping thread is woken tens of microseconds later than a spinning one sees the data. */
+#define DOUBLING_2 ((size_t)1 << 20)
+#define DOUBLING_N ((size_t)256 << 10)
+#define ONE_SOCKET_BYTES ((size_t)1 << 20)
+#define WINDOW ((size_t)128 << 10)
+#define SPIN_NS 20000
+
+static size_t doubling_limit(int size) { return size == 2 ? DOUBLING_2 : DOUBLING_N; }
+
+/* One transfer on one socket: `len` bytes at p. A receive that reduces combines its completed
+ * elements as they arrive: dst = op(own, received), or op(received, own) when `peer_first`
+ * (the operands in rank order, so that both ends of a pairwise exchange get the same bits).
+ * dst may be `own` itself; when dst is also being sent (gate >= 0, the index of that send in
+ * the same list, over the same bytes), the reduction never overtakes what was sent. */
 typedef struct xfer {
   int fd, peer; /* peer: group rank, for messages */
   bool send;
   char *p;
   size_t len, done;
-  char *dst; /* reduce target (NULL: plain receive into p) */
+  char *dst;       /* reduce target (NULL: plain receive into p) */
+  const char *own; /* this rank's operand */
+  bool peer_first;
+  int gate;
   size_t reduced;
+  size_t win; /* a receive that reduces: p is a window of this many bytes, reused as it is
+                 reduced (0: p holds all len bytes) */
 } xfer;
 
 typedef struct reduce_spec {
@@ -522,6 +553,67 @@ typedef struct reduce_spec {
 static nv_status lost(ring *r, int peer, const char *what) {
   mesh_kill(r->m);
   return nv__set_error(NV_ERR_PEER_LOST, "rank %d %s", peer, what);
+}
+
+/* The pipelined reduction of t's elements received so far (and, gated, sent so far). */
+static void reduce_arrived(const xfer *x, xfer *t, const reduce_spec *rs, size_t isz) {
+  size_t upto = t->done;
+  if (t->gate >= 0 && x[t->gate].done < upto) upto = x[t->gate].done;
+  upto = upto / isz * isz;
+  while (t->reduced < upto) {
+    size_t at = t->reduced, off = t->win ? at % t->win : at, k = upto - at;
+    if (t->win && k > t->win - off) k = t->win - off;
+    const char *mine = t->own + at, *got = t->p + off;
+    nv__dist_reduce3(t->dst + at, t->peer_first ? got : mine, t->peer_first ? mine : got,
+                     k / isz, rs->dtype, rs->op);
+    t->reduced += k;
+  }
+}
+
+/* Moves t's bytes until the socket has no more room or data (or a window has no room before
+ * its reduction catches up), reducing what arrives at once, while it is in the cache. false
+ * with the error set when the peer is gone. */
+static bool pump(ring *r, const xfer *x, xfer *t, const reduce_spec *rs, size_t isz, bool *moved) {
+  while (t->done < t->len) {
+    size_t want = t->len - t->done;
+    char *at = t->p + t->done;
+    if (t->win) { /* the bytes [reduced, done) are still in the window */
+      size_t off = t->done % t->win, room = t->reduced + t->win - t->done;
+      if (want > t->win - off) want = t->win - off;
+      if (want > room) want = room;
+      if (!want) break;
+      at = t->p + off;
+    }
+    ssize_t k = t->send ? send(t->fd, at, want, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : recv(t->fd, at, want, MSG_DONTWAIT);
+    if (k > 0) {
+      t->done += (size_t)k;
+      *moved = true;
+      if (t->dst) reduce_arrived(x, t, rs, isz);
+      continue;
+    }
+    if (k == 0 && !t->send) {
+      lost(r, t->peer, "closed the connection (it exited or failed)");
+      return false;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    lost(r, t->peer, errno == ECONNRESET || errno == EPIPE ? "reset the connection (it exited or failed)"
+                                                           : strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+/* Waits for sockets that went quiet, spinning SPIN_NS before sleeping in poll (a reply on the
+ * loopback or a LAN usually comes within microseconds). Returns poll's result. */
+static int wait_ready(struct pollfd *pf, int np, int ms) {
+  double until = now() + SPIN_NS * 1e-9;
+  do {
+    int e = poll(pf, (nfds_t)np, 0);
+    if (e != 0) return e;
+  } while (now() < until);
+  return poll(pf, (nfds_t)np, ms);
 }
 
 /* Runs the transfers to completion, all at once. A peer that makes no progress for the timeout
@@ -544,42 +636,17 @@ static nv_status progress(ring *r, xfer *x, int n, const reduce_spec *rs) {
       bool behind = false;
       for (int j = 0; j < i && !behind; j++)
         behind = x[j].fd == t->fd && x[j].send == t->send && x[j].done < x[j].len;
-      if (behind) {
-        if (np < 64) {
-          pf[np] = (struct pollfd){t->fd, (short)(t->send ? POLLOUT : POLLIN), 0};
-          idx[np++] = i;
-        }
-        continue;
-      }
-      while (t->done < t->len) {
-        ssize_t k = t->send ? send(t->fd, t->p + t->done, t->len - t->done, MSG_NOSIGNAL)
-                            : recv(t->fd, t->p + t->done, t->len - t->done, 0);
-        if (k > 0) {
-          t->done += (size_t)k;
-          moved = true;
-          continue;
-        }
-        if (k == 0 && !t->send) return lost(r, t->peer, "closed the connection (it exited or failed)");
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        return lost(r, t->peer, errno == ECONNRESET || errno == EPIPE
-                                    ? "reset the connection (it exited or failed)"
-                                    : strerror(errno));
-      }
-      if (t->dst) { /* pipelined reduction of the elements received so far */
-        size_t upto = t->done / isz * isz;
-        if (upto > t->reduced) {
-          nv__dist_reduce(t->dst + t->reduced, t->p + t->reduced, (upto - t->reduced) / isz,
-                          rs->dtype, rs->op);
-          t->reduced = upto;
-        }
-      }
-      if (t->done < t->len && np < 64) {
+      if (!behind && !pump(r, x, t, rs, isz, &moved)) return nv__last_status();
+      if (t->dst) reduce_arrived(x, t, rs, isz);
+      /* A receive whose bytes are all in, or whose window is full, waits only for its
+       * gate's send (polled there). */
+      bool full = t->win && t->done == t->reduced + t->win;
+      if (t->done < t->len && !full && np < 64) {
         pf[np] = (struct pollfd){t->fd, (short)(t->send ? POLLOUT : POLLIN), 0};
         idx[np++] = i;
       }
     }
-    if (np == 0) return NV_OK;
+    if (np == 0) return NV_OK; /* gates come before their receives: all is reduced */
     double t0 = now();
     if (moved) last = t0;
     double left = last + timeout - t0;
@@ -599,7 +666,7 @@ static nv_status progress(ring *r, xfer *x, int n, const reduce_spec *rs) {
     }
     int w = (int)(left * 1000) + 1;
     if (w > 1000) w = 1000;
-    int e = poll(pf, (nfds_t)np, w);
+    int e = wait_ready(pf, np, w);
     if (e < 0 && errno != EINTR) return lost(r, x[idx[0]].peer, strerror(errno));
     for (int i = 0; i < np && e > 0; i++)
       if (pf[i].revents & (POLLERR | POLLHUP) && !(pf[i].revents & POLLIN)) {
@@ -610,18 +677,30 @@ static nv_status progress(ring *r, xfer *x, int n, const reduce_spec *rs) {
 }
 
 /* Adds the stripes of one transfer of `len` bytes with group rank `peer` to x[*n]: one per
- * socket, each a whole number of `align`-byte elements (both sides split alike). */
-static void stripes(ring *r, xfer *x, int *n, int peer, bool send, char *p, size_t len,
-                    char *dst, size_t align) {
+ * socket (of the first `ns` of the pair), each a whole number of `align`-byte elements (both
+ * sides split alike). A receive that reduces (dst not NULL) combines into dst from `own` as
+ * xfer says; `gate` is the index of the first stripe of the send of dst's bytes, or -1. */
+static void stripes(ring *r, xfer *x, int *n, int peer, bool send, char *p, size_t len, int ns,
+                    char *dst, const char *own, bool peer_first, int gate, size_t align) {
   mesh *m = r->m;
-  int ns = m->nsock, mp = r->map[peer];
+  int mp = r->map[peer];
+  if (ns > m->nsock) ns = m->nsock;
   size_t per = (len / align + (size_t)ns - 1) / (size_t)ns * align;
+  size_t win = dst && per > WINDOW ? WINDOW / align * align : 0;
   for (int k = 0; k < ns; k++) {
     size_t a = (size_t)k * per;
     if (a >= len) break;
     size_t b = a + per < len ? a + per : len;
-    x[(*n)++] = (xfer){m->fd[mp * m->stride + k], peer, send, p + a, b - a, 0, dst ? dst + a : NULL, 0};
+    x[(*n)++] = (xfer){m->fd[mp * m->stride + k], peer,  send, win ? p + (size_t)k * win : p + a,
+                       b - a, 0, dst ? dst + a : NULL, own ? own + a : NULL, peer_first,
+                       gate >= 0 ? gate + k : -1, 0, win};
   }
+}
+
+/* Scratch bytes a reducing receive of len bytes over ns sockets takes (stripes' layout): len
+ * itself, or ns windows. */
+static size_t window_need(size_t len, int ns) {
+  return len <= WINDOW ? len : (size_t)ns * WINDOW;
 }
 
 /* The scratch buffer of at least n bytes (under the mesh lock). */
@@ -635,15 +714,18 @@ static char *scratch(mesh *m, size_t n) {
 }
 
 /* Segments of the ring algorithms: for direction d (0 clockwise, 1 counter-clockwise) and
- * segment k (0..size-1), its start (bytes from base) and length. */
+ * segment k (0..size-1), its start (bytes from base) and length. `src` is this rank's data
+ * in the same layout (base itself when the reduction runs in place). */
 typedef struct segs {
   char *base;
+  const char *src;
   size_t isz; /* element bytes: stripes are whole elements */
   size_t *start[2], *len[2];
 } segs;
 
 static size_t seg_len(const segs *s, int d, int k) { return s->len[d][k]; }
 static char *seg_ptr(const segs *s, int d, int k) { return s->base + s->start[d][k]; }
+static const char *seg_src(const segs *s, int d, int k) { return s->src + s->start[d][k]; }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
@@ -652,12 +734,13 @@ static int mod(int a, int n) { return ((a % n) + n) % n; }
  * segments, the second half into the counter-clockwise ones. Per part (per_part true): `size`
  * parts of `count` elements; segment k of direction 0 is the first half of part k, of
  * direction 1 its second half. The table's memory goes to *store (freed by the caller). */
-static nv_status segs_make(segs *s, int size, char *base, size_t count, size_t isz,
-                           bool per_part, size_t **store) {
+static nv_status segs_make(segs *s, int size, char *base, const char *src, size_t count,
+                           size_t isz, bool per_part, size_t **store) {
   size_t *o = nv__malloc(4 * (size_t)size * sizeof *o);
   if (!o) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory");
   *store = o;
   s->base = base;
+  s->src = src;
   s->isz = isz;
   for (int d = 0; d < 2; d++) {
     s->start[d] = o + (size_t)(2 * d) * (size_t)size;
@@ -685,24 +768,33 @@ static nv_status segs_make(segs *s, int size, char *base, size_t count, size_t i
 }
 
 /* One ring step in both directions: direction d sends segment snd[d] to its next rank and
- * receives segment rcv[d] from its previous one, reducing into it (rs) or storing it. */
+ * receives segment rcv[d] from its previous one, reducing it with this rank's data into base
+ * (rs) or storing it. `raw`: the segments sent are this rank's own data (the first step of
+ * the reduce-scatter, read from src). */
 static nv_status ring_step(ring *r, const segs *s, const int *snd, const int *rcv,
-                           const reduce_spec *rs, char *tmp) {
-  int size = r->base.size, me = r->base.rank;
+                           const reduce_spec *rs, char *tmp, bool raw) {
+  int size = r->base.size, me = r->base.rank, ns = r->m->nsock;
+  size_t need = 0;
+  for (int d = 0; d < 2; d++) {
+    size_t w = window_need(seg_len(s, d, rcv[d]), ns);
+    need = w > need ? w : need;
+  }
   xfer x[4 * MAX_SOCKETS];
   int n = 0;
   size_t toff = 0;
   for (int d = 0; d < 2; d++) {
     int next = mod(me + (d ? -1 : 1), size), prev = mod(me + (d ? 1 : -1), size);
     size_t sl = seg_len(s, d, snd[d]), rl = seg_len(s, d, rcv[d]);
-    if (sl) stripes(r, x, &n, next, true, seg_ptr(s, d, snd[d]), sl, NULL, s->isz);
+    char *from = raw ? (char *)seg_src(s, d, snd[d]) : seg_ptr(s, d, snd[d]);
+    if (sl) stripes(r, x, &n, next, true, from, sl, ns, NULL, NULL, false, -1, s->isz);
     if (rl) {
       char *at = seg_ptr(s, d, rcv[d]);
       if (rs) {
-        stripes(r, x, &n, prev, false, tmp + toff, rl, at, s->isz);
-        toff += rl;
+        stripes(r, x, &n, prev, false, tmp + toff, rl, ns, at, seg_src(s, d, rcv[d]), false, -1,
+                s->isz);
+        toff += need;
       } else {
-        stripes(r, x, &n, prev, false, at, rl, NULL, s->isz);
+        stripes(r, x, &n, prev, false, at, rl, ns, NULL, NULL, false, -1, s->isz);
       }
     }
   }
@@ -710,19 +802,20 @@ static nv_status ring_step(ring *r, const segs *s, const int *snd, const int *rc
 }
 
 /* The reduce-scatter phase: afterwards this rank holds segment `rank` of both directions
- * reduced over the group. */
+ * reduced over the group (in base; the segments it only sent keep whatever base had). */
 static nv_status reduce_scatter_phase(ring *r, const segs *s, const reduce_spec *rs) {
   int size = r->base.size, me = r->base.rank;
   size_t most = 0;
   for (int d = 0; d < 2; d++)
     for (int k = 0; k < size; k++)
       if (seg_len(s, d, k) > most) most = seg_len(s, d, k);
-  char *tmp = scratch(r->m, 2 * most + 1);
-  if (!tmp) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", 2 * most);
+  size_t need = 2 * window_need(most, r->m->nsock);
+  char *tmp = scratch(r->m, need + 1);
+  if (!tmp) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", need);
   for (int st = 0; st < size - 1; st++) {
     int snd[2] = {mod(me - (st + 1), size), mod(me + (st + 1), size)};
     int rcv[2] = {mod(me - (st + 2), size), mod(me + (st + 2), size)};
-    nv_status e = ring_step(r, s, snd, rcv, rs, tmp);
+    nv_status e = ring_step(r, s, snd, rcv, rs, tmp, st == 0);
     if (e != NV_OK) return e;
   }
   return NV_OK;
@@ -734,8 +827,34 @@ static nv_status gather_phase(ring *r, const segs *s) {
   for (int st = 0; st < size - 1; st++) {
     int snd[2] = {mod(me - st, size), mod(me + st, size)};
     int rcv[2] = {mod(me - (st + 1), size), mod(me + (st + 1), size)};
-    nv_status e = ring_step(r, s, snd, rcv, NULL, NULL);
+    nv_status e = ring_step(r, s, snd, rcv, NULL, NULL, false);
     if (e != NV_OK) return e;
+  }
+  return NV_OK;
+}
+
+/* Small messages by recursive doubling (a power-of-two group): in step k every rank exchanges
+ * all it has with the rank whose number differs in bit k, and both reduce the pair in rank
+ * order (so both get the same bits) as the bytes arrive. log2(size) exchanges instead of the
+ * ring's 2 (size - 1): for messages whose time is the rounds' latency rather than the bytes. */
+static nv_status doubling(ring *r, const char *in, char *out, size_t count, const reduce_spec *rs) {
+  int size = r->base.size, me = r->base.rank;
+  size_t isz = nv_dtype_size(rs->dtype), bytes = count * isz;
+  int ns = bytes <= ONE_SOCKET_BYTES ? 1 : r->m->nsock;
+  size_t need = window_need(bytes, ns);
+  char *tmp = scratch(r->m, need + 1);
+  if (!tmp) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", need);
+  const char *cur = in;
+  for (int bit = 1; bit < size; bit <<= 1) {
+    int partner = me ^ bit, n = 0;
+    xfer x[2 * MAX_SOCKETS];
+    stripes(r, x, &n, partner, true, (char *)cur, bytes, ns, NULL, NULL, false, -1, isz);
+    /* Reducing into what is being sent (cur == out) waits for those bytes to be sent. */
+    stripes(r, x, &n, partner, false, tmp, bytes, ns, out, cur, partner < me, cur == out ? 0 : -1,
+            isz);
+    nv_status st = progress(r, x, n, rs);
+    if (st != NV_OK) return st;
+    cur = out;
   }
   return NV_OK;
 }
@@ -745,13 +864,25 @@ static nv_status gather_phase(ring *r, const segs *s) {
 
 #define RING(c) ((ring *)(c))
 
-static nv_status ring_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype dtype, int op) {
+static bool pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+static nv_status ring_all_reduce(nv__comm *c, const void *in, void *out, size_t count,
+                                 nv_dtype dtype, int op) {
   ring *r = RING(c);
+  size_t isz = nv_dtype_size(dtype), bytes = count * isz;
+  reduce_spec rs = {dtype, op};
+  if (count == 0) return NV_OK;
+  nv_status st;
+  if (pow2(c->size) && bytes <= doubling_limit(c->size)) {
+    pthread_mutex_lock(&r->m->lock);
+    st = doubling(r, in, out, count, &rs);
+    pthread_mutex_unlock(&r->m->lock);
+    return st;
+  }
   segs s;
   size_t *store = NULL;
-  nv_status st = segs_make(&s, c->size, buf, count, nv_dtype_size(dtype), false, &store);
+  st = segs_make(&s, c->size, out, in, count, isz, false, &store);
   if (st != NV_OK) return st;
-  reduce_spec rs = {dtype, op};
   pthread_mutex_lock(&r->m->lock);
   st = reduce_scatter_phase(r, &s, &rs);
   if (st == NV_OK) st = gather_phase(r, &s);
@@ -765,7 +896,7 @@ static nv_status ring_all_gather(nv__comm *c, const void *in, void *out, size_t 
   memcpy((char *)out + (size_t)c->rank * n, in, n);
   segs s;
   size_t *store = NULL;
-  nv_status st = segs_make(&s, c->size, out, n, 1, true, &store);
+  nv_status st = segs_make(&s, c->size, out, out, n, 1, true, &store);
   if (st != NV_OK) return st;
   pthread_mutex_lock(&r->m->lock);
   st = gather_phase(r, &s);
@@ -780,10 +911,9 @@ static nv_status ring_sum_scatter(nv__comm *c, const void *in, void *out, size_t
   size_t isz = nv_dtype_size(dtype), total = count * (size_t)c->size * isz;
   char *work = nv__malloc(total ? total : 1);
   if (!work) return nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes)", total);
-  memcpy(work, in, total);
   segs s;
   size_t *store = NULL;
-  nv_status st = segs_make(&s, c->size, work, count, isz, true, &store);
+  nv_status st = segs_make(&s, c->size, work, in, count, isz, true, &store);
   if (st == NV_OK) {
     reduce_spec rs = {dtype, NV__RED_SUM};
     pthread_mutex_lock(&r->m->lock);
@@ -800,7 +930,7 @@ static nv_status ring_p2p(nv__comm *c, void *buf, size_t n, int peer, bool send)
   ring *r = RING(c);
   xfer x[MAX_SOCKETS];
   int k = 0;
-  stripes(r, x, &k, peer, send, buf, n, NULL, 1);
+  stripes(r, x, &k, peer, send, buf, n, MAX_SOCKETS, NULL, NULL, false, -1, 1);
   pthread_mutex_lock(&r->m->lock);
   nv_status st = progress(r, x, k, NULL);
   pthread_mutex_unlock(&r->m->lock);

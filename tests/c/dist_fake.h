@@ -50,13 +50,14 @@ static inline void fake_double(void *buf, size_t count, nv_dtype t) {
   }
 }
 
-static inline nv_status fake_all_reduce(nv__comm *c, void *buf, size_t count, nv_dtype t,
-                                        int op) {
+static inline nv_status fake_all_reduce(nv__comm *c, const void *in, void *buf, size_t count,
+                                        nv_dtype t, int op) {
   fake_comm *f = (fake_comm *)c;
   fake_sleep(f);
   fake_note(f, "reduce", count);
   if (f->fail_at >= 0 && (size_t)f->fail_at == count)
     return nv__set_error(NV_ERR_PEER_LOST, "rank 1 left");
+  if (buf != in) memcpy(buf, in, count * nv_dtype_size(t));
   if (op == NV__RED_SUM) fake_double(buf, count, t);
   return NV_OK;
 }
