@@ -265,11 +265,56 @@ static void scale_output(nv_dtype dt, char *c, int64_t n, double beta) {
   }
 }
 
+/* Whether this BLAS's ?gemm overwrites C when beta = 0, as the BLAS standard requires ("C need
+ * not be set on input"), checked once per process on NaN-filled outputs of a few shapes and
+ * both operand layouts, for each of sgemm, dgemm and cgemm. Where it does, blas_product leaves
+ * a gemm's output unzeroed: OpenBLAS's driver already zeroes C (its beta pass, on every thread's
+ * slice), and a second, serial memset of the whole output cost a pass over it per product. */
+static bool gemm_probe_ok[3];
+static pthread_once_t gemm_probe_once = PTHREAD_ONCE_INIT;
+
+static void gemm_probe(void) {
+  enum { PM = 37, PN = 29, PK = 23 };
+  static const int shapes[3][3] = {{4, 4, 4}, {PM, PN, PK}, {16, 64, 8}};
+  float a[2 * PM * PK], b[2 * PK * PN], c[2 * PM * PN];
+  double da[PM * PK], db[PK * PN], dc[PM * PN];
+  for (int i = 0; i < 2 * PM * PK; i++) a[i] = (float)((i * 7) % 11) - 5.0f;
+  for (int i = 0; i < 2 * PK * PN; i++) b[i] = (float)((i * 5) % 13) - 6.0f;
+  for (int i = 0; i < PM * PK; i++) da[i] = a[i];
+  for (int i = 0; i < PK * PN; i++) db[i] = b[i];
+  bool ok[3] = {true, true, true};
+  for (int s = 0; s < 3; s++)
+    for (int t = 0; t < 4; t++) {
+      int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+      CBLAS_TRANSPOSE ta = t & 1 ? CblasTrans : CblasNoTrans, tb = t & 2 ? CblasTrans : CblasNoTrans;
+      int lda = ta == CblasNoTrans ? K : M, ldb = tb == CblasNoTrans ? N : K;
+      for (int i = 0; i < 2 * M * N; i++) c[i] = NAN;
+      for (int i = 0; i < M * N; i++) dc[i] = NAN;
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, N);
+      for (int i = 0; i < M * N; i++) ok[0] &= isfinite(c[i]) != 0;
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, da, lda, db, ldb, 0.0, dc, N);
+      for (int i = 0; i < M * N; i++) ok[1] &= isfinite(dc[i]) != 0;
+      for (int i = 0; i < 2 * M * N; i++) c[i] = NAN;
+      float al[2] = {1, 0}, be[2] = {0, 0};
+      cblas_cgemm(CblasRowMajor, ta, tb, M, N, K, al, a, lda, b, ldb, be, c, N);
+      for (int i = 0; i < 2 * M * N; i++) ok[2] &= isfinite(c[i]) != 0;
+    }
+  memcpy(gemm_probe_ok, ok, sizeof ok);
+}
+
+/* Whether BLAS writes every element of `j`'s output itself (a beta = 0 gemm, not gemv). */
+static bool gemm_writes_c(const gemm_job *j) {
+  if (j->K == 0 || j->alpha == 0 || j->M <= 1 || j->N <= 1) return false;
+  pthread_once(&gemm_probe_once, gemm_probe);
+  int k = j->dt == NV_DTYPE_FLOAT32 ? 0 : j->dt == NV_DTYPE_FLOAT64 ? 1 : 2;
+  return gemm_probe_ok[k];
+}
+
 /* BLAS's zero rules are applied here, not left to the BLAS build: OpenBLAS kernels differ by
  * CPU, and some multiply by alpha = 0 (0·NaN = NaN) or read C when beta = 0. alpha = 0 (or an
  * empty K) computes no product: C = beta·c. Otherwise a beta = 0 output is zeroed before BLAS
  * sees it (blas_product), so a kernel that reads C reads zeros, not the freed block the pool
- * handed back. */
+ * handed back, unless the library's gemm was seen to write C itself (gemm_writes_c). */
 static void run_gemm(gemm_job *j, int64_t c_size) {
   if (j->K == 0 || j->alpha == 0) {
     scale_output(j->dt, j->c, c_size, j->beta);
@@ -340,7 +385,7 @@ static nv_status blas_product(const char *op, nv__output *out, nv__linalg_view *
     fold_batches(&j, a->st[a->ndim - 2]);
   }
   if (j.beta == 0) {
-    memset(cbuf, 0, (size_t)out->size * nv_dtype_size(work));
+    if (!gemm_writes_c(&j)) memset(cbuf, 0, (size_t)out->size * nv_dtype_size(work));
   } else {
     /* BLAS adds beta × C to the product: C starts as c broadcast to the output. */
     int64_t cst[NV__MAX_DIMS];

@@ -660,6 +660,15 @@ nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated) {
     int64_t k = p.kshape[p.nk - 1], cw = ((int64_t)1 << 18) / p.rsize;
     cw = cw < 512 ? 512 : cw > 8192 ? 8192 : cw;
     if (cw > k) cw = k;
+    /* Fewer blocks than threads (a bias gradient: a few hundred rows of one 1024-wide row)
+     * would leave threads idle: narrower blocks, multiples of 64 outputs, give each one a
+     * share. Every output's sum is the same whatever block holds it. */
+    int64_t kept_rows = out->size / k;
+    if (threads > 1 && kept_rows * ((k + cw - 1) / cw) < threads && p.rsize * k >= NV__PAR_GRAIN) {
+      int64_t share = (k + threads - 1) / threads;
+      share = (share + 63) / 64 * 64;
+      if (share < cw) cw = share;
+    }
     cols_plan c = {&p, k, cw, (k + cw - 1) / cw, 0};
     int64_t tasks = out->size / k * c.blocks, per = NV__PAR_GRAIN / (p.rsize * cw);
     nv__parallel_for(tasks, per < 1 ? 1 : per, cols_range, &c);
