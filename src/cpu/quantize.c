@@ -96,7 +96,8 @@ static void quant_range(void *ctx, int64_t lo, int64_t hi) {
         sc = nv__f32_to_fp8(amax / 6.0f);
         sv = nv__fp8_to_f32(sc);
       } else {
-        sc = nv__qmx_scale(amax, p->mode == NV__QMODE_MXFP8 ? 448.0f : 6.0f, &sv);
+        sc = nv__qmx_scale(round_to(j->dt, amax / (p->mode == NV__QMODE_MXFP8 ? 448.0f : 6.0f)),
+                           &sv);
       }
       ((uint8_t *)j->scales)[g] = sc;
       for (int i = 0; i < gs; i++) {

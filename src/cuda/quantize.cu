@@ -73,7 +73,8 @@ __global__ void quantize_kernel(uint32_t *packed, void *scales, void *biases,
         sc = f32_to_fp8(amax / 6.0f);
         s = fp8_to_f32(sc);
       } else {
-        sc = nv__qmx_scale(amax, p.mode == NV__QMODE_MXFP8 ? 448.0f : 6.0f, &s);
+        /* The quotient in the weights' dtype, as the CPU and MLX (nv__qmx_scale). */
+        sc = nv__qmx_scale(F::ld(F::st(amax / (p.mode == NV__QMODE_MXFP8 ? 448.0f : 6.0f))), &s);
       }
       ((uint8_t *)scales)[p.off[1] + g] = sc;
     }

@@ -48,11 +48,13 @@ NV__QFN uint32_t nv__qaffine_code(float w, float scale, float bias, int bits) {
   return q == q ? (uint32_t)q : 0u;
 }
 
-/* mx modes: the E8M0 scale code of a group whose largest magnitude is amax, and the scale
- * value 2^e (exact, also below float32's normal range). An all-zero group has scale 1; a group
- * whose amax is not finite gets code 255 (E8M0's NaN) and a NaN scale. */
-NV__QFN uint8_t nv__qmx_scale(float amax, float maxval, float *sv) {
-  float s = amax / maxval;
+/* mx modes: the E8M0 scale code of a group whose largest magnitude over the format's largest
+ * value is s, and the scale value 2^e (exact, also below float32's normal range): e = ceil(log2
+ * s). As MLX, s = amax / maxval is computed in the weights' dtype (a float16 quotient below
+ * float16's normal range rounds to its subnormal steps, which moves e at powers of two), so the
+ * callers round it first. An all-zero group has scale 1; a group whose amax is not finite gets
+ * code 255 (E8M0's NaN) and a NaN scale. */
+NV__QFN uint8_t nv__qmx_scale(float s, float *sv) {
   if (s == 0) {
     *sv = 1.0f;
     return 127;

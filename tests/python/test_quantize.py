@@ -462,3 +462,11 @@ def test_bit_identical_to_mlx(nv, rng, dtype):
             kw = {} if out is None else {"dtype": getattr(mx, out)}
             dm = from_mx(mx, mx.dequantize(mx.array(ours[0]), mx.array(ours[1]), mode=mode, **kw))
             np.testing.assert_array_equal(d.view(np.uint8), dm.view(np.uint8), err_msg=mode)
+        # Small groups: amax / maxval below float16's normal range, where MLX's quotient in the
+        # weights' dtype rounds to a subnormal step (the scale's exponent moves at powers of two).
+        small = (rng.standard_normal((64, 32)) * np.exp(rng.uniform(-12, -2, (64, 1))))
+        small = small.astype(np.float32).astype(np_dtype(dtype))
+        ours = quantize(nv, small, 0, 0, mode)
+        theirs = [np.array(a) for a in mx.quantize(to_mx(mx, small), mode=mode)]
+        np.testing.assert_array_equal(ours[1], theirs[1], err_msg=f"{mode} small groups' scales")
+        np.testing.assert_array_equal(ours[0], theirs[0], err_msg=f"{mode} small groups' codes")
