@@ -395,6 +395,13 @@ static bool owned_refs(const nv__node *consumer, int i, int edges) {
 
 static bool owned_on_cpu(const nv__node *consumer, int i) { return owned_refs(consumer, i, 1); }
 
+/* Whether an input's output record has the dtype and shape of the output that would take its
+ * buffer. */
+static bool same_layout_meta(const nv__output *in, const nv__output *out) {
+  return in->dtype == out->dtype && in->ndim == out->ndim &&
+         !memcmp(in->shape, out->shape, (size_t)out->ndim * sizeof(int));
+}
+
 /* The input whose buffer the node's output takes over, or -1. */
 static int donation(const nv__node *n) {
   if (tracing_depth > 0 || nv__node_is_tracer(n)) return -1;
@@ -420,9 +427,7 @@ static int donation(const nv__node *n) {
     int at = compiled ? k : info->donate[k];
     if (at >= n->ninputs) continue;
     const nv__output *in = &n->inputs[at].node->out[n->inputs[at].idx];
-    if (in->dtype != out->dtype || in->ndim != out->ndim) continue;
-    if (memcmp(in->shape, out->shape, (size_t)out->ndim * sizeof(int))) continue;
-    if (owned_on_cpu(n, at)) return at;
+    if (same_layout_meta(in, out) && owned_on_cpu(n, at)) return at;
   }
   return -1;
 }
@@ -439,8 +444,7 @@ static int donate_pairs(nv__node *n) {
     if (o >= n->noutputs || i >= n->ninputs) continue;
     nv__output *out = &n->out[o];
     const nv__output *in = &n->inputs[i].node->out[n->inputs[i].idx];
-    if (out->size == 0 || out->buf || in->dtype != out->dtype || in->ndim != out->ndim) continue;
-    if (memcmp(in->shape, out->shape, (size_t)out->ndim * sizeof(int))) continue;
+    if (out->size == 0 || out->buf || !same_layout_meta(in, out)) continue;
     /* The last step's update is one node with three outputs, p, m and v of this one: its
      * references are this node's three edges when nothing else holds it. */
     int edges = 0;

@@ -33,6 +33,21 @@ static inline double ld_f64(double x) { return x; }
 static inline float st_f32(float x) { return x; }
 static inline double st_f64(double x) { return x; }
 
+/* The constants in the compute type C, and one element's update: p, g, m, v read (p before any
+ * write, so an output may be its own input), p', m', v' written. */
+#define ADAM_CONSTS(C)                                                                        \
+  const C b1 = (C)k->b1, omb1 = (C)k->omb1, b2 = (C)k->b2, omb2 = (C)k->omb2;                 \
+  const C eps = (C)k->eps, s1 = (C)k->s1, s2 = (C)k->s2, dec = (C)k->dec
+#define ADAM_ELEM(C, LD, ST, SQRT, P, G, M, V, PO, MO, VO)                                    \
+  do {                                                                                        \
+    C gi = LD(G), pi = LD(P);                                                                 \
+    C mi = LD(M) * b1 + gi * omb1;                                                            \
+    C vi = LD(V) * b2 + (gi * gi) * omb2;                                                     \
+    MO = ST(mi);                                                                              \
+    VO = ST(vi);                                                                              \
+    PO = ST(pi * dec - (s1 * mi) / (SQRT(vi) * s2 + eps));                                    \
+  } while (0)
+
 /* Three loops: _contig where the outputs are new buffers (no pointer aliases another that is
  * written), _inplace where p', m' and v' took p's, m's and v's buffers (donation: each array
  * read and written through one pointer), and _strided (no restrict) for strided inputs and
@@ -42,45 +57,24 @@ static inline double st_f64(double x) { return x; }
       S *restrict po, S *restrict mo, S *restrict vo, const S *restrict p,                    \
       const S *restrict g, const S *restrict m, const S *restrict v, int64_t n,               \
       const adam_consts *k) {                                                                 \
-    const C b1 = (C)k->b1, omb1 = (C)k->omb1, b2 = (C)k->b2, omb2 = (C)k->omb2;               \
-    const C eps = (C)k->eps, s1 = (C)k->s1, s2 = (C)k->s2, dec = (C)k->dec;                   \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      C gi = LD(g[i]);                                                                        \
-      C mi = LD(m[i]) * b1 + gi * omb1;                                                       \
-      C vi = LD(v[i]) * b2 + (gi * gi) * omb2;                                                \
-      mo[i] = ST(mi);                                                                         \
-      vo[i] = ST(vi);                                                                         \
-      po[i] = ST(LD(p[i]) * dec - (s1 * mi) / (SQRT(vi) * s2 + eps));                         \
-    }                                                                                         \
+    ADAM_CONSTS(C);                                                                           \
+    for (int64_t i = 0; i < n; i++)                                                           \
+      ADAM_ELEM(C, LD, ST, SQRT, p[i], g[i], m[i], v[i], po[i], mo[i], vo[i]);                \
   }                                                                                           \
   NV_KERNEL_CLONES static void NAME##_inplace(S *restrict p, const S *restrict g,             \
                                               S *restrict m, S *restrict v, int64_t n,        \
                                               const adam_consts *k) {                         \
-    const C b1 = (C)k->b1, omb1 = (C)k->omb1, b2 = (C)k->b2, omb2 = (C)k->omb2;               \
-    const C eps = (C)k->eps, s1 = (C)k->s1, s2 = (C)k->s2, dec = (C)k->dec;                   \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      C gi = LD(g[i]);                                                                        \
-      C mi = LD(m[i]) * b1 + gi * omb1;                                                       \
-      C vi = LD(v[i]) * b2 + (gi * gi) * omb2;                                                \
-      C pi = LD(p[i]);                                                                        \
-      m[i] = ST(mi);                                                                          \
-      v[i] = ST(vi);                                                                          \
-      p[i] = ST(pi * dec - (s1 * mi) / (SQRT(vi) * s2 + eps));                                \
-    }                                                                                         \
+    ADAM_CONSTS(C);                                                                           \
+    for (int64_t i = 0; i < n; i++)                                                           \
+      ADAM_ELEM(C, LD, ST, SQRT, p[i], g[i], m[i], v[i], p[i], m[i], v[i]);                   \
   }                                                                                           \
   static void NAME##_strided(S *po, S *mo, S *vo, const S *p, int64_t sp, const S *g,         \
                              int64_t sg, const S *m, int64_t sm, const S *v, int64_t sv,      \
                              int64_t n, const adam_consts *k) {                               \
-    const C b1 = (C)k->b1, omb1 = (C)k->omb1, b2 = (C)k->b2, omb2 = (C)k->omb2;               \
-    const C eps = (C)k->eps, s1 = (C)k->s1, s2 = (C)k->s2, dec = (C)k->dec;                   \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      C gi = LD(g[i * sg]);                                                                   \
-      C mi = LD(m[i * sm]) * b1 + gi * omb1;                                                  \
-      C vi = LD(v[i * sv]) * b2 + (gi * gi) * omb2;                                           \
-      mo[i] = ST(mi);                                                                         \
-      vo[i] = ST(vi);                                                                         \
-      po[i] = ST(LD(p[i * sp]) * dec - (s1 * mi) / (SQRT(vi) * s2 + eps));                    \
-    }                                                                                         \
+    ADAM_CONSTS(C);                                                                           \
+    for (int64_t i = 0; i < n; i++)                                                           \
+      ADAM_ELEM(C, LD, ST, SQRT, p[i * sp], g[i * sg], m[i * sm], v[i * sv], po[i], mo[i],    \
+                vo[i]);                                                                       \
   }                                                                                           \
   static void NAME##_run(char **ptr, const int64_t *s, int64_t n, const void *extra) {        \
     const adam_job *j = extra;                                                                \
