@@ -18,6 +18,9 @@
  *     tadd.t64      64 x 64 tiles, 256 threads, 16 elements a thread
  *     tadd.t64v     64 x 64 tiles, 16-byte loads and stores of the straight operand and the
  *                   output, the transposed operand's tile loaded in 16-byte pieces too
+ *   concatenate of two B x N x N inputs along axis 1: the library's way (one 16-byte vector an
+ *     item, two launches), the driver's 2-D copies, per-row copies, and row kernels (a block row
+ *     per output row, U vectors a thread in flight, both inputs in one launch, streaming or not);
  *   copy and x + y (contiguous) as the memory ceilings.
  * Output: SWEEP <case> <candidate> <ms> <TB/s> <maxerr> <ok|FAIL> (median of 20 by CUDA events;
  * TB/s counts bytes read and written once), and BEST per case. */
@@ -250,6 +253,63 @@ __global__ void k_add(const float4 *a, const float4 *b, float4 *y, int64_t n4) {
   }
 }
 
+
+/* ---- concatenate candidates (two inputs of B x N x N along axis 1: B rows of N*N each) ---- */
+
+__global__ void k_err_concat(const float *y, const float *a, const float *b, double *err) {
+  double m = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < 2 * TOTAL;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t row = i / (2 * (int64_t)N * N), col = i % (2 * (int64_t)N * N);
+    float want = col < (int64_t)N * N ? a[row * N * N + col] : b[row * N * N + col - N * N];
+    double d = y[i] == want ? 0.0 : 1.0;
+    m = d > m ? d : m;
+  }
+  atomicMax((unsigned long long *)err, (unsigned long long)__double_as_longlong(m));
+}
+
+/* As the library's k_copy_nd on a folded 2-D layout: one 16-byte vector per item, grid-stride,
+ * the row found by a division. */
+__global__ void __launch_bounds__(256)
+    k_cat_nd(const float4 *s, float4 *d, int64_t rows, int64_t chunks, int64_t dpitch) {
+  for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < rows * chunks;
+       it += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = it / chunks, c = it - r * chunks;
+    d[r * dpitch + c] = s[it];
+  }
+}
+
+/* Rows of `chunks` vectors: blockIdx.y a row (and blockIdx.z the input), each thread U vectors
+ * loaded before any is stored; CS: streaming loads and stores. */
+struct CatArgs {
+  const float4 *src[2];
+  int64_t chunks[2], soff[2];
+};
+template <int U, bool CS>
+__global__ void __launch_bounds__(256)
+    k_cat_rows(CatArgs a, float4 *d, int64_t dpitch) {
+  const int z = blockIdx.z;
+  const float4 *s = a.src[z] + (int64_t)blockIdx.y * a.chunks[z];
+  float4 *o = d + (int64_t)blockIdx.y * dpitch + a.soff[z];
+  const int64_t n = a.chunks[z];
+  for (int64_t base = (int64_t)blockIdx.x * 256 * U; base < n; base += (int64_t)gridDim.x * 256 * U) {
+    float4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int64_t i = base + u * 256 + threadIdx.x;
+      if (i < n) v[u] = CS ? __ldcs(s + i) : s[i];
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int64_t i = base + u * 256 + threadIdx.x;
+      if (i < n) {
+        if (CS) __stcs(o + i, v[u]);
+        else o[i] = v[u];
+      }
+    }
+  }
+}
+
 /* ---- the harness ---- */
 
 struct Result {
@@ -370,10 +430,73 @@ int main(int argc, char **argv) {
   run("tadd", "tadd.t64v", bytes3, 0,
       [&]() { k_tadd_t64v<<<dim3(N / 64, N / 64, B), 256>>>(x, y); }, check_tadd);
 
+
+  /* concatenate: x and x2 (each B x N x N) along axis 1 into the B x 2N x N output (ref's
+   * storage reused: 2 TOTAL floats). */
+  float *cat = reinterpret_cast<float *>(ref);
+  auto check_cat = [&]() {
+    CK(cudaMemset(err, 0, 8));
+    k_err_concat<<<4096, 256>>>(cat, x, x2, err);
+    CK(cudaGetLastError());
+    double e;
+    CK(cudaMemcpy(&e, err, 8, cudaMemcpyDeviceToHost));
+    return e;
+  };
+  const int64_t rowv = (int64_t)N * N / 4; /* vectors per input row */
+  auto run_cat = [&](const char *name, auto launch) {
+    if (!strstr(name, filter) && !strstr("concat", filter)) return;
+    CK(cudaMemset(cat, 0xff, TOTAL * 8));
+    launch();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    double e = check_cat();
+    float ms = time_it(launch, ev);
+    res.push_back({"concat", name, ms, (double)TOTAL * 16 / (ms * 1e-3) / 1e12, e, e == 0});
+  };
+  run_cat("cat.nd", [&]() {
+    k_cat_nd<<<8192, 256>>>((const float4 *)x, (float4 *)cat, B, rowv, 2 * rowv);
+    k_cat_nd<<<8192, 256>>>((const float4 *)x2, (float4 *)cat + rowv, B, rowv, 2 * rowv);
+  });
+  run_cat("cat.memcpy2d", [&]() {
+    CK(cudaMemcpy2DAsync(cat, (size_t)N * N * 8, x, (size_t)N * N * 4, (size_t)N * N * 4, B,
+                         cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy2DAsync(cat + (int64_t)N * N, (size_t)N * N * 8, x2, (size_t)N * N * 4,
+                         (size_t)N * N * 4, B, cudaMemcpyDeviceToDevice));
+  });
+  run_cat("cat.rowmemcpy", [&]() {
+    for (int r = 0; r < B; r++) {
+      CK(cudaMemcpyAsync(cat + (int64_t)r * 2 * N * N, x + (int64_t)r * N * N, (size_t)N * N * 4,
+                         cudaMemcpyDeviceToDevice));
+      CK(cudaMemcpyAsync(cat + (int64_t)r * 2 * N * N + N * N, x2 + (int64_t)r * N * N,
+                         (size_t)N * N * 4, cudaMemcpyDeviceToDevice));
+    }
+  });
+  CatArgs ca = {{(const float4 *)x, (const float4 *)x2}, {rowv, rowv}, {0, rowv}};
+  CatArgs c1 = ca, c2 = ca;
+  c2.src[0] = ca.src[1];
+  c2.soff[0] = rowv;
+  for (int gx : {4, 8, 16, 32}) {
+    static char names[32][40];
+    static int nn = 0;
+    auto one = [&](const char *tag, auto kern, int U) {
+      char *nm = names[nn++ % 32];
+      snprintf(nm, 40, "cat.%s.g%d", tag, gx);
+      int gxx = (int)std::min<int64_t>(gx, (rowv + 256 * U - 1) / (256 * U));
+      run_cat(nm, [&, gxx]() { kern<<<dim3(gxx, B, 2), 256>>>(ca, (float4 *)cat, 2 * rowv); });
+    };
+    one("one.u2", k_cat_rows<2, false>, 2);
+    one("one.u4", k_cat_rows<4, false>, 4);
+    one("one.u4cs", k_cat_rows<4, true>, 4);
+    one("one.u8", k_cat_rows<8, false>, 8);
+  }
+  run_cat("cat.two.u4.g16", [&]() {
+    k_cat_rows<4, false><<<dim3(16, B, 1), 256>>>(c1, (float4 *)cat, 2 * rowv);
+    k_cat_rows<4, false><<<dim3(16, B, 1), 256>>>(c2, (float4 *)cat, 2 * rowv);
+  });
   for (const Result &r : res)
     printf("SWEEP %s %s %.4f %.3f %.3g %s\n", r.cs, r.name, r.ms, r.tbs, r.err,
            r.ok ? "ok" : "FAIL");
-  for (const char *cs : {"copy", "add", "cumsum", "tadd"}) {
+  for (const char *cs : {"copy", "add", "cumsum", "tadd", "concat"}) {
     const Result *best = nullptr;
     for (const Result &r : res)
       if (!strcmp(r.cs, cs) && r.ok && (!best || r.ms < best->ms)) best = &r;

@@ -418,10 +418,13 @@ static int donation(const nv__node *n) {
     return owned_on_cpu(n, at) ? at : -1;
   }
   if (n->noutputs != 1 && !compiled) return -1;
+  /* Any dtype, as MLX's rule (the seed took float16/bfloat16/float32 only): every element-wise
+   * kernel reads element e before it writes it, by the same iteration or thread, whatever the
+   * dtype; an integer state such as an optimizer's step counter then keeps its buffer from one
+   * step to the next, so a repeated step binds the same buffers (a prepared GPU graph replays
+   * unchanged). The input must still have the output's dtype and exact shape. */
   const nv__output *out = &n->out[0];
-  if (out->size == 0 || !(out->dtype == NV_DTYPE_FLOAT16 || out->dtype == NV_DTYPE_BFLOAT16 ||
-                          out->dtype == NV_DTYPE_FLOAT32))
-    return -1;
+  if (out->size == 0) return -1;
   int ncand = compiled ? n->ninputs - 1 : 4;
   for (int k = 0; k < ncand && (compiled || info->donate[k] >= 0); k++) {
     int at = compiled ? k : info->donate[k];

@@ -122,7 +122,7 @@ Test(donation, caller_owned_nocopy_buffer_is_never_written) {
 }
 
 Test(donation, elementwise_rule_dtype_and_shape) {
-  /* int32 outputs are not candidates (float16/bfloat16/float32 only). */
+  /* Every dtype is a candidate (MLX's rule): an int32 intermediate is written in place... */
   int32_t iv[4] = {1, 2, 3, 4};
   nv_array *xi = i32v(iv, 4);
   nv_array *ti = nv_add(xi, xi);
@@ -130,7 +130,18 @@ Test(donation, elementwise_rule_dtype_and_shape) {
   nv_release(ti);
   long d0 = nv__test_donations();
   cr_assert_eq(nv_eval1(yi), NV_OK);
+  cr_assert_eq(nv__test_donations() - d0, 1);
+  int32_t gi[4];
+  cr_assert_eq(nv_array_read(yi, gi, sizeof gi), NV_OK);
+  cr_assert(gi[0] == 3 && gi[1] == 6 && gi[2] == 9 && gi[3] == 12);
+  /* ...but not into an output of another dtype (a comparison's bool output). */
+  nv_array *tc = nv_add(xi, xi);
+  nv_array *yc = nv_greater(tc, xi);
+  nv_release(tc);
+  d0 = nv__test_donations();
+  cr_assert_eq(nv_eval1(yc), NV_OK);
   cr_assert_eq(nv__test_donations(), d0);
+  nv_release(yc);
   /* A broadcast input is not the output's exact shape. */
   float one = 1;
   nv_array *s = f32v(&one, 1);

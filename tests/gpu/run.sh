@@ -225,9 +225,9 @@ stage9() {
 
 stage10() {
   # The scan and transposed-add candidates (bench/gpu/ops_sweep.cu), best per case.
-  timeout 120 $B/bench/gpu/ops_sweep >"$OUT/ops_sweep.log" 2>&1
+  timeout 120 $B/bench/gpu/ops_sweep ${SWEEP_FILTER:-} >"$OUT/ops_sweep.log" 2>&1
   note "10. ops_sweep: rc=$?"
-  grep -E "^SWEEP|^BEST|FAIL" "$OUT/ops_sweep.log" | head -30 | tee -a "$SUM"
+  grep -E "^SWEEP|^BEST|FAIL" "$OUT/ops_sweep.log" | head -60 | tee -a "$SUM"
 }
 
 stage11() {
