@@ -15,7 +15,12 @@
 
 #include "cuda/cuda_internal.h"
 
+/* Operations recorded before an evaluation's open graph is submitted while the rest is still
+ * being encoded (so the GPU starts on the first part): the first submission's and the later
+ * ones'. NUVEC_GPU_FIRST_COMMIT_OPS / NUVEC_GPU_COMMIT_OPS set them (measurement switches, read
+ * once per process). */
 #define NV__GPU_COMMIT_OPS 50
+static int commit_ops[2] = {NV__GPU_COMMIT_OPS, NV__GPU_COMMIT_OPS};
 #define NV__GPU_INFLIGHT 64
 #define NV__GPU_GRAPH_BUCKETS 1024
 #define NV__GPU_KERNEL_BUCKETS 4096
@@ -219,6 +224,10 @@ nv__gpu_dev *nv__gpu_dev_get(int index) {
         total = (size_t)64 << 30;
       cudaGetLastError();
       atomic_store(&prof_on, nv__env_long("NUVEC_GPU_PROFILE", 0) != 0);
+      commit_ops[0] = (int)nv__env_long("NUVEC_GPU_FIRST_COMMIT_OPS", NV__GPU_COMMIT_OPS);
+      commit_ops[1] = (int)nv__env_long("NUVEC_GPU_COMMIT_OPS", NV__GPU_COMMIT_OPS);
+      for (int k = 0; k < 2; k++)
+        if (commit_ops[k] < 1) commit_ops[k] = NV__GPU_COMMIT_OPS;
       nd->limit = (size_t)nv__env_long("NUVEC_GPU_MEMORY_LIMIT", 0);
       if (!nd->limit) nd->limit = total;
       nd->cache_limit = nd->limit;
@@ -1085,7 +1094,7 @@ static nv_status gpu_encode(nv__ectx *ectx, nv__node *node, const nv__operand *i
       if (strncmp(why, name, strlen(name)) != 0 && !(w > 0 && why[w] == ':'))
         nv__set_error(st, "%s: %s", name, why);
     }
-    if (ctx->nops >= NV__GPU_COMMIT_OPS) ctx_commit(ctx, false);
+    if (ctx->nops >= (size_t)commit_ops[ctx->last != NULL]) ctx_commit(ctx, false);
     return st;
   }
   /* No CUDA kernel (or one that declined the node): the CPU kernel on data read back (the CPU
