@@ -275,18 +275,69 @@ static void getrf_blocked(bool f64, int m, int n, void *w, lapack_int *ipiv) {
 
 /* ---- cholesky ---- */
 
+/* Matrices up to this order are factored by cholesky_small rather than LAPACK: for a batch of
+ * small matrices the library call's own overhead is most of the time. */
+#define NV__LS_SMALL_MAX 64
+
+/* Cholesky of one n x n row-major matrix (n <= NV__LS_SMALL_MAX), in double, right-looking:
+ * each step takes a pivot, scales its column (lower) or row (upper) and updates the trailing
+ * triangle row by row, one multiply-add per element along contiguous rows (independent
+ * elements: the loops vectorize, where a dot-product form would wait on one sum). L from a's
+ * lower triangle (a = L Lᵀ), or for `upper` U from its upper one (a = Uᵀ U); the other
+ * triangle of o is zeroed. Returns false where a pivot is not positive: a is not positive
+ * definite. A NaN reaches the entries that depend on it, as through LAPACK's potrf (and
+ * NumPy's cholesky). */
+#define CHOLESKY_SMALL(T)                                                                    \
+  NV_KERNEL_CLONES_FMA static bool cholesky_small_##T(const T *a, T *o, int n, bool upper) { \
+    double w[NV__LS_SMALL_MAX][NV__LS_SMALL_MAX], c[NV__LS_SMALL_MAX];                      \
+    for (int i = 0; i < n; i++)                                                             \
+      for (int k = 0; k < n; k++) w[i][k] = (double)a[i * n + k];                           \
+    for (int j = 0; j < n; j++) {                                                           \
+      double d = w[j][j];                                                                   \
+      if (d <= 0) return false;                                                             \
+      d = sqrt(d);                                                                          \
+      w[j][j] = d;                                                                          \
+      if (upper) {                                                                          \
+        double *wj = w[j];                                                                  \
+        for (int k = j + 1; k < n; k++) wj[k] /= d;                                         \
+        for (int i = j + 1; i < n; i++) {                                                   \
+          const double l = wj[i];                                                           \
+          double *wi = w[i];                                                                \
+          for (int k = i; k < n; k++) wi[k] -= l * wj[k];                                   \
+        }                                                                                   \
+      } else {                                                                              \
+        for (int i = j + 1; i < n; i++) c[i] = w[i][j] = w[i][j] / d;                       \
+        for (int i = j + 1; i < n; i++) {                                                   \
+          const double l = c[i];                                                            \
+          double *wi = w[i];                                                                \
+          for (int k = j + 1; k <= i; k++) wi[k] -= l * c[k];                               \
+        }                                                                                   \
+      }                                                                                     \
+    }                                                                                       \
+    for (int i = 0; i < n; i++) {                                                           \
+      T *oi = o + i * n;                                                                    \
+      int k0 = upper ? i : 0, k1 = upper ? n : i + 1;                                       \
+      for (int k = 0; k < k0; k++) oi[k] = 0;                                               \
+      for (int k = k0; k < k1; k++) oi[k] = (T)w[i][k];                                     \
+      for (int k = k1; k < n; k++) oi[k] = 0;                                               \
+    }                                                                                       \
+    return true;                                                                            \
+  }
+CHOLESKY_SMALL(float)
+CHOLESKY_SMALL(double)
+
 static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
   job *j = ctx;
   const nv__decomp_params *p = j->node->params;
   int n = j->n;
   int64_t nn = (int64_t)n * n;
   char *out = nv__output_ptr(&j->node->out[0]);
-  void *w = nv__malloc((size_t)nn * j->es);
-  if (!w) {
+  bool f64 = j->dt == NV_DTYPE_FLOAT64;
+  void *w = j->r ? nv__malloc((size_t)nn * j->es) : NULL;
+  if (j->r && !w) {
     atomic_store(&j->oom, 1);
     return;
   }
-  char uplo = p->upper ? 'U' : 'L';
   for (int64_t b = b0; b < b1; b++) {
     void *o = elem(out, b * nn, j->es);
     if (j->r) {
@@ -294,29 +345,39 @@ static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
        * is aᵀ, whose lower triangle is a's upper one, and its factor L read row-major is U. */
       if (p->upper) memcpy(w, elem(j->a, b * nn, j->es), (size_t)nn * j->es);
       else transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
-      if (potrf_blocked(j->dt == NV_DTYPE_FLOAT64, n, w) != 0) {
+      if (potrf_blocked(f64, n, w) != 0) {
         fill_nan(o, j->dt, nn);
         continue;
       }
-      for (int64_t k = 0; k < n; k++)
-        for (int64_t i = 0; i < k; i++) memset(elem(w, i + k * n, j->es), 0, j->es);
+      /* Column k's entries above the diagonal (column-major (i, k), i < k) are zeroed. */
+      for (int64_t k = 1; k < n; k++) memset(elem(w, k * n, j->es), 0, (size_t)k * j->es);
       if (p->upper) memcpy(o, w, (size_t)nn * j->es);
       else transpose(w, n, n, o, j->es);
       continue;
     }
-    transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
-    lapack_int info = j->dt == NV_DTYPE_FLOAT64
-                          ? LAPACKE_dpotrf(LAPACK_COL_MAJOR, uplo, n, w, n)
-                          : LAPACKE_spotrf(LAPACK_COL_MAJOR, uplo, n, w, n);
+    if (n <= NV__LS_SMALL_MAX) {
+      const void *ab = elem(j->a, b * nn, j->es);
+      bool ok = f64 ? cholesky_small_double(ab, o, n, p->upper)
+                    : cholesky_small_float(ab, o, n, p->upper);
+      if (!ok) fill_nan(o, j->dt, nn);
+      continue;
+    }
+    /* The row-major matrix read column-major is aᵀ, whose upper triangle is a's lower one: so
+     * LAPACK factors the opposite triangle in place in the output, and its factor read
+     * row-major is the one asked for (a = L Lᵀ or Uᵀ U), with no transposes. */
+    memcpy(o, elem(j->a, b * nn, j->es), (size_t)nn * j->es);
+    char uplo = p->upper ? 'L' : 'U';
+    lapack_int info = f64 ? LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, uplo, n, o, n)
+                          : LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo, n, o, n);
     if (info != 0) {
       fill_nan(o, j->dt, nn);
       continue;
     }
-    /* Zero the triangle LAPACK left as the input was (column-major (i, k) at i + k n). */
-    for (int64_t k = 0; k < n; k++)
-      for (int64_t i = 0; i < n; i++)
-        if (p->upper ? i > k : i < k) memset(elem(w, i + k * n, j->es), 0, j->es);
-    transpose(w, n, n, o, j->es);
+    /* The other triangle (row-major) still holds the input: zeroed row by row. */
+    for (int64_t i = 0; i < n; i++) {
+      if (p->upper) memset(elem(o, i * n, j->es), 0, (size_t)i * j->es);
+      else memset(elem(o, i * n + i + 1, j->es), 0, (size_t)(n - 1 - i) * j->es);
+    }
   }
   nv__free(w);
 }

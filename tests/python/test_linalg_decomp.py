@@ -90,8 +90,13 @@ def sort_eig(w):
 SHAPES = [(1, 1), (2, 2), (5, 5), (7, 7), (3, 4, 4), (2, 3, 6, 6), (13, 13)]
 
 
+# Orders up to 64 take the unblocked kernel of their own, larger batches LAPACK, and a single
+# matrix of order >= 384 the blocked, pool-parallel potrf.
+CHOLESKY_SHAPES = SHAPES + [(64, 64), (2, 65, 65), (70, 70), (400, 400)]
+
+
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", CHOLESKY_SHAPES)
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky(nv, rng, dt, shape, upper):
     a = spd(rng, shape, dt)
@@ -112,6 +117,26 @@ def test_cholesky_layouts_and_batch(nv, rng, layout):
     a = spd(rng, (4, 6, 6), "float64")
     got = nv.read(nv.own(lib.nv_linalg_cholesky(nv.view(a, layout), False)))
     close(got, np.linalg.cholesky(a), "float64")
+
+
+@pytest.mark.parametrize("n", [3, 64, 65, 400])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_nan_or_indefinite_gives_nan(nv, rng, n, upper):
+    """A NaN in the triangle read reaches the entries it reaches in NumPy's (LAPACK's) factor; a
+    matrix that is not positive definite gives NaN throughout, for that matrix only (each path:
+    the small kernel, LAPACK, the blocked factor)."""
+    a = spd(rng, (3, n, n), "float64")
+    a[0, n - 1, n - 2] = a[0, n - 2, n - 1] = np.nan
+    a[1, n - 1, n - 1] = -1e6
+    got = nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(a), upper)))
+    ref0 = np.linalg.cholesky(a[0])
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(mT(ref0) if upper else ref0))
+    assert np.isnan(got[0]).any() and np.isnan(got[1]).all()
+    want = np.linalg.cholesky(a[2])
+    close(got[2], mT(want) if upper else want, "float64")
+    for k in (0, 1):  # one matrix alone (the blocked path at 400)
+        single = nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(a[k]), upper)))
+        np.testing.assert_array_equal(np.isnan(single), np.isnan(got[k]))
 
 
 def test_cholesky_not_positive_definite_gives_nan(nv):
