@@ -7,6 +7,7 @@
  * row-contiguous outputs. The rules for singular, indefinite, NaN and non-converging inputs
  * are in ops/linalg_decomp_params.h. */
 #include <complex.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -397,6 +398,52 @@ static nv_status k_cholesky(nv__node *node, const nv__operand *in, int donated) 
 
 /* ---- lu_factor: LU, pivots, perm ---- */
 
+/* LU with partial pivoting of one m x n row-major matrix (both <= NV__LS_SMALL_MAX) in place
+ * in o, as LAPACK's unblocked getf2 on the matrix itself: the pivot is the first entry of
+ * largest magnitude in the column (NaN never chosen over a number, as idamax), rows swap only
+ * for a nonzero pivot, the column below scales by the pivot's reciprocal (by the pivot where
+ * that is below the smallest normal), and the trailing block takes one multiply-add per element
+ * along contiguous rows. ipiv: 1-based pivot rows, as LAPACK's. */
+#define LU_SMALL(T, TMIN)                                                                    \
+  NV_KERNEL_CLONES static void lu_small_##T(const T *a, T *o, int m, int n, lapack_int *ipiv) { \
+    memcpy(o, a, (size_t)m * (size_t)n * sizeof(T));                                        \
+    int k = m < n ? m : n;                                                                  \
+    for (int j = 0; j < k; j++) {                                                           \
+      int p = j;                                                                            \
+      T best = (T)fabs((double)o[j * n + j]);                                               \
+      for (int i = j + 1; i < m; i++) {                                                     \
+        T v = (T)fabs((double)o[i * n + j]);                                                \
+        if (v > best) best = v, p = i;                                                      \
+      }                                                                                     \
+      ipiv[j] = p + 1;                                                                      \
+      T *oj = o + (int64_t)j * n;                                                           \
+      if (o[p * n + j] != 0) {                                                              \
+        if (p != j) {                                                                       \
+          T *op = o + (int64_t)p * n;                                                       \
+          for (int q = 0; q < n; q++) {                                                     \
+            T t = oj[q];                                                                    \
+            oj[q] = op[q];                                                                  \
+            op[q] = t;                                                                      \
+          }                                                                                 \
+        }                                                                                   \
+        T piv = oj[j];                                                                      \
+        if (fabs((double)piv) >= TMIN) {                                                    \
+          T r = (T)1 / piv;                                                                 \
+          for (int i = j + 1; i < m; i++) o[i * n + j] *= r;                                \
+        } else {                                                                            \
+          for (int i = j + 1; i < m; i++) o[i * n + j] /= piv;                              \
+        }                                                                                   \
+      }                                                                                     \
+      for (int i = j + 1; i < m; i++) {                                                     \
+        T *oi = o + (int64_t)i * n;                                                         \
+        const T l = oi[j];                                                                  \
+        for (int q = j + 1; q < n; q++) oi[q] -= l * oj[q];                                 \
+      }                                                                                     \
+    }                                                                                       \
+  }
+LU_SMALL(float, FLT_MIN)
+LU_SMALL(double, DBL_MIN)
+
 static void lu_range(void *ctx, int64_t b0, int64_t b1) {
   job *j = ctx;
   int m = j->m, n = j->n, k = m < n ? m : n;
@@ -412,13 +459,21 @@ static void lu_range(void *ctx, int64_t b0, int64_t b1) {
   }
   for (int64_t b = b0; b < b1; b++) {
     if (mn > 0) {
-      transpose(elem(j->a, b * mn, j->es), m, n, w, j->es);
       /* info > 0 (an exact zero pivot) still gives the factorization: no error, as MLX. */
+      if (!j->r && m <= NV__LS_SMALL_MAX && n <= NV__LS_SMALL_MAX) {
+        if (j->dt == NV_DTYPE_FLOAT64)
+          lu_small_double(elem(j->a, b * mn, j->es), (double *)elem(lu, b * mn, j->es), m, n, ipiv);
+        else
+          lu_small_float(elem(j->a, b * mn, j->es), (float *)elem(lu, b * mn, j->es), m, n, ipiv);
+        goto pivots;
+      }
+      transpose(elem(j->a, b * mn, j->es), m, n, w, j->es);
       if (j->r) getrf_blocked(j->dt == NV_DTYPE_FLOAT64, m, n, w, ipiv);
       else if (j->dt == NV_DTYPE_FLOAT64) LAPACKE_dgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
       else LAPACKE_sgetrf(LAPACK_COL_MAJOR, m, n, w, m, ipiv);
       transpose(w, n, m, elem(lu, b * mn, j->es), j->es);
     }
+  pivots:
     /* rows[i]: the input row at row i of L U after the swaps; perm is its inverse. */
     for (int i = 0; i < m; i++) rows[i] = (uint32_t)i;
     for (int i = 0; i < k; i++) {

@@ -147,10 +147,16 @@ def test_cholesky_not_positive_definite_gives_nan(nv):
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (7, 7), (2, 5, 5), (4, 3), (3, 5), (2, 2, 7, 4)])
-@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (7, 7), (2, 5, 5), (4, 3), (3, 5), (2, 2, 7, 4),
+                                   (64, 64), (64, 9), (2, 65, 40), (30, 70), (400, 390)])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "zero column"])
 def test_lu_and_lu_factor(nv, rng, dt, shape, layout):
+    """Orders up to 64 take the small kernel, larger batches LAPACK, a lone matrix of order >=
+    384 the blocked factor; a zero column (an exact zero pivot, no row swap) factors too."""
     a = rand(rng, shape, dt)
+    if layout == "zero column":
+        a[..., :, min(shape[-2:]) // 2] = 0
+        layout = "contiguous"
     x = nv.view(a, layout)
     p, l, u = (nv.read(h) for h in multi(nv, lib.nv_linalg_lu, 3, x))
     m, n = shape[-2:]
