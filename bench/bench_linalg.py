@@ -55,7 +55,9 @@ def peer_times(peer, cases):
             fn = (lambda: ta.T @ tb) if trans else (lambda: ta @ tb)
         else:
             try:  # MLX's CPU build computes float64 matmul too; skip it where it does not
-                ma, mb = lib.array(a), lib.array(b)
+                # (its own dtype: mlx.core.array makes float32 of float64 NumPy arrays unless told)
+                mdt = lib.float64 if dtype == np.float64 else lib.float32
+                ma, mb = lib.array(a, dtype=mdt), lib.array(b, dtype=mdt)
                 lib.eval(ma @ mb)
             except Exception:
                 continue
