@@ -359,26 +359,22 @@ int main(int argc, char **argv) {
   CK(cudaEventCreate(&ev[1]));
   std::vector<Result> res;
   const double bytes2 = (double)TOTAL * 8, bytes3 = (double)TOTAL * 12;
-  auto check_scan = [&]() {
+  /* The largest error a checking kernel (launched by `kern` into err) found. */
+  auto err_of = [&](auto kern) {
     CK(cudaMemset(err, 0, 8));
-    k_err_scan<<<4096, 256>>>(y, ref, TOTAL, err);
+    kern();
     CK(cudaGetLastError());
     double e;
     CK(cudaMemcpy(&e, err, 8, cudaMemcpyDeviceToHost));
     return e;
   };
-  auto check_tadd = [&]() {
-    CK(cudaMemset(err, 0, 8));
-    k_err_tadd<<<4096, 256>>>(y, x, err);
-    CK(cudaGetLastError());
-    double e;
-    CK(cudaMemcpy(&e, err, 8, cudaMemcpyDeviceToHost));
-    return e;
-  };
-  auto run = [&](const char *cs, const char *name, double bytes, double tol, auto launch,
-                 auto check) {
+  auto check_scan = [&]() { return err_of([&]() { k_err_scan<<<4096, 256>>>(y, ref, TOTAL, err); }); };
+  auto check_tadd = [&]() { return err_of([&]() { k_err_tadd<<<4096, 256>>>(y, x, err); }); };
+  /* A candidate: `out` (obytes) poisoned, one launch checked, then timed. */
+  auto run_on = [&](const char *cs, const char *name, void *out, size_t obytes, double bytes,
+                    double tol, auto launch, auto check) {
     if (!strstr(name, filter) && !strstr(cs, filter)) return;
-    CK(cudaMemset(y, 0xff, TOTAL * 4));
+    CK(cudaMemset(out, 0xff, obytes));
     launch();
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
@@ -386,6 +382,8 @@ int main(int argc, char **argv) {
     float ms = time_it(launch, ev);
     res.push_back({cs, name, ms, bytes / (ms * 1e-3) / 1e12, e, e <= tol});
   };
+  auto run = [&](const char *cs, const char *name, double bytes, double tol, auto launch,
+                 auto check) { run_on(cs, name, y, TOTAL * 4, bytes, tol, launch, check); };
   auto none = [&]() { return 0.0; };
 
   run("copy", "memcpy", bytes2, 0, [&]() { CK(cudaMemcpyAsync(y, x, TOTAL * 4, cudaMemcpyDeviceToDevice)); }, none);
@@ -434,24 +432,10 @@ int main(int argc, char **argv) {
   /* concatenate: x and x2 (each B x N x N) along axis 1 into the B x 2N x N output (ref's
    * storage reused: 2 TOTAL floats). */
   float *cat = reinterpret_cast<float *>(ref);
-  auto check_cat = [&]() {
-    CK(cudaMemset(err, 0, 8));
-    k_err_concat<<<4096, 256>>>(cat, x, x2, err);
-    CK(cudaGetLastError());
-    double e;
-    CK(cudaMemcpy(&e, err, 8, cudaMemcpyDeviceToHost));
-    return e;
-  };
+  auto check_cat = [&]() { return err_of([&]() { k_err_concat<<<4096, 256>>>(cat, x, x2, err); }); };
   const int64_t rowv = (int64_t)N * N / 4; /* vectors per input row */
   auto run_cat = [&](const char *name, auto launch) {
-    if (!strstr(name, filter) && !strstr("concat", filter)) return;
-    CK(cudaMemset(cat, 0xff, TOTAL * 8));
-    launch();
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    double e = check_cat();
-    float ms = time_it(launch, ev);
-    res.push_back({"concat", name, ms, (double)TOTAL * 16 / (ms * 1e-3) / 1e12, e, e == 0});
+    run_on("concat", name, cat, TOTAL * 8, (double)TOTAL * 16, 0, launch, check_cat);
   };
   run_cat("cat.nd", [&]() {
     k_cat_nd<<<8192, 256>>>((const float4 *)x, (float4 *)cat, B, rowv, 2 * rowv);

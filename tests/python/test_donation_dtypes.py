@@ -11,6 +11,7 @@ import pytest
 
 from conftest import sample
 from nvc import FLOATS, INTS, lib, np_dtype, sig
+from test_elementwise import rand
 
 P = C.c_void_p
 I = C.c_int
@@ -43,21 +44,14 @@ ON_CPU = os.environ.get("NUVEC_DEFAULT_DEVICE", "cpu") == "cpu"
 
 
 def values(rng, n, dtype):
-    dt = np_dtype(dtype)
-    if dtype == "bool":
-        return rng.integers(0, 2, n).astype(bool)
+    """n values of dtype (test_elementwise's generator), without zeros for the integer
+    divisions and with NaN and infinities among the floats."""
+    v = rand(rng, (n,), dtype)
     if dtype in INTS:
-        info = np.iinfo(dt)
-        v = rng.integers(max(info.min, -50), min(info.max, 50), n, endpoint=True).astype(dt)
         v[v == 0] = 1  # floor_divide / remainder by zero are not what is tested here
-        return v
-    x = rng.uniform(-3, 3, n)
-    if dtype == "complex64":
-        x = x + 1j * rng.uniform(-3, 3, n)
-    x = x.astype(dt)
-    if n > 4 and dtype != "complex64":
-        x[:3] = np.array([np.nan, np.inf, -np.inf]).astype(dt)
-    return x
+    elif dtype != "bool" and dtype != "complex64" and n > 4:
+        v[:3] = np.array([np.nan, np.inf, -np.inf]).astype(np_dtype(dtype))
+    return v
 
 
 def shifts(rng, n, dtype):
