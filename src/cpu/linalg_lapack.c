@@ -360,8 +360,11 @@ static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
       const void *ab = elem(j->a, b * nn, j->es);
       bool ok = f64 ? cholesky_small_double(ab, o, n, p->upper)
                     : cholesky_small_float(ab, o, n, p->upper);
-      if (!ok) fill_nan(o, j->dt, nn);
-      continue;
+      if (ok) continue;
+      /* A pivot that is not positive in double may still be positive in LAPACK's own
+       * arithmetic (a singular positive semi-definite matrix, whose last pivot is rounding
+       * residue): MLX factors with potrf, so such a matrix goes to potrf below, which
+       * decides as MLX's does; only what potrf rejects becomes NaN. */
     }
     /* The row-major matrix read column-major is aᵀ, whose upper triangle is a's lower one: so
      * LAPACK factors the opposite triangle in place in the output, and its factor read
