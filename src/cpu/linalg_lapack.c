@@ -285,8 +285,8 @@ static void getrf_blocked(bool f64, int m, int n, void *w, lapack_int *ipiv) {
  * triangle row by row, one multiply-add per element along contiguous rows (independent
  * elements: the loops vectorize, where a dot-product form would wait on one sum). L from a's
  * lower triangle (a = L Lᵀ), or for `upper` U from its upper one (a = Uᵀ U); the other
- * triangle of o is zeroed. Returns false where a pivot is not positive: a is not positive
- * definite. A NaN reaches the entries that depend on it, as through LAPACK's potrf (and
+ * triangle of o is zeroed. Returns false where a pivot is not positive (the caller then
+ * leaves the matrix to potrf, whose float32 rounding may still accept it). A NaN reaches the entries that depend on it, as through LAPACK's potrf (and
  * NumPy's cholesky). */
 #define CHOLESKY_SMALL(T)                                                                    \
   NV_KERNEL_CLONES_FMA static bool cholesky_small_##T(const T *a, T *o, int n, bool upper) { \
