@@ -285,8 +285,8 @@ static void getrf_blocked(bool f64, int m, int n, void *w, lapack_int *ipiv) {
  * triangle row by row, one multiply-add per element along contiguous rows (independent
  * elements: the loops vectorize, where a dot-product form would wait on one sum). L from a's
  * lower triangle (a = L Lᵀ), or for `upper` U from its upper one (a = Uᵀ U); the other
- * triangle of o is zeroed. Returns false where a pivot is not positive: a is not positive
- * definite. A NaN reaches the entries that depend on it, as through LAPACK's potrf (and
+ * triangle of o is zeroed. Returns false where a pivot is not positive (the caller then
+ * leaves the matrix to potrf, whose float32 rounding may still accept it). A NaN reaches the entries that depend on it, as through LAPACK's potrf (and
  * NumPy's cholesky). */
 #define CHOLESKY_SMALL(T)                                                                    \
   NV_KERNEL_CLONES_FMA static bool cholesky_small_##T(const T *a, T *o, int n, bool upper) { \
@@ -360,8 +360,11 @@ static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
       const void *ab = elem(j->a, b * nn, j->es);
       bool ok = f64 ? cholesky_small_double(ab, o, n, p->upper)
                     : cholesky_small_float(ab, o, n, p->upper);
-      if (!ok) fill_nan(o, j->dt, nn);
-      continue;
+      if (ok) continue;
+      /* A pivot that is not positive in double may still be positive in LAPACK's own
+       * arithmetic (a singular positive semi-definite matrix, whose last pivot is rounding
+       * residue): MLX factors with potrf, so such a matrix goes to potrf below, which
+       * decides as MLX's does; only what potrf rejects becomes NaN. */
     }
     /* The row-major matrix read column-major is aᵀ, whose upper triangle is a's lower one: so
      * LAPACK factors the opposite triangle in place in the output, and its factor read
