@@ -129,9 +129,10 @@ static void compiled_free(void *p) {
 
 /* ---- Tracing ---- */
 
-/* A stand-in for source x: its metadata, no values, a tracer of this thread's
- * session. */
-static nv_array *stand_in(const nv_array *x) {
+/* A stand-in for source x: its metadata (row-contiguous and strongly typed when `row`: an
+ * exported trace, replayed on inputs of any layout made row-contiguous), no values, a tracer of
+ * this thread's session. */
+static nv_array *stand_in(const nv_array *x, bool row) {
   const nv__output *o = nv__out(x);
   nv__node *n = nv__node_new(NV__PRIM_COMPILE_INPUT, NULL, 0, 1, 0);
   if (!n)
@@ -140,8 +141,10 @@ static nv_array *stand_in(const nv_array *x) {
     nv__node_release(n);
     return nv__array_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
-  nv__output_set_strides(&n->out[0], o->strides);
-  n->out[0].flags |= o->flags & NV__FLAG_WEAK;
+  if (!row) {
+    nv__output_set_strides(&n->out[0], o->strides);
+    n->out[0].flags |= o->flags & NV__FLAG_WEAK;
+  }
   nv__node_mark_tracer(n);
   return nv__array_new(n, 0);
 }
@@ -165,7 +168,7 @@ static bool is_plain_reduction(int prim) {
 /* Whether a node may replay on inputs of other shapes: its outputs' shapes are
  * the broadcast of its inputs' and its parameters do not depend on shapes, or it is a
  * reduction over fixed axes. */
-static bool shape_polymorphic(int prim) {
+bool nv__compile_poly_prim(int prim) {
   return nv__prims[prim].elementwise || prim == NV__PRIM_ASTYPE || is_plain_reduction(prim) ||
          prim == NV__PRIM_RESHAPE;
 }
@@ -306,7 +309,7 @@ static nv_status recipe_build(recipe *r, const nv__tape *t, nv_array *const *out
       nv__rout_of(&rn->out[o], &n->out[o]);
     for (int i = 0; s == NV_OK && i < rn->nin; i++)
       REF_OF(ins[i].node, ins[i].idx, &rn->in[i]);
-    if (!shape_polymorphic(n->prim) || rn->nout != 1)
+    if (!nv__compile_poly_prim(n->prim) || rn->nout != 1)
       r->poly = false;
     pos[k] = (long)r->n++;
   }
@@ -438,7 +441,7 @@ static bool node_eq(const rnode *m, const rnode *n) {
  * layout) to their input, shares equivalent nodes (same primitive, parameters,
  * inputs and output metadata), then drops the nodes no output reaches. `src`
  * are the sources' metadata at the trace. */
-static nv_status simplify(recipe *r, const nv__output *const *src) {
+nv_status nv__compile_simplify(recipe *r, const nv__output *const *src) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
@@ -528,10 +531,8 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
 
 /* ---- Replay ---- */
 
-/* The recipe's outputs (new unscoped references in `res`, r->nout of them) for
- * the sources `src`. Scopes are suspended. */
-static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
-                        nv_array **res) {
+nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
+                             nv_array **res) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
@@ -573,7 +574,7 @@ static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *c
     if (n && rn->params_size)
       memcpy(n->params, rn->params, rn->params_size);
     if (n)
-      n->stream = rn->stream;
+      n->stream = rn->stream.index < 0 ? nv_current_stream() : rn->stream;
     for (int o = 0; n && s == NV_OK && o < rn->nout; o++) {
       const rout *ro = &rn->out[o];
       if (poly && rn->prim == NV__PRIM_RESHAPE) {
@@ -586,8 +587,10 @@ static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *c
         s = reduce_shape(rn, nv__out(in[0]), shape, &nd);
         if (s == NV_OK)
           s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
-      } else if (poly) {
-        /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. */
+      } else if (poly && nv__compile_poly_prim(rn->prim)) {
+        /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. (A node without a
+         * shape rule in a shapeless entry depends on no input: an exported trace's constant
+         * graph, replayed with its traced shapes.) */
         int shape[NV__MAX_DIMS], nd = 0;
         for (int i = 0; i < rn->nin; i++) {
           const nv__output *io = nv__out(in[i]);
@@ -759,10 +762,9 @@ static nv_status check_captured_sources(const nv__tape *t, nv_array *const *src,
   return s;
 }
 
-/* Traces f on stand-ins for `src` (nuser inputs, then the captured state) into
- * `e`. */
-static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nuser, entry *e,
-                       bool *cacheable) {
+nv_status nv__compile_trace(const nv_closure *f, nv_vec *state_in, nv_vec *state_out,
+                            nv_array *const *src, size_t nsrc, size_t nuser, bool row, recipe *r,
+                            size_t *nout_user, bool *cacheable) {
   nv_status s = nv__tracing_enter();
   if (s != NV_OK)
     return s;
@@ -771,26 +773,26 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nu
   if (!in || !outs)
     s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t i = 0; s == NV_OK && i < nsrc; i++)
-    s = nv_array_status(in[i] = stand_in(src[i]));
+    s = nv_array_status(in[i] = stand_in(src[i], row));
   size_t nstate = nsrc - nuser;
   /* The captured state is read from its list: the stand-ins take the arrays'
    * place while f runs, and the arrays are put back after. */
   bool swapped = false;
-  if (s == NV_OK && c->state_in) {
+  if (s == NV_OK && state_in) {
     for (size_t j = 0; s == NV_OK && j < nstate; j++)
-      s = nv_vec_set(c->state_in, j, in[nuser + j]);
+      s = nv_vec_set(state_in, j, in[nuser + j]);
     swapped = true;
   }
   if (s == NV_OK)
-    s = nv__closure_call(c->f, in, nuser, outs);
-  e->nuser = outs ? nv_vec_size(outs) : 0;
-  for (size_t j = 0; s == NV_OK && c->state_out && j < nv_vec_size(c->state_out); j++) {
-    nv_array *x = nv_vec_get(c->state_out, j);
+    s = nv__closure_call(f, in, nuser, outs);
+  *nout_user = outs ? nv_vec_size(outs) : 0;
+  for (size_t j = 0; s == NV_OK && state_out && j < nv_vec_size(state_out); j++) {
+    nv_array *x = nv_vec_get(state_out, j);
     s = x ? nv_vec_push(outs, x)
           : nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: captured output %zu is NULL", j);
   }
   for (size_t j = 0; swapped && j < nstate; j++)
-    nv_vec_set(c->state_in, j, src[nuser + j]);
+    nv_vec_set(state_in, j, src[nuser + j]);
   nv__tape t;
   memset(&t, 0, sizeof t);
   if (s == NV_OK) {
@@ -806,7 +808,7 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nu
   if (s == NV_OK)
     s = check_captured_sources(&t, src, nsrc, nuser, nv_vec_data(outs), nv_vec_size(outs));
   if (s == NV_OK)
-    s = recipe_build(&e->r, &t, nv_vec_data(outs), nv_vec_size(outs), cacheable);
+    s = recipe_build(r, &t, nv_vec_data(outs), nv_vec_size(outs), cacheable);
   if (t.map)
     nv__tape_free(&t);
   if (in)
@@ -864,7 +866,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   if (s == NV_OK && !e) {
     e = nv__calloc(1, sizeof *e);
     bool cacheable = true;
-    s = e ? trace(c, src, nsrc, nuser, e, &cacheable)
+    s = e ? nv__compile_trace(c->f, c->state_in, c->state_out, src, nsrc, nuser, false, &e->r,
+                              &e->nuser, &cacheable)
           : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
     if (s == NV_OK) {
       atomic_fetch_add_explicit(&c->traces, 1, memory_order_relaxed);
@@ -875,7 +878,7 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
         for (size_t i = 0; s == NV_OK && i < nsrc; i++)
           meta[i] = nv__out(src[i]);
         if (s == NV_OK)
-          s = simplify(&e->r, meta);
+          s = nv__compile_simplify(&e->r, meta);
         /* Fusion needs the trace's exact layouts (not for a shapeless
          * element-wise replay), and constants that no transform traces (a fused
          * node has no rules). */
@@ -923,7 +926,7 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   for (size_t i = 0; i < nsrc; i++)
     traced |= nv__node_traced_here(src[i]->node);
   if (s == NV_OK)
-    s = replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r, e->poly,
+    s = nv__compile_replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r, e->poly,
                mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
   nv__scope_resume();
   for (size_t i = 0; s == NV_OK && i < e->nuser; i++)
