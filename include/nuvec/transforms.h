@@ -256,6 +256,9 @@ NV_API nv_status nv_exporter_call(nv_exporter *e, const nv_vec *args, const nv_m
  * closed exporter does nothing. NV_ERR_IO when the file cannot be written. */
 NV_API nv_status nv_exporter_close(nv_exporter *e);
 
+/* Closes the exporter without writing its file (its traces are dropped). NULL-safe. */
+NV_API void nv_exporter_discard(nv_exporter *e);
+
 /* Whether the exporter is closed (true for NULL). */
 NV_API bool nv_exporter_closed(const nv_exporter *e);
 

@@ -82,7 +82,11 @@ def export_function(file, fun, *args, shapeless=False, metadata=None, **kwargs):
         raise ValueError("[export_function] exporting to a callback is not supported; give a file "
                          "path")
     e = FunctionExporter(file, fun, shapeless=shapeless, metadata=metadata)
-    e(*args, **kwargs)
+    try:
+        e(*args, **kwargs)
+    except BaseException:
+        _core._export_discard(e._handle)  # a failed export writes no file
+        raise
     e.close()
 
 

@@ -221,6 +221,14 @@ static PyObject *py_export_close(PyObject *m, PyObject *o) {
   Py_RETURN_NONE;
 }
 
+static PyObject *py_export_discard(PyObject *m, PyObject *o) {
+  (void)m;
+  if (!PyObject_TypeCheck(o, &nvpy_exporter_type))
+    return PyErr_Format(PyExc_TypeError, "_export_discard: expected an exporter handle");
+  nv_exporter_discard(((nvpy_exporter *)o)->e);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_export_closed(PyObject *m, PyObject *o) {
   (void)m;
   if (!PyObject_TypeCheck(o, &nvpy_exporter_type))
@@ -301,6 +309,7 @@ static PyMethodDef export_methods[] = {
     {"_export_call", py_export_call, METH_VARARGS, "_export_call(handle, fun, args, kwargs)."},
     {"_export_close", py_export_close, METH_O, "Writes and closes an exporter."},
     {"_export_closed", py_export_closed, METH_O, "Whether an exporter is closed."},
+    {"_export_discard", py_export_discard, METH_O, "Closes an exporter without writing."},
     {"_import_function", py_import_function, METH_VARARGS, "_import_function(path) -> handle."},
     {"_import_call", py_import_call, METH_VARARGS, "_import_call(handle, args, kwargs)."},
     {"_import_metadata", py_import_metadata, METH_O, "The metadata stored with a function."},

@@ -299,6 +299,7 @@ def test_unexportable_primitives_are_named(tmp_path):
 
     with pytest.raises(ValueError, match="custom_function"):
         nv.export_function(path, lambda x: f(x) + 1, nv.array([1.0, 2.0]))
+    assert not os.path.exists(path)  # a failed export writes no file
 
 
 def test_exporter_in_a_reference_cycle_is_collected_and_writes_its_file(tmp_path):

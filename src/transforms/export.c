@@ -24,6 +24,7 @@
  *   str is u32 length + bytes. Every count and size is checked against the bytes left before
  *   use, every reference against what it names; the checksum catches a corrupted payload. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -940,13 +941,7 @@ static nv_status write_file(nv_exporter *e) {
   return s;
 }
 
-nv_status nv_exporter_close(nv_exporter *e) {
-  if (!e)
-    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "export_function: NULL exporter");
-  if (e->closed)
-    return NV_OK;
-  nv_status s = write_file(e);
-  e->closed = true;
+static void release_traces(nv_exporter *e) {
   for (size_t k = 0; k < e->ntraces; k++)
     xtrace_free(&e->traces[k]);
   e->ntraces = 0;
@@ -955,10 +950,27 @@ nv_status nv_exporter_close(nv_exporter *e) {
   e->nconsts = 0;
   nv__ptrmap_free(&e->cmap);
   memset(&e->cmap, 0, sizeof e->cmap);
+}
+
+nv_status nv_exporter_close(nv_exporter *e) {
+  if (!e)
+    return nv__set_error(NV_ERR_INVALID_ARGUMENT, "export_function: NULL exporter");
+  if (e->closed)
+    return NV_OK;
+  nv_status s = write_file(e);
+  e->closed = true;
+  release_traces(e);
   return s;
 }
 
 bool nv_exporter_closed(const nv_exporter *e) { return !e || e->closed; }
+
+void nv_exporter_discard(nv_exporter *e) {
+  if (e && !e->closed) {
+    e->closed = true;
+    release_traces(e);
+  }
+}
 
 void nv_exporter_free(nv_exporter *e) {
   if (!e)
@@ -982,7 +994,7 @@ nv_status nv_export_function(const char *path, const nv_closure *f, const nv_vec
   if (s == NV_OK)
     s = nv_exporter_close(e);
   else
-    e->closed = true; /* a failed export writes no file */
+    nv_exporter_discard(e); /* a failed export writes no file */
   nv_exporter_free(e);
   return s;
 }
@@ -1168,9 +1180,23 @@ static bool node_sane(const xtrace *t, size_t k, nv_array *const *consts, const 
       *why = "a view without its input";
       return false;
     }
-    const nv__view_params *p = rn->params;
-    bool copy = p && rn->params_size >= sizeof *p && p->copy;
-    int64_t delta = p && rn->params_size >= sizeof *p ? p->delta : 0;
+    /* Read as bytes: a corrupt bool would be undefined behaviour as a bool. */
+    nv__view_params p;
+    memset(&p, 0, sizeof p);
+    unsigned char copy_byte = 0;
+    if (rn->params_size >= sizeof p) {
+      memcpy(&p.delta, (const char *)rn->params + offsetof(nv__view_params, delta), sizeof p.delta);
+      memcpy(&copy_byte, (const char *)rn->params + offsetof(nv__view_params, copy), 1);
+    } else if (rn->params_size) {
+      *why = "a view's parameters of the wrong size";
+      return false;
+    }
+    if (copy_byte > 1) {
+      *why = "a view's parameters hold a bad flag";
+      return false;
+    }
+    bool copy = copy_byte;
+    int64_t delta = p.delta;
     int64_t ilo, ihi, olo, ohi;
     const rout *o = &rn->out[0];
     if (!reach(in[0].shape, in[0].strides, in[0].ndim, &ilo, &ihi) ||
