@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "core/ptrmap.h"
+#include "ops/elementwise_params.h"
 #include "transforms/compile_internal.h"
 
 #define EXPORT_MAGIC "\x93NUVECFN"
@@ -1079,7 +1080,7 @@ static bool reach(const int *shape, const int64_t *strides, int nd, int64_t *lo,
       *lo += ext;
     else
       *hi += ext;
-    if (*lo < -(INT64_MAX / 4) || *hi > INT64_MAX / 4)
+    if (*lo < -(INT64_MAX / 64) || *hi > INT64_MAX / 64)
       return false;
   }
   return true;
@@ -1169,6 +1170,85 @@ static bool read_ref(rbuf *r, ref *x) {
   return !r->bad;
 }
 
+/* A param byte read as a byte: a corrupt bool would be undefined behaviour as a bool. */
+static bool flag_byte(const rnode *rn, size_t off, bool *v) {
+  unsigned char b = 0;
+  if (rn->params_size > off)
+    memcpy(&b, (const char *)rn->params + off, 1);
+  *v = b != 0;
+  return b <= 1;
+}
+
+/* A view node stays inside the bytes its input reaches, as its kernel places it: real / imag
+ * at the complex element's first or second float, view (dtype) at the input's first byte,
+ * stop_gradient at its input, the others (nv__view_params) `delta` elements further; a copying
+ * form has its input's size in bytes. */
+static bool view_sane(const rnode *rn, const rout *in, const char **why) {
+  const rout *o = &rn->out[0];
+  int64_t isz = (int64_t)nv_dtype_size(in->dtype), osz = (int64_t)nv_dtype_size(o->dtype);
+  int64_t ilo, ihi, olo, ohi, base = 0, isize = 1, osize = 1;
+  for (int d = 0; d < in->ndim; d++)
+    isize *= in->shape[d];
+  for (int d = 0; d < o->ndim; d++)
+    osize *= o->shape[d];
+  if (!reach(in->shape, in->strides, in->ndim, &ilo, &ihi) ||
+      !reach(o->shape, o->strides, o->ndim, &olo, &ohi)) {
+    *why = "a view whose strides overflow";
+    return false;
+  }
+  bool copy = false;
+  switch (rn->prim) {
+    case NV__PRIM_REAL:
+    case NV__PRIM_IMAG:
+      if (in->dtype != NV_DTYPE_COMPLEX64 || o->dtype != NV_DTYPE_FLOAT32) {
+        *why = "real or imag of other dtypes than complex64 and float32";
+        return false;
+      }
+      base = rn->prim == NV__PRIM_IMAG ? 4 : 0;
+      break;
+    case NV__PRIM_VIEW_DTYPE:
+      if (rn->params_size < sizeof(nv__view_dtype_params) ||
+          !flag_byte(rn, offsetof(nv__view_dtype_params, copy), &copy)) {
+        *why = "a dtype view's parameters are bad";
+        return false;
+      }
+      break;
+    default:
+      if (in->dtype != o->dtype) {
+        *why = "a view of another dtype";
+        return false;
+      }
+      if (rn->params_size) {
+        int64_t delta = 0;
+        if (rn->params_size < sizeof(nv__view_params) ||
+            !flag_byte(rn, offsetof(nv__view_params, copy), &copy)) {
+          *why = "a view's parameters are bad";
+          return false;
+        }
+        memcpy(&delta, (const char *)rn->params + offsetof(nv__view_params, delta), sizeof delta);
+        if (delta < -(INT64_MAX / 64) || delta > INT64_MAX / 64) {
+          *why = "a view's offset overflows";
+          return false;
+        }
+        base = delta * isz;
+      }
+  }
+  if (copy) {
+    if (isize * isz != osize * osz) {
+      *why = "a copying view of another size";
+      return false;
+    }
+    return true;
+  }
+  if (olo > ohi)
+    return true; /* empty: reaches nothing */
+  if (ilo > ihi || base + olo * osz < ilo * isz || base + ohi * osz + osz > ihi * isz + isz) {
+    *why = "a view reaching outside its input";
+    return false;
+  }
+  return true;
+}
+
 /* Checks a node's recorded outputs against its inputs where a bad value would reach memory
  * its kernel does not own: a view stays inside its input's elements (a copying reshape has
  * its input's size), an element-wise node's output is the broadcast of its inputs. */
@@ -1180,45 +1260,8 @@ static bool node_sane(const xtrace *t, size_t k, nv_array *const *consts, const 
       *why = "a view without its input";
       return false;
     }
-    /* Read as bytes: a corrupt bool would be undefined behaviour as a bool. */
-    nv__view_params p;
-    memset(&p, 0, sizeof p);
-    unsigned char copy_byte = 0;
-    if (rn->params_size >= sizeof p) {
-      memcpy(&p.delta, (const char *)rn->params + offsetof(nv__view_params, delta), sizeof p.delta);
-      memcpy(&copy_byte, (const char *)rn->params + offsetof(nv__view_params, copy), 1);
-    } else if (rn->params_size) {
-      *why = "a view's parameters of the wrong size";
+    if (!view_sane(rn, &in[0], why))
       return false;
-    }
-    if (copy_byte > 1) {
-      *why = "a view's parameters hold a bad flag";
-      return false;
-    }
-    bool copy = copy_byte;
-    int64_t delta = p.delta;
-    int64_t ilo, ihi, olo, ohi;
-    const rout *o = &rn->out[0];
-    if (!reach(in[0].shape, in[0].strides, in[0].ndim, &ilo, &ihi) ||
-        !reach(o->shape, o->strides, o->ndim, &olo, &ohi)) {
-      *why = "a view whose strides overflow";
-      return false;
-    }
-    if (copy) {
-      int64_t a = 1, b = 1;
-      for (int d = 0; d < in[0].ndim; d++)
-        a *= in[0].shape[d];
-      for (int d = 0; d < o->ndim; d++)
-        b *= o->shape[d];
-      if (a != b) {
-        *why = "a copying reshape of another size";
-        return false;
-      }
-    } else if (olo <= ohi && (ilo > ihi || delta < INT64_MIN / 4 || delta > INT64_MAX / 4 ||
-                              delta + olo < ilo || delta + ohi > ihi)) {
-      *why = "a view reaching outside its input";
-      return false;
-    }
   }
   if (nv__prims[rn->prim].elementwise && rn->nout == 1) {
     int shape[NV__MAX_DIMS], nd = 0;
