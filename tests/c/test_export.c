@@ -12,14 +12,12 @@
 
 static char path[256];
 
+/* On the default device (the GPU run's stage 1 makes it the GPU): the imported function and the
+ * function itself run there alike. */
 static void setup(void) {
-  test_on_cpu();
   snprintf(path, sizeof path, "/tmp/nuvec_test_export_%d.nvfn", (int)getpid());
 }
-static void teardown(void) {
-  unlink(path);
-  test_back();
-}
+static void teardown(void) { unlink(path); }
 
 TestSuite(export, .init = setup, .fini = teardown);
 
