@@ -158,10 +158,13 @@ typedef enum nv_compile_mode {
 } nv_compile_mode;
 
 /* Options of nv_compile (zero-initialized: none).
- * - shapeless: one trace serves inputs of any shape of the same rank and dtype while the
- *   traced graph is element-wise (its shapes follow broadcasting); a graph with a
- *   shape-dependent operation (a reshape, a reduction, a slice, ...) is traced again for each
- *   new input shape.
+ * - shapeless: one trace serves inputs of any shape of the same rank and dtype while every
+ *   traced operation has a shape rule, as MLX's primitives infer their output shapes:
+ *   element-wise operations and astype (broadcasting), reductions over fixed axes (var, std,
+ *   median, logsumexp and argmax/argmin too), scans and sorts along an axis, transposes, matrix
+ *   products, and reshape with its -1 axis inferred again; a graph with another
+ *   shape-dependent operation (a slice, an indexing op, a constant of the traced shape, ...) is
+ *   traced again for each new input shape.
  * - inputs / outputs: captured state (MLX's inputs= / outputs=), lists the caller owns and keeps
  *   alive as long as the compiled function. Before each call the current arrays of `inputs`
  *   become extra inputs of the traced graph (the function reads them from the list); after it
@@ -219,9 +222,9 @@ NV_API nv_status nv_compile_get_stats(const nv_closure *compiled, nv_compile_sta
 
 /* Options of an export (zero-initialized: none).
  * - shapeless: a trace also serves inputs of other shapes of the same ranks and dtypes where
- *   its graph replays by shape rules (element-wise operations, astype, reductions over fixed
- *   axes, reshape with an inferred axis: compile's shapeless rules); a call of another shape
- *   on a trace with other operations fails, naming the first one, as MLX's does.
+ *   every operation depending on an input has one of compile's shapeless shape rules (see
+ *   nv_compile_options); a call of another shape on a trace with other operations fails,
+ *   naming the first one, as MLX's does.
  * - metadata: a string stored in the file (metadata_len bytes, or up to its NUL when 0), read
  *   back with nv_imported_metadata. */
 typedef struct nv_export_options {

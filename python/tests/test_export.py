@@ -295,6 +295,49 @@ def test_shapeless(tmp_path, rng):
         g(rand(rng, (6,)))
 
 
+SHAPELESS = {
+    "matmul": lambda x: x @ x.T,
+    "transpose": lambda x: nv.swapaxes(x, 0, 1) * 2 + 1,
+    "sort_scan": lambda x: (nv.sort(x, 1), nv.argsort(x, 0), nv.cumsum(x, 1), nv.cummax(x, 0),
+                            nv.logcumsumexp(x, 1)),
+    "row_reductions": lambda x: (nv.var(x, 1), nv.std(x, 0, keepdims=True), nv.argmax(x, 1),
+                                 nv.logsumexp(x, -1), nv.median(x, 0)),
+    "attention_like": lambda x: nv.softmax((x @ x.T) * 0.5, -1) @ x,
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHAPELESS))
+def test_shapeless_rules_of_more_operations(tmp_path, rng, case):
+    fun = SHAPELESS[case]
+    path = str(tmp_path / "r.nvfn")
+    nv.export_function(path, fun, rand(rng, (2, 3)), shapeless=True)
+    g = nv.import_function(path)
+    for shape in [(2, 3), (5, 4), (1, 7)]:
+        x = rand(rng, shape)
+        ref = fun(x)
+        for a, b in zip(g(x), ref if isinstance(ref, tuple) else (ref,)):
+            same(a, b)
+    # compile's shapeless entries use the same rules: one trace for every shape.
+    c = nv.compile(fun, shapeless=True)
+    for shape in [(2, 3), (5, 4), (1, 7)]:
+        x = rand(rng, shape)
+        ref = fun(x)
+        out = c(x)
+        for a, b in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
+    assert c._stats["traces"] == 1
+
+
+def test_shapeless_matmul_of_mismatched_shapes_fails(tmp_path, rng):
+    path = str(tmp_path / "mm.nvfn")
+    nv.export_function(path, lambda a, b: a @ b, rand(rng, (2, 3)), rand(rng, (3, 4)), shapeless=True)
+    g = nv.import_function(path)
+    a, b = rand(rng, (5, 2)), rand(rng, (2, 6))
+    same(g(a, b)[0], a @ b)
+    with pytest.raises(ValueError, match="matmul"):
+        g(rand(rng, (5, 2)), rand(rng, (3, 6)))
+
+
 def test_grad_vmap_compile_of_an_imported_function(tmp_path, rng):
     path = str(tmp_path / "g.nvfn")
 

@@ -11,6 +11,7 @@
 
 #include "core/ptrmap.h"
 #include "ops/reduce_internal.h"
+#include "ops/reduce_params.h"
 #include "transforms/compile_internal.h"
 
 /* ---- The mode (process-wide) ---- */
@@ -168,9 +169,108 @@ static bool is_plain_reduction(int prim) {
 /* Whether a node may replay on inputs of other shapes: its outputs' shapes are
  * the broadcast of its inputs' and its parameters do not depend on shapes, or it is a
  * reduction over fixed axes. */
+/* The shape rules beyond element-wise broadcasting and the plain reductions, as MLX's
+ * primitives infer their output shapes: row reductions (nv__rows_params' axes), scans and sorts
+ * along an axis (their input's shape), transposes (a view: the permuted shape and strides) and
+ * matrix products (the broadcast batch, then M and N). */
+enum { RULE_NONE, RULE_ROWS, RULE_SAME, RULE_TRANSPOSE, RULE_MATMUL };
+
+static int shape_rule(int prim) {
+  switch (prim) {
+    case NV__PRIM_VAR:
+    case NV__PRIM_STD:
+    case NV__PRIM_MEDIAN:
+    case NV__PRIM_LOGSUMEXP:
+    case NV__PRIM_ARGMAX:
+    case NV__PRIM_ARGMIN: return RULE_ROWS;
+    case NV__PRIM_CUMSUM:
+    case NV__PRIM_CUMPROD:
+    case NV__PRIM_CUMMAX:
+    case NV__PRIM_CUMMIN:
+    case NV__PRIM_LOGCUMSUMEXP:
+    case NV__PRIM_SORT:
+    case NV__PRIM_ARGSORT: return RULE_SAME;
+    case NV__PRIM_TRANSPOSE: return RULE_TRANSPOSE;
+    case NV__PRIM_MATMUL: return RULE_MATMUL;
+    default: return RULE_NONE;
+  }
+}
+
 bool nv__compile_poly_prim(int prim) {
   return nv__prims[prim].elementwise || prim == NV__PRIM_ASTYPE || is_plain_reduction(prim) ||
-         prim == NV__PRIM_RESHAPE;
+         prim == NV__PRIM_RESHAPE || shape_rule(prim) != RULE_NONE;
+}
+
+/* The output shape (and a view's strides: *view set) of a replayed node with a shape_rule on
+ * inputs `in` of the traced ranks. */
+static nv_status rule_shape(const rnode *rn, nv_array *const *in, int *shape, int *nd,
+                            int64_t *strides, bool *view) {
+  const char *name = nv__prims[rn->prim].name;
+  const nv__output *a = nv__out(in[0]);
+  *view = false;
+  switch (shape_rule(rn->prim)) {
+    case RULE_ROWS: {
+      const nv__rows_params *p = rn->params;
+      if (!p || rn->params_size < sizeof *p ||
+          rn->params_size < sizeof *p + (size_t)p->naxes * sizeof(int))
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s without its parameters", name);
+      int64_t len = 1;
+      for (int i = 0; i < p->naxes; i++) {
+        if (p->axes[i] < 0 || p->axes[i] >= a->ndim)
+          return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s of the shapeless function: "
+                               "axis %d of an input of rank %d", name, p->axes[i], a->ndim);
+        len *= a->shape[p->axes[i]];
+      }
+      if (len == 0 && (rn->prim == NV__PRIM_ARGMAX || rn->prim == NV__PRIM_ARGMIN))
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: cannot reduce an empty axis", name);
+      *nd = nv__reduced_shape(a, p->axes, p->naxes, p->keepdims, shape);
+      return NV_OK;
+    }
+    case RULE_SAME:
+      *nd = a->ndim;
+      memcpy(shape, a->shape, (size_t)a->ndim * sizeof(int));
+      return NV_OK;
+    case RULE_TRANSPOSE: {
+      const nv__view_params *p = rn->params;
+      if (!p || rn->params_size < sizeof *p + (size_t)a->ndim * sizeof(int) ||
+          p->ndim != a->ndim)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: transpose without its axes");
+      for (int i = 0; i < a->ndim; i++) {
+        if (p->axes[i] < 0 || p->axes[i] >= a->ndim)
+          return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: transpose: bad axis %d",
+                               p->axes[i]);
+        shape[i] = a->shape[p->axes[i]];
+        strides[i] = a->strides[p->axes[i]];
+      }
+      *nd = a->ndim;
+      *view = true;
+      return NV_OK;
+    }
+    case RULE_MATMUL: {
+      const nv__output *b = rn->nin > 1 ? nv__out(in[1]) : NULL;
+      if (!b || a->ndim < 2 || b->ndim < 2)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: matmul without its operands");
+      if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2]) {
+        char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                             "matmul: shapes %s and %s do not match for a product (a shapeless "
+                             "function)", nv__shape_str(a->shape, a->ndim, s1, sizeof s1),
+                             nv__shape_str(b->shape, b->ndim, s2, sizeof s2));
+      }
+      if (!nv__broadcast_shapes(a->shape, a->ndim - 2, b->shape, b->ndim - 2, shape, nd)) {
+        char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                             "matmul: batch shapes of %s and %s cannot be broadcast (a shapeless "
+                             "function)", nv__shape_str(a->shape, a->ndim, s1, sizeof s1),
+                             nv__shape_str(b->shape, b->ndim, s2, sizeof s2));
+      }
+      shape[(*nd)++] = a->shape[a->ndim - 2];
+      shape[(*nd)++] = b->shape[b->ndim - 1];
+      return NV_OK;
+    }
+    default:
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s has no shape rule", name);
+  }
 }
 
 /* A replayed reshape on input `in` (same rank as the trace's): the traced shape, the axis
@@ -587,6 +687,15 @@ nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_arr
         s = reduce_shape(rn, nv__out(in[0]), shape, &nd);
         if (s == NV_OK)
           s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
+      } else if (poly && shape_rule(rn->prim) != RULE_NONE) {
+        int shape[NV__MAX_DIMS], nd = 0;
+        int64_t st[NV__MAX_DIMS];
+        bool view = false;
+        s = rule_shape(rn, in, shape, &nd, st, &view);
+        if (s == NV_OK)
+          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
+        if (s == NV_OK && view)
+          nv__output_set_strides(&n->out[o], st);
       } else if (poly && nv__compile_poly_prim(rn->prim)) {
         /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. (A node without a
          * shape rule in a shapeless entry depends on no input: an exported trace's constant
