@@ -23,10 +23,15 @@
  *                        u32 outputs: refs
  *   str is u32 length + bytes. Every count and size is checked against the bytes left before
  *   use, every reference against what it names; the checksum catches a corrupted payload. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/ptrmap.h"
 #include "ops/elementwise_params.h"
@@ -69,15 +74,46 @@ static const char *unexportable(int prim) {
 
 /* ---- Byte buffers ---- */
 
+/* The payload's writer: bytes gather in a buffer flushed to the file past 1 MiB (large
+ * constants go straight through), the checksum and the size kept as they pass. */
 typedef struct wbuf {
   unsigned char *p;
   size_t n, cap;
-  bool oom;
+  bool oom, io;
+  FILE *fp;
+  uint64_t hash, total;
 } wbuf;
+
+#define WBUF_FLUSH ((size_t)1 << 20)
+
+static uint64_t fnv1a_more(uint64_t h, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static void w_out(wbuf *b, const void *src, size_t n) {
+  b->hash = fnv1a_more(b->hash, src, n);
+  b->total += n;
+  if (!b->io && fwrite(src, 1, n, b->fp) != n)
+    b->io = true;
+}
+
+static void w_flush(wbuf *b) {
+  if (b->n)
+    w_out(b, b->p, b->n);
+  b->n = 0;
+}
 
 static void w_bytes(wbuf *b, const void *src, size_t n) {
   if (b->oom || !n)
     return;
+  if (b->n + n > WBUF_FLUSH)
+    w_flush(b);
+  if (n >= WBUF_FLUSH) {
+    w_out(b, src, n);
+    return;
+  }
   if (b->n + n > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + n)
@@ -173,10 +209,7 @@ static char *r_str(rbuf *r, const char *what, size_t *len) {
 }
 
 static uint64_t fnv1a(const unsigned char *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
+  return fnv1a_more(0xcbf29ce484222325ull, p, n);
 }
 
 /* ---- Signatures ---- */
@@ -905,9 +938,12 @@ static void write_trace(wbuf *b, const xtrace *t) {
 }
 
 static nv_status write_file(nv_exporter *e) {
-  wbuf b = {0};
+  FILE *fp = fopen(e->path, "wb");
+  if (!fp)
+    return nv__set_error(NV_ERR_IO, "export_function: cannot open %s for writing", e->path);
   unsigned char head[EXPORT_HEADER] = {0};
-  w_bytes(&b, head, sizeof head);
+  wbuf b = {.fp = fp, .hash = 0xcbf29ce484222325ull};
+  b.io = fwrite(head, 1, sizeof head, fp) != sizeof head;
   const char *ver = nv_version();
   w_str(&b, ver, strlen(ver));
   w_str(&b, e->metadata, e->metadata_len);
@@ -918,26 +954,25 @@ static nv_status write_file(nv_exporter *e) {
   w_u32(&b, (uint32_t)e->ntraces);
   for (size_t k = 0; k < e->ntraces; k++)
     write_trace(&b, &e->traces[k]);
+  w_flush(&b);
   if (s == NV_OK && b.oom)
     s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory writing %s", e->path);
   if (s == NV_OK) {
     uint32_t ver_u = EXPORT_VERSION, flags = 0;
-    uint64_t size = b.n - EXPORT_HEADER, sum = fnv1a(b.p + EXPORT_HEADER, b.n - EXPORT_HEADER);
-    memcpy(b.p, EXPORT_MAGIC, 8);
-    memcpy(b.p + 8, &ver_u, 4);
-    memcpy(b.p + 12, &flags, 4);
-    memcpy(b.p + 16, &size, 8);
-    memcpy(b.p + 24, &sum, 8);
-    FILE *fp = fopen(e->path, "wb");
-    if (!fp)
-      s = nv__set_error(NV_ERR_IO, "export_function: cannot open %s for writing", e->path);
-    else {
-      bool ok = fwrite(b.p, 1, b.n, fp) == b.n;
-      ok = (fclose(fp) == 0) && ok;
-      if (!ok)
-        s = nv__set_error(NV_ERR_IO, "export_function: cannot write %s", e->path);
-    }
+    memcpy(head, EXPORT_MAGIC, 8);
+    memcpy(head + 8, &ver_u, 4);
+    memcpy(head + 12, &flags, 4);
+    memcpy(head + 16, &b.total, 8);
+    memcpy(head + 24, &b.hash, 8);
+    if (fseek(fp, 0, SEEK_SET) != 0 || fwrite(head, 1, sizeof head, fp) != sizeof head)
+      b.io = true;
   }
+  if (fclose(fp) != 0)
+    b.io = true;
+  if (s == NV_OK && b.io)
+    s = nv__set_error(NV_ERR_IO, "export_function: cannot write %s", e->path);
+  if (s != NV_OK)
+    remove(e->path); /* no partial file */
   nv__free(b.p);
   return s;
 }
@@ -1492,40 +1527,29 @@ nv_imported *nv_import_function(const char *path) {
     nv__set_error(NV_ERR_INVALID_ARGUMENT, "import_function: NULL path");
     return NULL;
   }
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
-    nv__set_error(NV_ERR_IO, "import_function: cannot open %s", path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    nv__set_error(NV_ERR_IO, "import_function: cannot open %s (%s)", path, strerror(errno));
     return NULL;
   }
-  unsigned char *buf = NULL;
-  size_t n = 0, cap = 0;
-  bool ok = true;
-  for (;;) {
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 1 << 16;
-      unsigned char *q = nv__realloc(buf, nc);
-      if (!q) {
-        ok = false;
-        break;
-      }
-      buf = q;
-      cap = nc;
-    }
-    size_t got = fread(buf + n, 1, cap - n, fp);
-    n += got;
-    if (got == 0)
-      break;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    nv__set_error(NV_ERR_IO, "import_function: %s is not a readable file", path);
+    return NULL;
   }
-  bool err = ferror(fp);
-  fclose(fp);
-  nv_imported *m = NULL;
-  if (!ok)
-    nv__set_error(NV_ERR_OUT_OF_MEMORY, "import_function: out of memory reading %s", path);
-  else if (err)
-    nv__set_error(NV_ERR_IO, "import_function: cannot read %s", path);
-  else
-    m = nv_import_function_from_memory(buf, n);
-  nv__free(buf);
+  size_t n = (size_t)st.st_size;
+  /* Mapped, not read: the constants are copied once, into their own buffers. */
+  void *p = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  close(fd);
+  if (n && p == MAP_FAILED) {
+    nv__set_error(NV_ERR_IO, "import_function: cannot map %s (%s)", path, strerror(errno));
+    return NULL;
+  }
+  static const unsigned char none[1] = {0};
+  nv_imported *m = nv_import_function_from_memory(n ? p : none, n);
+  if (n)
+    munmap(p, n);
   return m;
 }
 
