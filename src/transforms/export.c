@@ -1138,8 +1138,8 @@ static nv_array *read_const(rbuf *r) {
     return NULL;
   size_t isz = nv_dtype_size(dt);
   int64_t lo, hi;
-  if (!reach(shape, strides, nd, &lo, &hi) || span > (r->n - r->at) / isz ||
-      (lo <= hi && (off + lo < 0 || off + hi >= (int64_t)span || off > (int64_t)span)))
+  if (!reach(shape, strides, nd, &lo, &hi) || span > (r->n - r->at) / isz || off < 0 ||
+      (uint64_t)off > span || (lo <= hi && (off + lo < 0 || off + hi >= (int64_t)span)))
     return r_fail(r, "import_function: corrupt file (%s: its layout reaches outside its data)",
                   "a constant"),
            NULL;
@@ -1269,7 +1269,9 @@ static bool view_sane(const rnode *rn, const rout *in, const char **why) {
       }
   }
   if (copy) {
-    if (isize * isz != osize * osz) {
+    int64_t ib, ob;
+    if (__builtin_mul_overflow(isize, isz, &ib) || __builtin_mul_overflow(osize, osz, &ob) ||
+        ib != ob) {
       *why = "a copying view of another size";
       return false;
     }
@@ -1297,6 +1299,17 @@ static bool node_sane(const xtrace *t, size_t k, nv_array *const *consts, const 
     }
     if (!view_sane(rn, &in[0], why))
       return false;
+  }
+  /* Other nodes' outputs get buffers of their size: their layouts stay inside them. */
+  for (int o = 0; !nv__prims[rn->prim].view && o < rn->nout; o++) {
+    const rout *ro = &rn->out[o];
+    int64_t lo, hi, size = 1;
+    for (int d = 0; d < ro->ndim; d++)
+      size *= ro->shape[d];
+    if (!reach(ro->shape, ro->strides, ro->ndim, &lo, &hi) || (lo <= hi && (lo < 0 || hi >= size))) {
+      *why = "an output whose layout reaches outside its buffer";
+      return false;
+    }
   }
   if (nv__prims[rn->prim].elementwise && rn->nout == 1) {
     int shape[NV__MAX_DIMS], nd = 0;
