@@ -23,11 +23,13 @@ typedef struct {
 
 /* The outputs MLX accepts: one array, or a list or tuple of arrays. 0, or -1 with ValueError. */
 static int push_outputs(PyObject *r, nv_vec *outputs) {
-  if (NVPY_IS_ARRAY(r)) return nv_vec_push(outputs, NVPY_A(r)) == NV_OK ? 0 : (PyErr_NoMemory(), -1);
+  if (NVPY_IS_ARRAY(r))
+    return nv_vec_push(outputs, NVPY_A(r)) == NV_OK ? 0 : (PyErr_NoMemory(), -1);
   if (PyList_Check(r) || PyTuple_Check(r)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(r);
     for (Py_ssize_t i = 0; i < n; i++)
-      if (!NVPY_IS_ARRAY(PySequence_Fast_GET_ITEM(r, i))) goto bad;
+      if (!NVPY_IS_ARRAY(PySequence_Fast_GET_ITEM(r, i)))
+        goto bad;
     for (Py_ssize_t i = 0; i < n; i++)
       if (nv_vec_push(outputs, NVPY_A(PySequence_Fast_GET_ITEM(r, i))) != NV_OK) {
         PyErr_NoMemory();
@@ -38,7 +40,8 @@ static int push_outputs(PyObject *r, nv_vec *outputs) {
 bad:
   PyErr_Format(PyExc_ValueError,
                "[export_function] the function must return an array or a list or tuple of arrays "
-               "(got %s)", Py_TYPE(r)->tp_name);
+               "(got %s)",
+               Py_TYPE(r)->tp_name);
   return -1;
 }
 
@@ -61,7 +64,8 @@ static nv_status export_closure(void *payload, const nv_vec *inputs, nv_vec *out
       Py_DECREF(a);
     }
   }
-  if (rc == 0) r = PyObject_Call(c->fn, args, kw);
+  if (rc == 0)
+    r = PyObject_Call(c->fn, args, kw);
   rc = r ? push_outputs(r, outputs) : -1;
   Py_XDECREF(r);
   Py_XDECREF(args);
@@ -71,7 +75,8 @@ static nv_status export_closure(void *payload, const nv_vec *inputs, nv_vec *out
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
     PyErr_NormalizeException(&t, &v, &tb);
-    if (tb && v) PyException_SetTraceback(v, tb);
+    if (tb && v)
+      PyException_SetTraceback(v, tb);
     Py_XSETREF(c->exc, v);
     Py_XDECREF(t);
     Py_XDECREF(tb);
@@ -124,9 +129,10 @@ static PyObject *py_export_new(PyObject *m, PyObject *args) {
   memset(&x->call, 0, sizeof x->call);
   x->e = NULL;
   nv_closure *f = nv_closure_new(export_closure, &x->call, NULL);
-  nv_export_options o = {.shapeless = shapeless != 0, .metadata = md ? md : NULL,
-                         .metadata_len = (size_t)mlen};
-  if (md && !mlen) o.metadata = NULL;
+  nv_export_options o = {
+      .shapeless = shapeless != 0, .metadata = md ? md : NULL, .metadata_len = (size_t)mlen};
+  if (md && !mlen)
+    o.metadata = NULL;
   x->e = f ? nv_exporter_new(PyBytes_AS_STRING(path_o), f, &o) : NULL;
   nv_closure_release(f);
   Py_DECREF(path_o);
@@ -142,7 +148,8 @@ static PyObject *py_export_new(PyObject *m, PyObject *args) {
 static int inputs_of(PyObject *args, PyObject *kwargs, const char *tag, nv_vec **v, nv_map **mp) {
   *v = nv_vec_new();
   *mp = nv_map_new();
-  if (!*v || !*mp) goto oom;
+  if (!*v || !*mp)
+    goto oom;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
     PyObject *a = PyTuple_GET_ITEM(args, i);
     if (!NVPY_IS_ARRAY(a)) {
@@ -150,14 +157,16 @@ static int inputs_of(PyObject *args, PyObject *kwargs, const char *tag, nv_vec *
                    Py_TYPE(a)->tp_name);
       return -1;
     }
-    if (nv_vec_push(*v, NVPY_A(a)) != NV_OK) goto oom;
+    if (nv_vec_push(*v, NVPY_A(a)) != NV_OK)
+      goto oom;
   }
   PyObject *k, *a;
   Py_ssize_t pos = 0;
   while (PyDict_Next(kwargs, &pos, &k, &a)) {
     const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
     if (!name) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s keyword names must be str", tag);
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "%s keyword names must be str", tag);
       return -1;
     }
     if (!NVPY_IS_ARRAY(a)) {
@@ -165,7 +174,8 @@ static int inputs_of(PyObject *args, PyObject *kwargs, const char *tag, nv_vec *
                    Py_TYPE(a)->tp_name);
       return -1;
     }
-    if (nv_map_set(*mp, name, NVPY_A(a)) != NV_OK) goto oom;
+    if (nv_map_set(*mp, name, NVPY_A(a)) != NV_OK)
+      goto oom;
   }
   return 0;
 oom:
@@ -217,7 +227,8 @@ static PyObject *py_export_close(PyObject *m, PyObject *o) {
   if (!PyObject_TypeCheck(o, &nvpy_exporter_type))
     return PyErr_Format(PyExc_TypeError, "_export_close: expected an exporter handle");
   nv_status st = nv_exporter_close(((nvpy_exporter *)o)->e);
-  if (st != NV_OK) return nvpy_raise_last(st);
+  if (st != NV_OK)
+    return nvpy_raise_last(st);
   Py_RETURN_NONE;
 }
 
@@ -259,10 +270,12 @@ static PyTypeObject nvpy_imported_type = {
 static PyObject *py_import_function(PyObject *m, PyObject *args) {
   (void)m;
   PyObject *path_o;
-  if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path_o)) return NULL;
+  if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path_o))
+    return NULL;
   nv_imported *f = nv_import_function(PyBytes_AS_STRING(path_o));
   Py_DECREF(path_o);
-  if (!f) return nvpy_raise_status(NV_ERR_BACKEND, nv_last_error());
+  if (!f)
+    return nvpy_raise_status(NV_ERR_BACKEND, nv_last_error());
   nvpy_imported *x = PyObject_New(nvpy_imported, &nvpy_imported_type);
   if (!x) {
     nv_imported_release(f);
@@ -316,6 +329,7 @@ static PyMethodDef export_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 int nvpy_init_export(PyObject *m) {
-  if (PyType_Ready(&nvpy_exporter_type) < 0 || PyType_Ready(&nvpy_imported_type) < 0) return -1;
+  if (PyType_Ready(&nvpy_exporter_type) < 0 || PyType_Ready(&nvpy_imported_type) < 0)
+    return -1;
   return PyModule_AddFunctions(m, export_methods);
 }

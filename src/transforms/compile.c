@@ -1035,8 +1035,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   for (size_t i = 0; i < nsrc; i++)
     traced |= nv__node_traced_here(src[i]->node);
   if (s == NV_OK)
-    s = nv__compile_replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r, e->poly,
-               mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
+    s = nv__compile_replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r,
+                           e->poly, mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
   nv__scope_resume();
   for (size_t i = 0; s == NV_OK && i < e->nuser; i++)
     s = nv_vec_push(outputs, res[i]);

@@ -49,15 +49,11 @@
  * process group (and their caller's interned file name); stand-ins are never real nodes. */
 static const char *unexportable(int prim) {
   switch (prim) {
-    case NV__PRIM_CUSTOM:
-      return "its vjp/jvp/vmap rules are closures of this process";
-    case NV__PRIM_COMPILED:
-      return "it runs a kernel generated in this process";
-    case NV__PRIM_FAST_CUDA_KERNEL:
-      return "it holds a CUDA kernel loaded in this process";
+    case NV__PRIM_CUSTOM: return "its vjp/jvp/vmap rules are closures of this process";
+    case NV__PRIM_COMPILED: return "it runs a kernel generated in this process";
+    case NV__PRIM_FAST_CUDA_KERNEL: return "it holds a CUDA kernel loaded in this process";
     case NV__PRIM_COMPILE_INPUT:
-    case NV__PRIM_VMAP_INPUT:
-      return "it is a transform's stand-in";
+    case NV__PRIM_VMAP_INPUT: return "it is a transform's stand-in";
     case NV__PRIM_ALL_SUM:
     case NV__PRIM_ALL_MAX:
     case NV__PRIM_ALL_MIN:
@@ -65,10 +61,8 @@ static const char *unexportable(int prim) {
     case NV__PRIM_SUM_SCATTER:
     case NV__PRIM_SEND:
     case NV__PRIM_RECV:
-    case NV__PRIM_SUM_GRADIENTS:
-      return "it is a collective over a process group of this process";
-    default:
-      return NULL;
+    case NV__PRIM_SUM_GRADIENTS: return "it is a collective over a process group of this process";
+    default: return NULL;
   }
 }
 
@@ -183,8 +177,7 @@ static int64_t r_i64(rbuf *r, const char *what) {
 static uint32_t r_count(rbuf *r, size_t min_size, const char *what) {
   uint32_t v = r_u32(r, what);
   if (!r->bad && (size_t)v > (r->n - r->at) / (min_size ? min_size : 1))
-    r_fail(r, "import_function: the file is truncated or corrupt (%s: a count past its end)",
-           what);
+    r_fail(r, "import_function: the file is truncated or corrupt (%s: a count past its end)", what);
   return r->bad ? 0 : v;
 }
 /* A string (new, NUL-terminated) or NULL on failure. */
@@ -366,9 +359,9 @@ nv_exporter *nv_exporter_new(const char *path, const nv_closure *f,
   if (e)
     e->path = nv__malloc(n + 1);
   const char *md = options && options->metadata ? options->metadata : "";
-  size_t mn = options && options->metadata ? (options->metadata_len ? options->metadata_len
-                                                                    : strlen(md))
-                                           : 0;
+  size_t mn = options && options->metadata
+                  ? (options->metadata_len ? options->metadata_len : strlen(md))
+                  : 0;
   if (e && e->path)
     e->metadata = nv__malloc(mn + 1);
   if (!e || !e->path || !e->metadata) {
@@ -455,7 +448,8 @@ static nv_status expand_constants(recipe *r, size_t *nexp) {
   frame *st = NULL;
   size_t sn = 0, scap = 0;
   ref *cref = nv__malloc((r->nconst + 1) * sizeof *cref); /* each old constant's new ref */
-  nv_status s = cref ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
+  nv_status s =
+      cref ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
   /* New constants (data): appended to r->consts, which is grown as needed. */
   size_t nc = r->nconst, ccap = r->nconst, old = r->nconst;
   for (size_t c = 0; s == NV_OK && c < r->nconst; c++) {
@@ -583,8 +577,8 @@ static nv_status expand_constants(recipe *r, size_t *nexp) {
       sn--;
     }
     long k = nv__ptrmap_get(&at, root, -1);
-    cref[c] = k >= 0 ? (ref){R_NODE, (int)k, r->consts[c].idx}
-                     : (ref){R_CONST, (int)c, r->consts[c].idx};
+    cref[c] =
+        k >= 0 ? (ref){R_NODE, (int)k, r->consts[c].idx} : (ref){R_CONST, (int)c, r->consts[c].idx};
   }
   while (sn) {
     frame *fr = &st[--sn];
@@ -720,8 +714,8 @@ static nv_status export_trace(nv_exporter *e, nv_array *const *src, size_t nsrc,
   t.shapeless = e->shapeless;
   t.kw = nv__calloc(nkw + 1, sizeof *t.kw);
   t.in = nv__calloc(nsrc + 1, sizeof *t.in);
-  nv_status s = t.kw && t.in ? NV_OK
-                             : nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
+  nv_status s =
+      t.kw && t.in ? NV_OK : nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
   for (size_t i = 0; s == NV_OK && i < nkw; i++) {
     size_t n = strlen(keys[i]);
     if (!(t.kw[i] = nv__malloc(n + 1)))
@@ -1149,7 +1143,8 @@ static nv_array *read_const(rbuf *r) {
     return NULL;
   }
   r_bytes(r, b->ptr, (size_t)span * isz, "a constant's data");
-  nv_array *x = r->bad ? NULL : nv__array_from_buffer(b, lo <= hi ? off : 0, dt, shape, nd, strides);
+  nv_array *x =
+      r->bad ? NULL : nv__array_from_buffer(b, lo <= hi ? off : 0, dt, shape, nd, strides);
   nv__buffer_release(b);
   if (x && nv_array_status(x) != NV_OK) {
     nv_release(x);
@@ -1306,7 +1301,8 @@ static bool node_sane(const xtrace *t, size_t k, nv_array *const *consts, const 
     int64_t lo, hi, size = 1;
     for (int d = 0; d < ro->ndim; d++)
       size *= ro->shape[d];
-    if (!reach(ro->shape, ro->strides, ro->ndim, &lo, &hi) || (lo <= hi && (lo < 0 || hi >= size))) {
+    if (!reach(ro->shape, ro->strides, ro->ndim, &lo, &hi) ||
+        (lo <= hi && (lo < 0 || hi >= size))) {
       *why = "an output whose layout reaches outside its buffer";
       return false;
     }
@@ -1325,8 +1321,8 @@ static bool node_sane(const xtrace *t, size_t k, nv_array *const *consts, const 
         return false;
       }
     }
-    if (rn->nin && (nd != rn->out[0].ndim ||
-                    memcmp(shape, rn->out[0].shape, (size_t)nd * sizeof(int)))) {
+    if (rn->nin &&
+        (nd != rn->out[0].ndim || memcmp(shape, rn->out[0].shape, (size_t)nd * sizeof(int)))) {
       *why = "an element-wise node whose shape is not its inputs' broadcast";
       return false;
     }
@@ -1369,7 +1365,8 @@ static bool read_trace(rbuf *r, xtrace *t, nv_array *const *consts, size_t ncons
     t->cidx[i] = r_u32(r, "a constant index");
     if (!r->bad && t->cidx[i] >= nconsts)
       return r_fail(r, "import_function: corrupt file (%s out of range)", "a constant index");
-    t->r.consts[i] = (nv__input){nv__node_retain(consts[t->cidx[i]]->node), consts[t->cidx[i]]->idx};
+    t->r.consts[i] =
+        (nv__input){nv__node_retain(consts[t->cidx[i]]->node), consts[t->cidx[i]]->idx};
     t->r.nconst = i + 1;
   }
   uint32_t nn = r_count(r, 24, "a trace's nodes");
@@ -1607,8 +1604,8 @@ static nv_status no_match(const nv_imported *m, size_t npos, const char **keys, 
            "import_function: no exported trace matches the call's inputs. Exported:");
   for (size_t k = 0; k < m->ntraces && k < 8; k++) {
     const xtrace *t = &m->traces[k];
-    describe(msg, sizeof msg, &at, "\n  %zu. %d positional, %d keyword%s:", k + 1, t->npos,
-             t->nkw, t->shapeless ? " (shapeless)" : "");
+    describe(msg, sizeof msg, &at, "\n  %zu. %d positional, %d keyword%s:", k + 1, t->npos, t->nkw,
+             t->shapeless ? " (shapeless)" : "");
     for (int i = 0; i < t->nin; i++) {
       if (i >= t->npos)
         describe(msg, sizeof msg, &at, " %s=", t->kw[i - t->npos]);
@@ -1663,7 +1660,8 @@ nv_status nv_imported_call(const nv_imported *m, const nv_vec *args, const nv_ma
     trace_poly(&t->r, t->nexp, why, sizeof why);
     s = nv__set_error(NV_ERR_INVALID_ARGUMENT,
                       "import_function: the shapeless trace cannot run on inputs of other "
-                      "shapes: %s", why[0] ? why : "it was traced for its shapes only");
+                      "shapes: %s",
+                      why[0] ? why : "it was traced for its shapes only");
   }
   nv_array **in = s == NV_OK ? nv__calloc(nsrc + 1, sizeof *in) : NULL;
   nv_array **res = s == NV_OK ? nv__calloc(t->r.nout + 1, sizeof *res) : NULL;
@@ -1702,7 +1700,8 @@ nv_closure *nv_imported_closure(nv_imported *m) {
     nv__set_error(NV_ERR_INVALID_ARGUMENT, "import_function: NULL function");
     return NULL;
   }
-  nv_closure *c = nv_closure_new(imported_closure_call, nv_imported_retain(m), imported_closure_free);
+  nv_closure *c =
+      nv_closure_new(imported_closure_call, nv_imported_retain(m), imported_closure_free);
   if (!c)
     nv_imported_release(m);
   return c;

@@ -35,18 +35,18 @@ static nv_status f_axpy(void *p, const nv_vec *in, nv_vec *out) {
 static nv_status f_mix(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   nv_array *x = nv_vec_get(in, 0);
-  nv_array *t = nv_transpose(x, NULL, 0);                  /* (6, 4) */
-  nv_array *m = nv_matmul(x, t);                           /* (4, 4) */
+  nv_array *t = nv_transpose(x, NULL, 0); /* (6, 4) */
+  nv_array *m = nv_matmul(x, t);          /* (4, 4) */
   int start[2] = {1, 0}, stop[2] = {4, 6}, step[2] = {2, 3};
-  nv_array *s = nv_slice(x, start, stop, step, 2);         /* (2, 2) */
+  nv_array *s = nv_slice(x, start, stop, step, 2); /* (2, 2) */
   int sh[2] = {3, 8};
   nv_array *r = nv_reshape(x, sh, 2);
   int ax[1] = {1};
-  nv_array *red = nv_sum(r, ax, 1, true);                  /* (3, 1) */
+  nv_array *red = nv_sum(r, ax, 1, true); /* (3, 1) */
   nv_array *sm = nv_softmax(m, ax, 1, false);
   int32_t iv[3] = {3, 0, 2};
   nv_array *idx = i32v(iv, 3);
-  nv_array *tk = nv_take(sm, idx, 0);                      /* (3, 4) */
+  nv_array *tk = nv_take(sm, idx, 0); /* (3, 4) */
   nv_array *h = nv_astype(nv_exp(nv_negative(tk)), NV_DTYPE_FLOAT16);
   nv_array *y = nv_add(nv_astype(h, NV_DTYPE_FLOAT32), red); /* (3, 4) */
   nv_status st = nv_vec_push(out, nv_maximum(y, nv_weak_scalar(0.5)));
@@ -76,8 +76,8 @@ static nv_status f_const(void *p, const nv_vec *in, nv_vec *out) {
 /* x * 2 + 1 (element-wise: shapeless) */
 static nv_status f_ew(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
-  return nv_vec_push(out, nv_add(nv_multiply(nv_vec_get(in, 0), nv_weak_scalar(2.0)),
-                                 nv_weak_scalar(1.0)));
+  return nv_vec_push(
+      out, nv_add(nv_multiply(nv_vec_get(in, 0), nv_weak_scalar(2.0)), nv_weak_scalar(1.0)));
 }
 
 /* sum(reshape(x, (-1, 2)), axis 0): shapeless by the reshape and reduction rules */
@@ -91,8 +91,8 @@ static nv_status f_rs(void *p, const nv_vec *in, nv_vec *out) {
 static nv_status f_slice(void *p, const nv_vec *in, nv_vec *out) {
   (void)p;
   int start[1] = {1}, stop[1] = {INT32_MAX}, step[1] = {1};
-  return nv_vec_push(out, nv_add(nv_slice(nv_vec_get(in, 0), start, stop, step, 1),
-                                 nv_weak_scalar(1.0)));
+  return nv_vec_push(
+      out, nv_add(nv_slice(nv_vec_get(in, 0), start, stop, step, 1), nv_weak_scalar(1.0)));
 }
 
 /* sum(sin(x) * x): for grad */
@@ -327,7 +327,8 @@ Test(export, constants_stored_once_and_unevaluated_ones_as_graphs) {
   /* The function reads c + 0 when called without inputs: a graph on c, not a new array. */
   nv_closure *f = nv_closure_new(f_const, c, NULL);
   nv_exporter *e = nv_exporter_new(path, f, NULL);
-  nv_array *one = nv_array_scalar(1.0f, NV_DTYPE_FLOAT32), *two = nv_array_scalar(2.0f, NV_DTYPE_FLOAT32);
+  nv_array *one = nv_array_scalar(1.0f, NV_DTYPE_FLOAT32),
+           *two = nv_array_scalar(2.0f, NV_DTYPE_FLOAT32);
   for (int k = 0; k < 3; k++) {
     nv_vec *v = vec(k > 0 ? one : NULL, k > 1 ? two : NULL, NULL);
     cr_assert_eq(nv_exporter_call(e, v, NULL), NV_OK, "%s", nv_last_error());
@@ -341,7 +342,8 @@ Test(export, constants_stored_once_and_unevaluated_ones_as_graphs) {
   nv_imported *m = nv_import_function(path);
   cr_assert(m, "%s", nv_last_error());
   for (int k = 0; k < 3; k++) {
-    nv_array *a = nv_array_scalar(0.5f, NV_DTYPE_FLOAT32), *b = nv_array_scalar(-3.0f, NV_DTYPE_FLOAT32);
+    nv_array *a = nv_array_scalar(0.5f, NV_DTYPE_FLOAT32),
+             *b = nv_array_scalar(-3.0f, NV_DTYPE_FLOAT32);
     nv_vec *v = vec(k > 0 ? a : NULL, k > 1 ? b : NULL, NULL);
     check_same(m, f, v, NULL);
     nv_vec_free(v);
@@ -502,7 +504,8 @@ Test(export, exporter_errors) {
 }
 
 Test(export, custom_function_cannot_be_exported) {
-  nv_closure *f = nv_closure_new(f_ew, NULL, NULL), *vj = nv_closure_new(f_vjp_times100, NULL, NULL);
+  nv_closure *f = nv_closure_new(f_ew, NULL, NULL),
+             *vj = nv_closure_new(f_vjp_times100, NULL, NULL);
   nv_closure *cf = nv_custom_function(f, vj, NULL, NULL);
   nv_array *x = nv_array_scalar(1.0f, NV_DTYPE_FLOAT32);
   nv_vec *v = vec(x, NULL, NULL);

@@ -11,15 +11,18 @@
 static nv_status import_one(const unsigned char *data, size_t size, nv_imported **out) {
   nv_clear_error();
   *out = nv_import_function_from_memory(data, size);
-  if (*out) return NV_OK;
-  if (!nv_last_error()[0]) abort(); /* every failure names its problem */
+  if (*out)
+    return NV_OK;
+  if (!nv_last_error()[0])
+    abort(); /* every failure names its problem */
   return NV_ERR_IO;
 }
 
 static void consume(nv_imported *m) {
   size_t len = 0;
   const char *md = nv_imported_metadata(m, &len);
-  if (m && !md) abort();
+  if (m && !md)
+    abort();
   (void)nv_imported_traces(m);
   nv_imported_release(m);
 }
@@ -30,17 +33,21 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   const char *path = fuzz_file(data, size, ".nvfn");
   nv_clear_error();
   pm = nv_import_function(path);
-  if ((pm != NULL) != (st == NV_OK)) abort();
-  if (!pm && !nv_last_error()[0]) abort();
+  if ((pm != NULL) != (st == NV_OK))
+    abort();
+  if (!pm && !nv_last_error()[0])
+    abort();
   consume(m);
   consume(pm);
   if (size >= 32) {
     unsigned char *b = malloc(size);
-    if (!b) abort();
+    if (!b)
+      abort();
     memcpy(b, data, size);
     memcpy(b, "\x93NUVECFN", 8);
     uint64_t n = size - 32, h = 0xcbf29ce484222325ull;
-    for (size_t i = 32; i < size; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    for (size_t i = 32; i < size; i++)
+      h = (h ^ b[i]) * 0x100000001b3ull;
     memcpy(b + 16, &n, 8);
     memcpy(b + 24, &h, 8);
     import_one(b, size, &m);
