@@ -158,6 +158,10 @@ def test_quantized_matmul_and_an_nn_model(tmp_path, rng):
     x = rand(rng, (3, 64))
     roundtrip(tmp_path, lambda a: nv.quantized_matmul(a, wq, s, b, transpose=True, group_size=32,
                                                       bits=4), x)
+    # Evaluated outputs of one node (quantize's three) as constants.
+    nv.eval(wq, s, b)
+    roundtrip(tmp_path, lambda a: nv.quantized_matmul(a, wq, s, b, transpose=True, group_size=32,
+                                                      bits=4) + b.sum(), x)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     nv.eval(model.parameters())
     x = rand(rng, (5, 8))

@@ -877,11 +877,12 @@ static nv_status write_const(wbuf *b, nv__node *node, int idx) {
   return NV_OK;
 }
 
-static void write_ref(wbuf *b, ref x, const uint32_t *cidx) {
+/* A reference; a constant's is its index in the trace's list (each constant is one array in
+ * the file, whichever output of its node it was). */
+static void write_ref(wbuf *b, ref x) {
   w_u8(b, (uint8_t)x.kind);
   w_u32(b, (uint32_t)x.i);
-  w_u32(b, (uint32_t)x.idx);
-  (void)cidx;
+  w_u32(b, x.kind == R_CONST ? 0u : (uint32_t)x.idx);
 }
 
 static void write_trace(wbuf *b, const xtrace *t) {
@@ -914,7 +915,7 @@ static void write_trace(wbuf *b, const xtrace *t) {
     w_u32(b, (uint32_t)rn->params_size);
     w_bytes(b, rn->params, rn->params_size);
     for (int i = 0; i < rn->nin; i++)
-      write_ref(b, rn->in[i], t->cidx);
+      write_ref(b, rn->in[i]);
     for (int o = 0; o < rn->nout; o++) {
       const rout *ro = &rn->out[o];
       w_u32(b, (uint32_t)ro->dtype);
@@ -928,7 +929,7 @@ static void write_trace(wbuf *b, const xtrace *t) {
   }
   w_u32(b, (uint32_t)t->r.nout);
   for (size_t i = 0; i < t->r.nout; i++)
-    write_ref(b, t->r.outs[i], t->cidx);
+    write_ref(b, t->r.outs[i]);
 }
 
 static nv_status write_file(nv_exporter *e) {
