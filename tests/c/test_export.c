@@ -6,6 +6,7 @@
  * missing, every truncation, every flipped byte, and flipped bytes with the checksum made to
  * match (the structural checks alone) all fail with a message, never a crash. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -467,6 +468,69 @@ Test(export, grad_and_vmap_of_an_imported_function) {
   nv_closure_release(g1);
   nv_closure_release(g2);
   nv_closure_release(c);
+  nv_vec_free(v);
+  nv_release(x);
+  nv_closure_release(f);
+}
+
+/* Several threads call one imported function at once: each gets its own results. */
+typedef struct call_job {
+  nv_imported *m;
+  nv_closure *f;
+  unsigned seed;
+  int bad;
+} call_job;
+
+static void *call_many(void *p) {
+  call_job *j = p;
+  int sh[2] = {4, 6};
+  for (int k = 0; k < 20; k++) {
+    int64_t n = 24;
+    float v[24];
+    for (int64_t i = 0; i < n; i++)
+      v[i] = test_randf(&j->seed);
+    nv_array *x = nv_array_from_data(v, sh, 2, NV_DTYPE_FLOAT32);
+    nv_vec *in = nv_vec_new(), *o1 = nv_vec_new(), *o2 = nv_vec_new();
+    nv_vec_push(in, x);
+    if (nv_imported_call(j->m, in, NULL, o1) != NV_OK || nv_closure_apply(j->f, in, o2) != NV_OK)
+      j->bad++;
+    for (size_t i = 0; !j->bad && i < nv_vec_size(o1); i++) {
+      size_t nb = nv_array_nbytes(nv_vec_get(o1, i));
+      unsigned char *a = malloc(nb + 1), *b = malloc(nb + 1);
+      if (nv_array_read(nv_vec_get(o1, i), a, nb) != NV_OK ||
+          nv_array_read(nv_vec_get(o2, i), b, nb) != NV_OK || memcmp(a, b, nb))
+        j->bad++;
+      free(a);
+      free(b);
+    }
+    nv_vec_free(in);
+    nv_vec_free(o1);
+    nv_vec_free(o2);
+    nv_release(x);
+  }
+  return NULL;
+}
+
+Test(export, threads_call_one_imported_function) {
+  unsigned st = test_seed();
+  nv_closure *f = nv_closure_new(f_mix, NULL, NULL);
+  int sh[2] = {4, 6};
+  nv_array *x = randn(&st, sh, 2, NV_DTYPE_FLOAT32);
+  nv_vec *v = vec(x, NULL, NULL);
+  cr_assert_eq(nv_export_function(path, f, v, NULL, NULL), NV_OK, "%s", nv_last_error());
+  nv_imported *m = nv_import_function(path);
+  cr_assert(m, "%s", nv_last_error());
+  pthread_t th[4];
+  call_job jobs[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (call_job){m, f, st + 17u * (unsigned)(i + 1), 0};
+    cr_assert_eq(pthread_create(&th[i], NULL, call_many, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    cr_assert_eq(jobs[i].bad, 0, "thread %d: %d calls differed or failed", i, jobs[i].bad);
+  }
+  nv_imported_release(m);
   nv_vec_free(v);
   nv_release(x);
   nv_closure_release(f);
