@@ -487,3 +487,48 @@ def test_every_public_function_of_arrays_round_trips(tmp_path, rng):
                 break
     assert {n for n, _ in failed} <= _READS_VALUES, failed
     assert len(done) > 150, done
+
+
+def test_every_public_function_of_arrays_shapeless(tmp_path, rng):
+    """The same functions exported shapeless on (4, 4) and called on (6, 6) and (3, 5): each
+    either replays by its operations' shape rules, equal to the function on those inputs, or
+    raises ValueError naming the operation without one; never a wrong shape or value."""
+    x, y = rand(rng, (4, 4)), rand(rng, (4, 4))
+    path = str(tmp_path / "sl.nvfn")
+    replayed = 0
+    for mod in [nv, nv.linalg, nv.fft, nv.fast]:
+        for name in sorted(dir(mod)):
+            fn = getattr(mod, name)
+            if (name.startswith(_NOT_OPS) or name in _NOT_OPS_NAMES or name in _READS_VALUES
+                    or not callable(fn) or isinstance(fn, type)):
+                continue
+            for args in [(x,), (x, y)]:
+                try:
+                    ref = _arrays(fn(*args))
+                except Exception:
+                    continue
+                if ref is None:
+                    continue
+                nv.export_function(path, lambda *a: fn(*a), *args, shapeless=True)
+                g = nv.import_function(path)
+                for shape in [(6, 6), (3, 5)]:
+                    new = tuple(rand(rng, shape) for _ in args)
+                    try:
+                        want = _arrays(fn(*new))
+                    except ValueError:
+                        with pytest.raises(ValueError):  # the function fails there too
+                            g(*new)
+                        continue
+                    try:
+                        out = g(*new)
+                    except ValueError as e:
+                        assert "cannot" in str(e), (name, e)
+                        continue
+                    assert want is not None and len(out) == len(want), name
+                    for a, b in zip(out, want):
+                        assert a.shape == b.shape and a.dtype == b.dtype, (name, a.shape, b.shape)
+                        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-5,
+                                                   err_msg=name)
+                    replayed += 1
+                break
+    assert replayed > 150, replayed

@@ -226,10 +226,23 @@ static nv_status rule_shape(const rnode *rn, nv_array *const *in, int *shape, in
       *nd = nv__reduced_shape(a, p->axes, p->naxes, p->keepdims, shape);
       return NV_OK;
     }
-    case RULE_SAME:
-      *nd = a->ndim;
-      memcpy(shape, a->shape, (size_t)a->ndim * sizeof(int));
+    case RULE_SAME: {
+      /* Along one axis: the input's shape; over all axes (a NULL axis): the flattened size. */
+      const nv__rows_params *p = rn->params;
+      if (!p || rn->params_size < sizeof *p)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s without its parameters", name);
+      if (p->naxes == 1 && rn->out[0].ndim == a->ndim) {
+        *nd = a->ndim;
+        memcpy(shape, a->shape, (size_t)a->ndim * sizeof(int));
+        return NV_OK;
+      }
+      if (rn->out[0].ndim != 1 || a->size > INT32_MAX)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s of the shapeless function: "
+                             "cannot flatten its input", name);
+      *nd = 1;
+      shape[0] = (int)a->size;
       return NV_OK;
+    }
     case RULE_TRANSPOSE: {
       const nv__view_params *p = rn->params;
       if (!p || rn->params_size < sizeof *p + (size_t)a->ndim * sizeof(int) ||
