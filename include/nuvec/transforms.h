@@ -164,7 +164,9 @@ typedef enum nv_compile_mode {
  *   median, logsumexp and argmax/argmin too), scans and sorts along an axis, transposes, matrix
  *   products, and reshape with its -1 axis inferred again; a graph with another
  *   shape-dependent operation (a slice, an indexing op, a constant of the traced shape, ...) is
- *   traced again for each new input shape.
+ *   traced again for each new input shape. Inputs that the rules do not fit (shapes that do not
+ *   broadcast, a reshape to a traced shape of another size) fail with the op's error, as
+ *   MLX's.
  * - inputs / outputs: captured state (MLX's inputs= / outputs=), lists the caller owns and keeps
  *   alive as long as the compiled function. Before each call the current arrays of `inputs`
  *   become extra inputs of the traced graph (the function reads them from the list); after it
