@@ -71,7 +71,7 @@ bench: build
 # seeds stay as they are); the closing lines give executions per fuzzer. A crashing input is
 # kept as build-fuzz/fuzz_<format>-crash-<sha1>.
 FUZZ_TIME ?= 60
-FUZZERS := npy npz safetensors gguf
+FUZZERS := npy npz safetensors gguf export
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SYMBOLIZER := $(shell command -v llvm-symbolizer || command -v llvm-symbolizer-14)
 fuzz: setup

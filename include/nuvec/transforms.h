@@ -1,5 +1,5 @@
 /* nuvec — function transforms with MLX's semantics: vjp, jvp, grad, value_and_grad, vmap,
- * stop_gradient, custom functions and checkpoint.
+ * stop_gradient, custom functions and checkpoint, compile, and function export and import.
  *
  * A function is a closure (nv_closure): a C function, a payload and the payload's destructor.
  * It receives its inputs as a list and appends its outputs to a list it is given. Transforms
@@ -158,10 +158,15 @@ typedef enum nv_compile_mode {
 } nv_compile_mode;
 
 /* Options of nv_compile (zero-initialized: none).
- * - shapeless: one trace serves inputs of any shape of the same rank and dtype while the
- *   traced graph is element-wise (its shapes follow broadcasting); a graph with a
- *   shape-dependent operation (a reshape, a reduction, a slice, ...) is traced again for each
- *   new input shape.
+ * - shapeless: one trace serves inputs of any shape of the same rank and dtype while every
+ *   traced operation has a shape rule, as MLX's primitives infer their output shapes:
+ *   element-wise operations and astype (broadcasting), reductions over fixed axes (var, std,
+ *   median, logsumexp and argmax/argmin too), scans and sorts along an axis, transposes, matrix
+ *   products, and reshape with its -1 axis inferred again; a graph with another
+ *   shape-dependent operation (a slice, an indexing op, a constant of the traced shape, ...) is
+ *   traced again for each new input shape. Inputs that the rules do not fit (shapes that do not
+ *   broadcast, a reshape to a traced shape of another size) fail with the op's error, as
+ *   MLX's.
  * - inputs / outputs: captured state (MLX's inputs= / outputs=), lists the caller owns and keeps
  *   alive as long as the compiled function. Before each call the current arrays of `inputs`
  *   become extra inputs of the traced graph (the function reads them from the list); after it
@@ -213,6 +218,99 @@ typedef struct nv_compile_stats {
 /* Fills `*stats` for a closure nv_compile returned. Fails with NV_ERR_INVALID_ARGUMENT for
  * NULL arguments or a closure that is not a compiled function. */
 NV_API nv_status nv_compile_get_stats(const nv_closure *compiled, nv_compile_stats *stats);
+
+
+/* ---- Export and import (MLX's export_function / import_function / exporter) ---- */
+
+/* Options of an export (zero-initialized: none).
+ * - shapeless: a trace also serves inputs of other shapes of the same ranks and dtypes where
+ *   every operation depending on an input has one of compile's shapeless shape rules (see
+ *   nv_compile_options); a call of another shape on a trace with other operations fails,
+ *   naming the first one, as MLX's does.
+ * - metadata: a string stored in the file (metadata_len bytes, or up to its NUL when 0), read
+ *   back with nv_imported_metadata. */
+typedef struct nv_export_options {
+  bool shapeless;
+  const char *metadata;
+  size_t metadata_len;
+} nv_export_options;
+
+/* An exporter: traces of one function, written into one file when it is closed. Not
+ * thread-safe (one thread at a time). */
+typedef struct nv_exporter nv_exporter;
+
+/* A new exporter writing `path` when closed (f retained). `options` may be NULL. NULL with
+ * NV_ERR_INVALID_ARGUMENT for a NULL path or function, or NV_ERR_OUT_OF_MEMORY. */
+NV_API nv_exporter *nv_exporter_new(const char *path, const nv_closure *f,
+                                    const nv_export_options *options);
+
+/* Traces the exporter's function once on inputs of the signature of `args` (positional) and
+ * `kwargs` (keyword; may be NULL): f receives the positional arrays, then the keyword ones in
+ * ascending byte order of their names, on row-contiguous stand-ins without values (as
+ * nv_compile traces), and the trace is kept for the file with the values of the arrays f read
+ * that are not inputs (constants; stored once a file however many traces read them; arrays
+ * not yet evaluated are stored as their graphs down to evaluated arrays). The inputs' values
+ * are never read. Fails with NV_ERR_INVALID_ARGUMENT for a closed exporter, a NULL or failed
+ * input, an input read through a captured array, a value of an enclosing transform, or a
+ * primitive that a file cannot hold (custom functions, compiled kernels, custom CUDA kernels,
+ * collectives: named); NV_ERR_UNSUPPORTED when a trace of the same signature (counts, names,
+ * dtypes and shapes, or ranks when shapeless) is already in it; or with f's error. */
+NV_API nv_status nv_exporter_call(nv_exporter *e, const nv_vec *args, const nv_map *kwargs);
+
+/* Writes the file (every trace so far) and closes the exporter: later calls fail. Closing a
+ * closed exporter does nothing. NV_ERR_IO when the file cannot be written. */
+NV_API nv_status nv_exporter_close(nv_exporter *e);
+
+/* Closes the exporter without writing its file (its traces are dropped). NULL-safe. */
+NV_API void nv_exporter_discard(nv_exporter *e);
+
+/* Whether the exporter is closed (true for NULL). */
+NV_API bool nv_exporter_closed(const nv_exporter *e);
+
+/* Closes the exporter if it is open (writing its file) and frees it; NULL-safe. */
+NV_API void nv_exporter_free(nv_exporter *e);
+
+/* Exports one trace of f for these inputs into `path` (an exporter called once and closed);
+ * errors as nv_exporter_call and nv_exporter_close; no file is written when the trace fails. */
+NV_API nv_status nv_export_function(const char *path, const nv_closure *f, const nv_vec *args,
+                                    const nv_map *kwargs, const nv_export_options *options);
+
+/* An imported function: the traces of a file. Counted; immutable, so calls from several
+ * threads are safe. */
+typedef struct nv_imported nv_imported;
+
+/* Reads a file written by an exporter. The file's version, size and checksum are checked,
+ * then every count, size, primitive name, layout and reference before use. NULL with
+ * NV_ERR_IO (the message says what is wrong: a missing file, not a function file, another
+ * format version, truncated or corrupt) or NV_ERR_OUT_OF_MEMORY. A new reference. */
+NV_API nv_imported *nv_import_function(const char *path);
+
+/* As nv_import_function, from `size` bytes in memory (copied where kept). */
+NV_API nv_imported *nv_import_function_from_memory(const void *data, size_t size);
+
+NV_API nv_imported *nv_imported_retain(nv_imported *m);
+NV_API void nv_imported_release(nv_imported *m);
+
+/* Calls the imported function: the trace whose signature matches `args` and `kwargs` (may be
+ * NULL) — the same count of positional inputs, the same keyword names, each input's dtype and
+ * shape (a shapeless trace: rank) — is replayed on them (inputs of other layouts are made
+ * row-contiguous first) and its outputs appended to `outputs`. The result is a graph of
+ * ordinary primitives, so transforms of a function that calls it work. Fails with
+ * NV_ERR_INVALID_ARGUMENT, listing the traces, when none matches, and when a shapeless trace
+ * without shape rules is called on other shapes. */
+NV_API nv_status nv_imported_call(const nv_imported *m, const nv_vec *args, const nv_map *kwargs,
+                                  nv_vec *outputs);
+
+/* The metadata string stored with the function ("" when none; valid while m lives) and its
+ * length in *len (may be NULL). */
+NV_API const char *nv_imported_metadata(const nv_imported *m, size_t *len);
+
+/* The number of traces in the file. */
+NV_API size_t nv_imported_traces(const nv_imported *m);
+
+/* A closure calling the imported function with positional inputs only (m retained). NULL
+ * with NV_ERR_INVALID_ARGUMENT for NULL, or NV_ERR_OUT_OF_MEMORY. */
+NV_API nv_closure *nv_imported_closure(nv_imported *m);
 
 #ifdef __cplusplus
 }

@@ -128,6 +128,7 @@ _sys.modules[__name__ + ".metal"] = metal
 # The pure-Python packages over the core, reachable as attributes too (nuvec.nn, ...).
 from . import nn, optimizers, utils  # noqa: E402,F401
 from ._compile import compile, disable_compile, enable_compile, export_to_dot  # noqa: E402,F401
+from ._export import FunctionExporter, export_function, exporter, import_function  # noqa: E402,F401
 from ._printoptions import PrintOptions, get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
 from ._multivariate_normal import multivariate_normal as _mvn  # noqa: E402
 random.multivariate_normal = _mvn  # composed in Python over linalg.svd and random.normal

@@ -793,7 +793,7 @@ PyMODINIT_FUNC PyInit__core(void) {
       add_type(m, "ThreadLocalStream", &nvpy_tlstream_type) < 0 ||
       add_dtypes(m) < 0 || add_devices(m) < 0 || add_constants(m) < 0 ||
       nvpy_init_dtypeinfo(m) < 0 || nvpy_init_array(m) < 0 || nvpy_init_ops(m) < 0 ||
-      nvpy_init_index(m) < 0 || nvpy_init_transforms(m) < 0 || nvpy_init_io(m) < 0 || nvpy_init_dlpack(m) < 0 ||
+      nvpy_init_index(m) < 0 || nvpy_init_transforms(m) < 0 || nvpy_init_export(m) < 0 || nvpy_init_io(m) < 0 || nvpy_init_dlpack(m) < 0 ||
       nvpy_init_random(m) < 0 || nvpy_init_conv(m) < 0 || nvpy_init_fft(m) < 0 ||
       nvpy_init_distributed(m) < 0 || nvpy_init_fast(m) < 0 ||
       nvpy_init_linalg(m) < 0 || nvpy_init_quantize(m) < 0 ||

@@ -158,6 +158,7 @@ int nvpy_init_array(PyObject *m);
 int nvpy_init_ops(PyObject *m);
 int nvpy_init_index(PyObject *m);
 int nvpy_init_transforms(PyObject *m);
+int nvpy_init_export(PyObject *m);
 int nvpy_init_io(PyObject *m);
 int nvpy_init_dlpack(PyObject *m);
 int nvpy_init_random(PyObject *m);

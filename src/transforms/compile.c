@@ -11,6 +11,7 @@
 
 #include "core/ptrmap.h"
 #include "ops/reduce_internal.h"
+#include "ops/reduce_params.h"
 #include "transforms/compile_internal.h"
 
 /* ---- The mode (process-wide) ---- */
@@ -129,9 +130,10 @@ static void compiled_free(void *p) {
 
 /* ---- Tracing ---- */
 
-/* A stand-in for source x: its metadata, no values, a tracer of this thread's
- * session. */
-static nv_array *stand_in(const nv_array *x) {
+/* A stand-in for source x: its metadata (row-contiguous and strongly typed when `row`: an
+ * exported trace, replayed on inputs of any layout made row-contiguous), no values, a tracer of
+ * this thread's session. */
+static nv_array *stand_in(const nv_array *x, bool row) {
   const nv__output *o = nv__out(x);
   nv__node *n = nv__node_new(NV__PRIM_COMPILE_INPUT, NULL, 0, 1, 0);
   if (!n)
@@ -140,8 +142,10 @@ static nv_array *stand_in(const nv_array *x) {
     nv__node_release(n);
     return nv__array_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
-  nv__output_set_strides(&n->out[0], o->strides);
-  n->out[0].flags |= o->flags & NV__FLAG_WEAK;
+  if (!row) {
+    nv__output_set_strides(&n->out[0], o->strides);
+    n->out[0].flags |= o->flags & NV__FLAG_WEAK;
+  }
   nv__node_mark_tracer(n);
   return nv__array_new(n, 0);
 }
@@ -165,9 +169,121 @@ static bool is_plain_reduction(int prim) {
 /* Whether a node may replay on inputs of other shapes: its outputs' shapes are
  * the broadcast of its inputs' and its parameters do not depend on shapes, or it is a
  * reduction over fixed axes. */
-static bool shape_polymorphic(int prim) {
+/* The shape rules beyond element-wise broadcasting and the plain reductions, as MLX's
+ * primitives infer their output shapes: row reductions (nv__rows_params' axes), scans and sorts
+ * along an axis (their input's shape), transposes (a view: the permuted shape and strides) and
+ * matrix products (the broadcast batch, then M and N). */
+enum { RULE_NONE, RULE_ROWS, RULE_SAME, RULE_TRANSPOSE, RULE_MATMUL };
+
+static int shape_rule(int prim) {
+  switch (prim) {
+    case NV__PRIM_VAR:
+    case NV__PRIM_STD:
+    case NV__PRIM_MEDIAN:
+    case NV__PRIM_LOGSUMEXP:
+    case NV__PRIM_ARGMAX:
+    case NV__PRIM_ARGMIN: return RULE_ROWS;
+    case NV__PRIM_CUMSUM:
+    case NV__PRIM_CUMPROD:
+    case NV__PRIM_CUMMAX:
+    case NV__PRIM_CUMMIN:
+    case NV__PRIM_LOGCUMSUMEXP:
+    case NV__PRIM_SORT:
+    case NV__PRIM_ARGSORT: return RULE_SAME;
+    case NV__PRIM_TRANSPOSE: return RULE_TRANSPOSE;
+    case NV__PRIM_MATMUL: return RULE_MATMUL;
+    default: return RULE_NONE;
+  }
+}
+
+bool nv__compile_poly_prim(int prim) {
   return nv__prims[prim].elementwise || prim == NV__PRIM_ASTYPE || is_plain_reduction(prim) ||
-         prim == NV__PRIM_RESHAPE;
+         prim == NV__PRIM_RESHAPE || shape_rule(prim) != RULE_NONE;
+}
+
+/* The output shape (and a view's strides: *view set) of a replayed node with a shape_rule on
+ * inputs `in` of the traced ranks. */
+static nv_status rule_shape(const rnode *rn, nv_array *const *in, int *shape, int *nd,
+                            int64_t *strides, bool *view) {
+  const char *name = nv__prims[rn->prim].name;
+  const nv__output *a = nv__out(in[0]);
+  *view = false;
+  switch (shape_rule(rn->prim)) {
+    case RULE_ROWS: {
+      const nv__rows_params *p = rn->params;
+      if (!p || rn->params_size < sizeof *p ||
+          rn->params_size < sizeof *p + (size_t)p->naxes * sizeof(int))
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s without its parameters", name);
+      int64_t len = 1;
+      for (int i = 0; i < p->naxes; i++) {
+        if (p->axes[i] < 0 || p->axes[i] >= a->ndim)
+          return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s of the shapeless function: "
+                               "axis %d of an input of rank %d", name, p->axes[i], a->ndim);
+        len *= a->shape[p->axes[i]];
+      }
+      if (len == 0 && (rn->prim == NV__PRIM_ARGMAX || rn->prim == NV__PRIM_ARGMIN))
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "%s: cannot reduce an empty axis", name);
+      *nd = nv__reduced_shape(a, p->axes, p->naxes, p->keepdims, shape);
+      return NV_OK;
+    }
+    case RULE_SAME: {
+      /* Along one axis: the input's shape; over all axes (a NULL axis): the flattened size. */
+      const nv__rows_params *p = rn->params;
+      if (!p || rn->params_size < sizeof *p)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s without its parameters", name);
+      if (p->naxes == 1 && rn->out[0].ndim == a->ndim) {
+        *nd = a->ndim;
+        memcpy(shape, a->shape, (size_t)a->ndim * sizeof(int));
+        return NV_OK;
+      }
+      if (rn->out[0].ndim != 1 || a->size > INT32_MAX)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s of the shapeless function: "
+                             "cannot flatten its input", name);
+      *nd = 1;
+      shape[0] = (int)a->size;
+      return NV_OK;
+    }
+    case RULE_TRANSPOSE: {
+      const nv__view_params *p = rn->params;
+      if (!p || rn->params_size < sizeof *p + (size_t)a->ndim * sizeof(int) ||
+          p->ndim != a->ndim)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: transpose without its axes");
+      for (int i = 0; i < a->ndim; i++) {
+        if (p->axes[i] < 0 || p->axes[i] >= a->ndim)
+          return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: transpose: bad axis %d",
+                               p->axes[i]);
+        shape[i] = a->shape[p->axes[i]];
+        strides[i] = a->strides[p->axes[i]];
+      }
+      *nd = a->ndim;
+      *view = true;
+      return NV_OK;
+    }
+    case RULE_MATMUL: {
+      const nv__output *b = rn->nin > 1 ? nv__out(in[1]) : NULL;
+      if (!b || a->ndim < 2 || b->ndim < 2)
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: matmul without its operands");
+      if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2]) {
+        char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                             "matmul: shapes %s and %s do not match for a product (a shapeless "
+                             "function)", nv__shape_str(a->shape, a->ndim, s1, sizeof s1),
+                             nv__shape_str(b->shape, b->ndim, s2, sizeof s2));
+      }
+      if (!nv__broadcast_shapes(a->shape, a->ndim - 2, b->shape, b->ndim - 2, shape, nd)) {
+        char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                             "matmul: batch shapes of %s and %s cannot be broadcast (a shapeless "
+                             "function)", nv__shape_str(a->shape, a->ndim, s1, sizeof s1),
+                             nv__shape_str(b->shape, b->ndim, s2, sizeof s2));
+      }
+      shape[(*nd)++] = a->shape[a->ndim - 2];
+      shape[(*nd)++] = b->shape[b->ndim - 1];
+      return NV_OK;
+    }
+    default:
+      return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: %s has no shape rule", name);
+  }
 }
 
 /* A replayed reshape on input `in` (same rank as the trace's): the traced shape, the axis
@@ -306,7 +422,7 @@ static nv_status recipe_build(recipe *r, const nv__tape *t, nv_array *const *out
       nv__rout_of(&rn->out[o], &n->out[o]);
     for (int i = 0; s == NV_OK && i < rn->nin; i++)
       REF_OF(ins[i].node, ins[i].idx, &rn->in[i]);
-    if (!shape_polymorphic(n->prim) || rn->nout != 1)
+    if (!nv__compile_poly_prim(n->prim) || rn->nout != 1)
       r->poly = false;
     pos[k] = (long)r->n++;
   }
@@ -438,7 +554,7 @@ static bool node_eq(const rnode *m, const rnode *n) {
  * layout) to their input, shares equivalent nodes (same primitive, parameters,
  * inputs and output metadata), then drops the nodes no output reaches. `src`
  * are the sources' metadata at the trace. */
-static nv_status simplify(recipe *r, const nv__output *const *src) {
+nv_status nv__compile_simplify(recipe *r, const nv__output *const *src) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
@@ -528,10 +644,8 @@ static nv_status simplify(recipe *r, const nv__output *const *src) {
 
 /* ---- Replay ---- */
 
-/* The recipe's outputs (new unscoped references in `res`, r->nout of them) for
- * the sources `src`. Scopes are suspended. */
-static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
-                        nv_array **res) {
+nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
+                             nv_array **res) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
@@ -573,7 +687,7 @@ static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *c
     if (n && rn->params_size)
       memcpy(n->params, rn->params, rn->params_size);
     if (n)
-      n->stream = rn->stream;
+      n->stream = rn->stream.index < 0 ? nv_current_stream() : rn->stream;
     for (int o = 0; n && s == NV_OK && o < rn->nout; o++) {
       const rout *ro = &rn->out[o];
       if (poly && rn->prim == NV__PRIM_RESHAPE) {
@@ -586,8 +700,19 @@ static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *c
         s = reduce_shape(rn, nv__out(in[0]), shape, &nd);
         if (s == NV_OK)
           s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
-      } else if (poly) {
-        /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. */
+      } else if (poly && shape_rule(rn->prim) != RULE_NONE) {
+        int shape[NV__MAX_DIMS], nd = 0;
+        int64_t st[NV__MAX_DIMS];
+        bool view = false;
+        s = rule_shape(rn, in, shape, &nd, st, &view);
+        if (s == NV_OK)
+          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
+        if (s == NV_OK && view)
+          nv__output_set_strides(&n->out[o], st);
+      } else if (poly && nv__compile_poly_prim(rn->prim)) {
+        /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. (A node without a
+         * shape rule in a shapeless entry depends on no input: an exported trace's constant
+         * graph, replayed with its traced shapes.) */
         int shape[NV__MAX_DIMS], nd = 0;
         for (int i = 0; i < rn->nin; i++) {
           const nv__output *io = nv__out(in[i]);
@@ -759,10 +884,9 @@ static nv_status check_captured_sources(const nv__tape *t, nv_array *const *src,
   return s;
 }
 
-/* Traces f on stand-ins for `src` (nuser inputs, then the captured state) into
- * `e`. */
-static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nuser, entry *e,
-                       bool *cacheable) {
+nv_status nv__compile_trace(const nv_closure *f, nv_vec *state_in, nv_vec *state_out,
+                            nv_array *const *src, size_t nsrc, size_t nuser, bool row, recipe *r,
+                            size_t *nout_user, bool *cacheable) {
   nv_status s = nv__tracing_enter();
   if (s != NV_OK)
     return s;
@@ -771,26 +895,26 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nu
   if (!in || !outs)
     s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t i = 0; s == NV_OK && i < nsrc; i++)
-    s = nv_array_status(in[i] = stand_in(src[i]));
+    s = nv_array_status(in[i] = stand_in(src[i], row));
   size_t nstate = nsrc - nuser;
   /* The captured state is read from its list: the stand-ins take the arrays'
    * place while f runs, and the arrays are put back after. */
   bool swapped = false;
-  if (s == NV_OK && c->state_in) {
+  if (s == NV_OK && state_in) {
     for (size_t j = 0; s == NV_OK && j < nstate; j++)
-      s = nv_vec_set(c->state_in, j, in[nuser + j]);
+      s = nv_vec_set(state_in, j, in[nuser + j]);
     swapped = true;
   }
   if (s == NV_OK)
-    s = nv__closure_call(c->f, in, nuser, outs);
-  e->nuser = outs ? nv_vec_size(outs) : 0;
-  for (size_t j = 0; s == NV_OK && c->state_out && j < nv_vec_size(c->state_out); j++) {
-    nv_array *x = nv_vec_get(c->state_out, j);
+    s = nv__closure_call(f, in, nuser, outs);
+  *nout_user = outs ? nv_vec_size(outs) : 0;
+  for (size_t j = 0; s == NV_OK && state_out && j < nv_vec_size(state_out); j++) {
+    nv_array *x = nv_vec_get(state_out, j);
     s = x ? nv_vec_push(outs, x)
           : nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: captured output %zu is NULL", j);
   }
   for (size_t j = 0; swapped && j < nstate; j++)
-    nv_vec_set(c->state_in, j, src[nuser + j]);
+    nv_vec_set(state_in, j, src[nuser + j]);
   nv__tape t;
   memset(&t, 0, sizeof t);
   if (s == NV_OK) {
@@ -806,7 +930,7 @@ static nv_status trace(compiled *c, nv_array *const *src, size_t nsrc, size_t nu
   if (s == NV_OK)
     s = check_captured_sources(&t, src, nsrc, nuser, nv_vec_data(outs), nv_vec_size(outs));
   if (s == NV_OK)
-    s = recipe_build(&e->r, &t, nv_vec_data(outs), nv_vec_size(outs), cacheable);
+    s = recipe_build(r, &t, nv_vec_data(outs), nv_vec_size(outs), cacheable);
   if (t.map)
     nv__tape_free(&t);
   if (in)
@@ -864,7 +988,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   if (s == NV_OK && !e) {
     e = nv__calloc(1, sizeof *e);
     bool cacheable = true;
-    s = e ? trace(c, src, nsrc, nuser, e, &cacheable)
+    s = e ? nv__compile_trace(c->f, c->state_in, c->state_out, src, nsrc, nuser, false, &e->r,
+                              &e->nuser, &cacheable)
           : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
     if (s == NV_OK) {
       atomic_fetch_add_explicit(&c->traces, 1, memory_order_relaxed);
@@ -875,7 +1000,7 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
         for (size_t i = 0; s == NV_OK && i < nsrc; i++)
           meta[i] = nv__out(src[i]);
         if (s == NV_OK)
-          s = simplify(&e->r, meta);
+          s = nv__compile_simplify(&e->r, meta);
         /* Fusion needs the trace's exact layouts (not for a shapeless
          * element-wise replay), and constants that no transform traces (a fused
          * node has no rules). */
@@ -923,8 +1048,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   for (size_t i = 0; i < nsrc; i++)
     traced |= nv__node_traced_here(src[i]->node);
   if (s == NV_OK)
-    s = replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r, e->poly,
-               mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
+    s = nv__compile_replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r,
+                           e->poly, mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
   nv__scope_resume();
   for (size_t i = 0; s == NV_OK && i < e->nuser; i++)
     s = nv_vec_push(outputs, res[i]);

@@ -44,6 +44,30 @@ typedef struct recipe {
 } recipe;
 
 void nv__recipe_free(recipe *r);
+
+/* Traces f on stand-ins for `src` (nuser inputs, then the captured state read from and put
+ * back into `state_in`; `state_out`'s arrays after f's outputs) into the recipe `r`; *nout_user
+ * is f's own output count. The stand-ins have the sources' layouts and weak flags, or with
+ * `row` their shapes row-contiguous and strongly typed (export: an imported trace replays on
+ * inputs made row-contiguous). *cacheable as recipe_build sets it (false when a constant is a
+ * tracer of an enclosing transform). Scopes are suspended. */
+nv_status nv__compile_trace(const nv_closure *f, nv_vec *state_in, nv_vec *state_out,
+                            nv_array *const *src, size_t nsrc, size_t nuser, bool row, recipe *r,
+                            size_t *nout_user, bool *cacheable);
+
+/* Simplifies a traced recipe in place (compile.c's simplify; `src` the sources' metadata at
+ * the trace). */
+nv_status nv__compile_simplify(recipe *r, const nv__output *const *src);
+
+/* The recipe's outputs (new unscoped references in `res`, r->nout of them) for the sources
+ * `src`; `poly`: shapes by the nodes' shape rules (a shapeless entry). A node whose stream
+ * index is negative runs on the current stream. Scopes are suspended. */
+nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
+                             nv_array **res);
+
+/* Whether primitive `prim` replays on inputs of other shapes by a shape rule (element-wise,
+ * astype, reductions over fixed axes, reshape): a shapeless entry's nodes. */
+bool nv__compile_poly_prim(int prim);
 /* The recipe metadata of an output. */
 void nv__rout_of(rout *r, const nv__output *o);
 

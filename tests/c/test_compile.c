@@ -580,3 +580,62 @@ Test(compile, threads_share_one_compiled_function) {
   pthread_join(r, NULL);
   nv_closure_release(f);
 }
+
+/* x @ transpose(x) summed over rows, then sorted: a shapeless entry replays transposes, matrix
+ * products, row reductions and sorts by their shape rules (one trace for every shape). */
+static nv_status f_gram(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  atomic_fetch_add(&body_calls, 1);
+  nv_array *x = nv_vec_get(in, 0);
+  int ax[1] = {1};
+  nv_array *g = nv_matmul(x, nv_transpose(x, NULL, 0));
+  int zero = 0;
+  return nv_vec_push(out, nv_sort(nv_logsumexp(g, ax, 1, false), &zero));
+}
+
+Test(compile, shapeless_transpose_matmul_rows_and_sorts) {
+  unsigned st = test_seed();
+  nv_closure *f = nv_closure_new(f_gram, NULL, NULL);
+  nv_compile_options o = {.shapeless = true};
+  nv_closure *c = nv_compile(f, &o);
+  int shapes[3][2] = {{3, 4}, {5, 2}, {1, 7}};
+  for (int i = 0; i < 3; i++) {
+    nv_array *x = randn(&st, shapes[i], 2);
+    nv_array *r = call(c, x, NULL), *e = call(f, x, NULL);
+    cr_assert_eq(nv_array_dim(r, 0), shapes[i][0]);
+    assert_same(r, e, 1e-6f);
+    nv_release(r);
+    nv_release(e);
+    nv_release(x);
+  }
+  cr_assert_eq(stats(c).traces, 1);
+  nv_closure_release(c);
+  nv_closure_release(f);
+}
+
+/* cumsum over the flattened input (a NULL axis): the shapeless rule gives the flattened size,
+ * not the input's shape. */
+static nv_status f_cumflat(void *p, const nv_vec *in, nv_vec *out) {
+  (void)p;
+  return nv_vec_push(out, nv_cumsum(nv_vec_get(in, 0), NULL, false, true));
+}
+
+Test(compile, shapeless_scan_over_the_flattened_input) {
+  unsigned st = test_seed();
+  nv_closure *f = nv_closure_new(f_cumflat, NULL, NULL);
+  nv_compile_options o = {.shapeless = true};
+  nv_closure *c = nv_compile(f, &o);
+  int shapes[2][2] = {{2, 3}, {4, 5}};
+  for (int i = 0; i < 2; i++) {
+    nv_array *x = randn(&st, shapes[i], 2);
+    nv_array *r = call(c, x, NULL), *e = call(f, x, NULL);
+    cr_assert_eq(nv_array_ndim(r), 1);
+    cr_assert_eq(nv_array_dim(r, 0), shapes[i][0] * shapes[i][1]);
+    assert_same(r, e, 1e-6f);
+    nv_release(r);
+    nv_release(e);
+    nv_release(x);
+  }
+  nv_closure_release(c);
+  nv_closure_release(f);
+}
