@@ -10,6 +10,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
+#include "cpu/reduce_cols.h"
 #include "cpu/reduce_rows.h"
 
 enum { R_SUM, R_PROD, R_MAX, R_MIN, R_ALL, R_ANY, R_MEAN, R_COUNT };
@@ -409,10 +410,11 @@ static void outer_range(void *ctx, int64_t b, int64_t e) {
 
 /* Column layout: the kept innermost axis is contiguous and the reduced ones strided (sums over
  * a leading or middle axis). Each task owns a block of up to COLS consecutive outputs and adds
- * every reduced row into them lane by lane, which the compiler vectorizes: float32 and float64
- * sums in float64 (eight rows a pass over the block's partial sums where one axis is reduced),
- * rows gathered in groups of ROWS whose totals join the block's with Neumaier's compensation
- * (a single group needs none); max/min in the input type with NaN tracked per lane. */
+ * every reduced row into them lane by lane: float32 and float64 sums in float64, each column in
+ * row order (reduce_cols.c: a whole row group in one pass of registers where one axis is
+ * reduced), rows gathered in groups of ROWS whose totals join the block's with Neumaier's
+ * compensation (a single group needs none); max/min in the input type with NaN tracked per
+ * lane. */
 #define ROWS 256
 
 typedef struct cols_plan {
@@ -423,25 +425,6 @@ typedef struct cols_plan {
   atomic_int failed;
 } cols_plan;
 
-NV_CLONES static void cols_add_f32(double *g, const float *x, int64_t w) {
-  for (int64_t j = 0; j < w; j++) g[j] += x[j];
-}
-NV_CLONES static void cols_add_f64(double *g, const double *x, int64_t w) {
-  for (int64_t j = 0; j < w; j++) g[j] += x[j];
-}
-/* Eight rows `st` elements apart added in one pass, in row order (the sums of cols_add_*
- * row by row, bit for bit), so the group's totals are loaded and stored once per eight rows. */
-#define COLS_ADD8(name, T)                                                              \
-  NV_CLONES static void name(double *g, const T *x, int64_t st, int64_t w) {            \
-    for (int64_t j = 0; j < w; j++) {                                                  \
-      double a = g[j];                                                                 \
-      for (int r = 0; r < 8; r++) a += x[j + r * st];                                  \
-      g[j] = a;                                                                        \
-    }                                                                                  \
-  }
-COLS_ADD8(cols_add8_f32, float)
-COLS_ADD8(cols_add8_f64, double)
-#undef COLS_ADD8
 /* float64 results rounded to float32 (the common output; the generic conversion is slower). */
 NV_CLONES static void cols_store_f32(float *y, const double *v, int64_t w) {
   for (int64_t j = 0; j < w; j++) y[j] = (float)v[j];
@@ -499,13 +482,12 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
       int64_t rn = p->rsize - r0 < ROWS ? p->rsize - r0 : ROWS;
       if (sum) memset(grp, 0, (size_t)w * sizeof *grp);
       int64_t r = 0;
-      if (sum && p->nr == 1) /* one reduced axis: eight rows a pass */
-        for (; r + 8 <= rn; r += 8) {
-          const char *x = base + (r0 + r) * p->rst[0] * (int64_t)p->isz;
-          if (f32) cols_add8_f32(grp, (const float *)x, p->rst[0], w);
-          else cols_add8_f64(grp, (const double *)x, p->rst[0], w);
-          idx[0] += 8;
-        }
+      if (sum && p->nr == 1) { /* one reduced axis: the whole group in one pass */
+        const char *x = base + r0 * p->rst[0] * (int64_t)p->isz;
+        if (f32) nv__cols_sum_f32(grp, (const float *)x, p->rst[0], rn, w);
+        else nv__cols_sum_f64(grp, (const double *)x, p->rst[0], rn, w);
+        r = rn;
+      }
       for (; r < rn; r++) {
         int64_t roff = 0;
         for (int i = 0; i < p->nr; i++) roff += idx[i] * p->rst[i];
@@ -515,8 +497,8 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
           for (int64_t b = 0; b < w * (int64_t)p->isz; b += 64) __builtin_prefetch(nx + b, 0, 3);
         }
         if (sum) {
-          if (f32) cols_add_f32(grp, (const float *)x, w);
-          else cols_add_f64(grp, (const double *)x, w);
+          if (f32) nv__cols_sum_f32(grp, (const float *)x, 0, 1, w);
+          else nv__cols_sum_f64(grp, (const double *)x, 0, 1, w);
         } else if (p->op == R_MAX) {
           if (f32) cols_max_f32(m.f, nan, (const float *)x, w);
           else cols_max_f64(m.d, nan, (const double *)x, w);
