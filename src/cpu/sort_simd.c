@@ -319,7 +319,7 @@ AVX2 static void small_sort(int32_t *a, int64_t n, bool values) {
  * up to 512 keys (a whole row of 512) sorts without another partition step. A layer is a lane
  * swap, a minimum and a masked maximum (the lanes of `up` keep the larger key). */
 #define AVX512 __attribute__((target("avx2,popcnt,avx512f")))
-#define SMALL512 512
+#define SMALL512 1024 /* the AVX-512 networks' reach: two runs of 512 merged */
 
 #define SWAP1(v) _mm512_shuffle_epi32((v), (_MM_PERM_ENUM)0xb1)
 #define SWAP2(v) _mm512_shuffle_epi32((v), (_MM_PERM_ENUM)0x4e)
@@ -412,13 +412,55 @@ SMALL_SORT16(8)
 SMALL_SORT16(16)
 SMALL_SORT16(32)
 
+/* The lower (lo) or upper half of the bitonic merge of two sorted runs of 512 keys, x and y:
+ * lane k of the half is min(x[k], y[511 - k]) (max for the upper half), a bitonic sequence,
+ * sorted by the cleaner of 32 registers and stored at dst (m <= 512 keys of it). */
+#define MERGE_HALF(NAME, OP)                                                                  \
+  AVX512 static void NAME(const int32_t *x, const int32_t *y, int32_t *dst, int64_t m,       \
+                          bool values) {                                                      \
+    const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); \
+    const __m512i low = _mm512_set1_epi32(0x7fffffff);                                       \
+    __m512i v[32];                                                                            \
+    _Pragma("GCC unroll 32") for (int i = 0; i < 32; i++) v[i] =                              \
+        OP(_mm512_loadu_si512(x + 16 * i),                                                    \
+           _mm512_permutexvar_epi32(rev, _mm512_loadu_si512(y + 16 * (31 - i))));             \
+    clean_run16(v, 32);                                                                       \
+    int full = (int)(m / 16), rest = (int)(m % 16);                                           \
+    __mmask16 mk = (__mmask16)((1u << rest) - 1);                                             \
+    _Pragma("GCC unroll 32") for (int i = 0; i < 32; i++) {                                   \
+      if (values) v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low)); \
+      if (i < full) _mm512_storeu_si512(dst + 16 * i, v[i]);                                  \
+      else if (i == full && rest) _mm512_mask_storeu_epi32(dst + 16 * i, mk, v[i]);           \
+    }                                                                                         \
+  }
+MERGE_HALF(merge_lo512, _mm512_min_epi32)
+MERGE_HALF(merge_hi512, _mm512_max_epi32)
+
+AVX512 static void small_sort512(int32_t *a, int64_t n, bool values);
+
+/* Sorts 512 < n <= 1024 keys without a partition: the first 512 sort in place in one network,
+ * the other n - 512 in a copy padded with INT32_MAX to 512, and the two runs merge (the upper
+ * half is written first: its keys of a are in the copy already, and the lower half's reads of
+ * a come before its stores). */
+AVX512 static void small_sort1024(int32_t *a, int64_t n, bool values) {
+  int32_t y[512];
+  int64_t m = n - 512;
+  small16_32(a, 512, false);
+  memcpy(y, a + 512, (size_t)m * sizeof *y);
+  for (int64_t i = m; i < 512; i++) y[i] = INT32_MAX;
+  small_sort512(y, m, false);
+  merge_hi512(a, y, a + 512, m, values);
+  merge_lo512(a, y, a, 512, values);
+}
+
 AVX512 static void small_sort512(int32_t *a, int64_t n, bool values) {
   if (n <= 16) small16_1(a, n, values);
   else if (n <= 32) small16_2(a, n, values);
   else if (n <= 64) small16_4(a, n, values);
   else if (n <= 128) small16_8(a, n, values);
   else if (n <= 256) small16_16(a, n, values);
-  else small16_32(a, n, values);
+  else if (n <= 512) small16_32(a, n, values);
+  else small_sort1024(a, n, values);
 }
 
 static void insertion(int32_t *a, int64_t n) {
