@@ -3,8 +3,10 @@
  * keys are partitioned in place eight at a time (a compare, a movemask and one permutation
  * from a table put the lanes below the pivot first; the vector is stored at both write ends),
  * and converted back where each range becomes final (in the sorting networks' stores). Where
- * the CPU has AVX-512, partitions of up to 512 keys (whole rows of 512) sort in one bitonic
- * network of up to 32 16-lane registers. Large inputs split first into about equal parts around sampled
+ * the CPU has AVX-512, partitions of up to 512 keys sort in one bitonic network of up to 32
+ * 16-lane registers (sixteen registers at a time sorted by a column network and a transpose,
+ * the in-register cleaning layers run on register pairs without masks), and partitions of up
+ * to 1024 keys (whole rows of 1024) as two such runs and one merge. Large inputs split first into about equal parts around sampled
  * medians, one part per pool thread. A recursion deeper than 2·log2(n) finishes with
  * heapsort, so no input is quadratic. Without AVX2 the caller uses the radix sort. */
 #include <stdlib.h>
@@ -352,37 +354,133 @@ AVX512 static inline __m512i sort16(__m512i v) {
   return clean16(v);
 }
 
-AVX512 static inline __attribute__((always_inline)) void clean_run16(__m512i *v, int r) {
-  for (int d = r / 2; d >= 1; d /= 2)
-    for (int i = 0; i < r; i++)
+/* Two bitonic sequences of 16 lanes, a and b, each sorted ascending: clean16's four layers on
+ * both at once. Each layer gathers the two registers' lower partners into one register and the
+ * upper ones, at the same lanes, into another (lane shuffles of the pair), so one minimum and
+ * one maximum serve 32 lanes without masks; a last permutation of the pair puts each
+ * register's lanes back in order. */
+AVX512 static inline __attribute__((always_inline)) void clean16x2(__m512i *a, __m512i *b) {
+  const __m512i ia = _mm512_setr_epi32(0, 16, 2, 18, 1, 17, 3, 19, 8, 24, 10, 26, 9, 25, 11, 27);
+  const __m512i ib = _mm512_setr_epi32(4, 20, 6, 22, 5, 21, 7, 23, 12, 28, 14, 30, 13, 29, 15, 31);
+  __m512i p = _mm512_shuffle_i32x4(*a, *b, 0x44), q = _mm512_shuffle_i32x4(*a, *b, 0xee);
+  __m512i l = _mm512_min_epi32(p, q), h = _mm512_max_epi32(p, q);
+  p = _mm512_shuffle_i32x4(l, h, 0x88);
+  q = _mm512_shuffle_i32x4(l, h, 0xdd);
+  l = _mm512_min_epi32(p, q);
+  h = _mm512_max_epi32(p, q);
+  p = _mm512_unpacklo_epi64(l, h);
+  q = _mm512_unpackhi_epi64(l, h);
+  l = _mm512_min_epi32(p, q);
+  h = _mm512_max_epi32(p, q);
+  p = _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(l), _mm512_castsi512_ps(h), 0x88));
+  q = _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(l), _mm512_castsi512_ps(h), 0xdd));
+  l = _mm512_min_epi32(p, q);
+  h = _mm512_max_epi32(p, q);
+  *a = _mm512_permutex2var_epi32(l, ia, h);
+  *b = _mm512_permutex2var_epi32(l, ib, h);
+}
+
+/* Each of r registers holding a bitonic sequence sorted: clean16x2 on pairs. */
+AVX512 static inline __attribute__((always_inline)) void clean_regs16(__m512i *v, int r) {
+  int i = 0;
+#pragma GCC unroll 16
+  for (; i + 2 <= r; i += 2) clean16x2(&v[i], &v[i + 1]);
+  if (i < r) v[i] = clean16(v[i]);
+}
+
+/* The exchanges between registers of a bitonic run of r registers (distances r/2 ... 1). */
+AVX512 static inline __attribute__((always_inline)) void clean_layers16(__m512i *v, int r) {
+  /* Distances by their logarithm, so that the loops' trip counts are known once r is. */
+#pragma GCC unroll 5
+  for (int ld = __builtin_ctz((unsigned)r) - 1; ld >= 0; ld--)
+#pragma GCC unroll 32
+    for (int i = 0, d = 1 << ld; i < r; i++)
       if (!(i & d)) {
         __m512i lo = _mm512_min_epi32(v[i], v[i + d]);
         v[i + d] = _mm512_max_epi32(v[i], v[i + d]);
         v[i] = lo;
       }
-  for (int i = 0; i < r; i++) v[i] = clean16(v[i]);
+}
+
+/* A bitonic run of 16·r lanes in r registers, sorted. */
+AVX512 static inline __attribute__((always_inline)) void clean_run16(__m512i *v, int r) {
+  clean_layers16(v, r);
+  clean_regs16(v, r);
 }
 
 /* Sorted registers merged pairwise into one sorted run of 16·r lanes, as merge_runs. */
 AVX512 static inline __attribute__((always_inline)) void merge_runs16(__m512i *v, int r) {
   const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  for (int w = 1; w < r; w *= 2)
-    for (int b = 0; b < r; b += 2 * w) {
+#pragma GCC unroll 5
+  for (int lw = 0; lw < __builtin_ctz((unsigned)r); lw++)
+#pragma GCC unroll 16
+    for (int b = 0; b < r; b += 2 << lw) {
+      int w = 1 << lw;
       __m512i *x = v + b, *y = v + b + w;
+#pragma GCC unroll 16
       for (int i = 0; i < w; i++) y[i] = _mm512_permutexvar_epi32(rev, y[i]);
+#pragma GCC unroll 8
       for (int i = 0; i < w / 2; i++) {
         __m512i t = y[i];
         y[i] = y[w - 1 - i];
         y[w - 1 - i] = t;
       }
+#pragma GCC unroll 16
       for (int i = 0; i < w; i++) {
         __m512i lo = _mm512_min_epi32(x[i], y[i]);
         y[i] = _mm512_max_epi32(x[i], y[i]);
         x[i] = lo;
       }
-      clean_run16(x, w);
-      clean_run16(y, w);
+      clean_layers16(x, w);
+      clean_layers16(y, w);
+      clean_regs16(x, 2 * w); /* x and y are adjacent: their registers pair up */
     }
+}
+
+/* Sixteen registers each sorted: Batcher's odd-even merge network of 63 comparators sorts the
+ * columns (lane j across the registers), then a 16 x 16 transpose makes each column a
+ * register (three times fewer operations than sort16 on each). */
+AVX512 static inline __attribute__((always_inline)) void sort16x16(__m512i *v) {
+  static const int8_t net[63][2] = {
+      {0, 1},   {2, 3},   {0, 2},   {1, 3},   {1, 2},   {4, 5},   {6, 7},   {4, 6},
+      {5, 7},   {5, 6},   {0, 4},   {2, 6},   {2, 4},   {1, 5},   {3, 7},   {3, 5},
+      {1, 2},   {3, 4},   {5, 6},   {8, 9},   {10, 11}, {8, 10},  {9, 11},  {9, 10},
+      {12, 13}, {14, 15}, {12, 14}, {13, 15}, {13, 14}, {8, 12},  {10, 14}, {10, 12},
+      {9, 13},  {11, 15}, {11, 13}, {9, 10},  {11, 12}, {13, 14}, {0, 8},   {4, 12},
+      {4, 8},   {2, 10},  {6, 14},  {6, 10},  {2, 4},   {6, 8},   {10, 12}, {1, 9},
+      {5, 13},  {5, 9},   {3, 11},  {7, 15},  {7, 11},  {3, 5},   {7, 9},   {11, 13},
+      {1, 2},   {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
+#pragma GCC unroll 63
+  for (int c = 0; c < 63; c++) {
+    __m512i a = v[net[c][0]], b = v[net[c][1]];
+    v[net[c][0]] = _mm512_min_epi32(a, b);
+    v[net[c][1]] = _mm512_max_epi32(a, b);
+  }
+  __m512i t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  /* u[4g + c]: lane quad L holds column 4L + c of rows 4g .. 4g + 3. */
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    __m512i s1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    __m512i s2 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    __m512i s3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    __m512i s4 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    v[c] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    v[4 + c] = _mm512_shuffle_i32x4(s1, s3, 0xdd);
+    v[8 + c] = _mm512_shuffle_i32x4(s2, s4, 0x88);
+    v[12 + c] = _mm512_shuffle_i32x4(s2, s4, 0xdd);
+  }
 }
 
 /* Sorts n <= 16·R keys in R registers padded with INT32_MAX, as SMALL_SORT. */
@@ -396,8 +494,9 @@ AVX512 static inline __attribute__((always_inline)) void merge_runs16(__m512i *v
       if (i < full) v[i] = _mm512_loadu_si512(a + 16 * i);                                \
       else if (i == full && rest) v[i] = _mm512_mask_loadu_epi32(big, m, a + 16 * i);     \
       else v[i] = big;                                                                    \
-      v[i] = sort16(v[i]);                                                                \
+      if (R < 16) v[i] = sort16(v[i]);                                                    \
     }                                                                                     \
+    _Pragma("GCC unroll 2") for (int g = 0; g + 16 <= R; g += 16) sort16x16(v + g);                               \
     merge_runs16(v, R);                                                                   \
     _Pragma("GCC unroll 32") for (int i = 0; i < R; i++) {                                \
       if (values) v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low)); \
