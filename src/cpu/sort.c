@@ -203,6 +203,7 @@ typedef struct arg_job {
 } arg_job;
 
 #define ARG_BLOCK 512
+#define ARG_PREFETCH 4096 /* the values of a later row prefetched (sort_simd.c says why) */
 
 static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
   nv__to_keys64(j->r->idt, x, m, k, true);
@@ -211,7 +212,10 @@ static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
 }
 
 #define ARG_DIRECT(NAME, T, CMP)                                              \
-  static uint32_t NAME(const T *x, int64_t n) {                               \
+  static uint32_t NAME(const T *x, int64_t n, const T *next) {                \
+    if (next)                                                                 \
+      for (int64_t b = 0; b < n && b < ARG_PREFETCH; b += 64 / sizeof(T))    \
+        __builtin_prefetch(next + b);                                         \
     T m[8];                                                                   \
     int nan[8] = {0};                                                         \
     for (int k = 0; k < 8; k++) m[k] = x[0];                                  \
@@ -248,14 +252,16 @@ ARG_DIRECT(argmin_f32, float, <)
 ARG_DIRECT(argmax_f64, double, >)
 ARG_DIRECT(argmin_f64, double, <)
 
-static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
+/* The first extreme of the row at x; `next` (or NULL) is where a later row starts (float32 and
+ * float64 rows prefetch it). */
+static uint32_t arg_row(const arg_job *j, const char *x, int64_t n, const char *next) {
   uint32_t first;
-  if (j->r->idt == NV_DTYPE_FLOAT32 && nv__simd_argext_f32((const float *)x, n, j->max, &first))
+  const float *xf = (const float *)x, *nf = (const float *)next;
+  const double *xd = (const double *)x, *nd = (const double *)next;
+  if (j->r->idt == NV_DTYPE_FLOAT32 && nv__simd_argext_f32(xf, n, j->max, nf, &first))
     return first;
-  if (j->r->idt == NV_DTYPE_FLOAT32)
-    return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
-  if (j->r->idt == NV_DTYPE_FLOAT64)
-    return j->max ? argmax_f64((const double *)x, n) : argmin_f64((const double *)x, n);
+  if (j->r->idt == NV_DTYPE_FLOAT32) return j->max ? argmax_f32(xf, n, nf) : argmin_f32(xf, n, nf);
+  if (j->r->idt == NV_DTYPE_FLOAT64) return j->max ? argmax_f64(xd, n, nd) : argmin_f64(xd, n, nd);
   uint64_t k[ARG_BLOCK];
   uint64_t best = 0;
   int64_t at = 0;
@@ -282,12 +288,14 @@ static void arg_range(void *ctx, int64_t b, int64_t e) {
     return;
   }
   for (int64_t i = b; i < e; i++) {
-    const char *x = r->in + nv__rows_in_offset(r, i) * r->isz;
+    const char *x = r->in + nv__rows_in_offset(r, i) * r->isz, *next = NULL;
     if (!direct) {
       nv__rows_gather(r, i, r->idt, vals);
       x = vals;
+    } else if (i + 2 < r->nrows) { /* two rows ahead: the prefetch's lead */
+      next = r->in + nv__rows_in_offset(r, i + 2) * r->isz;
     }
-    ((uint32_t *)r->out)[i] = arg_row(j, x, r->len);
+    ((uint32_t *)r->out)[i] = arg_row(j, x, r->len, next);
   }
   free(vals);
 }

@@ -658,9 +658,15 @@ AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
  * Two passes: the extreme in four independent registers (their maxima do not wait on each
  * other) with the NaN lanes or'ed into a mask, then the first index holding the extreme (or
  * the first NaN: a NaN wins, as NumPy), 16 lanes a compare. The row's tail loads masked, its
- * missing lanes filling with x[0]. */
+ * missing lanes filling with x[0]. The first ARG_PREFETCH values of a later row are prefetched
+ * first: short rows read one after the other otherwise wait on memory at every row's start
+ * (the second pass's exit branch stops the hardware running ahead), 3x slower. */
+#define ARG_PREFETCH 4096
 #define ARG_EXT(NAME, OP)                                                                     \
-  AVX512 static uint32_t NAME(const float *x, int64_t n) {                                   \
+  AVX512 static uint32_t NAME(const float *x, int64_t n, const float *next) {                \
+    if (next)                                                                                 \
+      for (int64_t b = 0; b < n && b < ARG_PREFETCH; b += 16)                                 \
+        _mm_prefetch((const char *)(next + b), _MM_HINT_T0);                                  \
     const __m512 fill = _mm512_set1_ps(x[0]);                                                 \
     __m512 m0 = fill, m1 = fill, m2 = fill, m3 = fill;                                        \
     __mmask16 nan = 0;                                                                        \
@@ -698,10 +704,10 @@ AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
 ARG_EXT(argmax512, _mm512_max_ps)
 ARG_EXT(argmin512, _mm512_min_ps)
 
-bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at) {
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, const float *next, uint32_t *at) {
   pthread_once(&perm_once, perm_init);
   if (!avx512_ok || n < 1) return false;
-  *at = max ? argmax512(x, n) : argmin512(x, n);
+  *at = max ? argmax512(x, n, next) : argmin512(x, n, next);
   return true;
 }
 
@@ -796,10 +802,11 @@ bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
 
 #else
 
-bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at) {
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, const float *next, uint32_t *at) {
   (void)x;
   (void)n;
   (void)max;
+  (void)next;
   (void)at;
   return false;
 }
