@@ -417,11 +417,14 @@ static void outer_range(void *ctx, int64_t b, int64_t e) {
  * lane. */
 #define ROWS 256
 
+#define SUB 1024 /* outputs per part of a block (cols_range) */
+
 typedef struct cols_plan {
   const plan *p;
   int64_t k;      /* the contiguous kept axis' length */
   int64_t cw;     /* outputs per block: wide when there are few reduced rows */
   int64_t blocks; /* blocks per kept row */
+  int64_t parts;  /* parts of SUB outputs per block */
   atomic_int failed;
 } cols_plan;
 
@@ -446,9 +449,10 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
   cols_plan *c = ctx;
   const plan *p = c->p;
   bool f32 = p->dt == NV_DTYPE_FLOAT32, sum = p->op == R_SUM || p->op == R_MEAN;
-  int64_t cw = c->cw;
-  /* Sums: the block's totals, compensations and the current row group; max/min: the lanes
-   * (in the input type) and their NaN flags. */
+  /* A task's block is walked in parts of at most SUB outputs, whose scratch stays in L1.
+   * Sums: the part's totals, compensations and the current row group; max/min: the lanes (in
+   * the input type) and their NaN flags. */
+  int64_t cw = c->cw < SUB ? c->cw : SUB;
   double *buf = malloc((size_t)cw * (3 * sizeof(double) + 1));
   if (!buf) {
     atomic_store(&c->failed, 1);
@@ -460,9 +464,11 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
     double *d;
   } m = {(float *)buf, buf};
   uint8_t *nan = (uint8_t *)(buf + 3 * cw);
-  for (int64_t t = b; t < e; t++) {
-    int64_t row = t / c->blocks, j0 = (t % c->blocks) * cw;
-    int64_t w = c->k - j0 < cw ? c->k - j0 : cw, o0 = row * c->k + j0;
+  for (int64_t part = b * c->parts; part < e * c->parts; part++) {
+    int64_t t = part / c->parts, row = t / c->blocks, j0 = (t % c->blocks) * c->cw;
+    int64_t bw = c->k - j0 < c->cw ? c->k - j0 : c->cw, s0 = (part % c->parts) * cw;
+    if (s0 >= bw) continue; /* the last block of a row is narrower */
+    int64_t w = bw - s0 < cw ? bw - s0 : cw, o0 = row * c->k + j0 + s0;
     const char *base = p->base + (kept_offset(p, o0)) * (int64_t)p->isz;
     /* A single row group's sums are the totals (Neumaier's first step adds them to zero). */
     bool one = p->rsize <= ROWS;
@@ -651,7 +657,7 @@ nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated) {
       share = (share + 63) / 64 * 64;
       if (share < cw) cw = share;
     }
-    cols_plan c = {&p, k, cw, (k + cw - 1) / cw, 0};
+    cols_plan c = {&p, k, cw, (k + cw - 1) / cw, (cw + SUB - 1) / SUB, 0};
     int64_t tasks = out->size / k * c.blocks, per = NV__PAR_GRAIN / (p.rsize * cw);
     nv__parallel_for(tasks, per < 1 ? 1 : per, cols_range, &c);
     if (atomic_load(&c.failed))
