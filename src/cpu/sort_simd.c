@@ -6,9 +6,10 @@
  * the CPU has AVX-512, partitions of up to 512 keys sort in one bitonic network of up to 32
  * 16-lane registers (sixteen registers at a time sorted by a column network and a transpose,
  * the in-register cleaning layers run on register pairs without masks), and partitions of up
- * to 1024 keys (whole rows of 1024) as two such runs and one merge. Large inputs split first into about equal parts around sampled
- * medians, one part per pool thread. A recursion deeper than 2·log2(n) finishes with
- * heapsort, so no input is quadratic. Without AVX2 the caller uses the radix sort. */
+ * to 1024 keys (whole rows of 1024) as two such runs and one merge. Large inputs split first
+ * into about equal parts around sampled medians, one part per pool thread. A recursion deeper
+ * than 2·log2(n) finishes with heapsort, so no input is quadratic. Without AVX2 the caller
+ * uses the radix sort. */
 #include <stdlib.h>
 
 #include "cpu/pool.h"
@@ -496,7 +497,7 @@ AVX512 static inline __attribute__((always_inline)) void sort16x16(__m512i *v) {
       else v[i] = big;                                                                    \
       if (R < 16) v[i] = sort16(v[i]);                                                    \
     }                                                                                     \
-    _Pragma("GCC unroll 2") for (int g = 0; g + 16 <= R; g += 16) sort16x16(v + g);                               \
+    _Pragma("GCC unroll 2") for (int g = 0; g + 16 <= R; g += 16) sort16x16(v + g);      \
     merge_runs16(v, R);                                                                   \
     _Pragma("GCC unroll 32") for (int i = 0; i < R; i++) {                                \
       if (values) v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low)); \
@@ -527,7 +528,8 @@ SMALL_SORT16(32)
     int full = (int)(m / 16), rest = (int)(m % 16);                                           \
     __mmask16 mk = (__mmask16)((1u << rest) - 1);                                             \
     _Pragma("GCC unroll 32") for (int i = 0; i < 32; i++) {                                   \
-      if (values) v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low)); \
+      if (values)                                                                             \
+        v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low));    \
       if (i < full) _mm512_storeu_si512(dst + 16 * i, v[i]);                                  \
       else if (i == full && rest) _mm512_mask_storeu_epi32(dst + 16 * i, mk, v[i]);           \
     }                                                                                         \

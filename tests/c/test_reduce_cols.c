@@ -33,12 +33,15 @@ static double value(bool edges) {
   return u * pow(10.0, (double)((b >> 4) % 9) - 4.0);
 }
 
-static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
+static bool same_bits(double a, double b) {
+  return memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b);
+}
 
 /* Runs the float32 and float64 kernels of one path on `rows` rows of width w (row stride st,
  * negative when `flip`) against the plain loop, bit for bit; g beyond w must stay untouched. */
 static void check_path(const char *name, f32_fn k32, f64_fn k64) {
-  static const int64_t widths[] = {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 257};
+  static const int64_t widths[] = {0,  1,  3,  4,  7,  8,  9,  15,  16, 17,
+                                   31, 32, 33, 47, 63, 64, 65, 100, 257};
   static const int64_t row_counts[] = {0, 1, 2, 7, 8, 32, 41};
   for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
     for (size_t ri = 0; ri < sizeof row_counts / sizeof *row_counts; ri++)
@@ -52,7 +55,8 @@ static void check_path(const char *name, f32_fn k32, f64_fn k64) {
             xd[i] = value(edges);
             xf[i] = (float)value(edges);
           }
-          for (int j = 0; j < 300; j++) g32[j] = g64[j] = want32[j] = want64[j] = j < w ? value(edges) : 777.0;
+          for (int j = 0; j < 300; j++)
+            g32[j] = g64[j] = want32[j] = want64[j] = j < w ? value(edges) : 777.0;
           /* Row r at base + r * s: with flip the rows run backwards through memory. */
           int64_t s = flip ? -st : st, base = flip ? (rows ? rows - 1 : 0) * st : 0;
           for (int64_t j = 0; j < w; j++)
@@ -63,9 +67,11 @@ static void check_path(const char *name, f32_fn k32, f64_fn k64) {
           k32(g32, xf + base, s, rows, w);
           k64(g64, xd + base, s, rows, w);
           for (int j = 0; j < 300; j++) {
-            cr_assert(same_bits(g32[j], want32[j]), "%s f32 w=%lld rows=%lld flip=%d edges=%d: column %d: %.17g, want %.17g",
+            cr_assert(same_bits(g32[j], want32[j]),
+                      "%s f32 w=%lld rows=%lld flip=%d edges=%d: column %d: %.17g, want %.17g",
                       name, (long long)w, (long long)rows, flip, edges, j, g32[j], want32[j]);
-            cr_assert(same_bits(g64[j], want64[j]), "%s f64 w=%lld rows=%lld flip=%d edges=%d: column %d: %.17g, want %.17g",
+            cr_assert(same_bits(g64[j], want64[j]),
+                      "%s f64 w=%lld rows=%lld flip=%d edges=%d: column %d: %.17g, want %.17g",
                       name, (long long)w, (long long)rows, flip, edges, j, g64[j], want64[j]);
           }
           free(xf);
@@ -97,4 +103,6 @@ static void picked_f64(double *g, const double *x, int64_t st, int64_t rows, int
   nv__cols_sum_f64(g, x, st, rows, w);
 }
 
-Test(reduce_cols, picked_kernel_is_the_plain_loop) { check_path("picked", picked_f32, picked_f64); }
+Test(reduce_cols, picked_kernel_is_the_plain_loop) {
+  check_path("picked", picked_f32, picked_f64);
+}

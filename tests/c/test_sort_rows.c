@@ -23,15 +23,20 @@ static uint32_t next_u32(void) {
 static double row_value(int kind, int64_t i) {
   uint32_t k = next_u32();
   switch (kind) {
-    case 0: return (double)(int32_t)k / 65536.0;
-    case 1: return (double)(k % 3);
-    case 2: return k & 1 ? -0.0 : 0.0;
-    case 3: return k % 11 == 0 ? NAN : (double)(k % 50) - 25.0;
+    case 0:
+      return (double)(int32_t)k / 65536.0;
+    case 1:
+      return (double)(k % 3);
+    case 2:
+      return k & 1 ? -0.0 : 0.0;
+    case 3:
+      return k % 11 == 0 ? NAN : (double)(k % 50) - 25.0;
     case 4: {
       static const double special[] = {INFINITY, -INFINITY, 1e-45, -1e-45, 1e-310, 0.0, -0.0, 3.0};
       return special[k % 8];
     }
-    default: return (double)i;
+    default:
+      return (double)i;
   }
 }
 
@@ -59,8 +64,10 @@ Test(sort_rows, portable_argmax_argmin_find_the_first_extreme) {
           const double *nd = pf ? d + n / 3 : NULL;
           uint32_t a32 = max ? argmax_f32(f, n, nf) : argmin_f32(f, n, nf);
           uint32_t a64 = max ? argmax_f64(d, n, nd) : argmin_f64(d, n, nd);
-          cr_assert_eq(a32, (uint32_t)want, "float32 n=%lld kind=%d max=%d", (long long)n, kind, max);
-          cr_assert_eq(a64, (uint32_t)want, "float64 n=%lld kind=%d max=%d", (long long)n, kind, max);
+          cr_assert_eq(a32, (uint32_t)want, "float32 n=%lld kind=%d max=%d", (long long)n, kind,
+                       max);
+          cr_assert_eq(a64, (uint32_t)want, "float64 n=%lld kind=%d max=%d", (long long)n, kind,
+                       max);
         }
       }
     }

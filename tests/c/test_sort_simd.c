@@ -2,8 +2,8 @@
  * static parts can be driven directly): the heapsort fallback at the depth limit, partitions
  * at the extreme pivots, the AVX2 sorting networks at every length up to 64 and the AVX-512
  * ones up to 1024, the quicksort with either leaves, the radix sort that CPUs without AVX2
- * take, the AVX-512 argmax / argmin rows, and the parallel split on inputs it cannot split. The end-to-end sort is tested against NumPy in
- * tests/python/test_reduce.py. */
+ * take, the AVX-512 argmax / argmin rows, and the parallel split on inputs it cannot split.
+ * The end-to-end sort is tested against NumPy in tests/python/test_reduce.py. */
 #include <criterion/criterion.h>
 
 #include "../../src/cpu/sort_simd.c"
@@ -146,7 +146,8 @@ Test(sort_simd, avx512_networks_sort_every_length_to_1024) {
       int kind = (int)(n + rep) % 4;
       bool values = rep % 2; /* keys of floats only (the others stand for NaN bit patterns) */
       for (int64_t i = 0; i < n; i++)
-        orig[i] = a[i] = values && kind != 3 ? key_of((float)(next_key() % 100000) / 7.0f) : kind_key(kind);
+        orig[i] = a[i] =
+            values && kind != 3 ? key_of((float)(next_key() % 100000) / 7.0f) : kind_key(kind);
       for (int i = (int)n; i < SMALL512 + 16; i++) a[i] = 12345;
       small_sort512(a, n, values);
       if (values)
@@ -226,8 +227,10 @@ Test(sort_simd, avx512_arg_extreme_is_the_first_one) {
     for (int kind = 0; kind < 4; kind++) {
       for (int64_t i = 0; i < n; i++) {
         int32_t k = next_key();
-        x[i] = kind == 0 ? (float)(k % 100000) : kind == 1 ? (float)(k % 3) : kind == 2 ? (k & 1 ? -0.0f : 0.0f)
-                                                                                     : (float)(k % 7);
+        x[i] = kind == 0   ? (float)(k % 100000)
+               : kind == 1 ? (float)(k % 3)
+               : kind == 2 ? (k & 1 ? -0.0f : 0.0f)
+                           : (float)(k % 7);
       }
       if (kind == 3) x[(uint32_t)next_key() % n] = NAN;
       if (kind == 3 && n > 3) x[(uint32_t)next_key() % n] = NAN;
