@@ -428,6 +428,10 @@ typedef struct cols_plan {
   atomic_int failed;
 } cols_plan;
 
+/* Means: the sums divided by the count (each rounded once, as v / n). */
+NV_CLONES static void cols_div(double *v, double n, int64_t w) {
+  for (int64_t j = 0; j < w; j++) v[j] /= n;
+}
 /* float64 results rounded to float32 (the common output; the generic conversion is slower). */
 NV_CLONES static void cols_store_f32(float *y, const double *v, int64_t w) {
   for (int64_t j = 0; j < w; j++) y[j] = (float)v[j];
@@ -525,16 +529,21 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
           comp[j] = a.c;
         }
     }
-    /* The results (in grp, as float64) convert to the output type in one run. */
-    for (int64_t j = 0; j < w; j++) {
-      double v;
-      if (sum) {
-        v = one ? grp[j] : tot[j] + comp[j];
-        if (p->op == R_MEAN) v /= (double)p->rsize;
-      } else {
-        v = nan[j] ? NAN : f32 ? (double)m.f[j] : m.d[j];
+    /* The results (in grp, as float64) convert to the output type in one run; a single row
+     * group's sums are in grp already. */
+    if (sum && one) {
+      if (p->op == R_MEAN) cols_div(grp, (double)p->rsize, w);
+    } else {
+      for (int64_t j = 0; j < w; j++) {
+        double v;
+        if (sum) {
+          v = tot[j] + comp[j];
+          if (p->op == R_MEAN) v /= (double)p->rsize;
+        } else {
+          v = nan[j] ? NAN : f32 ? (double)m.f[j] : m.d[j];
+        }
+        grp[j] = v;
       }
-      grp[j] = v;
     }
     char *dst = p->out + o0 * (int64_t)p->osz;
     if (p->odt == NV_DTYPE_FLOAT32) cols_store_f32((float *)dst, grp, w);
