@@ -439,15 +439,15 @@ static inline uint32_t topk_key_f32(float f) {
  * the start of the last, partial block: vectorized tests (four blocks at a time first), one
  * call per skipped run. float32 rows are tested on their values (TOPK_GE_F32), other dtypes
  * on their keys.
- * The keys TOPK_AHEAD on (beyond the row: the next row's) are prefetched as it goes: the exits
- * at every hit keep the hardware from running ahead, and every run's start waited on memory. */
-#define TOPK_AHEAD 1024
+ * Rows read in place prefetch the values AHEAD on (beyond the row: the next row's) as they
+ * go: the exits at every hit keep the hardware from running ahead, and every run's start
+ * waited on memory (the other dtypes' keys are in an L1 buffer: AHEAD 0). */
 #define TOPK_BLOCK 16
-#define TOPK_SKIP_BY(NAME, T, TT, GE)                                                     \
+#define TOPK_SKIP(NAME, T, TT, GE, AHEAD)                                                  \
   NV_KERNEL_CLONES static int64_t NAME(const T *k, int64_t i, int64_t m, TT t) {           \
     for (; i + 4 * TOPK_BLOCK <= m; i += 4 * TOPK_BLOCK) {                                  \
-      for (int q = 0; q < 4 * TOPK_BLOCK; q += 64 / (int)sizeof(T))                         \
-        __builtin_prefetch(k + i + TOPK_AHEAD + q);                                         \
+      for (int q = 0; AHEAD && q < 4 * TOPK_BLOCK; q += 64 / (int)sizeof(T))                \
+        __builtin_prefetch(k + i + AHEAD + q);                                              \
       int hit = 0;                                                                          \
       for (int q = 0; q < 4 * TOPK_BLOCK; q++) hit |= GE(k[i + q], t);                      \
       if (hit) break;                                                                       \
@@ -460,14 +460,12 @@ static inline uint32_t topk_key_f32(float f) {
     return i;                                                                               \
   }
 #define TOPK_GE(k, t) ((k) >= (t))
-#define TOPK_SKIP(NAME, T, KEY) TOPK_SKIP_BY(NAME, T, uint32_t, TOPK_GE)
-#define TOPK_SAME(v) (v)
-TOPK_SKIP(topk_skip, uint32_t, TOPK_SAME)
+TOPK_SKIP(topk_skip, uint32_t, uint32_t, TOPK_GE, 0)
 /* float32 values are tested against the float t stands for: !(v < t) holds for every value
  * whose key is at least t's (and for -0.0 against +0.0, and every value against a NaN: a
  * superset, which the composites' comparison then sorts out) in one compare. */
 #define TOPK_GE_F32(v, t) !((v) < (t))
-TOPK_SKIP_BY(topk_skip_f32, float, float, TOPK_GE_F32)
+TOPK_SKIP(topk_skip_f32, float, float, TOPK_GE_F32, 1024)
 
 /* Bit q set where key q of the block of TOPK_BLOCK at k is at least t (a vectorized test; for
  * float32 the superset of TOPK_GE_F32). */
