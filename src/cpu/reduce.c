@@ -476,6 +476,12 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
     const char *base = p->base + (kept_offset(p, o0)) * (int64_t)p->isz;
     /* A single row group's sums are the totals (Neumaier's first step adds them to zero). */
     bool one = p->rsize <= ROWS;
+    if (sum && one && p->nr == 1 && f32 && p->odt == NV_DTYPE_FLOAT32) {
+      double div = p->op == R_MEAN ? (double)p->rsize : 1.0;
+      nv__cols_sum_f32_out((float *)(p->out + o0 * (int64_t)p->osz), (const float *)base,
+                           p->rst[0], p->rsize, w, div);
+      continue;
+    }
     if (sum && !one) {
       memset(tot, 0, (size_t)w * sizeof *tot);
       memset(comp, 0, (size_t)w * sizeof *comp);

@@ -1,8 +1,9 @@
 /* White-box tests of the column sums (src/cpu/reduce_cols.c, included so that each kernel can
  * be called whatever the CPU picks): the portable, AVX2 and AVX-512 kernels give the bits of the
  * plain float64 loop in row order for every width around the vector widths, row counts, positive
- * and negative strides and edge values, and write nothing past the width. The end-to-end sums
- * are tested against NumPy in tests/python/test_reduce.py. */
+ * and negative strides and edge values, and write nothing past the width; so do the finished
+ * float32 sums (divided and rounded once). The end-to-end sums are tested against NumPy in
+ * tests/python/test_reduce.py. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -78,6 +79,54 @@ static void check_path(const char *name, f32_fn k32, f64_fn k64) {
           free(xd);
         }
 }
+
+typedef void (*out_fn)(float *, const float *, int64_t, int64_t, int64_t, double);
+
+/* The finished float32 sums: each column summed from zero in row order in float64, divided by
+ * div and rounded once, bit for bit; y beyond w untouched. */
+static void check_out(const char *name, out_fn k) {
+  static const int64_t widths[] = {0, 1, 5, 8, 15, 16, 17, 31, 32, 33, 64, 65, 100, 257};
+  static const int64_t row_counts[] = {0, 1, 3, 32, 41};
+  static const double divs[] = {1.0, 7.0, 32.0};
+  for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+    for (size_t ri = 0; ri < sizeof row_counts / sizeof *row_counts; ri++)
+      for (size_t di = 0; di < 3; di++)
+        for (int edges = 0; edges < 2; edges++) {
+          int64_t w = widths[wi], rows = row_counts[ri], st = -(w + 3);
+          int64_t n = (rows ? rows : 1) * (w + 3);
+          float *x = malloc((size_t)n * sizeof *x), y[300], want[300];
+          for (int64_t i = 0; i < n; i++) x[i] = (float)value(edges);
+          const float *x0 = x + (rows ? rows - 1 : 0) * (w + 3); /* rows backwards in memory */
+          for (int j = 0; j < 300; j++) y[j] = want[j] = 555.0f;
+          for (int64_t j = 0; j < w; j++) {
+            double a = 0.0;
+            for (int64_t r = 0; r < rows; r++) a += x0[r * st + j];
+            want[j] = (float)(a / divs[di]);
+          }
+          k(y, x0, st, rows, w, divs[di]);
+          for (int j = 0; j < 300; j++)
+            cr_assert(memcmp(&y[j], &want[j], 4) == 0 || (y[j] != y[j] && want[j] != want[j]),
+                      "%s w=%lld rows=%lld div=%g edges=%d: column %d: %.9g, want %.9g", name,
+                      (long long)w, (long long)rows, divs[di], edges, j, y[j], want[j]);
+          free(x);
+        }
+}
+
+Test(reduce_cols, portable_finished_sums) { check_out("portable", cols_out_f32_base); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+Test(reduce_cols, avx2_finished_sums) {
+  if (isa_level() < 1) cr_skip_test("no AVX2");
+  check_out("avx2", cols_out_f32_avx2);
+}
+
+Test(reduce_cols, avx512_finished_sums) {
+  if (isa_level() < 2) cr_skip_test("no AVX-512");
+  check_out("avx512", cols_out_f32_avx512);
+}
+#endif
+
+Test(reduce_cols, picked_finished_sums) { check_out("picked", nv__cols_sum_f32_out); }
 
 Test(reduce_cols, portable_kernel_is_the_plain_loop) {
   check_path("portable", cols_sum_f32_base, cols_sum_f64_base);
