@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -36,6 +37,21 @@ static bool guards_on(void) {
 }
 
 size_t nv_get_guard_violations(void) { return (size_t)atomic_load(&guard_violations); }
+
+/* Buffers of HUGE bytes or more start on a 2 MiB boundary and are advised to the kernel as
+ * transparent huge pages (as NumPy does for its arrays from 4 MiB): kernels walking strided
+ * rows of such buffers (column sums, transposes) otherwise miss the TLB at every 4 KiB page. */
+#define HUGE ((size_t)4 << 20)
+#define HUGE_ALIGN ((size_t)2 << 20)
+
+static void *host_alloc(size_t cap) {
+  if (cap < HUGE) return aligned_alloc(ALIGN, cap);
+  void *p = aligned_alloc(HUGE_ALIGN, (cap + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN);
+#ifdef MADV_HUGEPAGE
+  if (p) madvise(p, (cap + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN, MADV_HUGEPAGE);
+#endif
+  return p;
+}
 
 static void *guard_alloc(size_t nbytes, size_t cap) {
   unsigned char *p = malloc(cap + 2 * GUARD);
@@ -144,12 +160,12 @@ static void *raw_alloc(size_t n, size_t *cap_out) {
       return NULL;
     }
     pthread_mutex_unlock(&mem_lock);
-    p = guards_on() ? guard_alloc(n, cap) : aligned_alloc(ALIGN, cap);
+    p = guards_on() ? guard_alloc(n, cap) : host_alloc(cap);
     if (!p) {
       pthread_mutex_lock(&mem_lock);
       trim_cache_locked(0);
       pthread_mutex_unlock(&mem_lock);
-      p = guards_on() ? guard_alloc(n, cap) : aligned_alloc(ALIGN, cap);
+      p = guards_on() ? guard_alloc(n, cap) : host_alloc(cap);
       if (!p) {
         nv__set_error(NV_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", n);
         return NULL;

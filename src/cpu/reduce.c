@@ -10,6 +10,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
+#include "cpu/reduce_cols.h"
 #include "cpu/reduce_rows.h"
 
 enum { R_SUM, R_PROD, R_MAX, R_MIN, R_ALL, R_ANY, R_MEAN, R_COUNT };
@@ -409,39 +410,28 @@ static void outer_range(void *ctx, int64_t b, int64_t e) {
 
 /* Column layout: the kept innermost axis is contiguous and the reduced ones strided (sums over
  * a leading or middle axis). Each task owns a block of up to COLS consecutive outputs and adds
- * every reduced row into them lane by lane, which the compiler vectorizes: float32 and float64
- * sums in float64 (eight rows a pass over the block's partial sums where one axis is reduced),
- * rows gathered in groups of ROWS whose totals join the block's with Neumaier's compensation
- * (a single group needs none); max/min in the input type with NaN tracked per lane. */
+ * every reduced row into them lane by lane: float32 and float64 sums in float64, each column in
+ * row order (reduce_cols.c: a whole row group in one pass of registers where one axis is
+ * reduced), rows gathered in groups of ROWS whose totals join the block's with Neumaier's
+ * compensation (a single group needs none); max/min in the input type with NaN tracked per
+ * lane. */
 #define ROWS 256
+
+#define SUB 1024 /* outputs per part of a block (cols_range) */
 
 typedef struct cols_plan {
   const plan *p;
   int64_t k;      /* the contiguous kept axis' length */
   int64_t cw;     /* outputs per block: wide when there are few reduced rows */
   int64_t blocks; /* blocks per kept row */
+  int64_t parts;  /* parts of SUB outputs per block */
   atomic_int failed;
 } cols_plan;
 
-NV_CLONES static void cols_add_f32(double *g, const float *x, int64_t w) {
-  for (int64_t j = 0; j < w; j++) g[j] += x[j];
+/* Means: the sums divided by the count (each rounded once, as v / n). */
+NV_CLONES static void cols_div(double *v, double n, int64_t w) {
+  for (int64_t j = 0; j < w; j++) v[j] /= n;
 }
-NV_CLONES static void cols_add_f64(double *g, const double *x, int64_t w) {
-  for (int64_t j = 0; j < w; j++) g[j] += x[j];
-}
-/* Eight rows `st` elements apart added in one pass, in row order (the sums of cols_add_*
- * row by row, bit for bit), so the group's totals are loaded and stored once per eight rows. */
-#define COLS_ADD8(name, T)                                                              \
-  NV_CLONES static void name(double *g, const T *x, int64_t st, int64_t w) {            \
-    for (int64_t j = 0; j < w; j++) {                                                  \
-      double a = g[j];                                                                 \
-      for (int r = 0; r < 8; r++) a += x[j + r * st];                                  \
-      g[j] = a;                                                                        \
-    }                                                                                  \
-  }
-COLS_ADD8(cols_add8_f32, float)
-COLS_ADD8(cols_add8_f64, double)
-#undef COLS_ADD8
 /* float64 results rounded to float32 (the common output; the generic conversion is slower). */
 NV_CLONES static void cols_store_f32(float *y, const double *v, int64_t w) {
   for (int64_t j = 0; j < w; j++) y[j] = (float)v[j];
@@ -463,9 +453,10 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
   cols_plan *c = ctx;
   const plan *p = c->p;
   bool f32 = p->dt == NV_DTYPE_FLOAT32, sum = p->op == R_SUM || p->op == R_MEAN;
-  int64_t cw = c->cw;
-  /* Sums: the block's totals, compensations and the current row group; max/min: the lanes
-   * (in the input type) and their NaN flags. */
+  /* A task's block is walked in parts of at most SUB outputs, whose scratch stays in L1.
+   * Sums: the part's totals, compensations and the current row group; max/min: the lanes (in
+   * the input type) and their NaN flags. */
+  int64_t cw = c->cw < SUB ? c->cw : SUB;
   double *buf = malloc((size_t)cw * (3 * sizeof(double) + 1));
   if (!buf) {
     atomic_store(&c->failed, 1);
@@ -477,12 +468,20 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
     double *d;
   } m = {(float *)buf, buf};
   uint8_t *nan = (uint8_t *)(buf + 3 * cw);
-  for (int64_t t = b; t < e; t++) {
-    int64_t row = t / c->blocks, j0 = (t % c->blocks) * cw;
-    int64_t w = c->k - j0 < cw ? c->k - j0 : cw, o0 = row * c->k + j0;
+  for (int64_t part = b * c->parts; part < e * c->parts; part++) {
+    int64_t t = part / c->parts, row = t / c->blocks, j0 = (t % c->blocks) * c->cw;
+    int64_t bw = c->k - j0 < c->cw ? c->k - j0 : c->cw, s0 = (part % c->parts) * cw;
+    if (s0 >= bw) continue; /* the last block of a row is narrower */
+    int64_t w = bw - s0 < cw ? bw - s0 : cw, o0 = row * c->k + j0 + s0;
     const char *base = p->base + (kept_offset(p, o0)) * (int64_t)p->isz;
     /* A single row group's sums are the totals (Neumaier's first step adds them to zero). */
     bool one = p->rsize <= ROWS;
+    if (sum && one && p->nr == 1 && f32 && p->odt == NV_DTYPE_FLOAT32) {
+      double div = p->op == R_MEAN ? (double)p->rsize : 1.0;
+      nv__cols_sum_f32_out((float *)(p->out + o0 * (int64_t)p->osz), (const float *)base,
+                           p->rst[0], p->rsize, w, div);
+      continue;
+    }
     if (sum && !one) {
       memset(tot, 0, (size_t)w * sizeof *tot);
       memset(comp, 0, (size_t)w * sizeof *comp);
@@ -499,13 +498,12 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
       int64_t rn = p->rsize - r0 < ROWS ? p->rsize - r0 : ROWS;
       if (sum) memset(grp, 0, (size_t)w * sizeof *grp);
       int64_t r = 0;
-      if (sum && p->nr == 1) /* one reduced axis: eight rows a pass */
-        for (; r + 8 <= rn; r += 8) {
-          const char *x = base + (r0 + r) * p->rst[0] * (int64_t)p->isz;
-          if (f32) cols_add8_f32(grp, (const float *)x, p->rst[0], w);
-          else cols_add8_f64(grp, (const double *)x, p->rst[0], w);
-          idx[0] += 8;
-        }
+      if (sum && p->nr == 1) { /* one reduced axis: the whole group in one pass */
+        const char *x = base + r0 * p->rst[0] * (int64_t)p->isz;
+        if (f32) nv__cols_sum_f32(grp, (const float *)x, p->rst[0], rn, w);
+        else nv__cols_sum_f64(grp, (const double *)x, p->rst[0], rn, w);
+        r = rn;
+      }
       for (; r < rn; r++) {
         int64_t roff = 0;
         for (int i = 0; i < p->nr; i++) roff += idx[i] * p->rst[i];
@@ -515,8 +513,8 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
           for (int64_t b = 0; b < w * (int64_t)p->isz; b += 64) __builtin_prefetch(nx + b, 0, 3);
         }
         if (sum) {
-          if (f32) cols_add_f32(grp, (const float *)x, w);
-          else cols_add_f64(grp, (const double *)x, w);
+          if (f32) nv__cols_sum_f32(grp, (const float *)x, 0, 1, w);
+          else nv__cols_sum_f64(grp, (const double *)x, 0, 1, w);
         } else if (p->op == R_MAX) {
           if (f32) cols_max_f32(m.f, nan, (const float *)x, w);
           else cols_max_f64(m.d, nan, (const double *)x, w);
@@ -537,16 +535,21 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
           comp[j] = a.c;
         }
     }
-    /* The results (in grp, as float64) convert to the output type in one run. */
-    for (int64_t j = 0; j < w; j++) {
-      double v;
-      if (sum) {
-        v = one ? grp[j] : tot[j] + comp[j];
-        if (p->op == R_MEAN) v /= (double)p->rsize;
-      } else {
-        v = nan[j] ? NAN : f32 ? (double)m.f[j] : m.d[j];
+    /* The results (in grp, as float64) convert to the output type in one run; a single row
+     * group's sums are in grp already. */
+    if (sum && one) {
+      if (p->op == R_MEAN) cols_div(grp, (double)p->rsize, w);
+    } else {
+      for (int64_t j = 0; j < w; j++) {
+        double v;
+        if (sum) {
+          v = tot[j] + comp[j];
+          if (p->op == R_MEAN) v /= (double)p->rsize;
+        } else {
+          v = nan[j] ? NAN : f32 ? (double)m.f[j] : m.d[j];
+        }
+        grp[j] = v;
       }
-      grp[j] = v;
     }
     char *dst = p->out + o0 * (int64_t)p->osz;
     if (p->odt == NV_DTYPE_FLOAT32) cols_store_f32((float *)dst, grp, w);
@@ -669,7 +672,7 @@ nv_status nv__k_reduce(nv__node *node, const nv__operand *in, int donated) {
       share = (share + 63) / 64 * 64;
       if (share < cw) cw = share;
     }
-    cols_plan c = {&p, k, cw, (k + cw - 1) / cw, 0};
+    cols_plan c = {&p, k, cw, (k + cw - 1) / cw, (cw + SUB - 1) / SUB, 0};
     int64_t tasks = out->size / k * c.blocks, per = NV__PAR_GRAIN / (p.rsize * cw);
     nv__parallel_for(tasks, per < 1 ? 1 : per, cols_range, &c);
     if (atomic_load(&c.failed))

@@ -203,6 +203,7 @@ typedef struct arg_job {
 } arg_job;
 
 #define ARG_BLOCK 512
+#define ARG_PREFETCH 4096 /* the values of a later row prefetched (sort_simd.c says why) */
 
 static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
   nv__to_keys64(j->r->idt, x, m, k, true);
@@ -211,7 +212,10 @@ static void arg_keys(const arg_job *j, const char *x, int64_t m, uint64_t *k) {
 }
 
 #define ARG_DIRECT(NAME, T, CMP)                                              \
-  static uint32_t NAME(const T *x, int64_t n) {                               \
+  static uint32_t NAME(const T *x, int64_t n, const T *next) {                \
+    if (next)                                                                 \
+      for (int64_t b = 0; b < n && b < ARG_PREFETCH; b += 64 / sizeof(T))    \
+        __builtin_prefetch(next + b);                                         \
     T m[8];                                                                   \
     int nan[8] = {0};                                                         \
     for (int k = 0; k < 8; k++) m[k] = x[0];                                  \
@@ -248,14 +252,16 @@ ARG_DIRECT(argmin_f32, float, <)
 ARG_DIRECT(argmax_f64, double, >)
 ARG_DIRECT(argmin_f64, double, <)
 
-static uint32_t arg_row(const arg_job *j, const char *x, int64_t n) {
+/* The first extreme of the row at x; `next` (or NULL) is where a later row starts (float32 and
+ * float64 rows prefetch it). */
+static uint32_t arg_row(const arg_job *j, const char *x, int64_t n, const char *next) {
   uint32_t first;
-  if (j->r->idt == NV_DTYPE_FLOAT32 && nv__simd_argext_f32((const float *)x, n, j->max, &first))
+  const float *xf = (const float *)x, *nf = (const float *)next;
+  const double *xd = (const double *)x, *nd = (const double *)next;
+  if (j->r->idt == NV_DTYPE_FLOAT32 && nv__simd_argext_f32(xf, n, j->max, nf, &first))
     return first;
-  if (j->r->idt == NV_DTYPE_FLOAT32)
-    return j->max ? argmax_f32((const float *)x, n) : argmin_f32((const float *)x, n);
-  if (j->r->idt == NV_DTYPE_FLOAT64)
-    return j->max ? argmax_f64((const double *)x, n) : argmin_f64((const double *)x, n);
+  if (j->r->idt == NV_DTYPE_FLOAT32) return j->max ? argmax_f32(xf, n, nf) : argmin_f32(xf, n, nf);
+  if (j->r->idt == NV_DTYPE_FLOAT64) return j->max ? argmax_f64(xd, n, nd) : argmin_f64(xd, n, nd);
   uint64_t k[ARG_BLOCK];
   uint64_t best = 0;
   int64_t at = 0;
@@ -282,12 +288,14 @@ static void arg_range(void *ctx, int64_t b, int64_t e) {
     return;
   }
   for (int64_t i = b; i < e; i++) {
-    const char *x = r->in + nv__rows_in_offset(r, i) * r->isz;
+    const char *x = r->in + nv__rows_in_offset(r, i) * r->isz, *next = NULL;
     if (!direct) {
       nv__rows_gather(r, i, r->idt, vals);
       x = vals;
+    } else if (i + 2 < r->nrows) { /* two rows ahead: the prefetch's lead */
+      next = r->in + nv__rows_in_offset(r, i + 2) * r->isz;
     }
-    ((uint32_t *)r->out)[i] = arg_row(j, x, r->len);
+    ((uint32_t *)r->out)[i] = arg_row(j, x, r->len, next);
   }
   free(vals);
 }
@@ -429,31 +437,60 @@ static inline uint32_t topk_key_f32(float f) {
 
 /* The first block of TOPK_BLOCK keys from i (a block start) on holding a key of at least t, or
  * the start of the last, partial block: vectorized tests (four blocks at a time first), one
- * call per skipped run. float32
- * rows are tested on their values' keys computed in registers, other dtypes on their keys. */
+ * call per skipped run. float32 rows are tested on their values (TOPK_GE_F32), other dtypes
+ * on their keys.
+ * Rows read in place prefetch the values AHEAD on (beyond the row: the next row's) as they
+ * go: the exits at every hit keep the hardware from running ahead, and every run's start
+ * waited on memory (the other dtypes' keys are in an L1 buffer: AHEAD 0). */
 #define TOPK_BLOCK 16
-#define TOPK_SKIP(NAME, T, KEY)                                                           \
-  NV_KERNEL_CLONES static int64_t NAME(const T *k, int64_t i, int64_t m, uint32_t t) {     \
+#define TOPK_SKIP(NAME, T, TT, GE, AHEAD)                                                  \
+  NV_KERNEL_CLONES static int64_t NAME(const T *k, int64_t i, int64_t m, TT t) {           \
     for (; i + 4 * TOPK_BLOCK <= m; i += 4 * TOPK_BLOCK) {                                  \
+      for (int q = 0; AHEAD && q < 4 * TOPK_BLOCK; q += 64 / (int)sizeof(T))                \
+        __builtin_prefetch(k + i + AHEAD + q);                                              \
       int hit = 0;                                                                          \
-      for (int q = 0; q < 4 * TOPK_BLOCK; q++) hit |= KEY(k[i + q]) >= t;                   \
+      for (int q = 0; q < 4 * TOPK_BLOCK; q++) hit |= GE(k[i + q], t);                      \
       if (hit) break;                                                                       \
     }                                                                                       \
     for (; i + TOPK_BLOCK <= m; i += TOPK_BLOCK) {                                          \
       int hit = 0;                                                                          \
-      for (int q = 0; q < TOPK_BLOCK; q++) hit |= KEY(k[i + q]) >= t;                       \
+      for (int q = 0; q < TOPK_BLOCK; q++) hit |= GE(k[i + q], t);                          \
       if (hit) break;                                                                       \
     }                                                                                       \
     return i;                                                                               \
   }
-#define TOPK_SAME(v) (v)
-TOPK_SKIP(topk_skip, uint32_t, TOPK_SAME)
-TOPK_SKIP(topk_skip_f32, float, topk_key_f32)
+#define TOPK_GE(k, t) ((k) >= (t))
+TOPK_SKIP(topk_skip, uint32_t, uint32_t, TOPK_GE, 0)
+/* float32 values are tested against the float t stands for: !(v < t) holds for every value
+ * whose key is at least t's (and for -0.0 against +0.0, and every value against a NaN: a
+ * superset, which the composites' comparison then sorts out) in one compare. */
+#define TOPK_GE_F32(v, t) !((v) < (t))
+TOPK_SKIP(topk_skip_f32, float, float, TOPK_GE_F32, 1024)
+
+/* Bit q set where key q of the block of TOPK_BLOCK at k is at least t (a vectorized test; for
+ * float32 the superset of TOPK_GE_F32). */
+#define TOPK_HITS(NAME, T, TT, GE)                                                \
+  NV_KERNEL_CLONES static uint32_t NAME(const T *k, TT t) {                       \
+    uint32_t hits = 0;                                                            \
+    for (int q = 0; q < TOPK_BLOCK; q++) hits |= (uint32_t)(GE(k[q], t)) << q;    \
+    return hits;                                                                  \
+  }
+TOPK_HITS(topk_hits, uint32_t, uint32_t, TOPK_GE)
+TOPK_HITS(topk_hits_f32, float, float, TOPK_GE_F32)
+
+/* The float32 value whose key (topk_key_f32) is `key`; NaN for the NaN key. */
+static inline float topk_value_f32(uint32_t key) {
+  uint32_t u = key & 0x80000000u ? key & 0x7fffffffu : ~key;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 /* The k best composites of the n values at x (dtype dt, isz bytes each), ascending, into h.
  * Once the heap is full, a block all below the root's key (a later equal key has the larger
  * index and would replace the root) is skipped after one vector test, which is nearly every
- * block of a long row. Keys other than float32's convert a chunk at a time into an L1 buffer. */
+ * block of a long row; in a block that is not skipped only the keys that passed the test are
+ * taken. Keys other than float32's convert a chunk at a time into an L1 buffer. */
 #define TOPK_CHUNK 512
 static void topk_heap(nv_dtype dt, const char *x, int64_t isz, int64_t n, int64_t k,
                       uint64_t *h) {
@@ -472,7 +509,23 @@ static void topk_heap(nv_dtype dt, const char *x, int64_t isz, int64_t n, int64_
     while (i < m) {
       if (i % TOPK_BLOCK == 0) {
         uint32_t t = (uint32_t)(h[0] >> 32);
-        i = xf ? topk_skip_f32(xf, i, m, t) : topk_skip(keys, i, m, t);
+        float tv = topk_value_f32(t);
+        i = xf ? topk_skip_f32(xf, i, m, tv) : topk_skip(keys, i, m, t);
+        if (i + TOPK_BLOCK <= m) {
+          /* A whole block holding a key of at least t: only those keys can enter (the root
+           * only grows), taken in order. */
+          uint32_t hits = xf ? topk_hits_f32(xf + i, tv) : topk_hits(keys + i, t);
+          for (; hits; hits &= hits - 1) {
+            int64_t q = i + __builtin_ctz(hits);
+            uint64_t c = (uint64_t)TOPK_KEY(q) << 32 | (uint64_t)(b + q);
+            if (c > h[0]) {
+              h[0] = c;
+              heap_down(h, 0, k);
+            }
+          }
+          i += TOPK_BLOCK;
+          continue;
+        }
       }
       int64_t e = (i / TOPK_BLOCK + 1) * TOPK_BLOCK;
       for (e = e < m ? e : m; i < e; i++) {

@@ -25,8 +25,9 @@ bool nv__radix_sort_f32(const float *in, float *out, uint32_t *tmp, int64_t n, b
 bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel);
 
 /* The index of the first maximum (max) or minimum of the n >= 1 float32 values x, a NaN counting
- * as the extreme (its first one), into *at. False, doing nothing, where the CPU lacks AVX-512
+ * as the extreme (its first one), into *at; `next` (or NULL) is where a later row starts, whose
+ * first values are prefetched meanwhile. False, doing nothing, where the CPU lacks AVX-512
  * (sort_simd.c). */
-bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at);
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, const float *next, uint32_t *at);
 
 #endif

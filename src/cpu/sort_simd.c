@@ -3,10 +3,13 @@
  * keys are partitioned in place eight at a time (a compare, a movemask and one permutation
  * from a table put the lanes below the pivot first; the vector is stored at both write ends),
  * and converted back where each range becomes final (in the sorting networks' stores). Where
- * the CPU has AVX-512, partitions of up to 512 keys (whole rows of 512) sort in one bitonic
- * network of up to 32 16-lane registers. Large inputs split first into about equal parts around sampled
- * medians, one part per pool thread. A recursion deeper than 2·log2(n) finishes with
- * heapsort, so no input is quadratic. Without AVX2 the caller uses the radix sort. */
+ * the CPU has AVX-512, partitions of up to 512 keys sort in one bitonic network of up to 32
+ * 16-lane registers (sixteen registers at a time sorted by a column network and a transpose,
+ * the in-register cleaning layers run on register pairs without masks), and partitions of up
+ * to 1024 keys (whole rows of 1024) as two such runs and one merge. Large inputs split first
+ * into about equal parts around sampled medians, one part per pool thread. A recursion deeper
+ * than 2·log2(n) finishes with heapsort, so no input is quadratic. Without AVX2 the caller
+ * uses the radix sort. */
 #include <stdlib.h>
 
 #include "cpu/pool.h"
@@ -319,7 +322,7 @@ AVX2 static void small_sort(int32_t *a, int64_t n, bool values) {
  * up to 512 keys (a whole row of 512) sorts without another partition step. A layer is a lane
  * swap, a minimum and a masked maximum (the lanes of `up` keep the larger key). */
 #define AVX512 __attribute__((target("avx2,popcnt,avx512f")))
-#define SMALL512 512
+#define SMALL512 1024 /* the AVX-512 networks' reach: two runs of 512 merged */
 
 #define SWAP1(v) _mm512_shuffle_epi32((v), (_MM_PERM_ENUM)0xb1)
 #define SWAP2(v) _mm512_shuffle_epi32((v), (_MM_PERM_ENUM)0x4e)
@@ -352,37 +355,133 @@ AVX512 static inline __m512i sort16(__m512i v) {
   return clean16(v);
 }
 
-AVX512 static inline __attribute__((always_inline)) void clean_run16(__m512i *v, int r) {
-  for (int d = r / 2; d >= 1; d /= 2)
-    for (int i = 0; i < r; i++)
+/* Two bitonic sequences of 16 lanes, a and b, each sorted ascending: clean16's four layers on
+ * both at once. Each layer gathers the two registers' lower partners into one register and the
+ * upper ones, at the same lanes, into another (lane shuffles of the pair), so one minimum and
+ * one maximum serve 32 lanes without masks; a last permutation of the pair puts each
+ * register's lanes back in order. */
+AVX512 static inline __attribute__((always_inline)) void clean16x2(__m512i *a, __m512i *b) {
+  const __m512i ia = _mm512_setr_epi32(0, 16, 2, 18, 1, 17, 3, 19, 8, 24, 10, 26, 9, 25, 11, 27);
+  const __m512i ib = _mm512_setr_epi32(4, 20, 6, 22, 5, 21, 7, 23, 12, 28, 14, 30, 13, 29, 15, 31);
+  __m512i p = _mm512_shuffle_i32x4(*a, *b, 0x44), q = _mm512_shuffle_i32x4(*a, *b, 0xee);
+  __m512i l = _mm512_min_epi32(p, q), h = _mm512_max_epi32(p, q);
+  p = _mm512_shuffle_i32x4(l, h, 0x88);
+  q = _mm512_shuffle_i32x4(l, h, 0xdd);
+  l = _mm512_min_epi32(p, q);
+  h = _mm512_max_epi32(p, q);
+  p = _mm512_unpacklo_epi64(l, h);
+  q = _mm512_unpackhi_epi64(l, h);
+  l = _mm512_min_epi32(p, q);
+  h = _mm512_max_epi32(p, q);
+  p = _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(l), _mm512_castsi512_ps(h), 0x88));
+  q = _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(l), _mm512_castsi512_ps(h), 0xdd));
+  l = _mm512_min_epi32(p, q);
+  h = _mm512_max_epi32(p, q);
+  *a = _mm512_permutex2var_epi32(l, ia, h);
+  *b = _mm512_permutex2var_epi32(l, ib, h);
+}
+
+/* Each of r registers holding a bitonic sequence sorted: clean16x2 on pairs. */
+AVX512 static inline __attribute__((always_inline)) void clean_regs16(__m512i *v, int r) {
+  int i = 0;
+#pragma GCC unroll 16
+  for (; i + 2 <= r; i += 2) clean16x2(&v[i], &v[i + 1]);
+  if (i < r) v[i] = clean16(v[i]);
+}
+
+/* The exchanges between registers of a bitonic run of r registers (distances r/2 ... 1). */
+AVX512 static inline __attribute__((always_inline)) void clean_layers16(__m512i *v, int r) {
+  /* Distances by their logarithm, so that the loops' trip counts are known once r is. */
+#pragma GCC unroll 5
+  for (int ld = __builtin_ctz((unsigned)r) - 1; ld >= 0; ld--)
+#pragma GCC unroll 32
+    for (int i = 0, d = 1 << ld; i < r; i++)
       if (!(i & d)) {
         __m512i lo = _mm512_min_epi32(v[i], v[i + d]);
         v[i + d] = _mm512_max_epi32(v[i], v[i + d]);
         v[i] = lo;
       }
-  for (int i = 0; i < r; i++) v[i] = clean16(v[i]);
+}
+
+/* A bitonic run of 16·r lanes in r registers, sorted. */
+AVX512 static inline __attribute__((always_inline)) void clean_run16(__m512i *v, int r) {
+  clean_layers16(v, r);
+  clean_regs16(v, r);
 }
 
 /* Sorted registers merged pairwise into one sorted run of 16·r lanes, as merge_runs. */
 AVX512 static inline __attribute__((always_inline)) void merge_runs16(__m512i *v, int r) {
   const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  for (int w = 1; w < r; w *= 2)
-    for (int b = 0; b < r; b += 2 * w) {
+#pragma GCC unroll 5
+  for (int lw = 0; lw < __builtin_ctz((unsigned)r); lw++)
+#pragma GCC unroll 16
+    for (int b = 0; b < r; b += 2 << lw) {
+      int w = 1 << lw;
       __m512i *x = v + b, *y = v + b + w;
+#pragma GCC unroll 16
       for (int i = 0; i < w; i++) y[i] = _mm512_permutexvar_epi32(rev, y[i]);
+#pragma GCC unroll 8
       for (int i = 0; i < w / 2; i++) {
         __m512i t = y[i];
         y[i] = y[w - 1 - i];
         y[w - 1 - i] = t;
       }
+#pragma GCC unroll 16
       for (int i = 0; i < w; i++) {
         __m512i lo = _mm512_min_epi32(x[i], y[i]);
         y[i] = _mm512_max_epi32(x[i], y[i]);
         x[i] = lo;
       }
-      clean_run16(x, w);
-      clean_run16(y, w);
+      clean_layers16(x, w);
+      clean_layers16(y, w);
+      clean_regs16(x, 2 * w); /* x and y are adjacent: their registers pair up */
     }
+}
+
+/* Sixteen registers each sorted: Batcher's odd-even merge network of 63 comparators sorts the
+ * columns (lane j across the registers), then a 16 x 16 transpose makes each column a
+ * register (three times fewer operations than sort16 on each). */
+AVX512 static inline __attribute__((always_inline)) void sort16x16(__m512i *v) {
+  static const int8_t net[63][2] = {
+      {0, 1},   {2, 3},   {0, 2},   {1, 3},   {1, 2},   {4, 5},   {6, 7},   {4, 6},
+      {5, 7},   {5, 6},   {0, 4},   {2, 6},   {2, 4},   {1, 5},   {3, 7},   {3, 5},
+      {1, 2},   {3, 4},   {5, 6},   {8, 9},   {10, 11}, {8, 10},  {9, 11},  {9, 10},
+      {12, 13}, {14, 15}, {12, 14}, {13, 15}, {13, 14}, {8, 12},  {10, 14}, {10, 12},
+      {9, 13},  {11, 15}, {11, 13}, {9, 10},  {11, 12}, {13, 14}, {0, 8},   {4, 12},
+      {4, 8},   {2, 10},  {6, 14},  {6, 10},  {2, 4},   {6, 8},   {10, 12}, {1, 9},
+      {5, 13},  {5, 9},   {3, 11},  {7, 15},  {7, 11},  {3, 5},   {7, 9},   {11, 13},
+      {1, 2},   {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
+#pragma GCC unroll 63
+  for (int c = 0; c < 63; c++) {
+    __m512i a = v[net[c][0]], b = v[net[c][1]];
+    v[net[c][0]] = _mm512_min_epi32(a, b);
+    v[net[c][1]] = _mm512_max_epi32(a, b);
+  }
+  __m512i t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  /* u[4g + c]: lane quad L holds column 4L + c of rows 4g .. 4g + 3. */
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    __m512i s1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    __m512i s2 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    __m512i s3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    __m512i s4 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    v[c] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    v[4 + c] = _mm512_shuffle_i32x4(s1, s3, 0xdd);
+    v[8 + c] = _mm512_shuffle_i32x4(s2, s4, 0x88);
+    v[12 + c] = _mm512_shuffle_i32x4(s2, s4, 0xdd);
+  }
 }
 
 /* Sorts n <= 16·R keys in R registers padded with INT32_MAX, as SMALL_SORT. */
@@ -396,8 +495,9 @@ AVX512 static inline __attribute__((always_inline)) void merge_runs16(__m512i *v
       if (i < full) v[i] = _mm512_loadu_si512(a + 16 * i);                                \
       else if (i == full && rest) v[i] = _mm512_mask_loadu_epi32(big, m, a + 16 * i);     \
       else v[i] = big;                                                                    \
-      v[i] = sort16(v[i]);                                                                \
+      if (R < 16) v[i] = sort16(v[i]);                                                    \
     }                                                                                     \
+    _Pragma("GCC unroll 2") for (int g = 0; g + 16 <= R; g += 16) sort16x16(v + g);      \
     merge_runs16(v, R);                                                                   \
     _Pragma("GCC unroll 32") for (int i = 0; i < R; i++) {                                \
       if (values) v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low)); \
@@ -412,13 +512,56 @@ SMALL_SORT16(8)
 SMALL_SORT16(16)
 SMALL_SORT16(32)
 
+/* The lower (lo) or upper half of the bitonic merge of two sorted runs of 512 keys, x and y:
+ * lane k of the half is min(x[k], y[511 - k]) (max for the upper half), a bitonic sequence,
+ * sorted by the cleaner of 32 registers and stored at dst (m <= 512 keys of it). */
+#define MERGE_HALF(NAME, OP)                                                                  \
+  AVX512 static void NAME(const int32_t *x, const int32_t *y, int32_t *dst, int64_t m,       \
+                          bool values) {                                                      \
+    const __m512i rev = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); \
+    const __m512i low = _mm512_set1_epi32(0x7fffffff);                                       \
+    __m512i v[32];                                                                            \
+    _Pragma("GCC unroll 32") for (int i = 0; i < 32; i++) v[i] =                              \
+        OP(_mm512_loadu_si512(x + 16 * i),                                                    \
+           _mm512_permutexvar_epi32(rev, _mm512_loadu_si512(y + 16 * (31 - i))));             \
+    clean_run16(v, 32);                                                                       \
+    int full = (int)(m / 16), rest = (int)(m % 16);                                           \
+    __mmask16 mk = (__mmask16)((1u << rest) - 1);                                             \
+    _Pragma("GCC unroll 32") for (int i = 0; i < 32; i++) {                                   \
+      if (values)                                                                             \
+        v[i] = _mm512_xor_si512(v[i], _mm512_and_si512(_mm512_srai_epi32(v[i], 31), low));    \
+      if (i < full) _mm512_storeu_si512(dst + 16 * i, v[i]);                                  \
+      else if (i == full && rest) _mm512_mask_storeu_epi32(dst + 16 * i, mk, v[i]);           \
+    }                                                                                         \
+  }
+MERGE_HALF(merge_lo512, _mm512_min_epi32)
+MERGE_HALF(merge_hi512, _mm512_max_epi32)
+
+AVX512 static void small_sort512(int32_t *a, int64_t n, bool values);
+
+/* Sorts 512 < n <= 1024 keys without a partition: the first 512 sort in place in one network,
+ * the other n - 512 in a copy padded with INT32_MAX to 512, and the two runs merge (the upper
+ * half is written first: its keys of a are in the copy already, and the lower half's reads of
+ * a come before its stores). */
+AVX512 static void small_sort1024(int32_t *a, int64_t n, bool values) {
+  int32_t y[512];
+  int64_t m = n - 512;
+  small16_32(a, 512, false);
+  memcpy(y, a + 512, (size_t)m * sizeof *y);
+  for (int64_t i = m; i < 512; i++) y[i] = INT32_MAX;
+  small_sort512(y, m, false);
+  merge_hi512(a, y, a + 512, m, values);
+  merge_lo512(a, y, a, 512, values);
+}
+
 AVX512 static void small_sort512(int32_t *a, int64_t n, bool values) {
   if (n <= 16) small16_1(a, n, values);
   else if (n <= 32) small16_2(a, n, values);
   else if (n <= 64) small16_4(a, n, values);
   else if (n <= 128) small16_8(a, n, values);
   else if (n <= 256) small16_16(a, n, values);
-  else small16_32(a, n, values);
+  else if (n <= 512) small16_32(a, n, values);
+  else small_sort1024(a, n, values);
 }
 
 static void insertion(int32_t *a, int64_t n) {
@@ -517,9 +660,15 @@ AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
  * Two passes: the extreme in four independent registers (their maxima do not wait on each
  * other) with the NaN lanes or'ed into a mask, then the first index holding the extreme (or
  * the first NaN: a NaN wins, as NumPy), 16 lanes a compare. The row's tail loads masked, its
- * missing lanes filling with x[0]. */
+ * missing lanes filling with x[0]. The first ARG_PREFETCH values of a later row are prefetched
+ * first: short rows read one after the other otherwise wait on memory at every row's start
+ * (the second pass's exit branch stops the hardware running ahead), 3x slower. */
+#define ARG_PREFETCH 4096
 #define ARG_EXT(NAME, OP)                                                                     \
-  AVX512 static uint32_t NAME(const float *x, int64_t n) {                                   \
+  AVX512 static uint32_t NAME(const float *x, int64_t n, const float *next) {                \
+    if (next)                                                                                 \
+      for (int64_t b = 0; b < n && b < ARG_PREFETCH; b += 16)                                 \
+        _mm_prefetch((const char *)(next + b), _MM_HINT_T0);                                  \
     const __m512 fill = _mm512_set1_ps(x[0]);                                                 \
     __m512 m0 = fill, m1 = fill, m2 = fill, m3 = fill;                                        \
     __mmask16 nan = 0;                                                                        \
@@ -557,10 +706,10 @@ AVX2 static void quicksort(int32_t *a, int64_t n, int depth, bool values) {
 ARG_EXT(argmax512, _mm512_max_ps)
 ARG_EXT(argmin512, _mm512_min_ps)
 
-bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at) {
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, const float *next, uint32_t *at) {
   pthread_once(&perm_once, perm_init);
   if (!avx512_ok || n < 1) return false;
-  *at = max ? argmax512(x, n) : argmin512(x, n);
+  *at = max ? argmax512(x, n, next) : argmin512(x, n, next);
   return true;
 }
 
@@ -655,10 +804,11 @@ bool nv__simd_sort_f32(const float *in, float *out, int64_t n, bool parallel) {
 
 #else
 
-bool nv__simd_argext_f32(const float *x, int64_t n, bool max, uint32_t *at) {
+bool nv__simd_argext_f32(const float *x, int64_t n, bool max, const float *next, uint32_t *at) {
   (void)x;
   (void)n;
   (void)max;
+  (void)next;
   (void)at;
   return false;
 }

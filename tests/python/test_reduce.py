@@ -862,3 +862,162 @@ def test_topk_long_rows_skip_blocks(nv, rng, dt, n):
             want = np.sort(xs, axis=-1, kind="stable")[:, n - k:]
             np.testing.assert_array_equal(got if dt == "bool" or dt in INTS else ref64(got), want,
                                           err_msg=f"n={n} k={k} {layout}")
+
+
+# ---- column sums in registers, argmax rows with prefetch, rows of up to 1024 in networks, topk
+# tested on float32 values ----
+
+COL_LAYOUTS = ["contiguous", "strided", "reversed", "transposed", "broadcast"]
+
+
+def _col_input(nv, rng, rows, cols, dt, layout, edges):
+    """A (rows, cols) input of float dtype `dt` with its nuvec view as `layout` (broadcast: every
+    row the first one); with `edges`, NaN, infinities, signed zeros and denormals."""
+    x = (rng.standard_normal((rows, cols)) * 100).astype(np_dtype(dt))
+    if edges:
+        tiny = np.finfo(np_dtype(dt)).tiny
+        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, tiny / 4, -tiny / 8], np_dtype(dt))
+        x.flat[rng.integers(0, x.size, x.size // 5 + 1)] = rng.choice(specials, x.size // 5 + 1)
+    if layout == "broadcast":
+        x = np.ascontiguousarray(np.broadcast_to(x[:1], x.shape))
+        shape, nd = ints(x.shape)
+        return x, nv.own(lib.nv_broadcast_to(nv.array(x[:1]), shape, nd))
+    return x, nv.view(x, layout)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 32, 41, 300])
+@pytest.mark.parametrize("cols", [1, 7, 8, 31, 33, 100, 257])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("layout", COL_LAYOUTS)
+@pytest.mark.parametrize("edges", [False, True])
+def test_column_sums_every_width_and_layout(nv, rng, rows, cols, dt, layout, edges):
+    """Sums and means over axis 0 (the column kernels: 32 or 16 columns in registers, masked or
+    portable tails) of every width around the vector widths, in every layout, with edge values:
+    float32 results are the float64 sums rounded once, float64 ones within 1e-13."""
+    x, h = _col_input(nv, rng, rows, cols, dt, layout, edges)
+    for op, f in [(lib.nv_sum, np.sum), (lib.nv_mean, np.mean)]:
+        got = nv.read(nv.own(call_axes(op, h, (0,), False)))
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = f(x.astype(np.float64), axis=0)
+        assert got.dtype == np_dtype(dt) and got.shape == (cols,)
+        if dt == "float32":
+            with np.errstate(over="ignore"):
+                np.testing.assert_array_equal(got, want.astype(np.float32),
+                                              err_msg=f"rows={rows} cols={cols} {layout}")
+        else:  # within the float64 rounding of a sum of `rows` terms
+            scale = np.abs(x).sum(axis=0) / (rows if f is np.mean else 1)
+            with np.errstate(invalid="ignore"):
+                bound = np.where(np.isfinite(scale), 2 * rows * 2.0 ** -53 * scale, 0)
+                ok = (got == want) | (np.isnan(got) & np.isnan(want)) | (np.abs(got - want) <= bound)
+            assert np.all(ok), f"rows={rows} cols={cols} {layout}: {got[~ok]} want {want[~ok]}"
+
+
+@pytest.mark.parametrize("rows", [32, 256, 257, 3000])
+@pytest.mark.parametrize("layout", ["contiguous", "reversed"])
+def test_float32_column_sums_keep_float64_accuracy(nv, rng, rows, layout):
+    """The accuracy kept: each column is summed in float64 (row groups of 256 joined with
+    Neumaier's compensation) and rounded to float32 once, so against the exact sum the error
+    is within half a float32 ulp of the result plus rows * 2^-52 * sum|x|. Inputs that cancel
+    (values near 1e4 and their negatives with small ones between) would be off by many float32
+    ulps in a float32 accumulation, pairwise included."""
+    cols = 67
+    big = (rng.uniform(1e3, 1e4, (rows // 2, cols))).astype(np.float32)
+    small = rng.standard_normal((rows - 2 * (rows // 2), cols)).astype(np.float32)
+    x = np.concatenate([big, small, -big[::-1] * np.float32(1.0000001)])
+    x = x[rng.permutation(len(x))]
+    got = nv.read(nv.own(call_axes(lib.nv_sum, nv.view(x, layout), (0,), False)))
+    exact = np.array([sum(map(__import__("fractions").Fraction, map(float, c))) for c in x.T])
+    err = np.abs(got.astype(np.float64) - exact.astype(np.float64))
+    ulp = np.spacing(np.abs(got)).astype(np.float64)
+    bound = 0.5 * ulp + rows * 2.0 ** -52 * np.abs(x.astype(np.float64)).sum(axis=0)
+    assert np.all(err <= bound), f"worst error {np.max(err / bound):.3g} of the bound"
+
+
+ARG_DTYPES = ["bool", "int8", "uint8", "int32", "uint32", "int64", "float16", "bfloat16",
+              "float32", "float64"]
+
+
+@pytest.mark.parametrize("n", [1, 16, 17, 511, 512, 513, 5000])
+@pytest.mark.parametrize("dt", ARG_DTYPES)
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "reversed", "transposed", "broadcast"])
+def test_argmax_argmin_many_rows(nv, rng, n, dt, layout):
+    """Many rows one after the other (float32/float64 rows read in place prefetch the row two
+    ahead; the last two rows prefetch none): NumPy's first extreme, first NaN, in every layout."""
+    rows = 41
+    if dt == "bool":
+        x = rng.integers(0, 2, (rows, n)).astype(bool)
+    elif dt in INTS:
+        x = rng.integers(-50 if dt.startswith("int") else 0, 50, (rows, n)).astype(np_dtype(dt))
+    else:
+        x = rng.integers(-4, 5, (rows, n)).astype(np.float32)
+        x[rng.integers(0, rows, rows // 3), rng.integers(0, n, rows // 3)] = np.nan
+        x[rng.integers(0, rows, 5), rng.integers(0, n, 5)] = -0.0
+        x[-1, -1], x[-2, 0] = np.inf, -np.inf
+        x = x.astype(np_dtype(dt))
+    if layout == "broadcast":
+        x = np.ascontiguousarray(np.broadcast_to(x[:1], x.shape))
+        shape, nd = ints(x.shape)
+        h = nv.own(lib.nv_broadcast_to(nv.array(x[:1]), shape, nd))
+        axis = 1
+    else:  # transposed: x's values over a copy of x.T (rows of stride `rows`)
+        h, axis = nv.view(x, layout), 1
+    xr = x if dt == "bool" or dt in INTS else ref64(x)
+    for op, f in [(lib.nv_argmax, np.argmax), (lib.nv_argmin, np.argmin)]:
+        got = nv.read(nv.own(op(h, axis_ptr(axis), False)))
+        np.testing.assert_array_equal(got, f(xr, axis=1), err_msg=f"n={n} {layout}")
+
+
+SORT_ROW_LENGTHS = ROW_LENGTHS + [600, 767, 768, 769, 1000, 1023, 2048, 3001]
+
+
+@pytest.mark.parametrize("n", SORT_ROW_LENGTHS)
+@pytest.mark.parametrize("layout", ["contiguous", "reversed", "broadcast"])
+def test_float32_rows_up_to_1024_sort_in_networks(nv, rng, n, layout):
+    """Rows of up to 1024 float32 sort as two network runs of 512 and a merge, longer ones after
+    partitions into such leaves: the values' bits of NumPy's order, NaN last, -0.0 before
+    +0.0."""
+    x = _rows(rng, n)
+    if layout == "broadcast":
+        x = np.ascontiguousarray(np.broadcast_to(x[1:2], x.shape))
+        shape, nd = ints(x.shape)
+        h = nv.own(lib.nv_broadcast_to(nv.array(x[:1]), shape, nd))
+    else:
+        h = nv.view(x, layout)
+    got = nv.read(nv.own(lib.nv_sort(h, axis_ptr(1))))
+    want = np.sort(x, axis=1)
+    np.testing.assert_array_equal(got, want, err_msg=f"n={n}")
+    for r, row in zip(got, x):
+        assert _zeros_in_order(r)
+        assert np.sum(np.signbit(r) & (r == 0)) == np.sum(np.signbit(row) & (row == 0))
+        nan = np.isnan(row).sum()
+        assert np.all(np.isnan(r[n - nan:]))
+
+
+def _f32_keys(x):
+    """float32 values as unsigned keys in nuvec's order: -0.0 below +0.0, every NaN last."""
+    u = x.view(np.uint32)
+    k = np.where(u & 0x80000000, ~u, u | 0x80000000).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0xFFFFFFFF), k)
+
+
+@pytest.mark.parametrize("n", [64, 200, 4096])
+@pytest.mark.parametrize("k", [1, 8, 16, 64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
+def test_float32_topk_bits_at_the_threshold(nv, rng, n, k, layout):
+    """topk of float32 rows tests blocks on the values against the heap root's float: rows whose
+    k-th largest is a signed zero among both zeros, NaN-heavy rows (the root a NaN), denormals
+    and infinities at the threshold; the values' bits and order are those of a stable sort by
+    key (-0.0 below +0.0, NaN last) and index."""
+    if 8 * k > n:
+        k = n // 8
+    tiny = np.float32(1e-45)
+    rows = [rng.choice(np.array([-0.0, 0.0, -1.0], np.float32), n),
+            np.where(rng.random(n) < 0.6, np.float32(np.nan), rng.standard_normal(n)).astype(np.float32),
+            rng.choice(np.array([tiny, -tiny, 0.0, -0.0, 2 * tiny], np.float32), n),
+            rng.choice(np.array([np.inf, -np.inf, 1.0, np.inf], np.float32), n),
+            np.arange(n, dtype=np.float32), (rng.standard_normal(n) * 5).astype(np.float32)]
+    x = np.stack(rows)
+    got = nv.read(nv.own(lib.nv_topk(nv.view(x, layout), k, axis_ptr(1))))
+    idx = np.argsort(_f32_keys(x), axis=1, kind="stable")[:, n - k:]
+    want = np.take_along_axis(x, idx, axis=1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"n={n} k={k}")
