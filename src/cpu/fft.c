@@ -1,6 +1,9 @@
-/* The fft primitive on the CPU: 1-D transforms of the last axis, rows pool-parallel. Each row is
- * gathered (any input layout) into a contiguous complex buffer, transformed by the engine of
- * fft_plan.c and stored scaled into the row-contiguous output. Inverse complex transforms
+/* The fft primitive on the CPU: 1-D transforms of the last axis, rows pool-parallel. Rows of up
+ * to FFT_LANES_MAX elements (and at least FFT_LANES_MIN_ROWS of them) go NV__FFT_LANES at a time
+ * through the engine's block layout (fft_plan.h): gathered from any input layout into blocks,
+ * transformed with vector butterflies across the rows, stored scaled into the row-contiguous
+ * output. Other rows go one at a time: each is gathered into a contiguous complex buffer,
+ * transformed by the engine of fft_plan.c and stored scaled. Inverse complex transforms
  * conjugate on the way in and out (conj(F(conj x)) is the unnormalized inverse). Real
  * transforms of even length n use one n/2-point complex transform: the real row read as n/2
  * complex pairs (R2C), or the Hermitian half spectrum folded into n/2 complex values whose
@@ -16,6 +19,13 @@
 
 /* Rows gathered together by the complex transforms (c2c_rows). */
 #define FFT_BLOCK 8
+/* The block layout's bounds: the longest complex transform it takes (longer rows run one at a
+ * time, split in four steps by the engine), and the fewest rows (fewer leave most lanes idle). */
+#define FFT_LANES_MAX 4096
+#define FFT_LANES_MIN_ROWS 8
+#define L NV__FFT_LANES
+#define FFT_TILE 16 /* elements per row a tile of the block transposes holds */
+#define LANES for (int b = 0; b < L; b++)
 
 typedef struct fft_job {
   const nv__fft_params *p;
@@ -25,7 +35,10 @@ typedef struct fft_job {
   int64_t in_len, out_len;
   const nv__fft_plan *plan; /* length n (C2C, odd real) or n/2 (even real) */
   const nv__cpx *half;      /* exp(-2πi k / n), k <= n/2 (even real transforms) */
-  int64_t work;             /* complex elements of scratch per row */
+  int64_t plan_len;         /* the plan's length */
+  int64_t work;             /* complex elements of scratch per row, or blocks per block */
+  bool lanes;               /* units of NV__FFT_LANES rows in the block layout */
+  int64_t rows;
   atomic_bool failed;       /* a chunk ran out of memory */
 } fft_job;
 
@@ -118,8 +131,216 @@ static void c2r_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
   }
 }
 
+/* ---- The block layout: NV__FFT_LANES rows at a time ---- */
+
+/* Blocks k < len from complex rows rows[b] (b < nl) at element stride st, imaginary parts
+ * times ci (-1 conjugates); lanes from nl on zero. Adjacent rows (the builders' moveaxis views
+ * of a strided axis) read NV__FFT_LANES neighbouring values per element; other rows are read
+ * FFT_TILE elements of each in turn, so the blocks written stay in the L1 cache. */
+NV_KERNEL_CLONES
+static void load_c(nv__cblk *restrict blk, const nv__cpx *const *rows, int nl, int64_t len,
+                   int64_t st, float ci) {
+  bool adjacent = nl == L;
+  for (int b = 1; adjacent && b < L; b++) adjacent = rows[b] == rows[0] + b;
+  if (adjacent) {
+    const nv__cpx *r = rows[0];
+    for (int64_t k = 0; k < len; k++) LANES {
+        blk[k].re[b] = r[k * st + b].re;
+        blk[k].im[b] = ci * r[k * st + b].im;
+      }
+    return;
+  }
+  for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
+    int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
+    nv__cblk *o = blk + k0;
+    for (int b = 0; b < L; b++) {
+      const nv__cpx *r = rows[b] + k0 * st;
+      if (b >= nl) {
+        for (int64_t k = 0; k < kt; k++) o[k].re[b] = o[k].im[b] = 0.0f;
+      } else if (st == 1) {
+        for (int64_t k = 0; k < kt; k++) {
+          o[k].re[b] = r[k].re;
+          o[k].im[b] = ci * r[k].im;
+        }
+      } else {
+        for (int64_t k = 0; k < kt; k++) {
+          o[k].re[b] = r[k * st].re;
+          o[k].im[b] = ci * r[k * st].im;
+        }
+      }
+    }
+  }
+}
+
+/* Blocks k < len from real rows: pairs (x_2k, x_2k+1) when `pairs` (the even real transforms'
+ * half-length complex rows), else (x_k, 0). */
+NV_KERNEL_CLONES
+static void load_r(nv__cblk *restrict blk, const float *const *rows, int nl, int64_t len,
+                   int64_t st, bool pairs) {
+  for (int b = 0; b < L; b++) {
+    const float *r = rows[b];
+    if (b >= nl) {
+      for (int64_t k = 0; k < len; k++) blk[k].re[b] = blk[k].im[b] = 0.0f;
+    } else if (pairs) {
+      for (int64_t k = 0; k < len; k++) {
+        blk[k].re[b] = r[2 * k * st];
+        blk[k].im[b] = r[(2 * k + 1) * st];
+      }
+    } else {
+      for (int64_t k = 0; k < len; k++) {
+        blk[k].re[b] = r[k * st];
+        blk[k].im[b] = 0.0f;
+      }
+    }
+  }
+}
+
+/* Complex output rows dst + b * rs (b < nl) of length len from the blocks, times (sr, si), by
+ * tiles of FFT_TILE elements (as load_c). */
+NV_KERNEL_CLONES
+static void store_c(nv__cpx *restrict dst, int64_t rs, const nv__cblk *restrict blk, int nl,
+                    int64_t len, float sr, float si) {
+  for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
+    int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
+    const nv__cblk *x = blk + k0;
+    for (int b = 0; b < nl; b++) {
+      nv__cpx *d = dst + b * rs + k0;
+      for (int64_t k = 0; k < kt; k++) d[k] = (nv__cpx){sr * x[k].re[b], si * x[k].im[b]};
+    }
+  }
+}
+
+/* Real output rows: (sc Re z_k, -sc Im z_k) interleaved when `pairs` (the even C2R's outputs
+ * 2k and 2k + 1), else sc Re z_k. */
+NV_KERNEL_CLONES
+static void store_r(float *restrict dst, int64_t rs, const nv__cblk *restrict blk, int nl,
+                    int64_t len, float sc, bool pairs) {
+  for (int b = 0; b < nl; b++) {
+    float *d = dst + b * rs;
+    if (pairs) {
+      for (int64_t k = 0; k < len; k++) {
+        d[2 * k] = sc * blk[k].re[b];
+        d[2 * k + 1] = -sc * blk[k].im[b];
+      }
+    } else {
+      for (int64_t k = 0; k < len; k++) d[k] = sc * blk[k].re[b];
+    }
+  }
+}
+
+/* The even R2C's spectrum from the half-length transform z (h values): o_k for k <= h, as
+ * r2c_row. */
+NV_KERNEL_CLONES
+static void r2c_untangle(nv__cblk *restrict o, const nv__cblk *restrict z, const nv__cpx *half,
+                         int64_t h) {
+  for (int64_t k = 0; k <= h; k++) {
+    const nv__cblk *zk = &z[k == h ? 0 : k], *zc = &z[k == 0 ? 0 : h - k];
+    float tr = half[k].re, ti = half[k].im;
+    LANES {
+      float er = 0.5f * (zk->re[b] + zc->re[b]), ei = 0.5f * (zk->im[b] - zc->im[b]);
+      float orr = 0.5f * (zk->im[b] + zc->im[b]), oi = -0.5f * (zk->re[b] - zc->re[b]);
+      o[k].re[b] = er + tr * orr - ti * oi;
+      o[k].im[b] = ei + tr * oi + ti * orr;
+    }
+  }
+}
+
+/* The even C2R's half-length input from the bins x_k (k <= h), conjugated, as c2r_row. */
+NV_KERNEL_CLONES
+static void c2r_tangle(nv__cblk *restrict a, nv__cblk *restrict x, const nv__cpx *half,
+                       int64_t h) {
+  LANES x[0].im[b] = x[h].im[b] = 0.0f; /* bins 0 and n/2 are real in a Hermitian spectrum */
+  for (int64_t k = 0; k < h; k++) {
+    const nv__cblk *xa = &x[k], *xb = &x[h - k];
+    float tr = half[k].re, ti = -half[k].im;
+    LANES {
+      float sr = xa->re[b] + xb->re[b], si = xa->im[b] - xb->im[b];
+      float dr = xa->re[b] - xb->re[b], di = xa->im[b] + xb->im[b];
+      float pr = tr * dr - ti * di, pi = tr * di + ti * dr;
+      a[k].re[b] = sr - pi;
+      a[k].im[b] = -(si + pr);
+    }
+  }
+}
+
+/* The odd C2R's whole conjugated spectrum from its m = n/2 + 1 bins x: conj x_k for k < m,
+ * x_{n-k} above. */
+NV_KERNEL_CLONES
+static void c2r_extend(nv__cblk *restrict a, const nv__cblk *restrict x, int64_t m, int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    const nv__cblk *v = &x[k < m ? k : n - k];
+    float ci = k < m ? -1.0f : 1.0f;
+    LANES {
+      a[k].re[b] = v->re[b];
+      a[k].im[b] = ci * v->im[b];
+    }
+  }
+}
+
+/* Rows [r0, r0 + nl) (nl <= NV__FFT_LANES) in the block layout: `a` holds the transform's
+ * blocks, `o` the real kinds' bins, `w` the engine's work. */
+static void lanes_rows(const fft_job *j, int64_t r0, int nl, nv__cblk *a, nv__cblk *o,
+                       nv__cblk *w) {
+  const nv__output *in = j->in;
+  int64_t n = j->p->n, st = in->strides[in->ndim - 1], h = n / 2;
+  const char *src[L];
+  size_t es = j->p->kind == NV__FFT_R2C ? sizeof(float) : sizeof(nv__cpx);
+  for (int b = 0; b < L; b++)
+    src[b] = j->src + (size_t)row_offset(in, r0 + (b < nl ? b : 0)) * es;
+  float sc = (float)j->p->scale;
+  nv__cblk *f;
+  switch (j->p->kind) {
+    case NV__FFT_R2C:
+      load_r(a, (const float *const *)src, nl, n % 2 ? n : h, st, n % 2 == 0);
+      f = nv__fft_forward_lanes(j->plan, a, w);
+      if (n % 2 == 0) {
+        r2c_untangle(o, f, j->half, h);
+        f = o;
+      }
+      store_c((nv__cpx *)j->dst + r0 * j->out_len, j->out_len, f, nl, j->out_len, sc, sc);
+      break;
+    case NV__FFT_C2R:
+      load_c(o, (const nv__cpx *const *)src, nl, j->in_len, st, 1.0f);
+      if (n % 2) {
+        c2r_extend(a, o, j->in_len, n);
+      } else {
+        c2r_tangle(a, o, j->half, h);
+      }
+      f = nv__fft_forward_lanes(j->plan, a, w);
+      store_r((float *)j->dst + r0 * n, n, f, nl, n % 2 ? n : h, sc, n % 2 == 0);
+      break;
+    default: {
+      float c = j->p->kind == NV__FFT_C2C_INVERSE ? -1.0f : 1.0f;
+      load_c(a, (const nv__cpx *const *)src, nl, n, st, c);
+      f = nv__fft_forward_lanes(j->plan, a, w);
+      store_c((nv__cpx *)j->dst + r0 * n, n, f, nl, n, sc, c * sc);
+      break;
+    }
+  }
+}
+
+static void fft_lanes(fft_job *j, int64_t begin, int64_t end) {
+  int64_t n = j->p->n, na = j->plan_len, no = j->p->kind >= NV__FFT_R2C ? n / 2 + 1 : 0;
+  size_t bytes = (size_t)(na + no + j->work) * sizeof(nv__cblk) + 64;
+  char *raw = nv__malloc(bytes);
+  if (!raw) {
+    atomic_store(&j->failed, true);
+    return;
+  }
+  nv__cblk *a = (nv__cblk *)(raw + (64 - (uintptr_t)raw % 64) % 64), *o = a + na, *w = o + no;
+  for (int64_t u = begin; u < end; u++) {
+    int64_t r0 = u * L;
+    lanes_rows(j, r0, j->rows - r0 < L ? (int)(j->rows - r0) : L, a, o, w);
+  }
+  nv__free(raw);
+}
+
 static void fft_rows(void *ctx, int64_t begin, int64_t end) {
   fft_job *j = ctx;
+  if (j->lanes) {
+    fft_lanes(j, begin, end);
+    return;
+  }
   int64_t n = j->p->n;
   nv__cpx *buf = nv__malloc((size_t)(FFT_BLOCK * n + j->work) * sizeof(nv__cpx));
   if (!buf) {
@@ -167,10 +388,15 @@ static nv_status k_fft(nv__node *node, const nv__operand *in, int donated) {
                        (long long)p->n);
   } else {
     j.plan = plan;
+    j.plan_len = even ? p->n / 2 : p->n;
     j.half = even ? nv__fft_plan_half_twiddles(plan) : NULL;
-    j.work = nv__fft_plan_work(plan);
-    int64_t rows = out->size / j.out_len, grain = 32768 / (p->n > 0 ? p->n : 1);
-    nv__parallel_for(rows, grain > 1 ? grain : 1, fft_rows, &j);
+    j.rows = out->size / j.out_len;
+    j.lanes = j.plan_len <= FFT_LANES_MAX && j.rows >= FFT_LANES_MIN_ROWS;
+    j.work = j.lanes ? nv__fft_plan_work_lanes(plan) : nv__fft_plan_work(plan);
+    /* Units of work: blocks of rows or rows, about 32768 elements a chunk at least. */
+    int64_t per = j.lanes ? L : 1, units = (j.rows + per - 1) / per;
+    int64_t grain = 32768 / (p->n * per > 0 ? p->n * per : 1);
+    nv__parallel_for(units, grain > 1 ? grain : 1, fft_rows, &j);
     if (atomic_load(&j.failed))
       st = nv__set_error(NV_ERR_OUT_OF_MEMORY, "fft: out of memory for work buffers of length %lld",
                          (long long)p->n);
