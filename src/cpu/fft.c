@@ -74,6 +74,49 @@ static void c2c_rows(const fft_job *j, int64_t r0, int nb, nv__cpx *a, nv__cpx *
   }
 }
 
+/* The even R2C's spectrum from the half-length transform z (h values) of the row read as
+ * complex pairs: E = (Z_k + conj Z_{h-k}) / 2, O = (Z_k - conj Z_{h-k}) / 2i,
+ * X_k = sc (E + exp(-2πi k/n) O), for k <= h (Z_h is Z_0). */
+NV_KERNEL_CLONES
+static void r2c_untangle_row(nv__cpx *restrict dst, const nv__cpx *restrict z,
+                             const nv__cpx *half, int64_t h, float sc) {
+  float r0 = z[0].re, i0 = z[0].im;
+  dst[0] = (nv__cpx){sc * (r0 + i0), 0.0f};
+  dst[h] = (nv__cpx){sc * (r0 - i0), 0.0f};
+  for (int64_t k = 1; k < h; k++) {
+    nv__cpx zk = z[k], zc = z[h - k], t = half[k];
+    float er = 0.5f * (zk.re + zc.re), ei = 0.5f * (zk.im - zc.im);
+    float orr = 0.5f * (zk.im + zc.im), oi = -0.5f * (zk.re - zc.re);
+    dst[k] = (nv__cpx){sc * (er + t.re * orr - t.im * oi), sc * (ei + t.re * oi + t.im * orr)};
+  }
+}
+
+/* The even C2R's half-length input from the bins x_k (k <= h, element stride st):
+ * Z_k = (X_k + conj X_{h-k}) + i exp(2πi k/n) (X_k - conj X_{h-k}), conjugated for the forward
+ * engine; the imaginary parts of bins 0 and h are ignored (a Hermitian spectrum's are zero). */
+NV_KERNEL_CLONES
+static void c2r_tangle_row(nv__cpx *restrict a, const nv__cpx *restrict x, int64_t st,
+                           const nv__cpx *half, int64_t h) {
+  float x0 = x[0].re, xh = x[h * st].re;
+  a[0] = (nv__cpx){x0 + xh, -(x0 - xh)};
+  for (int64_t k = 1; k < h; k++) {
+    nv__cpx xa = x[k * st], xb = x[(h - k) * st];
+    float sr = xa.re + xb.re, si = xa.im - xb.im, dr = xa.re - xb.re, di = xa.im + xb.im;
+    float tr = half[k].re, ti = -half[k].im;
+    float pr = tr * dr - ti * di, pi = tr * di + ti * dr;
+    a[k] = (nv__cpx){sr - pi, -(si + pr)};
+  }
+}
+
+/* The even C2R's outputs 2k and 2k + 1: sc Re z_k and -sc Im z_k. */
+NV_KERNEL_CLONES
+static void c2r_store_row(float *restrict dst, const nv__cpx *restrict z, int64_t h, float sc) {
+  for (int64_t k = 0; k < h; k++) {
+    dst[2 * k] = sc * z[k].re;
+    dst[2 * k + 1] = -sc * z[k].im;
+  }
+}
+
 static void r2c_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
   const nv__output *o = j->in;
   int64_t n = j->p->n, st = o->strides[o->ndim - 1];
@@ -87,16 +130,12 @@ static void r2c_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
     return;
   }
   int64_t h = n / 2;
-  for (int64_t k = 0; k < h; k++) a[k] = (nv__cpx){src[2 * k * st], src[(2 * k + 1) * st]};
-  nv__cpx *z = nv__fft_forward(j->plan, a, w);
-  for (int64_t k = 0; k <= h; k++) {
-    nv__cpx zk = z[k == h ? 0 : k], zc = z[k == 0 ? 0 : h - k];
-    /* E = (Z_k + conj Z_{h-k}) / 2, O = (Z_k - conj Z_{h-k}) / 2i, X_k = E + exp(-2πi k/n) O */
-    float er = 0.5f * (zk.re + zc.re), ei = 0.5f * (zk.im - zc.im);
-    float orr = 0.5f * (zk.im + zc.im), oi = -0.5f * (zk.re - zc.re);
-    nv__cpx t = j->half[k];
-    dst[k] = (nv__cpx){sc * (er + t.re * orr - t.im * oi), sc * (ei + t.re * oi + t.im * orr)};
+  if (st == 1) {
+    memcpy(a, src, (size_t)n * sizeof(float)); /* the pairs (x_2k, x_2k+1) as complex values */
+  } else {
+    for (int64_t k = 0; k < h; k++) a[k] = (nv__cpx){src[2 * k * st], src[(2 * k + 1) * st]};
   }
+  r2c_untangle_row(dst, nv__fft_forward(j->plan, a, w), j->half, h, sc);
 }
 
 static void c2r_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
@@ -115,20 +154,8 @@ static void c2r_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
     return;
   }
   int64_t h = n / 2;
-  for (int64_t k = 0; k < h; k++) {
-    nv__cpx xa = src[k * st], xb = src[(h - k) * st];
-    if (k == 0) xa.im = xb.im = 0.0f; /* bins 0 and n/2 are real in a Hermitian spectrum */
-    /* Z_k = (X_k + conj X_{h-k}) + i exp(2πi k/n) (X_k - conj X_{h-k}), conjugated. */
-    float sr = xa.re + xb.re, si = xa.im - xb.im, dr = xa.re - xb.re, di = xa.im + xb.im;
-    nv__cpx t = {j->half[k].re, -j->half[k].im};
-    float pr = t.re * dr - t.im * di, pi = t.re * di + t.im * dr;
-    a[k] = (nv__cpx){sr - pi, -(si + pr)};
-  }
-  nv__cpx *z = nv__fft_forward(j->plan, a, w);
-  for (int64_t k = 0; k < h; k++) {
-    dst[2 * k] = sc * z[k].re;
-    dst[2 * k + 1] = -sc * z[k].im;
-  }
+  c2r_tangle_row(a, src, st, j->half, h);
+  c2r_store_row(dst, nv__fft_forward(j->plan, a, w), h, sc);
 }
 
 /* ---- The block layout: NV__FFT_LANES rows at a time ---- */

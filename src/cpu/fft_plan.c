@@ -35,6 +35,7 @@
 #define FFT_CACHE 64
 #define FFT_FOUR_STEP 2048 /* row transforms at least this long split in four steps */
 #define L NV__FFT_LANES
+#define FFT_TILE 16 /* elements per row a tile of load_rows holds */
 
 struct nv__fft_plan {
   int64_t n;
@@ -625,20 +626,25 @@ static void store_twiddled(nv__cpx *restrict x, const nv__cblk *restrict blk,
   }
 }
 
-/* Blocks k < len from nl rows of length len at x + b * rs (a transpose); lanes from nl on
+/* Blocks k < len from nl rows of length len at x + b * rs (a transpose, by tiles of
+ * FFT_TILE elements of each row so the blocks written stay in the L1 cache); lanes from nl on
  * zero. */
 NV_KERNEL_CLONES
 static void load_rows(nv__cblk *restrict blk, const nv__cpx *restrict x, int64_t len, int64_t rs,
                       int nl) {
-  for (int b = 0; b < L; b++) {
-    const nv__cpx *r = x + b * rs;
-    if (b < nl) {
-      for (int64_t k = 0; k < len; k++) {
-        blk[k].re[b] = r[k].re;
-        blk[k].im[b] = r[k].im;
+  for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
+    int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
+    nv__cblk *o = blk + k0;
+    for (int b = 0; b < L; b++) {
+      const nv__cpx *r = x + b * rs + k0;
+      if (b < nl) {
+        for (int64_t k = 0; k < kt; k++) {
+          o[k].re[b] = r[k].re;
+          o[k].im[b] = r[k].im;
+        }
+      } else {
+        for (int64_t k = 0; k < kt; k++) o[k].re[b] = o[k].im[b] = 0.0f;
       }
-    } else {
-      for (int64_t k = 0; k < len; k++) blk[k].re[b] = blk[k].im[b] = 0.0f;
     }
   }
 }
