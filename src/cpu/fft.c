@@ -180,6 +180,12 @@ static void load_c(nv__cblk *restrict blk, const nv__cpx *const *rows, int nl, i
   for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
     int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
     nv__cblk *o = blk + k0;
+    if (kt == FFT_TILE && nl == L && st == 1) {
+      const nv__cpx *t[L];
+      for (int b = 0; b < L; b++) t[b] = rows[b] + k0;
+      nv__fft_tile_in(o, t, ci);
+      continue;
+    }
     for (int b = 0; b < L; b++) {
       const nv__cpx *r = rows[b] + k0 * st;
       if (b >= nl) {
@@ -200,23 +206,34 @@ static void load_c(nv__cblk *restrict blk, const nv__cpx *const *rows, int nl, i
 }
 
 /* Blocks k < len from real rows: pairs (x_2k, x_2k+1) when `pairs` (the even real transforms'
- * half-length complex rows), else (x_k, 0). */
+ * half-length complex rows), else (x_k, 0); by tiles as load_c. */
 NV_KERNEL_CLONES
 static void load_r(nv__cblk *restrict blk, const float *const *rows, int nl, int64_t len,
                    int64_t st, bool pairs) {
-  for (int b = 0; b < L; b++) {
-    const float *r = rows[b];
-    if (b >= nl) {
-      for (int64_t k = 0; k < len; k++) blk[k].re[b] = blk[k].im[b] = 0.0f;
-    } else if (pairs) {
-      for (int64_t k = 0; k < len; k++) {
-        blk[k].re[b] = r[2 * k * st];
-        blk[k].im[b] = r[(2 * k + 1) * st];
-      }
-    } else {
-      for (int64_t k = 0; k < len; k++) {
-        blk[k].re[b] = r[k * st];
-        blk[k].im[b] = 0.0f;
+  int64_t w = pairs ? 2 : 1;
+  for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
+    int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
+    nv__cblk *o = blk + k0;
+    if (kt == FFT_TILE && nl == L && st == 1 && pairs) {
+      const nv__cpx *t[L]; /* the pairs read as complex values */
+      for (int b = 0; b < L; b++) t[b] = (const nv__cpx *)(rows[b] + 2 * k0);
+      nv__fft_tile_in(o, t, 1.0f);
+      continue;
+    }
+    for (int b = 0; b < L; b++) {
+      const float *r = rows[b] + w * k0 * st;
+      if (b >= nl) {
+        for (int64_t k = 0; k < kt; k++) o[k].re[b] = o[k].im[b] = 0.0f;
+      } else if (pairs) {
+        for (int64_t k = 0; k < kt; k++) {
+          o[k].re[b] = r[2 * k * st];
+          o[k].im[b] = r[(2 * k + 1) * st];
+        }
+      } else {
+        for (int64_t k = 0; k < kt; k++) {
+          o[k].re[b] = r[k * st];
+          o[k].im[b] = 0.0f;
+        }
       }
     }
   }
@@ -230,6 +247,12 @@ static void store_c(nv__cpx *restrict dst, int64_t rs, const nv__cblk *restrict 
   for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
     int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
     const nv__cblk *x = blk + k0;
+    if (kt == FFT_TILE && nl == L) {
+      nv__cpx *t[L];
+      for (int b = 0; b < L; b++) t[b] = dst + b * rs + k0;
+      nv__fft_tile_out(t, x, sr, si);
+      continue;
+    }
     for (int b = 0; b < nl; b++) {
       nv__cpx *d = dst + b * rs + k0;
       for (int64_t k = 0; k < kt; k++) d[k] = (nv__cpx){sr * x[k].re[b], si * x[k].im[b]};

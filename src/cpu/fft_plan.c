@@ -37,11 +37,18 @@
 #define L NV__FFT_LANES
 #define FFT_TILE 16 /* elements per row a tile of load_rows holds */
 
-struct nv__fft_plan {
-  int64_t n;
-  int nstages;
+/* A decomposition of n into Stockham stages: their radices and twiddles. */
+typedef struct fft_stages {
+  int n;
   int radix[FFT_MAX_STAGES];
   nv__cpx *tw[FFT_MAX_STAGES]; /* stage twiddles: [q * (p - 1) + u - 1] */
+} fft_stages;
+
+struct nv__fft_plan {
+  int64_t n;
+  /* The stages of one row (radices 4, 2, 3, 5, other primes) and of the block layout (8
+   * first: its vector butterflies keep a radix-8 stage's values in registers). */
+  fft_stages row, blk;
   nv__cpx *half;               /* exp(-2πi k / 2n), k = 0 .. n (real transforms of 2n) */
   /* Bluestein (inner != NULL): the M-point plan, the chirp w_j (j < n) and the filter. */
   nv__fft_plan *inner;
@@ -77,7 +84,8 @@ static int largest_prime(int64_t n) {
 
 void nv__fft_plan_free(nv__fft_plan *p) {
   if (!p) return;
-  for (int i = 0; i < p->nstages; i++) nv__free(p->tw[i]);
+  for (int i = 0; i < p->row.n; i++) nv__free(p->row.tw[i]);
+  for (int i = 0; i < p->blk.n; i++) nv__free(p->blk.tw[i]);
   nv__free(p->half);
   nv__free(p->chirp);
   nv__free(p->filt);
@@ -155,6 +163,27 @@ static bool plan_four_step(nv__fft_plan *p, int64_t n1) {
   return true;
 }
 
+/* The stages of n: radix `first` (8 or 4) as often as it divides, then 4, 2, 3, 5 and the other
+ * primes. */
+static bool stages_new(fft_stages *st, int64_t n, int first) {
+  int64_t r = n;
+  while (r % first == 0) st->radix[st->n++] = first, r /= first;
+  while (r % 4 == 0) st->radix[st->n++] = 4, r /= 4;
+  for (int f = 2; r > 1; f++)
+    while (r % f == 0) st->radix[st->n++] = f, r /= f;
+  int64_t len = n;
+  for (int i = 0; i < st->n; i++) {
+    int rad = st->radix[i];
+    int64_t m = len / rad;
+    st->tw[i] = nv__malloc((size_t)(m * (rad - 1) > 0 ? m * (rad - 1) : 1) * sizeof(nv__cpx));
+    if (!st->tw[i]) return false;
+    for (int64_t q = 0; q < m; q++)
+      for (int u = 1; u < rad; u++) st->tw[i][q * (rad - 1) + u - 1] = root(u * q, len);
+    len = m;
+  }
+  return true;
+}
+
 /* A plan of length n; `split` allows the four-step form (the sub-plans of one never split:
  * they run in the block layout only). */
 static nv__fft_plan *plan_new(int64_t n, bool split) {
@@ -169,24 +198,7 @@ static nv__fft_plan *plan_new(int64_t n, bool split) {
   if (ok && largest_prime(n) > FFT_MAX_DIRECT) {
     ok = plan_bluestein(p);
   } else if (ok) {
-    /* Radices: 4s first, then 2, 3, 5 and the other primes. */
-    int64_t r = n;
-    while (r % 4 == 0) p->radix[p->nstages++] = 4, r /= 4;
-    for (int f = 2; r > 1; f++)
-      while (r % f == 0) p->radix[p->nstages++] = f, r /= f;
-    int64_t len = n;
-    for (int i = 0; ok && i < p->nstages; i++) {
-      int rad = p->radix[i];
-      int64_t m = len / rad;
-      p->tw[i] = nv__malloc((size_t)(m * (rad - 1) > 0 ? m * (rad - 1) : 1) * sizeof(nv__cpx));
-      if (!p->tw[i]) {
-        ok = false;
-        break;
-      }
-      for (int64_t q = 0; q < m; q++)
-        for (int u = 1; u < rad; u++) p->tw[i][q * (rad - 1) + u - 1] = root(u * q, len);
-      len = m;
-    }
+    ok = stages_new(&p->row, n, 4) && stages_new(&p->blk, n, 8);
     int64_t n1 = split ? four_step_split(n) : 0;
     if (ok && n1) ok = plan_four_step(p, n1);
   }
@@ -498,6 +510,65 @@ static void stage5_l(const nv__cblk *restrict x, nv__cblk *restrict y, const nv_
   }
 }
 
+/* Radix 8: the 4-point DFTs E of the even and O of the odd inputs, b_u = E_u + W^u O_u and
+ * b_{u+4} = E_u - W^u O_u (W = exp(-2πi/8)). */
+NV_KERNEL_CLONES
+static void stage8_l(const nv__cblk *restrict x, nv__cblk *restrict y, const nv__cpx *tw,
+                     int64_t m, int64_t s) {
+  const float r2 = 0.70710678118654752440f; /* 1/√2 */
+  for (int64_t q = 0; q < m; q++) {
+    nv__cpx w1 = tw[7 * q], w2 = tw[7 * q + 1], w3 = tw[7 * q + 2], w4 = tw[7 * q + 3],
+            w5 = tw[7 * q + 4], w6 = tw[7 * q + 5], w7 = tw[7 * q + 6];
+    for (int64_t t = 0; t < s; t++) {
+      const nv__cblk *x0 = x + s * q + t;
+      nv__cblk *y0 = y + s * 8 * q + t;
+      int64_t sm = s * m;
+      const nv__cblk *x1 = x0 + sm, *x2 = x1 + sm, *x3 = x2 + sm, *x4 = x3 + sm, *x5 = x4 + sm,
+                     *x6 = x5 + sm, *x7 = x6 + sm;
+      nv__cblk *y1 = y0 + s, *y2 = y1 + s, *y3 = y2 + s, *y4 = y3 + s, *y5 = y4 + s,
+               *y6 = y5 + s, *y7 = y6 + s;
+      LANES {
+        /* E from a0, a2, a4, a6; O from a1, a3, a5, a7 (each as stage4's butterfly) */
+        float es02r = x0->re[b] + x4->re[b], es02i = x0->im[b] + x4->im[b];
+        float ed02r = x0->re[b] - x4->re[b], ed02i = x0->im[b] - x4->im[b];
+        float es13r = x2->re[b] + x6->re[b], es13i = x2->im[b] + x6->im[b];
+        float ed13r = x2->re[b] - x6->re[b], ed13i = x2->im[b] - x6->im[b];
+        float os02r = x1->re[b] + x5->re[b], os02i = x1->im[b] + x5->im[b];
+        float od02r = x1->re[b] - x5->re[b], od02i = x1->im[b] - x5->im[b];
+        float os13r = x3->re[b] + x7->re[b], os13i = x3->im[b] + x7->im[b];
+        float od13r = x3->re[b] - x7->re[b], od13i = x3->im[b] - x7->im[b];
+        float e0r = es02r + es13r, e0i = es02i + es13i, e2r = es02r - es13r, e2i = es02i - es13i;
+        float e1r = ed02r + ed13i, e1i = ed02i - ed13r, e3r = ed02r - ed13i, e3i = ed02i + ed13r;
+        float o0r = os02r + os13r, o0i = os02i + os13i, o2r = os02r - os13r, o2i = os02i - os13i;
+        float o1r = od02r + od13i, o1i = od02i - od13r, o3r = od02r - od13i, o3i = od02i + od13r;
+        /* W O_1 = O_1 (1 - i)/√2, W² O_2 = -i O_2, W³ O_3 = -O_3 (1 + i)/√2 */
+        float t1r = r2 * (o1r + o1i), t1i = r2 * (o1i - o1r);
+        float t3r = r2 * (o3i - o3r), t3i = -r2 * (o3r + o3i);
+        float b1r = e1r + t1r, b1i = e1i + t1i, b5r = e1r - t1r, b5i = e1i - t1i;
+        float b2r = e2r + o2i, b2i = e2i - o2r, b6r = e2r - o2i, b6i = e2i + o2r;
+        float b3r = e3r + t3r, b3i = e3i + t3i, b7r = e3r - t3r, b7i = e3i - t3i;
+        float b4r = e0r - o0r, b4i = e0i - o0i;
+        y0->re[b] = e0r + o0r;
+        y0->im[b] = e0i + o0i;
+        y1->re[b] = b1r * w1.re - b1i * w1.im;
+        y1->im[b] = b1r * w1.im + b1i * w1.re;
+        y2->re[b] = b2r * w2.re - b2i * w2.im;
+        y2->im[b] = b2r * w2.im + b2i * w2.re;
+        y3->re[b] = b3r * w3.re - b3i * w3.im;
+        y3->im[b] = b3r * w3.im + b3i * w3.re;
+        y4->re[b] = b4r * w4.re - b4i * w4.im;
+        y4->im[b] = b4r * w4.im + b4i * w4.re;
+        y5->re[b] = b5r * w5.re - b5i * w5.im;
+        y5->im[b] = b5r * w5.im + b5i * w5.re;
+        y6->re[b] = b6r * w6.re - b6i * w6.im;
+        y6->im[b] = b6r * w6.im + b6i * w6.re;
+        y7->re[b] = b7r * w7.re - b7i * w7.im;
+        y7->im[b] = b7r * w7.im + b7i * w7.re;
+      }
+    }
+  }
+}
+
 /* A stage of an odd prime radix p <= FFT_MAX_DIRECT in the block layout. */
 NV_KERNEL_CLONES
 static void stage_generic_l(const nv__cblk *restrict x, nv__cblk *restrict y, const nv__cpx *tw,
@@ -561,15 +632,17 @@ nv__cblk *nv__fft_forward_lanes(const nv__fft_plan *p, nv__cblk *a, nv__cblk *wo
   if (p->inner) return bluestein_lanes(p, a, work);
   nv__cblk *x = a, *y = work;
   int64_t len = p->n, s = 1;
-  for (int i = 0; i < p->nstages; i++) {
-    int rad = p->radix[i];
+  for (int i = 0; i < p->blk.n; i++) {
+    int rad = p->blk.radix[i];
+    const nv__cpx *tw = p->blk.tw[i];
     int64_t m = len / rad;
     switch (rad) {
-      case 2: stage2_l(x, y, p->tw[i], m, s); break;
-      case 3: stage3_l(x, y, p->tw[i], m, s); break;
-      case 4: stage4_l(x, y, p->tw[i], m, s); break;
-      case 5: stage5_l(x, y, p->tw[i], m, s); break;
-      default: stage_generic_l(x, y, p->tw[i], m, s, rad); break;
+      case 2: stage2_l(x, y, tw, m, s); break;
+      case 3: stage3_l(x, y, tw, m, s); break;
+      case 4: stage4_l(x, y, tw, m, s); break;
+      case 5: stage5_l(x, y, tw, m, s); break;
+      case 8: stage8_l(x, y, tw, m, s); break;
+      default: stage_generic_l(x, y, tw, m, s, rad); break;
     }
     nv__cblk *t = x;
     x = y;
@@ -635,6 +708,12 @@ static void load_rows(nv__cblk *restrict blk, const nv__cpx *restrict x, int64_t
   for (int64_t k0 = 0; k0 < len; k0 += FFT_TILE) {
     int64_t kt = len - k0 < FFT_TILE ? len - k0 : FFT_TILE;
     nv__cblk *o = blk + k0;
+    if (kt == FFT_TILE && nl == L) {
+      const nv__cpx *t[L];
+      for (int b = 0; b < L; b++) t[b] = x + b * rs + k0;
+      nv__fft_tile_in(o, t, 1.0f);
+      continue;
+    }
     for (int b = 0; b < L; b++) {
       const nv__cpx *r = x + b * rs + k0;
       if (b < nl) {
@@ -690,15 +769,16 @@ nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
   if (p->p1) return four_step(p, a, work);
   nv__cpx *x = a, *y = work;
   int64_t len = p->n, s = 1;
-  for (int i = 0; i < p->nstages; i++) {
-    int rad = p->radix[i];
+  for (int i = 0; i < p->row.n; i++) {
+    int rad = p->row.radix[i];
+    const nv__cpx *tw = p->row.tw[i];
     int64_t m = len / rad;
     switch (rad) {
-      case 2: stage2(x, y, p->tw[i], m, s); break;
-      case 3: stage3(x, y, p->tw[i], m, s); break;
-      case 4: stage4(x, y, p->tw[i], m, s); break;
-      case 5: stage5(x, y, p->tw[i], m, s); break;
-      default: stage_generic(x, y, p->tw[i], m, s, rad); break;
+      case 2: stage2(x, y, tw, m, s); break;
+      case 3: stage3(x, y, tw, m, s); break;
+      case 4: stage4(x, y, tw, m, s); break;
+      case 5: stage5(x, y, tw, m, s); break;
+      default: stage_generic(x, y, tw, m, s, rad); break;
     }
     nv__cpx *t = x;
     x = y;
