@@ -130,12 +130,15 @@ static void r2c_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
     return;
   }
   int64_t h = n / 2;
+  nv__cpx *z;
   if (st == 1) {
-    memcpy(a, src, (size_t)n * sizeof(float)); /* the pairs (x_2k, x_2k+1) as complex values */
+    /* the pairs (x_2k, x_2k+1) read as complex values */
+    z = nv__fft_forward_from(j->plan, (const nv__cpx *)src, a, w);
   } else {
     for (int64_t k = 0; k < h; k++) a[k] = (nv__cpx){src[2 * k * st], src[(2 * k + 1) * st]};
+    z = nv__fft_forward(j->plan, a, w);
   }
-  r2c_untangle_row(dst, nv__fft_forward(j->plan, a, w), j->half, h, sc);
+  r2c_untangle_row(dst, z, j->half, h, sc);
 }
 
 static void c2r_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
@@ -392,13 +395,15 @@ static void fft_rows(void *ctx, int64_t begin, int64_t end) {
     return;
   }
   int64_t n = j->p->n;
-  nv__cpx *buf = nv__malloc((size_t)(FFT_BLOCK * n + j->work) * sizeof(nv__cpx));
+  /* Complex rows gathered from a strided axis come FFT_BLOCK at a time (c2c_rows). */
+  bool unit = j->in->strides[j->in->ndim - 1] == 1;
+  int64_t nrows = j->p->kind <= NV__FFT_C2C_INVERSE && !unit ? FFT_BLOCK : 1;
+  nv__cpx *buf = nv__malloc((size_t)(nrows * n + j->work) * sizeof(nv__cpx));
   if (!buf) {
     atomic_store(&j->failed, true); /* any chunk's failure fails the node */
     return;
   }
-  nv__cpx *a = buf, *w = buf + FFT_BLOCK * n;
-  bool unit = j->in->strides[j->in->ndim - 1] == 1;
+  nv__cpx *a = buf, *w = buf + nrows * n;
   for (int64_t r = begin; r < end;) {
     int nb = 1;
     switch (j->p->kind) {

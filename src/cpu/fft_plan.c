@@ -745,13 +745,15 @@ static void store_adjacent(nv__cpx *restrict y, const nv__cblk *restrict blk, in
   }
 }
 
-static nv__cpx *four_step(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
+/* The four-step transform of x (which may be a): the columns' results go to a, the rows' to
+ * the start of work. */
+static nv__cpx *four_step(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a, nv__cpx *work) {
   int64_t n1 = p->n1, n2 = p->n2;
   nv__cpx *out = work;
   nv__cblk *blk = (nv__cblk *)(work + p->n), *bw = blk + (n1 > n2 ? n1 : n2);
   for (int64_t j2 = 0; j2 < n2; j2 += L) {
     int nl = n2 - j2 < L ? (int)(n2 - j2) : L;
-    load_adjacent(blk, a + j2, n1, n2, nl);
+    load_adjacent(blk, x + j2, n1, n2, nl);
     nv__cblk *r = nv__fft_forward_lanes(p->p1, blk, bw);
     store_twiddled(a + j2, r, p->twr + j2, p->twi + j2, n1, n2, nl);
   }
@@ -766,7 +768,7 @@ static nv__cpx *four_step(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
 
 nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
   if (p->inner) return bluestein(p, a, work);
-  if (p->p1) return four_step(p, a, work);
+  if (p->p1) return four_step(p, a, a, work);
   nv__cpx *x = a, *y = work;
   int64_t len = p->n, s = 1;
   for (int i = 0; i < p->row.n; i++) {
@@ -787,4 +789,11 @@ nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
     s *= rad;
   }
   return x;
+}
+
+nv__cpx *nv__fft_forward_from(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a,
+                              nv__cpx *work) {
+  if (p->p1) return four_step(p, x, a, work);
+  memcpy(a, x, (size_t)p->n * sizeof(nv__cpx));
+  return nv__fft_forward(p, a, work);
 }

@@ -131,6 +131,11 @@ int64_t nv__fft_plan_work(const nv__fft_plan *p);
  * (nv__fft_plan_work elements); returns where the result is (`a` or inside `work`). */
 nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work);
 
+/* nv__fft_forward of the n values at x, left unchanged: `a` is n elements of scratch (a
+ * four-step transform reads x in place of a copy). */
+nv__cpx *nv__fft_forward_from(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a,
+                              nv__cpx *work);
+
 /* Blocks of work memory a block transform of plan p needs (beside its n blocks). */
 int64_t nv__fft_plan_work_lanes(const nv__fft_plan *p);
 
