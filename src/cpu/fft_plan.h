@@ -1,7 +1,8 @@
 /* The CPU FFT engine (src/cpu/fft_plan.c): mixed-radix Stockham transforms of complex float32
- * data (radices 4, 2, 3, 5 and a direct DFT for other primes up to FFT_MAX_DIRECT), Bluestein's
- * chirp convolution for lengths with a larger prime factor, a four-step split for long rows, and
- * the plans' twiddles, computed in float64 and cached per length.
+ * data (radices 8 in the block layout, 4, 2, 3, 5 and a direct DFT for other primes up to
+ * FFT_MAX_DIRECT), Bluestein's chirp convolution for lengths with a larger prime factor, a
+ * four-step split for long rows, and the plans' twiddles, computed in float64 and cached per
+ * length.
  *
  * Two layouts: one row of interleaved complex values (nv__cpx), or NV__FFT_LANES rows at once in
  * blocks (nv__cblk: element k of every row, real parts then imaginary parts), whose butterflies
