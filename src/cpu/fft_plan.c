@@ -661,6 +661,11 @@ static void load_adjacent(nv__cblk *restrict blk, const nv__cpx *restrict x, int
                           int64_t es, int nl) {
   for (int64_t k = 0; k < len; k++) {
     const nv__cpx *r = x + k * es;
+    /* The next column block's two cache lines of this row (read while this one transforms: a
+     * long row's columns come from memory at a stride the hardware prefetchers do not follow).
+     * A prefetch past the row's end reads nothing and cannot fault. */
+    __builtin_prefetch(r + L);
+    __builtin_prefetch(r + L + 8);
     if (nl == L) {
       LANES {
         blk[k].re[b] = r[b].re;
