@@ -1,6 +1,6 @@
 /* The fft primitive on the CPU: 1-D transforms of the last axis, rows pool-parallel. Rows of up
- * to FFT_LANES_MAX elements (and at least FFT_LANES_MIN_ROWS of them) go NV__FFT_LANES at a time
- * through the engine's block layout (fft_plan.h): gathered from any input layout into blocks,
+ * to NV__FFT_LANES_MAX elements (and at least FFT_LANES_MIN_ROWS of them) go NV__FFT_LANES at a
+ * time through the engine's block layout (fft_plan.h): gathered from any input layout into blocks,
  * transformed with vector butterflies across the rows, stored scaled into the row-contiguous
  * output. Other rows go one at a time: each is gathered into a contiguous complex buffer,
  * transformed by the engine of fft_plan.c and stored scaled. Inverse complex transforms
@@ -19,9 +19,8 @@
 
 /* Rows gathered together by the complex transforms (c2c_rows). */
 #define FFT_BLOCK 8
-/* The block layout's bounds: the longest complex transform it takes (longer rows run one at a
- * time, split in four steps by the engine), and the fewest rows (fewer leave most lanes idle). */
-#define FFT_LANES_MAX 4096
+/* The fewest rows the block layout takes (fewer leave most lanes idle); rows longer than
+ * NV__FFT_LANES_MAX run one at a time, split in four steps by the engine. */
 #define FFT_LANES_MIN_ROWS 8
 #define L NV__FFT_LANES
 #define FFT_TILE 16 /* elements per row a tile of the block transposes holds */
@@ -446,7 +445,7 @@ static nv_status k_fft(nv__node *node, const nv__operand *in, int donated) {
     j.plan_len = even ? p->n / 2 : p->n;
     j.half = even ? nv__fft_plan_half_twiddles(plan) : NULL;
     j.rows = out->size / j.out_len;
-    j.lanes = j.plan_len <= FFT_LANES_MAX && j.rows >= FFT_LANES_MIN_ROWS;
+    j.lanes = j.plan_len <= NV__FFT_LANES_MAX && j.rows >= FFT_LANES_MIN_ROWS;
     j.work = j.lanes ? nv__fft_plan_work_lanes(plan) : nv__fft_plan_work(plan);
     /* Units of work: blocks of rows or rows, about 32768 elements a chunk at least. */
     int64_t per = j.lanes ? L : 1, units = (j.rows + per - 1) / per;

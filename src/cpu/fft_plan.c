@@ -198,8 +198,12 @@ static nv__fft_plan *plan_new(int64_t n, bool split) {
   if (ok && largest_prime(n) > FFT_MAX_DIRECT) {
     ok = plan_bluestein(p);
   } else if (ok) {
-    ok = stages_new(&p->row, n, 4) && stages_new(&p->blk, n, 8);
+    /* Only the stages a transform of n runs: one row's where it has no four-step split, the
+     * block layout's up to the longest block transform (Bluestein's convolutions of the block
+     * layout's rows included: M < 4n) and in the four-step sub-plans (split false). */
     int64_t n1 = split ? four_step_split(n) : 0;
+    if (!n1) ok = stages_new(&p->row, n, 4);
+    if (ok && (!split || n <= 4 * NV__FFT_LANES_MAX)) ok = stages_new(&p->blk, n, 8);
     if (ok && n1) ok = plan_four_step(p, n1);
   }
   if (!ok) {

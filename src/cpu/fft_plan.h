@@ -21,6 +21,10 @@ typedef struct nv__cpx {
 /* Rows transformed together by the block layout: one AVX-512 vector of floats. */
 #define NV__FFT_LANES 16
 
+/* The longest transform the block layout takes (src/cpu/fft.c sends longer rows one at a time);
+ * plans have the block layout's stages up to 4 times it (Bluestein's convolutions). */
+#define NV__FFT_LANES_MAX 4096
+
 /* Element k of NV__FFT_LANES rows. */
 typedef struct nv__cblk {
   float re[NV__FFT_LANES], im[NV__FFT_LANES];
