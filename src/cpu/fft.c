@@ -408,10 +408,15 @@ static void fft_rows(void *ctx, int64_t begin, int64_t end) {
     switch (j->p->kind) {
       case NV__FFT_R2C: r2c_row(j, r, a, w); break;
       case NV__FFT_C2R: c2r_row(j, r, a, w); break;
-      default:
+      default: {
+        float c = j->p->kind == NV__FFT_C2C_INVERSE ? -1.0f : 1.0f, sc = (float)j->p->scale;
+        if (unit && nv__fft_forward_to(j->plan, (const nv__cpx *)j->src + row_offset(j->in, r), c,
+                                       (nv__cpx *)j->dst + r * n, sc, c * sc, a, w))
+          break;
         nb = unit || end - r < FFT_BLOCK ? 1 : FFT_BLOCK;
         c2c_rows(j, r, nb, a, w);
         break;
+      }
     }
     r += nb;
   }

@@ -659,10 +659,11 @@ nv__cblk *nv__fft_forward_lanes(const nv__fft_plan *p, nv__cblk *a, nv__cblk *wo
 
 /* ---- Four-step rows ---- */
 
-/* Blocks k < len, lanes b < nl, from x[k * es + b] (adjacent lanes); lanes from nl on zero. */
+/* Blocks k < len, lanes b < nl, from x[k * es + b] (adjacent lanes), imaginary parts times ci;
+ * lanes from nl on zero. */
 NV_KERNEL_CLONES
 static void load_adjacent(nv__cblk *restrict blk, const nv__cpx *restrict x, int64_t len,
-                          int64_t es, int nl) {
+                          int64_t es, int nl, float ci) {
   for (int64_t k = 0; k < len; k++) {
     const nv__cpx *r = x + k * es;
     /* The next column block's two cache lines of this row (read while this one transforms: a
@@ -673,12 +674,12 @@ static void load_adjacent(nv__cblk *restrict blk, const nv__cpx *restrict x, int
     if (nl == L) {
       LANES {
         blk[k].re[b] = r[b].re;
-        blk[k].im[b] = r[b].im;
+        blk[k].im[b] = ci * r[b].im;
       }
     } else {
       for (int b = 0; b < L; b++) {
         blk[k].re[b] = b < nl ? r[b].re : 0.0f;
-        blk[k].im[b] = b < nl ? r[b].im : 0.0f;
+        blk[k].im[b] = b < nl ? ci * r[b].im : 0.0f;
       }
     }
   }
@@ -737,32 +738,32 @@ static void load_rows(nv__cblk *restrict blk, const nv__cpx *restrict x, int64_t
   }
 }
 
-/* y[k * es + b] = blk[k] lane b for k < len, b < nl. */
+/* y[k * es + b] = blk[k] lane b times (sr, si) for k < len, b < nl. */
 NV_KERNEL_CLONES
 static void store_adjacent(nv__cpx *restrict y, const nv__cblk *restrict blk, int64_t len,
-                           int64_t es, int nl) {
+                           int64_t es, int nl, float sr, float si) {
   for (int64_t k = 0; k < len; k++) {
     nv__cpx *r = y + k * es;
     if (nl == L) {
       LANES {
-        r[b].re = blk[k].re[b];
-        r[b].im = blk[k].im[b];
+        r[b].re = sr * blk[k].re[b];
+        r[b].im = si * blk[k].im[b];
       }
     } else {
-      for (int b = 0; b < nl; b++) r[b] = (nv__cpx){blk[k].re[b], blk[k].im[b]};
+      for (int b = 0; b < nl; b++) r[b] = (nv__cpx){sr * blk[k].re[b], si * blk[k].im[b]};
     }
   }
 }
 
-/* The four-step transform of x (which may be a): the columns' results go to a, the rows' to
- * the start of work. */
-static nv__cpx *four_step(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a, nv__cpx *work) {
+/* The four-step transform of x (which may be a; imaginary parts times ci on the way in): the
+ * columns' results go to a, the rows' to out (times (sr, si); out may be the start of work). */
+static nv__cpx *four_step(const nv__fft_plan *p, const nv__cpx *x, float ci, nv__cpx *a,
+                          nv__cpx *out, float sr, float si, nv__cpx *work) {
   int64_t n1 = p->n1, n2 = p->n2;
-  nv__cpx *out = work;
   nv__cblk *blk = (nv__cblk *)(work + p->n), *bw = blk + (n1 > n2 ? n1 : n2);
   for (int64_t j2 = 0; j2 < n2; j2 += L) {
     int nl = n2 - j2 < L ? (int)(n2 - j2) : L;
-    load_adjacent(blk, x + j2, n1, n2, nl);
+    load_adjacent(blk, x + j2, n1, n2, nl, ci);
     nv__cblk *r = nv__fft_forward_lanes(p->p1, blk, bw);
     store_twiddled(a + j2, r, p->twr + j2, p->twi + j2, n1, n2, nl);
   }
@@ -770,14 +771,14 @@ static nv__cpx *four_step(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a, n
     int nl = n1 - k1 < L ? (int)(n1 - k1) : L;
     load_rows(blk, a + k1 * n2, n2, n2, nl);
     nv__cblk *r = nv__fft_forward_lanes(p->p2, blk, bw);
-    store_adjacent(out + k1, r, n2, n1, nl);
+    store_adjacent(out + k1, r, n2, n1, nl, sr, si);
   }
   return out;
 }
 
 nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
   if (p->inner) return bluestein(p, a, work);
-  if (p->p1) return four_step(p, a, a, work);
+  if (p->p1) return four_step(p, a, 1.0f, a, work, 1.0f, 1.0f, work);
   nv__cpx *x = a, *y = work;
   int64_t len = p->n, s = 1;
   for (int i = 0; i < p->row.n; i++) {
@@ -802,7 +803,14 @@ nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work) {
 
 nv__cpx *nv__fft_forward_from(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a,
                               nv__cpx *work) {
-  if (p->p1) return four_step(p, x, a, work);
+  if (p->p1) return four_step(p, x, 1.0f, a, work, 1.0f, 1.0f, work);
   memcpy(a, x, (size_t)p->n * sizeof(nv__cpx));
   return nv__fft_forward(p, a, work);
+}
+
+bool nv__fft_forward_to(const nv__fft_plan *p, const nv__cpx *x, float ci, nv__cpx *dst, float sr,
+                        float si, nv__cpx *a, nv__cpx *work) {
+  if (!p->p1) return false;
+  four_step(p, x, ci, a, dst, sr, si, work);
+  return true;
 }

@@ -141,6 +141,13 @@ nv__cpx *nv__fft_forward(const nv__fft_plan *p, nv__cpx *a, nv__cpx *work);
 nv__cpx *nv__fft_forward_from(const nv__fft_plan *p, const nv__cpx *x, nv__cpx *a,
                               nv__cpx *work);
 
+/* For a plan that splits in four steps: the transform of the n values at x (left unchanged;
+ * imaginary parts times ci first) stored at dst times (sr, si), with `a` n elements of scratch;
+ * false (nothing done) for other plans. The conjugations and scale of a complex row come with
+ * the four steps' own passes instead of passes of their own. */
+bool nv__fft_forward_to(const nv__fft_plan *p, const nv__cpx *x, float ci, nv__cpx *dst, float sr,
+                        float si, nv__cpx *a, nv__cpx *work);
+
 /* Blocks of work memory a block transform of plan p needs (beside its n blocks). */
 int64_t nv__fft_plan_work_lanes(const nv__fft_plan *p);
 
