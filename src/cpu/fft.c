@@ -157,7 +157,9 @@ static void c2r_row(const fft_job *j, int64_t r, nv__cpx *a, nv__cpx *w) {
   }
   int64_t h = n / 2;
   c2r_tangle_row(a, src, st, j->half, h);
-  c2r_store_row(dst, nv__fft_forward(j->plan, a, w), h, sc);
+  /* The outputs (sc Re z_k, -sc Im z_k) pairs are complex values times (sc, -sc). */
+  if (!nv__fft_forward_to(j->plan, a, 1.0f, (nv__cpx *)dst, sc, -sc, a, w))
+    c2r_store_row(dst, nv__fft_forward(j->plan, a, w), h, sc);
 }
 
 /* ---- The block layout: NV__FFT_LANES rows at a time ---- */
@@ -262,21 +264,13 @@ static void store_c(nv__cpx *restrict dst, int64_t rs, const nv__cblk *restrict 
   }
 }
 
-/* Real output rows: (sc Re z_k, -sc Im z_k) interleaved when `pairs` (the even C2R's outputs
- * 2k and 2k + 1), else sc Re z_k. */
+/* Real output rows dst + b * rs (b < nl): sc Re z_k (the odd C2R's). */
 NV_KERNEL_CLONES
 static void store_r(float *restrict dst, int64_t rs, const nv__cblk *restrict blk, int nl,
-                    int64_t len, float sc, bool pairs) {
+                    int64_t len, float sc) {
   for (int b = 0; b < nl; b++) {
     float *d = dst + b * rs;
-    if (pairs) {
-      for (int64_t k = 0; k < len; k++) {
-        d[2 * k] = sc * blk[k].re[b];
-        d[2 * k + 1] = -sc * blk[k].im[b];
-      }
-    } else {
-      for (int64_t k = 0; k < len; k++) d[k] = sc * blk[k].re[b];
-    }
+    for (int64_t k = 0; k < len; k++) d[k] = sc * blk[k].re[b];
   }
 }
 
@@ -359,7 +353,12 @@ static void lanes_rows(const fft_job *j, int64_t r0, int nl, nv__cblk *a, nv__cb
         c2r_tangle(a, o, j->half, h);
       }
       f = nv__fft_forward_lanes(j->plan, a, w);
-      store_r((float *)j->dst + r0 * n, n, f, nl, n % 2 ? n : h, sc, n % 2 == 0);
+      if (n % 2) {
+        store_r((float *)j->dst + r0 * n, n, f, nl, n, sc);
+      } else {
+        /* The outputs 2k, 2k + 1 (sc Re z_k, -sc Im z_k) as complex values of rows of h. */
+        store_c((nv__cpx *)j->dst + r0 * h, h, f, nl, h, sc, -sc);
+      }
       break;
     default: {
       float c = j->p->kind == NV__FFT_C2C_INVERSE ? -1.0f : 1.0f;
