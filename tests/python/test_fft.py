@@ -173,6 +173,145 @@ def test_errors(nv):
     err(nv, nv.own(lib.nv_fft_fftfreq(0, 1.0)), "fftfreq", "positive")
 
 
+# The CPU engine's paths (src/cpu/fft.c, fft_plan.c): rows one at a time (3 rows) or 16 at a
+# time in the block layout (37 rows: two full blocks and a partial one); radices 2, 3, 4, 5,
+# direct primes up to 31, Bluestein above (37, 97, 1009, 4099), four-step rows from 2048 on
+# (one at a time; 4096 is the block layout's longest), real transforms of odd and even length.
+PATH_LENGTHS = [1, 2, 3, 5, 7, 11, 16, 31, 37, 60, 97, 128, 243, 343, 625, 1000, 1009, 2048,
+                3000, 4096, 4099, 6000, 65536]
+
+
+def check_norm(got, want, n):
+    """Each transformed row's error in the 2-norm, relative to the reference row's norm, within
+    8e-8 (log2 n + 4): a float32 FFT's error grows with log n (Bluestein's three transforms of
+    twice the length included); a wrong butterfly or twiddle errs by O(1)."""
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert np.all(np.isfinite(got))
+    if want.size == 0:
+        return
+    axis = -1 if want.ndim else None
+    err = np.linalg.norm(got - want, axis=axis)
+    ref = np.maximum(np.linalg.norm(want, axis=axis), 1e-30)
+    tol = 8e-8 * (np.log2(max(n, 2)) + 4)
+    worst = float(np.max(err / ref))
+    assert worst <= tol, f"relative error {worst:.3g} > {tol:.3g} (n = {n})"
+
+
+def one_ref(op, x, n=None, axis=-1, norm="backward"):
+    """numpy.fft in float64 of what nuvec transforms (x as float32 / complex64)."""
+    wide = x.astype(np.float64 if x.dtype == np.float32 else np.complex128)
+    return ONE[op](wide, n=n, axis=axis, norm=norm)
+
+
+@pytest.mark.parametrize("rows", [3, 37])
+@pytest.mark.parametrize("n", PATH_LENGTHS)
+@pytest.mark.parametrize("op", list(ONE))
+def test_engine_paths(nv, rng, op, n, rows):
+    if op == "irfft":
+        x = rand(rng, (rows, n // 2 + 1), True).astype(np.complex64)
+        got = nv.read(c1(nv, op, nv.array(x), n=n))
+        assert got.dtype == np.float32
+        check_norm(got, one_ref(op, x, n=n), n)
+        return
+    x = rand(rng, (rows, n), op != "rfft").astype(np.float32 if op == "rfft" else np.complex64)
+    got = nv.read(c1(nv, op, nv.array(x)))
+    assert got.dtype == np.complex64
+    check_norm(got, one_ref(op, x), n)
+
+
+@pytest.mark.parametrize("norm", list(NORMS))
+@pytest.mark.parametrize("op", list(ONE))
+def test_engine_norms_and_n(nv, rng, op, norm):
+    """n crops or pads rows across the paths' lengths, 16 at a time (20 rows) and one at a time
+    (3 rows: four-step rows from 2048 on, whose scale comes with their last pass)."""
+    for rows in (3, 20):
+        x = rand(rng, (rows, 50), op != "rfft").astype(np.float32 if op == "rfft" else
+                                                       np.complex64)
+        for n in (None, 1, 7, 64, 101, 2048, 2310, 6144):
+            got = nv.read(c1(nv, op, nv.array(x), n=n, norm=norm))
+            check_norm(got, one_ref(op, x, n=n, norm=norm), n or 50)
+
+
+def flipped(nv, x):
+    """x with negative strides on every axis (a step -1 slice of a reversed copy)."""
+    base = nv.array(np.ascontiguousarray(x[(slice(None, None, -1),) * x.ndim]))
+    start, k = ints([-1] * x.ndim)
+    stop, _ = ints([-(s + 1) for s in x.shape])
+    step, _ = ints([-1] * x.ndim)
+    return nv.own(lib.nv_slice(base, start, stop, step, k))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "reversed", "flipped"])
+@pytest.mark.parametrize("op", list(ONE))
+def test_engine_layouts(nv, rng, op, layout):
+    """Block-layout rows from every input layout: adjacent rows (a transform along a leading
+    axis of a contiguous array), contiguous, strided and negative-stride rows, and blocks whose
+    rows cross a batch axis (19 x 20 rows by 16)."""
+    if op == "irfft":
+        x = rand(rng, (19, 20, 33), True).astype(np.complex64)
+    else:
+        x = rand(rng, (19, 20, 33), op != "rfft").astype(np.float32 if op == "rfft" else
+                                                          np.complex64)
+    for axis in (0, 1, 2, -1):
+        a = flipped(nv, x) if layout == "flipped" else nv.view(x, layout)
+        n = 2 * (x.shape[axis] - 1) if op == "irfft" else None
+        got = nv.read(c1(nv, op, a, n=n, axis=axis))
+        check_norm(np.moveaxis(got, axis, -1), np.moveaxis(one_ref(op, x, n=n, axis=axis), axis,
+                                                           -1), x.shape[axis])
+
+
+@pytest.mark.parametrize("op", list(ND))
+def test_engine_nd(nv, rng, op):
+    """2-D and 3-D transforms of the sizes the block layout and the four-step rows take, with s
+    and axes, on contiguous and transposed inputs."""
+    dt = np.float32 if op == "rfftn" else np.complex64
+    cases = [((512, 512), None, None), ((48, 100, 6), [32, 100], [0, 1]), ((64, 3, 2100), None,
+                                                                             [2, 0]),
+             ((20, 24, 25), [18, 20, 25], [0, 1, 2])]
+    for shape, s, axes in cases:
+        if op == "irfftn":
+            x = rand(rng, shape, True).astype(np.complex64)
+        else:
+            x = rand(rng, shape, op != "rfftn").astype(dt)
+        wide = x.astype(np.float64 if dt == np.float32 and op == "rfftn" else np.complex128)
+        for layout in ("contiguous", "transposed"):
+            norm = "ortho"
+            ref_axes = axes if axes is not None or s is None else list(range(len(shape) - len(s),
+                                                                              len(shape)))
+            want = ND[op](wide, s=s, axes=ref_axes, norm=norm)
+            got = nv.read(cn(nv, op, nv.view(x, layout), s=s, axes=axes, norm=norm))
+            check_norm(got, want, int(np.prod(want.shape)))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float16", "float32", "float64", "complex64"])
+def test_engine_dtypes(nv, rng, dtype):
+    """Every input dtype through the block layout (24 rows): float64 data is transformed in
+    float32 (MLX's rule), within float32's bound of the float64 transform."""
+    x = rng.standard_normal((24, 96)) * 3
+    xd = x.astype(np_dtype(dtype))
+    ref = xd.astype(np.complex128 if dtype == "complex64" else np.float64)
+    check_norm(nv.read(c1(nv, "fft", nv.array(xd))), np.fft.fft(ref), 96)
+    check_norm(nv.read(c1(nv, "rfft", nv.array(xd))), np.fft.rfft(ref.real), 96)
+    check_norm(nv.read(c1(nv, "ifft", nv.array(xd))), np.fft.ifft(ref), 96)
+    check_norm(nv.read(c1(nv, "irfft", nv.array(xd))), np.fft.irfft(ref), 190)
+
+
+def test_engine_empty_axes(nv):
+    """Empty batch axes around block-layout and four-step lengths give empty results of the
+    right shape; an empty transformed axis is an error (MLX's rule)."""
+    for shape, n in (((0, 4096), None), ((16, 0, 64), None), ((0, 3, 6000), None),
+                     ((5, 0, 300), 17)):
+        x = np.zeros(shape, np.complex64)
+        for op in ONE:
+            got = nv.read(c1(nv, op, nv.array(x), n=n))
+            ln = n or shape[-1]
+            want = {"fft": ln, "ifft": ln, "rfft": ln // 2 + 1,
+                    "irfft": n or 2 * (shape[-1] - 1)}[op]
+            assert got.shape == shape[:-1] + (want,)
+    err(nv, c1(nv, "fft", nv.array(np.zeros((16, 0), np.complex64))), "size 0")
+
+
 def test_no_axes_is_identity(nv):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     got = nv.read(cn(nv, "fftn", nv.array(x), axes=[]))
