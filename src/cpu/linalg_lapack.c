@@ -31,7 +31,7 @@ typedef struct job {
   const char *a, *b; /* packed row-major inputs (b: solve_triangular's right-hand sides) */
   nv_dtype dt;       /* the input's dtype */
   size_t es;         /* its element size */
-  int m, n, r;       /* a is (m, n); b is (n, r); cholesky, lu_factor: r = 1 for blocked */
+  int m, n, r;       /* a is (m, n); b is (n, r); lu_factor: r = 1 for blocked */
   atomic_int oom;
 } job;
 
@@ -133,13 +133,15 @@ static void *elem(const void *base, int64_t i, size_t es) { return (char *)base 
 /* ---- Blocked factorizations of one large matrix across the pool ----
  *
  * OpenBLAS runs single-threaded inside the pool (see linalg.c), so a lone large matrix would
- * factor on one core. For it, potrf and getrf are blocked right-looking (LAPACK's own scheme):
- * LAPACK factors each panel of NB columns, and the trailing triangular solves and products,
- * which hold almost all of the work, are cut into column (or row) slices across the pool. */
+ * factor on one core. For getrf of a large one, LU is blocked right-looking (LAPACK's own
+ * scheme): LAPACK factors each panel of NB columns, and the trailing triangular solves and
+ * products, which hold almost all of the work, are cut into column slices across the pool.
+ * (potrf is not: OpenBLAS's own potrf on one core was 2-3x faster than the blocked one on two,
+ * 512 to 2048, float64, 2026-12-04; getrf blocked wins from about 1024.) */
 
 #define NV__LS_NB 128
-/* Matrices from this order up factor blocked when they are alone in their node. */
-#define NV__LS_BLOCKED_MIN 384
+/* Matrices from this order up take the blocked LU when they are alone in their node. */
+#define NV__LS_BLOCKED_MIN 1024
 
 /* One slice-parallel BLAS step over [0, count) (columns or rows), in slices of >= 32. */
 typedef struct slice_job {
@@ -159,54 +161,6 @@ static void for_slices(slice_job *s, int count) {
 }
 
 #define LS_EL(s, p, i) ((s)->f64 ? (void *)((double *)(p) + (i)) : (void *)((float *)(p) + (i)))
-
-/* Cholesky step: rows [r0, r1) of A21 (m × k at a, column-major, ld) times L11⁻ᵀ (k × k at b). */
-static void chol_trsm_rows(const slice_job *s, int r0, int r1) {
-  if (s->f64)
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, r1 - r0, s->k,
-                1.0, (double *)s->b, s->ld, (double *)s->a + r0, s->ld);
-  else
-    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, r1 - r0, s->k,
-                1.0f, (float *)s->b, s->ld, (float *)s->a + r0, s->ld);
-}
-
-/* Cholesky step: columns [c0, c1) of the lower trapezoid of A22 (m × m at c) -= A21 A21ᵀ (A21:
- * m × k at a): rows c0.. of those columns. */
-static void chol_update_cols(const slice_job *s, int c0, int c1) {
-  int64_t ld = s->ld;
-  if (s->f64) {
-    double *a = (double *)s->a, *c = (double *)s->c;
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, s->m - c0, c1 - c0, s->k, -1.0, a + c0,
-                s->ld, a + c0, s->ld, 1.0, c + c0 + c0 * ld, s->ld);
-  } else {
-    float *a = (float *)s->a, *c = (float *)s->c;
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasTrans, s->m - c0, c1 - c0, s->k, -1.0f, a + c0,
-                s->ld, a + c0, s->ld, 1.0f, c + c0 + c0 * ld, s->ld);
-  }
-}
-
-/* The lower Cholesky factor of the column-major n × n matrix w in place (its lower triangle
- * read); LAPACK's info (0, or the order of the first non-positive minor). */
-static lapack_int potrf_blocked(bool f64, int n, void *w) {
-  int64_t ld = n;
-  for (int j = 0; j < n; j += NV__LS_NB) {
-    int jb = n - j < NV__LS_NB ? n - j : NV__LS_NB, r = n - j - jb;
-    void *d = LS_EL(&(slice_job){.f64 = f64}, w, j + j * ld);
-    lapack_int info = f64 ? LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', jb, d, n)
-                          : LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', jb, d, n);
-    if (info != 0) return info + j;
-    if (r == 0) break;
-    slice_job s = {.f64 = f64, .m = r, .k = jb, .ld = n};
-    s.a = LS_EL(&s, w, (j + jb) + j * ld);
-    s.b = d;
-    s.c = LS_EL(&s, w, (j + jb) + (j + jb) * ld);
-    s.fn = chol_trsm_rows;
-    for_slices(&s, r);
-    s.fn = chol_update_cols;
-    for_slices(&s, r);
-  }
-  return 0;
-}
 
 /* LU step: row swaps of the panel (pivots k1..k2, 1-based) on columns [c0, c1) of w. */
 static void lu_swap_cols(const slice_job *s, int c0, int c1) {
@@ -334,28 +288,8 @@ static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
   int64_t nn = (int64_t)n * n;
   char *out = nv__output_ptr(&j->node->out[0]);
   bool f64 = j->dt == NV_DTYPE_FLOAT64;
-  void *w = j->r ? nv__malloc((size_t)nn * j->es) : NULL;
-  if (j->r && !w) {
-    atomic_store(&j->oom, 1);
-    return;
-  }
   for (int64_t b = b0; b < b1; b++) {
     void *o = elem(out, b * nn, j->es);
-    if (j->r) {
-      /* Blocked, always on a lower triangle: for upper the row-major copy, read column-major,
-       * is aᵀ, whose lower triangle is a's upper one, and its factor L read row-major is U. */
-      if (p->upper) memcpy(w, elem(j->a, b * nn, j->es), (size_t)nn * j->es);
-      else transpose(elem(j->a, b * nn, j->es), n, n, w, j->es);
-      if (potrf_blocked(f64, n, w) != 0) {
-        fill_nan(o, j->dt, nn);
-        continue;
-      }
-      /* Column k's entries above the diagonal (column-major (i, k), i < k) are zeroed. */
-      for (int64_t k = 1; k < n; k++) memset(elem(w, k * n, j->es), 0, (size_t)k * j->es);
-      if (p->upper) memcpy(o, w, (size_t)nn * j->es);
-      else transpose(w, n, n, o, j->es);
-      continue;
-    }
     if (n <= NV__LS_SMALL_MAX) {
       const void *ab = elem(j->a, b * nn, j->es);
       bool ok = f64 ? cholesky_small_double(ab, o, n, p->upper)
@@ -383,7 +317,6 @@ static void cholesky_range(void *ctx, int64_t b0, int64_t b1) {
       else memset(elem(o, i * n + i + 1, j->es), 0, (size_t)(n - 1 - i) * j->es);
     }
   }
-  nv__free(w);
 }
 
 static nv_status k_cholesky(nv__node *node, const nv__operand *in, int donated) {
@@ -395,7 +328,6 @@ static nv_status k_cholesky(nv__node *node, const nv__operand *in, int donated) 
   j.es = nv_dtype_size(j.dt);
   j.m = j.n;
   int64_t nb = batches(&node->out[0], 2);
-  j.r = nb == 1 && j.n >= NV__LS_BLOCKED_MIN; /* the blocked, pool-parallel potrf */
   return pack_and_run(&j, &in[0], nb, cholesky_range, "cholesky");
 }
 

@@ -90,8 +90,7 @@ def sort_eig(w):
 SHAPES = [(1, 1), (2, 2), (5, 5), (7, 7), (3, 4, 4), (2, 3, 6, 6), (13, 13)]
 
 
-# Orders up to 64 take the unblocked kernel of their own, larger batches LAPACK, and a single
-# matrix of order >= 384 the blocked, pool-parallel potrf.
+# Orders up to 64 take the unblocked kernel of their own, larger ones LAPACK's potrf.
 CHOLESKY_SHAPES = SHAPES + [(64, 64), (2, 65, 65), (70, 70), (400, 400)]
 
 
@@ -124,7 +123,7 @@ def test_cholesky_layouts_and_batch(nv, rng, layout):
 def test_cholesky_nan_or_indefinite_gives_nan(nv, rng, n, upper):
     """A NaN in the triangle read reaches the entries it reaches in NumPy's (LAPACK's) factor; a
     matrix that is not positive definite gives NaN throughout, for that matrix only (each path:
-    the small kernel, LAPACK, the blocked factor)."""
+    the small kernel, LAPACK)."""
     a = spd(rng, (3, n, n), "float64")
     a[0, n - 1, n - 2] = a[0, n - 2, n - 1] = np.nan
     a[1, n - 1, n - 1] = -1e6
@@ -134,7 +133,7 @@ def test_cholesky_nan_or_indefinite_gives_nan(nv, rng, n, upper):
     assert np.isnan(got[0]).any() and np.isnan(got[1]).all()
     want = np.linalg.cholesky(a[2])
     close(got[2], mT(want) if upper else want, "float64")
-    for k in (0, 1):  # one matrix alone (the blocked path at 400)
+    for k in (0, 1):  # one matrix alone
         single = nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(a[k]), upper)))
         np.testing.assert_array_equal(np.isnan(single), np.isnan(got[k]))
 
@@ -148,11 +147,11 @@ def test_cholesky_not_positive_definite_gives_nan(nv):
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(1, 1), (3, 3), (7, 7), (2, 5, 5), (4, 3), (3, 5), (2, 2, 7, 4),
-                                   (64, 64), (64, 9), (2, 65, 40), (30, 70), (400, 390)])
+                                   (64, 64), (64, 9), (2, 65, 40), (30, 70), (400, 390), (1030, 1024)])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "zero column"])
 def test_lu_and_lu_factor(nv, rng, dt, shape, layout):
-    """Orders up to 64 take the small kernel, larger batches LAPACK, a lone matrix of order >=
-    384 the blocked factor; a zero column (an exact zero pivot, no row swap) factors too."""
+    """Orders up to 64 take the small kernel, larger ones LAPACK, a lone matrix of order >=
+    1024 the blocked factor; a zero column (an exact zero pivot, no row swap) factors too."""
     a = rand(rng, shape, dt)
     if layout == "zero column":
         a[..., :, min(shape[-2:]) // 2] = 0
@@ -523,10 +522,11 @@ def test_half_norms_compute_in_float32(nv):
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-def test_large_single_matrices_blocked(nv, rng, dt):
-    """A lone matrix of order >= 384 factors blocked across the pool (cholesky, lu_factor):
-    the same factors as LAPACK's, square, tall and wide, both triangles."""
-    n = 400
+def test_large_single_matrices(nv, rng, dt):
+    """Lone large matrices: cholesky through LAPACK's potrf, lu_factor blocked across the pool
+    from order 1024 (LAPACK's getrf below): the same factors as LAPACK's, square, tall and
+    wide, both triangles."""
+    n = 1024
     s = spd(rng, (n, n), dt)
     l = nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(s), False)))
     close(l, np.linalg.cholesky(s.astype(np.float64)), dt, 100)
@@ -535,9 +535,9 @@ def test_large_single_matrices_blocked(nv, rng, dt):
     close(u, mT(np.linalg.cholesky(s.astype(np.float64))), dt, 100)
     assert np.all(np.tril(u, -1) == 0)
     bad = s.copy()
-    bad[300, 300] = -1e6
+    bad[700, 700] = -1e6
     assert np.isnan(nv.read(nv.own(lib.nv_linalg_cholesky(nv.array(bad), False)))).all()
-    for shape in [(n, n), (500, n), (n, 520)]:
+    for shape in [(n, n), (1100, n), (n, 1040), (500, 400)]:
         a = rand(rng, shape, dt)
         p, lo, up = (nv.read(h) for h in multi(nv, lib.nv_linalg_lu, 3, nv.array(a)))
         lp = np.take_along_axis(lo, p[..., None].astype(np.int64), -2)
