@@ -420,7 +420,7 @@ AVX512 static inline __attribute__((always_inline)) void merge_runs16(__m512i *v
       __m512i *x = v + b, *y = v + b + w;
 #pragma GCC unroll 16
       for (int i = 0; i < w; i++) y[i] = _mm512_permutexvar_epi32(rev, y[i]);
-#pragma GCC unroll 8
+      /* (no unroll pragma: GCC rejects it for this loop in unoptimized builds) */
       for (int i = 0; i < w / 2; i++) {
         __m512i t = y[i];
         y[i] = y[w - 1 - i];
