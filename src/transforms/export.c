@@ -435,16 +435,31 @@ static bool pending_inputs(nv__node *n, nv__input **ins, int *nin) {
 /* Replaces the recipe's unevaluated constants that can be exported by their graphs: new nodes
  * (depending on no source) put before the traced ones, whose references are renumbered. The
  * graph stops at evaluated arrays, which stay constants. *nexp: the nodes added. */
+/* A node of the post-order walk below: its pending inputs and the next one to visit. */
+typedef struct frame {
+  nv__node *node;
+  nv__input *ins;
+  int nin, next;
+} frame;
+
+/* Pushes node's frame onto the walk's stack (grown by doubling); false when out of memory. */
+static bool push_frame(frame **st, size_t *sn, size_t *cap, nv__node *node) {
+  if (*sn == *cap) {
+    size_t c = *cap ? 2 * *cap : 32;
+    frame *q = nv__realloc(*st, c * sizeof *q);
+    if (!q) return false;
+    *st = q;
+    *cap = c;
+  }
+  (*st)[(*sn)++] = (frame){node, NULL, 0, -1};
+  return true;
+}
+
 static nv_status expand_constants(recipe *r, size_t *nexp) {
   *nexp = 0;
   nv__ptrmap at = {0}; /* node -> its new node index, or -2 while on the stack */
   rnode *nodes = NULL;
   size_t n = 0, cap = 0;
-  typedef struct frame {
-    nv__node *node;
-    nv__input *ins;
-    int nin, next;
-  } frame;
   frame *st = NULL;
   size_t sn = 0, scap = 0;
   ref *cref = nv__malloc((r->nconst + 1) * sizeof *cref); /* each old constant's new ref */
@@ -467,16 +482,10 @@ static nv_status expand_constants(recipe *r, size_t *nexp) {
     }
     if (!found) {
       *slot = -2;
-      if (sn == scap) {
-        scap = scap ? 2 * scap : 32;
-        frame *q = nv__realloc(st, scap * sizeof *q);
-        if (!q) {
-          s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
-          break;
-        }
-        st = q;
+      if (!push_frame(&st, &sn, &scap, root)) {
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
+        break;
       }
-      st[sn++] = (frame){root, NULL, 0, -1};
     }
     while (s == NV_OK && sn) {
       frame *fr = &st[sn - 1];
@@ -501,16 +510,10 @@ static nv_status expand_constants(recipe *r, size_t *nexp) {
         if (found)
           continue; /* numbered already (a cycle cannot happen in a graph of pending nodes) */
         *sl = -2;
-        if (sn == scap) {
-          scap *= 2;
-          frame *q = nv__realloc(st, scap * sizeof *q);
-          if (!q) {
-            s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
-            break;
-          }
-          st = q;
+        if (!push_frame(&st, &sn, &scap, in)) {
+          s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "export_function: out of memory");
+          break;
         }
-        st[sn++] = (frame){in, NULL, 0, -1};
         continue;
       }
       /* All inputs done: number this node. */
