@@ -212,7 +212,12 @@ typedef struct nv_compile_stats {
   size_t entries;      /* signatures cached */
   size_t traced_nodes; /* nodes of the last trace, before simplification */
   size_t nodes;        /* nodes of the last trace as replayed, after simplification */
-  size_t fused;        /* generated kernels of the last trace (fused element-wise chains) */
+  size_t fused;        /* generated kernels of the last trace (fused element-wise chains); for a
+                          shapeless function's trace replayed on other shapes, the kernels
+                          its last call ran */
+  size_t fused_layouts; /* layout classes a shapeless function's chains were fused for: each
+                           class's kernels are generated once and take the sizes of every
+                           call of that class as arguments */
 } nv_compile_stats;
 
 /* Fills `*stats` for a closure nv_compile returned. Fails with NV_ERR_INVALID_ARGUMENT for

@@ -1299,10 +1299,10 @@ static PyObject *py_compile_stats(PyObject *m, PyObject *o) {
   nv_compile_stats st;
   nv_status s = nv_compile_get_stats(((nvpy_function *)o)->closure, &st);
   if (s != NV_OK) return nvpy_raise_last(s);
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n}", "calls", (Py_ssize_t)st.calls, "traces",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "calls", (Py_ssize_t)st.calls, "traces",
                        (Py_ssize_t)st.traces, "entries", (Py_ssize_t)st.entries, "traced_nodes",
                        (Py_ssize_t)st.traced_nodes, "nodes", (Py_ssize_t)st.nodes, "fused",
-                       (Py_ssize_t)st.fused);
+                       (Py_ssize_t)st.fused, "fused_layouts", (Py_ssize_t)st.fused_layouts);
 }
 
 /* _export_to_dot(path, outputs, names, named): nv_export_to_dot over lists. */

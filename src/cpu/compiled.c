@@ -2,7 +2,8 @@
  * src/transforms/fuse.c): the generated kernel over the output's elements,
  * split across the pool. Its inputs are read as the chain's generator laid them
  * out (whole row-contiguous arrays, broadcast rows or single elements), from
- * their element 0; the last input is the keeper holding the kernel. */
+ * their element 0; the last input is the keeper holding the kernel. A shapeless chain's
+ * kernel also takes the call's sizes (the node's parameters) as the pointer after its inputs. */
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
 #include "transforms/compile_internal.h"
@@ -34,13 +35,14 @@ static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) 
   }
   if (o->size == 0)
     return NV_OK;
-  const void *ptr_inl[16],
-      **ptr = p->k->nin <= 16 ? ptr_inl : nv__malloc((size_t)p->k->nin * sizeof *ptr);
+  const void *ptr_inl[17],
+      **ptr = p->k->nin < 17 ? ptr_inl : nv__malloc(((size_t)p->k->nin + 1) * sizeof *ptr);
   if (!ptr)
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compiled: out of memory");
   for (int i = 0; i < p->k->nin; i++)
     ptr[i] =
         (const char *)in[i].buf->ptr + in[i].offset * (int64_t)nv_dtype_size(in[i].meta->dtype);
+  ptr[p->k->nin] = p->k->dyn ? p->sz : NULL;
   job j = {p->k->fn, ptr, outs};
   nv__parallel_for(o->size, NV__PAR_GRAIN, run, &j);
   if (ptr != ptr_inl)

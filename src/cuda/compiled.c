@@ -60,10 +60,12 @@ const void *nv__gpu_fused_kernel(const char *source) {
 }
 
 /* The generated kernel over the output's elements (or rows), its parameters as generate_cuda
- * lays them out: the inputs' and outputs' views, then their element-0 offsets and the count. */
+ * lays them out: the inputs' and outputs' views, then their element-0 offsets and the count,
+ * then a shapeless chain's sizes (the node's parameters). */
 static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand *in,
                             int donated) {
-  const nv__fused *k = ((const nv__compiled_params *)node->params)->k;
+  const nv__compiled_params *p = node->params;
+  const nv__fused *k = p->k;
   if (!k->gpu)
     return NV__GPU_DECLINED; /* a CPU chain's kernel */
   int nin = k->nin, nout = node->noutputs;
@@ -71,7 +73,10 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
     return nv__set_error(NV_ERR_BACKEND, "compiled: %d views exceed a launch's 64", nin + nout);
   hrx_view views[64];
   hrx_access access[64];
-  int64_t prm[65];
+  int nsz = k->dyn ? p->nsz : 0;
+  if (nsz > 1 + 2 * 64)
+    return nv__set_error(NV_ERR_BACKEND, "compiled: %d size words exceed a launch's", nsz);
+  int64_t prm[64 + 1 + 1 + 2 * 64];
   for (int i = 0; i < nin; i++) {
     nv__gpu_arg a;
     nv_status s = nv__gpu_input(ctx, &in[i], &a);
@@ -92,6 +97,8 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
   }
   int64_t n = node->out[0].size; /* elements, or a reduction's rows */
   prm[nin + nout] = n;
+  for (int j = 0; j < nsz; j++)
+    prm[nin + nout + 1 + j] = p->sz[j];
   if (n == 0)
     return NV_OK;
   int64_t blocks;
@@ -111,7 +118,7 @@ static nv_status k_compiled(nv__gpu_ctx *ctx, nv__node *node, const nv__operand 
                       .access = access,
                       .nviews = nin + nout,
                       .params = prm,
-                      .params_size = (size_t)(nin + nout + 1) * sizeof *prm,
+                      .params_size = (size_t)(nin + nout + 1 + nsz) * sizeof *prm,
                       /* a donated input is output 0's buffer: each element is read by the
                        * thread that writes it, first (nv__compiled_donates) */
                       .aliasing = donated >= 0};

@@ -92,6 +92,31 @@ static bool sig_equal(const sig *a, const sig *b) {
 
 /* ---- The compiled function ---- */
 
+/* The kernels of a shapeless entry's chains for one layout class (a key of nv__fuse_plan: the
+ * chains, how they read their inputs, their launches): per chain the keeper node holding its
+ * kernel, NULL where none could be made (it stays unfused). Made once per class: every call
+ * whose plan has the key replays with them, passing its sizes. */
+typedef struct fclass {
+  struct fclass *next;
+  int64_t *key;
+  size_t nkey, nc;
+  nv__node **keeper;
+  nv__fused **k;
+} fclass;
+
+/* The layout classes an entry keeps: beyond them, calls of new classes replay unfused. */
+#define MAX_FCLASSES 16
+
+static void fclass_free(fclass *f) {
+  for (size_t i = 0; f->keeper && i < f->nc; i++)
+    if (f->keeper[i])
+      nv__node_release(f->keeper[i]);
+  nv__free(f->keeper);
+  nv__free(f->k);
+  nv__free(f->key);
+  nv__free(f);
+}
+
 typedef struct entry {
   struct entry *next;
   sig key; /* shapeless and poly: without shapes; else with them */
@@ -102,6 +127,12 @@ typedef struct entry {
    * transform traces the call: transforms replay r, whose nodes have rules. */
   recipe rf;
   size_t nfused;
+  /* A shapeless (poly) entry with chains that some layouts fuse: each call plans them on its
+   * own layouts and replays with its class's kernels (under the function's lock: the list
+   * grows, at most MAX_FCLASSES). */
+  bool fuse;
+  fclass *classes;
+  size_t nclasses;
 } entry;
 
 typedef struct compiled {
@@ -110,18 +141,26 @@ typedef struct compiled {
   nv_vec *state_in, *state_out;
   pthread_mutex_t lock;
   entry *entries; /* immutable once listed; freed with the function */
-  atomic_size_t calls, traces, nentries, traced_nodes, nodes, fused;
+  atomic_size_t calls, traces, nentries, traced_nodes, nodes, fused, layouts;
 } compiled;
+
+static void entry_free(entry *e) {
+  nv__recipe_free(&e->r);
+  if (e->nfused)
+    nv__recipe_free(&e->rf);
+  for (fclass *f = e->classes, *next; f; f = next) {
+    next = f->next;
+    fclass_free(f);
+  }
+  nv__free(e->key.w);
+  nv__free(e);
+}
 
 static void compiled_free(void *p) {
   compiled *c = p;
   for (entry *e = c->entries, *next; e; e = next) {
     next = e->next;
-    nv__recipe_free(&e->r);
-    if (e->nfused)
-      nv__recipe_free(&e->rf);
-    nv__free(e->key.w);
-    nv__free(e);
+    entry_free(e);
   }
   pthread_mutex_destroy(&c->lock);
   nv_closure_release(c->f);
@@ -203,10 +242,10 @@ bool nv__compile_poly_prim(int prim) {
 
 /* The output shape (and a view's strides: *view set) of a replayed node with a shape_rule on
  * inputs `in` of the traced ranks. */
-static nv_status rule_shape(const rnode *rn, nv_array *const *in, int *shape, int *nd,
+static nv_status rule_shape(const rnode *rn, const nv__output *const *in, int *shape, int *nd,
                             int64_t *strides, bool *view) {
   const char *name = nv__prims[rn->prim].name;
-  const nv__output *a = nv__out(in[0]);
+  const nv__output *a = in[0];
   *view = false;
   switch (shape_rule(rn->prim)) {
     case RULE_ROWS: {
@@ -260,7 +299,7 @@ static nv_status rule_shape(const rnode *rn, nv_array *const *in, int *shape, in
       return NV_OK;
     }
     case RULE_MATMUL: {
-      const nv__output *b = rn->nin > 1 ? nv__out(in[1]) : NULL;
+      const nv__output *b = rn->nin > 1 ? in[1] : NULL;
       if (!b || a->ndim < 2 || b->ndim < 2)
         return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: matmul without its operands");
       if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2]) {
@@ -289,10 +328,10 @@ static nv_status rule_shape(const rnode *rn, nv_array *const *in, int *shape, in
 /* A replayed reshape on input `in` (same rank as the trace's): the traced shape, the axis
  * given as -1 inferred again from the input's size (MLX's shapeless reshape); an input whose
  * size does not fit is an error. The output is a view of a row-contiguous input, else a copy
- * (`copy` set in the node's parameters). */
-static nv_status reshape_shape(nv__node *n, const rout *ro, const nv__output *in, int *shape) {
-  nv__view_params *p = n->params;
-  if (!p || n->params_size < sizeof *p)
+ * (replay sets `copy` in the node's parameters). */
+static nv_status reshape_shape(const rnode *rn, const rout *ro, const nv__output *in, int *shape) {
+  const nv__view_params *p = rn->params;
+  if (!p || rn->params_size < sizeof *p)
     return nv__set_error(NV_ERR_INVALID_ARGUMENT, "compile: reshape without its parameters");
   int64_t known = 1;
   for (int i = 0; i < ro->ndim; i++) {
@@ -311,8 +350,6 @@ static nv_status reshape_shape(nv__node *n, const rout *ro, const nv__output *in
                          "compiled function)", nv__shape_str(in->shape, in->ndim, s1, sizeof s1),
                          nv__shape_str(ro->shape, ro->ndim, s2, sizeof s2));
   }
-  p->copy = !(in->flags & NV__FLAG_ROW) && in->size != 0;
-  p->delta = 0;
   return NV_OK;
 }
 
@@ -644,8 +681,99 @@ nv_status nv__compile_simplify(recipe *r, const nv__output *const *src) {
 
 /* ---- Replay ---- */
 
-nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
-                             nv_array **res) {
+/* The metadata of output o of the replayed node rn on inputs of metadata `in` into `out` (a
+ * node's fresh output): with `poly` by the shape rules, else the traced shape and strides. */
+static nv_status replay_meta(const rnode *rn, int o, const nv__output *const *in, bool poly,
+                             nv__output *out) {
+  const rout *ro = &rn->out[o];
+  nv_status s = NV_OK;
+  if (poly && rn->prim == NV__PRIM_RESHAPE) {
+    int shape[NV__MAX_DIMS];
+    s = reshape_shape(rn, ro, in[0], shape);
+    if (s == NV_OK)
+      s = nv__output_set_shape(out, ro->dtype, shape, ro->ndim);
+  } else if (poly && is_plain_reduction(rn->prim)) {
+    int shape[NV__MAX_DIMS], nd = 0;
+    s = reduce_shape(rn, in[0], shape, &nd);
+    if (s == NV_OK)
+      s = nv__output_set_shape(out, ro->dtype, shape, nd);
+  } else if (poly && shape_rule(rn->prim) != RULE_NONE) {
+    int shape[NV__MAX_DIMS], nd = 0;
+    int64_t st[NV__MAX_DIMS];
+    bool view = false;
+    s = rule_shape(rn, in, shape, &nd, st, &view);
+    if (s == NV_OK)
+      s = nv__output_set_shape(out, ro->dtype, shape, nd);
+    if (s == NV_OK && view)
+      nv__output_set_strides(out, st);
+  } else if (poly && nv__compile_poly_prim(rn->prim)) {
+    /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. (A node without a
+     * shape rule in a shapeless entry depends on no input: an exported trace's constant
+     * graph, replayed with its traced shapes.) */
+    int shape[NV__MAX_DIMS], nd = 0;
+    for (int i = 0; i < rn->nin; i++) {
+      const nv__output *io = in[i];
+      int prev[NV__MAX_DIMS];
+      memcpy(prev, shape, (size_t)nd * sizeof(int));
+      if (!nv__broadcast_shapes(prev, nd, io->shape, io->ndim, shape, &nd)) {
+        char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
+        return nv__set_error(NV_ERR_INVALID_ARGUMENT,
+                             "compile: %s of the shapeless function: shapes %s and %s cannot "
+                             "be broadcast",
+                             nv__prims[rn->prim].name, nv__shape_str(prev, nd, s1, sizeof s1),
+                             nv__shape_str(io->shape, io->ndim, s2, sizeof s2));
+      }
+    }
+    s = nv__output_set_shape(out, ro->dtype, shape, nd);
+  } else {
+    s = nv__output_set_shape(out, ro->dtype, ro->shape, ro->ndim);
+    if (s == NV_OK)
+      nv__output_set_strides(out, ro->strides);
+  }
+  if (s == NV_OK)
+    out->flags |= ro->weak;
+  return s;
+}
+
+/* A shapeless call's fusion: the plan of its chains (nv__fuse_plan, on the metadata `meta` of
+ * the recipe's nodes for this call) and per chain the keeper of its kernel (NULL: it stays
+ * unfused). */
+typedef struct fcall {
+  const nv__fplan *plan;
+  const nv__output *meta;
+  nv__node *const *keeper;
+  nv__fused *const *k;
+} fcall;
+
+/* The COMPILED node of chain `ci` of a shapeless call on inputs `in` (the chain's data inputs,
+ * then its kernel's keeper), at its root's place: its outputs the root's and the escaping
+ * intermediates' metadata for this call, its parameters the kernel and the call's sizes. */
+static nv__node *chain_node(const recipe *r, const fcall *fc, int ci, nv_array *const *in,
+                            nv_status *s) {
+  const nv__fchain *f = &fc->plan->c[ci];
+  const rnode *rn = &r->nodes[f->root];
+  nv__node *n = nv__node_new(NV__PRIM_COMPILED, in, f->nins + 1, f->nesc + 1,
+                             sizeof(nv__compiled_params) + (size_t)f->nsz * sizeof(int64_t));
+  if (!n) {
+    *s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    return NULL;
+  }
+  nv__compiled_params *p = n->params;
+  p->k = fc->k[ci];
+  p->nsz = f->nsz;
+  memcpy(p->sz, f->sz, (size_t)f->nsz * sizeof(int64_t));
+  n->stream = rn->stream.index < 0 ? nv_current_stream() : rn->stream;
+  for (int x = 0; *s == NV_OK && x <= f->nesc; x++) {
+    size_t at = x ? f->esc[x - 1] : f->root;
+    const nv__output *m = &fc->meta[at];
+    *s = nv__output_set_shape(&n->out[x], m->dtype, m->shape, m->ndim);
+    n->out[x].flags |= r->nodes[at].out[0].weak;
+  }
+  return n;
+}
+
+static nv_status replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
+                        nv_array **res, const fcall *fc) {
   size_t total = 0;
   for (size_t k = 0; k < r->n; k++)
     total += (size_t)r->nodes[k].nout;
@@ -667,6 +795,42 @@ nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_arr
                      : (cst[(X).i] = nv__tf_handle(r->consts[(X).i].node, r->consts[(X).i].idx))))
   for (size_t k = 0; s == NV_OK && k < r->n; k++) {
     const rnode *rn = &r->nodes[k];
+    /* A member of a fused chain: the chain's node is built at its root, the others are its
+     * inputs' or outputs'. */
+    int ci = fc ? fc->plan->chain[k] : -1;
+    if (ci >= 0 && fc->keeper[ci]) {
+      const nv__fchain *f = &fc->plan->c[ci];
+      if (k != f->root)
+        continue;
+      nv_array *cin_inl[17], **cin = f->nins < 17 ? cin_inl : nv__malloc(((size_t)f->nins + 1) * sizeof *cin);
+      if (!cin) {
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        break;
+      }
+      for (int i = 0; i < f->nins; i++)
+        cin[i] = VALUE(f->ins[i].r);
+      cin[f->nins] = nv__tf_handle(fc->keeper[ci], 0);
+      nv__node *n = cin[f->nins]->node == fc->keeper[ci] ? chain_node(r, fc, ci, cin, &s) : NULL;
+      if (!n && s == NV_OK)
+        s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+      if (n && s == NV_OK) {
+        for (int i = 0; i < f->nins; i++)
+          nv__node_inherit_tracer(n, cin[i]->node);
+        nv__node_inherit_error(n);
+        for (int x = 0; s == NV_OK && x <= f->nesc; x++) {
+          size_t at = x ? f->esc[x - 1] : f->root;
+          val[base[at]] = nv__tf_handle(n, x);
+          if (val[base[at]]->node != n)
+            s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+        }
+      }
+      if (n)
+        nv__node_release(n);
+      nv_release(cin[f->nins]);
+      if (cin != cin_inl)
+        nv__free(cin);
+      continue;
+    }
     nv_array *in_inl[8], **in = rn->nin <= 8 ? in_inl : nv__malloc((size_t)rn->nin * sizeof *in);
     if (!in) {
       s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -688,57 +852,20 @@ nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_arr
       memcpy(n->params, rn->params, rn->params_size);
     if (n)
       n->stream = rn->stream.index < 0 ? nv_current_stream() : rn->stream;
-    for (int o = 0; n && s == NV_OK && o < rn->nout; o++) {
-      const rout *ro = &rn->out[o];
-      if (poly && rn->prim == NV__PRIM_RESHAPE) {
-        int shape[NV__MAX_DIMS];
-        s = reshape_shape(n, ro, nv__out(in[0]), shape);
-        if (s == NV_OK)
-          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, ro->ndim);
-      } else if (poly && is_plain_reduction(rn->prim)) {
-        int shape[NV__MAX_DIMS], nd = 0;
-        s = reduce_shape(rn, nv__out(in[0]), shape, &nd);
-        if (s == NV_OK)
-          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
-      } else if (poly && shape_rule(rn->prim) != RULE_NONE) {
-        int shape[NV__MAX_DIMS], nd = 0;
-        int64_t st[NV__MAX_DIMS];
-        bool view = false;
-        s = rule_shape(rn, in, shape, &nd, st, &view);
-        if (s == NV_OK)
-          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
-        if (s == NV_OK && view)
-          nv__output_set_strides(&n->out[o], st);
-      } else if (poly && nv__compile_poly_prim(rn->prim)) {
-        /* Element-wise: the broadcast of the inputs' shapes, row-contiguous. (A node without a
-         * shape rule in a shapeless entry depends on no input: an exported trace's constant
-         * graph, replayed with its traced shapes.) */
-        int shape[NV__MAX_DIMS], nd = 0;
-        for (int i = 0; i < rn->nin; i++) {
-          const nv__output *io = nv__out(in[i]);
-          int prev[NV__MAX_DIMS];
-          memcpy(prev, shape, (size_t)nd * sizeof(int));
-          if (!nv__broadcast_shapes(prev, nd, io->shape, io->ndim, shape, &nd)) {
-            char s1[NV__SHAPE_BUF], s2[NV__SHAPE_BUF];
-            s = nv__set_error(NV_ERR_INVALID_ARGUMENT,
-                              "compile: %s of the shapeless function: shapes %s and %s "
-                              "cannot "
-                              "be broadcast",
-                              nv__prims[rn->prim].name, nv__shape_str(prev, nd, s1, sizeof s1),
-                              nv__shape_str(io->shape, io->ndim, s2, sizeof s2));
-            break;
-          }
-        }
-        if (s == NV_OK)
-          s = nv__output_set_shape(&n->out[o], ro->dtype, shape, nd);
-      } else {
-        s = nv__output_set_shape(&n->out[o], ro->dtype, ro->shape, ro->ndim);
-        if (s == NV_OK)
-          nv__output_set_strides(&n->out[o], ro->strides);
-      }
-      if (s == NV_OK)
-        n->out[o].flags |= ro->weak;
+    const nv__output *im_inl[8], **im = rn->nin <= 8 ? im_inl : nv__malloc((size_t)rn->nin * sizeof *im);
+    if (n && !im)
+      s = nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int i = 0; im && i < rn->nin; i++)
+      im[i] = nv__out(in[i]);
+    for (int o = 0; n && s == NV_OK && o < rn->nout; o++)
+      s = replay_meta(rn, o, im, poly, &n->out[o]);
+    if (n && s == NV_OK && poly && rn->prim == NV__PRIM_RESHAPE) {
+      nv__view_params *p = n->params;
+      p->copy = !(im[0]->flags & NV__FLAG_ROW) && im[0]->size != 0;
+      p->delta = 0;
     }
+    if (im && im != im_inl)
+      nv__free(im);
     if (n && s == NV_OK) {
       for (int i = 0; i < rn->nin; i++)
         nv__node_inherit_tracer(n, in[i]->node);
@@ -765,6 +892,11 @@ nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_arr
   nv__free(base);
   nv__free(cst);
   return s;
+}
+
+nv_status nv__compile_replay(const recipe *r, bool poly, bool simplified, nv_array *const *src,
+                             nv_array **res) {
+  return replay(r, poly, simplified, src, res, NULL);
 }
 
 /* The source that output idx of `node` is, or -1 (m: the sources' nodes). */
@@ -941,6 +1073,151 @@ nv_status nv__compile_trace(const nv_closure *f, nv_vec *state_in, nv_vec *state
   return s;
 }
 
+/* ---- Fusion in shapeless calls ---- */
+
+/* The metadata of every node of the poly recipe r (one output each) for the call on `src`, as
+ * the replay will give them (replay_meta; stop_gradient is its input, since a fused replay is
+ * one no transform traces), into m[0 .. r->n). */
+static nv_status poly_meta(const recipe *r, nv_array *const *src, nv__output *m) {
+  nv_status s = NV_OK;
+  for (size_t k = 0; s == NV_OK && k < r->n; k++) {
+    const rnode *rn = &r->nodes[k];
+    const nv__output *im_inl[8], **im = rn->nin <= 8 ? im_inl : nv__malloc((size_t)rn->nin * sizeof *im);
+    if (!im)
+      return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    for (int i = 0; i < rn->nin; i++) {
+      ref x = rn->in[i];
+      im[i] = x.kind == R_SRC    ? nv__out(src[x.i])
+              : x.kind == R_NODE ? &m[x.i]
+                                 : &r->consts[x.i].node->out[r->consts[x.i].idx];
+    }
+    m[k].shape = m[k].shape_inl;
+    m[k].strides = m[k].strides_inl;
+    if (rn->prim == NV__PRIM_STOP_GRADIENT && rn->nin == 1) {
+      s = nv__output_set_shape(&m[k], im[0]->dtype, im[0]->shape, im[0]->ndim);
+      if (s == NV_OK) {
+        nv__output_set_strides(&m[k], im[0]->strides);
+        m[k].flags = im[0]->flags;
+      }
+    } else {
+      s = replay_meta(rn, 0, im, true, &m[k]);
+    }
+    if (im != im_inl)
+      nv__free(im);
+  }
+  return s;
+}
+
+static void meta_free(nv__output *m, size_t n) {
+  for (size_t k = 0; m && k < n; k++) {
+    if (m[k].shape && m[k].shape != m[k].shape_inl)
+      nv__free(m[k].shape);
+    if (m[k].strides && m[k].strides != m[k].strides_inl)
+      nv__free(m[k].strides);
+  }
+  nv__free(m);
+}
+
+static fclass *class_find(entry *e, const nv__fplan *p) {
+  for (fclass *f = e->classes; f; f = f->next)
+    if (f->nkey == p->nkey && !memcmp(f->key, p->key, p->nkey * sizeof *p->key))
+      return f;
+  return NULL;
+}
+
+/* The class of plan p: found, or made (its kernels generated and compiled, outside the lock)
+ * and listed; NULL when the entry holds MAX_FCLASSES already. */
+static nv_status class_get(compiled *c, entry *e, const nv__fplan *p,
+                           const nv__output *const *sm, fclass **out) {
+  pthread_mutex_lock(&c->lock);
+  *out = class_find(e, p);
+  bool full = e->nclasses >= MAX_FCLASSES;
+  pthread_mutex_unlock(&c->lock);
+  if (*out || full)
+    return NV_OK;
+  fclass *f = nv__calloc(1, sizeof *f);
+  if (f) {
+    f->key = nv__malloc((p->nkey + 1) * sizeof *f->key);
+    f->keeper = nv__calloc(p->nc + 1, sizeof *f->keeper);
+    f->k = nv__calloc(p->nc + 1, sizeof *f->k);
+  }
+  if (!f || !f->key || !f->keeper || !f->k) {
+    if (f)
+      fclass_free(f);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  memcpy(f->key, p->key, p->nkey * sizeof *p->key);
+  f->nkey = p->nkey;
+  f->nc = p->nc;
+  nv_status s = NV_OK;
+  for (size_t i = 0; s == NV_OK && i < p->nc; i++)
+    s = nv__fuse_plan_kernel(&e->r, p, i, sm, &f->keeper[i], &f->k[i]);
+  if (s != NV_OK) {
+    fclass_free(f);
+    return s;
+  }
+  /* Another call may have made the class meanwhile: the first listed serves. */
+  pthread_mutex_lock(&c->lock);
+  fclass *had = class_find(e, p);
+  bool listed = !had && e->nclasses < MAX_FCLASSES;
+  if (listed) {
+    f->next = e->classes;
+    e->classes = f;
+    e->nclasses++;
+    atomic_fetch_add_explicit(&c->layouts, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&c->lock);
+  if (!listed)
+    fclass_free(f);
+  *out = listed ? f : had;
+  return NV_OK;
+}
+
+/* The replay of a shapeless entry with its chains fused for this call's layouts: the nodes'
+ * metadata (poly_meta), the plan of the chains on them, its class's kernels; *done false where
+ * nothing is fused (the caller replays unfused, reporting a shape error where poly_meta met
+ * one). */
+static nv_status replay_fused(compiled *c, entry *e, nv_array *const *src, size_t nsrc,
+                              nv_array **res, bool *done) {
+  *done = false;
+  const recipe *r = &e->r;
+  nv__output *m = nv__calloc(r->n + 1, sizeof *m);
+  const nv__output **sm = nv__malloc((nsrc + 1) * sizeof *sm);
+  if (!m || !sm) {
+    nv__free(m);
+    nv__free(sm);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < nsrc; i++)
+    sm[i] = nv__out(src[i]);
+  nv_status s = poly_meta(r, src, m);
+  if (s != NV_OK) {
+    meta_free(m, r->n);
+    nv__free(sm);
+    nv_clear_error();
+    return NV_OK;
+  }
+  nv__fplan plan;
+  s = nv__fuse_plan(r, m, sm, &plan);
+  fclass *f = NULL;
+  if (s == NV_OK && plan.nc)
+    s = class_get(c, e, &plan, sm, &f);
+  size_t nk = 0;
+  for (size_t i = 0; f && i < f->nc; i++)
+    nk += f->keeper[i] != NULL;
+  if (s == NV_OK)
+    atomic_store(&c->fused, nk);
+  if (s == NV_OK && nk) {
+    fcall fc = {&plan, m, f->keeper, f->k};
+    s = replay(r, true, true, src, res, &fc);
+    *done = true;
+  }
+  nv__fplan_free(&plan);
+  meta_free(m, r->n);
+  nv__free(sm);
+  return s;
+}
+
 static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outputs) {
   compiled *c = payload;
   nv_compile_mode mode = mode_now();
@@ -1001,9 +1278,12 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
           meta[i] = nv__out(src[i]);
         if (s == NV_OK)
           s = nv__compile_simplify(&e->r, meta);
-        /* Fusion needs the trace's exact layouts (not for a shapeless
-         * element-wise replay), and constants that no transform traces (a fused
-         * node has no rules). */
+        /* Fusion needs constants that no transform traces (a fused node has no rules). A
+         * shapeless entry's chains are fused per call, on the call's layouts
+         * (replay_fused); the others' on the trace's. */
+        if (s == NV_OK && mode == NV_COMPILE_MODE_ENABLED && cacheable && c->shapeless &&
+            e->r.poly)
+          e->fuse = nv__fuse_may(&e->r, meta);
         if (s == NV_OK && mode == NV_COMPILE_MODE_ENABLED && cacheable &&
             !(c->shapeless && e->r.poly)) {
           s = nv__recipe_copy(&e->rf, &e->r);
@@ -1047,7 +1327,10 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   bool traced = false;
   for (size_t i = 0; i < nsrc; i++)
     traced |= nv__node_traced_here(src[i]->node);
-  if (s == NV_OK)
+  bool done = false;
+  if (s == NV_OK && e->poly && e->fuse && !traced && mode == NV_COMPILE_MODE_ENABLED)
+    s = replay_fused(c, e, src, nsrc, res, &done);
+  if (s == NV_OK && !done)
     s = nv__compile_replay(e->nfused && !traced && mode == NV_COMPILE_MODE_ENABLED ? &e->rf : &e->r,
                            e->poly, mode != NV_COMPILE_MODE_NO_SIMPLIFY, src, res);
   nv__scope_resume();
@@ -1062,13 +1345,8 @@ static nv_status compiled_call(void *payload, const nv_vec *inputs, nv_vec *outp
   if (res)
     nv__tf_release_all(res, nout);
   nv__free(res);
-  if (own && e) {
-    nv__recipe_free(&e->r);
-    if (e->nfused)
-      nv__recipe_free(&e->rf);
-    nv__free(e->key.w);
-    nv__free(e);
-  }
+  if (own && e)
+    entry_free(e);
   nv__tf_release_all(src, nsrc);
   nv__free(src);
   return s;
@@ -1112,5 +1390,6 @@ nv_status nv_compile_get_stats(const nv_closure *compiled_fn, nv_compile_stats *
   stats->traced_nodes = atomic_load(&c->traced_nodes);
   stats->nodes = atomic_load(&c->nodes);
   stats->fused = atomic_load(&c->fused);
+  stats->fused_layouts = atomic_load(&c->layouts);
   return NV_OK;
 }

@@ -94,6 +94,10 @@ typedef struct nv__fused {
   bool vec;
   int group, lanes;
   int64_t cols;
+  /* A shapeless chain's kernel takes its sizes as arguments (nv__compiled_params' nsz words:
+   * the CPU kernel as the pointer in[nin], the GPU kernel after the count); false: they are
+   * literals of its source. */
+  bool dyn;
   /* Its name in export_to_dot, as MLX names fused kernels: "Compiled" and the CamelCase names
    * of the operations it computes in order (a broadcast it reads counted where first read). */
   char name[128];
@@ -105,8 +109,12 @@ void nv__dot_camel(const char *s, char *buf, size_t size);
 /* The most outputs of a COMPILED node: its root and the intermediates used outside it. */
 #define NV__COMPILED_MAX_OUT 8
 
+/* A COMPILED node's parameters: its kernel, and for a chain of a shapeless function the sizes
+ * its kernel reads at run time (the shapes of the call: see nv__fchain), `nsz` words. */
 typedef struct nv__compiled_params {
   nv__fused *k;
+  int nsz;
+  int64_t sz[];
 } nv__compiled_params;
 
 /* The on-disk cache of compiled kernels ($XDG_CACHE_HOME/nuvec, else ~/.cache/nuvec, else
@@ -138,6 +146,79 @@ bool nv__test_fuse_nvrtc(bool on, long *ok, long *failed, const char **why);
  * the sources' metadata at the trace. Chains it cannot compile stay as they
  * are. Sets *nfused to the kernels made. */
 nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused);
+
+/* ---- Fusion inside shapeless functions (fuse.c) ----
+ *
+ * A shapeless entry's recipe is replayed on inputs of any shapes of the traced ranks, so its
+ * chains are found again per call on the call's metadata (nv__fuse_plan): how each chain reads
+ * each input against the shape it computes (a whole row-contiguous array, a broadcast
+ * row-contiguous block, one element) decides its kernel, the sizes do not. The plan's key
+ * names what the kernels depend on (the chains, the inputs' kinds, a GPU launch's class), so
+ * a function keeps one set of kernels per key (compile.c), made by nv__fuse_plan_kernel with
+ * their sizes as run-time arguments. */
+
+/* How a chain reads one of its inputs: the whole array (row-contiguous, the chain's shape), a
+ * trailing block (a broadcast row: element e reads e % inner), one element, or a block of the
+ * chain's dimensions broadcast over the others (element e reads (e / div) % inner). */
+enum { NV__IN_FULL, NV__IN_TRAIL, NV__IN_SCALAR, NV__IN_BLOCK };
+
+typedef struct nv__chain_in {
+  ref r;
+  /* A broadcast node outside the chain that the members read (kind R_NODE), read through its
+   * own input r instead; via.kind == -1 when none. */
+  ref via;
+  nv_dtype dtype;
+  int kind;
+  int64_t inner; /* NV__IN_TRAIL, NV__IN_BLOCK: the input's element count */
+  int64_t div;   /* NV__IN_BLOCK: element e reads ((e / div) % inner), div > 1 */
+} nv__chain_in;
+
+/* One chain of a plan: its members (recipe order, the root last), the intermediates used
+ * outside it (the fused node's outputs after the first), its data inputs in the kernel's
+ * order, its launch (nv__fused's reduce, vec, lanes, group) and the sizes its kernel takes
+ * for this call: sz[0] a reduction's row length or an element-wise kernel's run (the shortest
+ * period of its broadcast inputs, 0 when none), then per input its inner and div. */
+typedef struct nv__fchain {
+  size_t root, nm, *members;
+  size_t esc[NV__COMPILED_MAX_OUT - 1];
+  int nesc, nins, nsz;
+  nv__chain_in *ins;
+  bool reduce, vec;
+  int lanes, group;
+  int64_t *sz;
+  int ndim;         /* the shape it computes on this call (the call's metadata) */
+  const int *shape;
+} nv__fchain;
+
+typedef struct nv__fplan {
+  nv__fchain *c;
+  size_t nc;
+  int *chain; /* per recipe node: the chain it is a member of, or -1 */
+  int64_t *key; /* the chains' structure, kinds and launches (not their sizes) */
+  size_t nkey;
+  size_t *members_buf;
+  nv__chain_in *ins_buf;
+  int64_t *sz_buf;
+} nv__fplan;
+
+/* The chains of the poly recipe `r` for a call whose sources have the metadata `src` and
+ * whose nodes (one output each) have `nodes` (compile.c's shape pass), as nv__fuse_recipe
+ * would find them on a trace of these layouts; chains whose inputs cannot be read (a
+ * transposed input, ...) are left out. */
+nv_status nv__fuse_plan(const recipe *r, const nv__output *nodes, const nv__output *const *src,
+                        nv__fplan *p);
+void nv__fplan_free(nv__fplan *p);
+
+/* The kernel of chain i of plan p, generated with its sizes as arguments and compiled (C or,
+ * on a GPU stream, CUDA C), held by a keeper node (*keeper, a new reference; the node's
+ * buffer holds the kernel *k). *keeper is NULL when no kernel can be had (no compiler): the
+ * chain then stays unfused. */
+nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
+                               const nv__output *const *src, nv__node **keeper, nv__fused **k);
+
+/* Whether recipe r has a chain that nv__fuse_plan could find on some layouts: two fusable
+ * nodes, one reading the other. */
+bool nv__fuse_may(const recipe *r, const nv__output *const *src);
 
 /* Drops the nodes no output of `r` reaches, keeping the others' order and renumbering the
  * references to them (fuse.c; simplify's last step too). */

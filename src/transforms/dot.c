@@ -115,7 +115,7 @@ static void write_node(dot *d, nv__node *n, const held *in, bool sink) {
     }
     return;
   }
-  if (n->prim == NV__PRIM_COMPILED && n->params_size == sizeof(nv__compiled_params) &&
+  if (n->prim == NV__PRIM_COMPILED && n->params_size >= sizeof(nv__compiled_params) &&
       ((const nv__compiled_params *)n->params)->k)
     snprintf(label, sizeof label, "%s", ((const nv__compiled_params *)n->params)->k->name);
   else

@@ -174,19 +174,42 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
 
 /* ---- Chains ---- */
 
-/* How a chain reads one of its inputs. */
-enum { IN_FULL, IN_TRAIL, IN_SCALAR, IN_BLOCK };
+/* How a chain reads one of its inputs (compile_internal.h). */
+enum { IN_FULL = NV__IN_FULL, IN_TRAIL = NV__IN_TRAIL, IN_SCALAR = NV__IN_SCALAR,
+       IN_BLOCK = NV__IN_BLOCK };
+typedef nv__chain_in chain_in;
 
-typedef struct chain_in {
-  ref r;
-  /* A broadcast node outside the chain that the members read (kind R_NODE), read through its
-   * own input r instead; via.kind == -1 when none. */
-  ref via;
+/* A value's metadata as the pass reads it: a recipe node's traced output, a source's, or (in
+ * a shapeless call's plan) a node's metadata for that call. */
+typedef struct mview {
   nv_dtype dtype;
-  int kind;
-  int64_t inner; /* IN_TRAIL, IN_BLOCK: the input's element count */
-  int64_t div;   /* IN_BLOCK: element e reads ((e / div) % inner), div > 1 */
-} chain_in;
+  int ndim;
+  const int *shape;
+  const int64_t *strides;
+} mview;
+
+static mview mv_rout(const rout *o) { return (mview){o->dtype, o->ndim, o->shape, o->strides}; }
+static mview mv_out(const nv__output *o) {
+  return (mview){o->dtype, o->ndim, o->shape, o->strides};
+}
+
+/* What the pass reads: the recipe, the sources' metadata, and for a shapeless call the
+ * metadata of each node (one output each) on that call's inputs (NULL: the trace's). */
+typedef struct fctx {
+  recipe *r;
+  const nv__output *const *src;
+  const nv__output *call;
+} fctx;
+
+static mview node_mv(const fctx *c, size_t k) {
+  return c->call ? mv_out(&c->call[k]) : mv_rout(&c->r->nodes[k].out[0]);
+}
+
+static mview ref_mv(const fctx *c, ref x) {
+  if (x.kind == R_NODE)
+    return c->call ? mv_out(&c->call[x.i]) : mv_rout(&c->r->nodes[x.i].out[x.idx]);
+  return mv_out(x.kind == R_SRC ? c->src[x.i] : &c->r->consts[x.i].node->out[c->r->consts[x.i].idx]);
+}
 
 static bool row_contiguous(const int *shape, const int64_t *strides, int nd) {
   int64_t expect = 1;
@@ -202,7 +225,7 @@ static bool row_contiguous(const int *shape, const int64_t *strides, int nd) {
 
 /* How an input of metadata `m` is read against the root's shape; -1: it cannot
  * be. */
-static int input_kind(const rout *m, const rout *root, int64_t *inner, int64_t *div) {
+static int input_kind(const mview *m, const mview *root, int64_t *inner, int64_t *div) {
   int64_t size = 1;
   for (int i = 0; i < m->ndim; i++)
     size *= m->shape[i];
@@ -236,7 +259,7 @@ static int input_kind(const rout *m, const rout *root, int64_t *inner, int64_t *
   return size == rsize ? IN_FULL : IN_TRAIL;
 }
 
-static bool same_shape(const rout *a, const rout *b) {
+static bool same_shape(const mview *a, const mview *b) {
   return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int));
 }
 
@@ -309,9 +332,46 @@ static bool reduce_root(const recipe *r, size_t k) {
 
 /* The shape a chain rooted at k computes element by element: k's output, or for
  * a reduction its input. */
-static const rout *chain_shape(const recipe *r, size_t k) {
-  const rnode *n = &r->nodes[k];
-  return op_of(n->prim) ? &n->out[0] : &r->nodes[n->in[0].i].out[n->in[0].idx];
+static mview chain_shape(const fctx *c, size_t k) {
+  const rnode *n = &c->r->nodes[k];
+  return op_of(n->prim) ? node_mv(c, k) : ref_mv(c, n->in[0]);
+}
+
+/* The row length of a chain over `in` ending in reduction rn: the last axis, or all. */
+static int64_t reduce_cols(const rnode *rn, const mview *in) {
+  int64_t cols = 1;
+  if (((const nv__reduce_params *)rn->params)->naxes == 1)
+    cols = in->shape[in->ndim - 1];
+  else
+    for (int d = 0; d < in->ndim; d++)
+      cols *= in->shape[d];
+  return cols;
+}
+
+/* A size in a kernel's source: a literal with the suffix `sfx` ("ll", "", ".0"), or in a
+ * shapeless chain's kernel (dyn) the local `var` holding the call's value (`(double)var`
+ * where the literal would be a double). */
+typedef struct lit {
+  char s[40];
+} lit;
+
+static lit size_text(bool dyn, const char *var, long long v, const char *sfx) {
+  lit t;
+  if (!dyn)
+    snprintf(t.s, sizeof t.s, "%lld%s", v, sfx);
+  else if (!strcmp(sfx, ".0"))
+    snprintf(t.s, sizeof t.s, "(double)%s", var);
+  else
+    snprintf(t.s, sizeof t.s, "%s", var);
+  return t;
+}
+
+/* The locals of a dyn kernel's sizes: zc (sz[0]), zi<i> and zd<i> (input i's inner and div);
+ * the names of input i's. */
+static lit zname(const char *p, int i) {
+  lit t;
+  snprintf(t.s, sizeof t.s, "%s%d", p, i);
+  return t;
 }
 
 static rout meta_of(const recipe *r, ref x, const nv__output *const *src) {
@@ -482,10 +542,30 @@ static bool may_alias_out(const chain_in *in, nv_dtype od, bool reduce) {
   return !reduce && in->kind == IN_FULL && in->dtype == od;
 }
 
-/* The kernel's source for the chain `members` (recipe order) rooted at the
- * last. */
+/* The locals of a dyn kernel's sizes (`arr` the words: "sz" in C, "P.sz" in CUDA): zc, the
+ * row length or run, where the kernel reduces or has broadcast inputs; zi<i>/zd<i> for the
+ * trailing and block inputs. */
+static void size_locals(sbuf *b, const char *arr, const char *ty, const chain_in *ins, int nins,
+                        bool reduce) {
+  bool run = reduce;
+  for (int i = 0; i < nins; i++)
+    run |= ins[i].kind == IN_TRAIL || ins[i].kind == IN_BLOCK;
+  if (run)
+    sb_add(b, "  const %s zc = %s[0];\n", ty, arr);
+  for (int i = 0; i < nins; i++) {
+    if (ins[i].kind == IN_TRAIL || ins[i].kind == IN_BLOCK)
+      sb_add(b, "  const %s zi%d = %s[%d];\n", ty, i, arr, 1 + 2 * i);
+    if (ins[i].kind == IN_BLOCK)
+      sb_add(b, "  const %s zd%d = %s[%d];\n", ty, i, arr, 2 + 2 * i);
+  }
+}
+
+/* The kernel's source for the chain `members` (recipe order) rooted at the last, computing
+ * over the shape `rm`; `dyn`: its sizes read at run time from in[nins] (nv__fchain's sz), so
+ * one kernel serves every shape of its inputs' kinds (a shapeless function's). */
 static char *generate(const recipe *r, const size_t *members, size_t nm, const chain_in *ins,
-                      int nins, const size_t *esc, int nesc, const nv__output *const *src) {
+                      int nins, const size_t *esc, int nesc, const nv__output *const *src,
+                      const mview *rm, bool dyn) {
   sbuf b = {0};
   size_t root = members[nm - 1];
   const rnode *rn = &r->nodes[root];
@@ -493,6 +573,7 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   const char *oty = stype(od);
   bool reduce = !op_of(rn->prim);
   size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
+  int64_t cols = reduce ? reduce_cols(rn, rm) : 0;
   sb_add(&b, "%s", PRELUDE);
   if (chain_has_half(r, members, nm, ins, nins))
     sb_add(&b, "%s", HALF_PRELUDE);
@@ -507,6 +588,10 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     else
       sb_add(&b, "  const %s *%sp%d = (const %s *)in[%d];\n", ty, rs, i, ty, i);
   }
+  if (dyn) {
+    sb_add(&b, "  const int64_t *restrict sz = (const int64_t *)in[%d];\n", nins);
+    size_locals(&b, "sz", "int64_t", ins, nins, reduce);
+  }
   /* Output 0 is a donated input's buffer when the evaluation donates one. */
   sb_add(&b, "  %s *%so = (%s *)out[0];\n", oty, reduce ? "restrict " : "", oty);
   for (int x = 0; x < nesc; x++) {
@@ -516,18 +601,11 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   if (reduce) {
     /* One row per index: its elements folded in order, float32 sums accumulated
      * in double. */
-    const rout *in = chain_shape(r, root);
-    int64_t cols = 1;
-    if (((const nv__reduce_params *)rn->params)->naxes == 1)
-      cols = in->shape[in->ndim - 1];
-    else
-      for (int d = 0; d < in->ndim; d++)
-        cols *= in->shape[d];
+    lit c = size_text(dyn, "zc", (long long)cols, "ll");
     bool max = rn->prim == NV__PRIM_MAX;
     sb_add(&b, "  for (int64_t row = lo; row < hi; row++) {\n");
     sb_add(&b, "    double acc = %s;\n", max ? "-INFINITY" : "0.0");
-    sb_add(&b, "    for (int64_t e = row * %lldll; e < (row + 1) * %lldll; e++) {\n",
-           (long long)cols, (long long)cols);
+    sb_add(&b, "    for (int64_t e = row * %s; e < (row + 1) * %s; e++) {\n", c.s, c.s);
   }
   /* Element-wise with broadcast rows: runs that stay inside one row of the shortest rows
    * (longer rows are multiples of it), each a contiguous loop over every input. */
@@ -540,21 +618,22 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
         run = period;
     }
   if (run) {
+    lit rt = size_text(dyn, "zc", (long long)run, "ll");
     sb_add(&b, "  for (int64_t e0 = lo; e0 < hi;) {\n");
-    sb_add(&b, "    int64_t n = %lldll - e0 %% %lldll;\n    if (n > hi - e0) n = hi - e0;\n",
-           (long long)run, (long long)run);
+    sb_add(&b, "    int64_t n = %s - e0 %% %s;\n    if (n > hi - e0) n = hi - e0;\n", rt.s,
+           rt.s);
     for (int i = 0; i < nins; i++) {
       const char *ty = stype(ins[i].dtype);
       const char *rs = may_alias_out(&ins[i], od, reduce) ? "" : "restrict ";
+      lit in = size_text(dyn, zname("zi", i).s, (long long)ins[i].inner, "ll");
       if (ins[i].kind == IN_FULL)
         sb_add(&b, "    const %s *%sq%d = p%d + e0;\n", ty, rs, i, i);
       else if (ins[i].kind == IN_TRAIL)
-        sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %lldll;\n", ty, i, i,
-               (long long)ins[i].inner);
+        sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %s;\n", ty, i, i, in.s);
       else if (ins[i].kind == IN_BLOCK)
-        sb_add(&b, "    const %s b%d = %s(p%d[(e0 / %lldll) %% %lldll]);\n",
-               ctype(ins[i].dtype), i, load_fn(ins[i].dtype), i, (long long)ins[i].div,
-               (long long)ins[i].inner);
+        sb_add(&b, "    const %s b%d = %s(p%d[(e0 / %s) %% %s]);\n", ctype(ins[i].dtype), i,
+               load_fn(ins[i].dtype), i,
+               size_text(dyn, zname("zd", i).s, (long long)ins[i].div, "ll").s, in.s);
     }
     sb_add(&b, "    %s *oo = o + e0;\n", oty);
     for (int x = 0; x < nesc; x++)
@@ -566,6 +645,7 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   }
   for (int i = 0; i < nins; i++) {
     const char *ty = ctype(ins[i].dtype), *ld = load_fn(ins[i].dtype);
+    lit zi = zname("zi", i), zd = zname("zd", i);
     if (ins[i].kind == IN_SCALAR)
       sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
     else if (run && ins[i].kind == IN_BLOCK)
@@ -573,13 +653,14 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     else if (run)
       sb_add(&b, "    const %s x%d = %s(q%d[j]);\n", ty, i, ld, i);
     else if (ins[i].kind == IN_BLOCK)
-      sb_add(&b, "    const %s x%d = %s(p%d[(e / %lldll) %% %lldll]);\n", ty, i, ld, i,
-             (long long)ins[i].div, (long long)ins[i].inner);
+      sb_add(&b, "    const %s x%d = %s(p%d[(e / %s) %% %s]);\n", ty, i, ld, i,
+             size_text(dyn, zd.s, (long long)ins[i].div, "ll").s,
+             size_text(dyn, zi.s, (long long)ins[i].inner, "ll").s);
     else if (ins[i].kind == IN_FULL)
       sb_add(&b, "    const %s x%d = %s(p%d[e]);\n", ty, i, ld, i);
     else
-      sb_add(&b, "    const %s x%d = %s(p%d[e %% %lld]);\n", ty, i, ld, i,
-             (long long)ins[i].inner);
+      sb_add(&b, "    const %s x%d = %s(p%d[e %% %s]);\n", ty, i, ld, i,
+             size_text(dyn, zi.s, (long long)ins[i].inner, "").s);
   }
   for (size_t m = 0; m < elementwise; m++)
     emit_node(&b, r, members[m], ins, nins, src, false);
@@ -599,15 +680,9 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
       operand(&b, last, ins, nins);
       sb_add(&b, ";\n");
     }
-    const rout *in = chain_shape(r, root);
-    int64_t cols = 1;
-    if (((const nv__reduce_params *)rn->params)->naxes == 1)
-      cols = in->shape[in->ndim - 1];
-    else
-      for (int d = 0; d < in->ndim; d++)
-        cols *= in->shape[d];
     if (rn->prim == NV__PRIM_MEAN)
-      sb_add(&b, "    }\n    o[row] = (%s)(acc / %lld.0);\n  }\n}\n", oty, (long long)cols);
+      sb_add(&b, "    }\n    o[row] = (%s)(acc / %s);\n  }\n}\n", oty,
+             size_text(dyn, "zc", (long long)cols, ".0").s);
     else
       sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
   } else if (run) {
@@ -750,26 +825,26 @@ static void vstore(sbuf *b, nv_dtype d, int x, int lanes) {
 }
 
 /* Loads input i's value for element `e` (a C expression) into x<i>. */
-static void cuda_load(sbuf *b, const chain_in *in, int i, const char *e) {
+static void cuda_load(sbuf *b, const chain_in *in, int i, const char *e, bool dyn) {
   const char *ty = ctype(in->dtype), *ld = load_fn(in->dtype);
+  lit inner = size_text(dyn, zname("zi", i).s, (long long)in->inner, "ll");
   if (in->kind == IN_SCALAR)
     sb_add(b, "      const %s x%d = s%d;\n", ty, i, i);
   else if (in->kind == IN_FULL)
     sb_add(b, "      const %s x%d = %s(p%d[%s]);\n", ty, i, ld, i, e);
   else if (in->kind == IN_TRAIL)
-    sb_add(b, "      const %s x%d = %s(p%d[(%s) %% %lldll]);\n", ty, i, ld, i, e,
-           (long long)in->inner);
+    sb_add(b, "      const %s x%d = %s(p%d[(%s) %% %s]);\n", ty, i, ld, i, e, inner.s);
   else
-    sb_add(b, "      const %s x%d = %s(p%d[((%s) / %lldll) %% %lldll]);\n", ty, i, ld, i, e,
-           (long long)in->div, (long long)in->inner);
+    sb_add(b, "      const %s x%d = %s(p%d[((%s) / %s) %% %s]);\n", ty, i, ld, i, e,
+           size_text(dyn, zname("zd", i).s, (long long)in->div, "ll").s, inner.s);
 }
 
 /* One element's inputs loaded at index `e`, its outputs declared (y0 of compute type `oty`,
  * then the escaping intermediates') and nv_body called on them. */
 static void cuda_body_call(sbuf *b, const recipe *r, const chain_in *ins, int nins,
-                           const size_t *esc, int nesc, const char *oty) {
+                           const size_t *esc, int nesc, const char *oty, bool dyn) {
   for (int i = 0; i < nins; i++)
-    cuda_load(b, &ins[i], i, "e");
+    cuda_load(b, &ins[i], i, "e", dyn);
   sb_add(b, "      %s y0;\n", oty);
   for (int x = 0; x < nesc; x++)
     sb_add(b, "      %s y%d;\n", ctype(r->nodes[esc[x]].out[0].dtype), x + 1);
@@ -826,7 +901,11 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
   for (int x = 0; x < nesc; x++)
     sb_add(&b, "    y%d = t%zu;\n", x + 1, esc[x]);
   sb_add(&b, "}\n");
-  sb_add(&b, "struct nv_fp {\n  long long off[%d];\n  long long n;\n};\n", nins + nout);
+  if (k->dyn)
+    sb_add(&b, "struct nv_fp {\n  long long off[%d];\n  long long n;\n  long long sz[%d];\n};\n",
+           nins + nout, 1 + 2 * nins);
+  else
+    sb_add(&b, "struct nv_fp {\n  long long off[%d];\n  long long n;\n};\n", nins + nout);
   sb_add(&b, "extern \"C\" __global__ void __launch_bounds__(256) nv_fused_kernel(");
   for (int i = 0; i < nins; i++)
     sb_add(&b, "const %s *a%d, ", stype(ins[i].dtype), i);
@@ -841,6 +920,8 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
   }
   for (int x = 0; x < nout; x++)
     sb_add(&b, "  %s *o%d = b%d + P.off[%d];\n", stype(ODT(x)), x, x, nins + x);
+  if (k->dyn)
+    size_locals(&b, "P.sz", "long long", ins, nins, k->reduce);
   if (!k->reduce) {
     sb_add(&b, "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
     sb_add(&b, "  const long long step = (long long)gridDim.x * blockDim.x;\n");
@@ -887,7 +968,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
       sb_add(&b, "    }\n    e0 = nv * %d;\n  }\n", L);
     }
     sb_add(&b, "  for (long long e = e0 + tid; e < P.n; e += step) {\n");
-    cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
+    cuda_body_call(&b, r, ins, nins, esc, nesc, oty, k->dyn);
     for (int x = 0; x < nout; x++)
       sb_add(&b, "      o%d[e] = %s(y%d);\n", x, store_fn(ODT(x)), x);
     sb_add(&b, "  }\n}\n");
@@ -896,6 +977,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
     const char *init = max ? "NV_NINF" : "0.0";
     const char *comb = max ? "acc = NV_FMAXN(acc, u);" : "acc = acc + u;";
     long long cols = (long long)k->cols;
+    lit cl = size_text(k->dyn, "zc", cols, "ll");
     int g = k->group;
     if (g > 32)
       sb_add(&b, "  __shared__ double nv_part[%d];\n", g / 32);
@@ -914,9 +996,9 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
           sb_add(&b, " | ((unsigned long long)p%d & %d)", i, valign(ins[i].dtype) - 1);
       sb_add(&b, ") == 0) {\n");
       sb_add(&b, "#pragma unroll 4\n");
-      sb_add(&b, "    for (long long c = (long long)lane * %d; c < %lldll; c += %d) {\n", L,
-             cols, g * L);
-      sb_add(&b, "      const long long v = (row * %lldll + c) / %d;\n", cols, L);
+      sb_add(&b, "    for (long long c = (long long)lane * %d; c < %s; c += %d) {\n", L, cl.s,
+             g * L);
+      sb_add(&b, "      const long long v = (row * %s + c) / %d;\n", cl.s, L);
       for (int i = 0; i < nins; i++) {
         if (ins[i].kind == IN_SCALAR)
           continue;
@@ -927,8 +1009,8 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
         char vi[32] = "v";
         if (ins[i].kind == IN_TRAIL) {
           snprintf(vi, sizeof vi, "vt%d", i);
-          sb_add(&b, "      const long long vt%d = ((row * %lldll + c) %% %lldll) / %d;\n", i,
-                 cols, (long long)ins[i].inner, L);
+          sb_add(&b, "      const long long vt%d = ((row * %s + c) %% %s) / %d;\n", i, cl.s,
+                 size_text(k->dyn, zname("zi", i).s, (long long)ins[i].inner, "ll").s, L);
         }
         for (int c = 0; c < L / per; c++)
           sb_add(&b, "      const %s v%d_%d = ((const %s *)p%d)[%s * %d + %d];\n", type, i, c,
@@ -947,9 +1029,9 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
       }
       sb_add(&b, "    }\n    } else\n");
     }
-    sb_add(&b, "    for (long long c = lane; c < %lldll; c += %d) {\n", cols, g);
-    sb_add(&b, "      const long long e = row * %lldll + c;\n", cols);
-    cuda_body_call(&b, r, ins, nins, esc, nesc, oty);
+    sb_add(&b, "    for (long long c = lane; c < %s; c += %d) {\n", cl.s, g);
+    sb_add(&b, "      const long long e = row * %s + c;\n", cl.s);
+    cuda_body_call(&b, r, ins, nins, esc, nesc, oty, k->dyn);
     sb_add(&b, "      const double u = (double)y0;\n      %s\n", comb);
     for (int x = 0; x < nesc; x++)
       sb_add(&b, "      o%d[e] = %s(y%d);\n", x + 1, store_fn(ODT(x + 1)), x + 1);
@@ -969,7 +1051,8 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
              comb);
     }
     if (rn->prim == NV__PRIM_MEAN)
-      sb_add(&b, "    if (lane == 0) o0[row] = (%s)(acc / %lld.0);\n", oty, cols);
+      sb_add(&b, "    if (lane == 0) o0[row] = (%s)(acc / %s);\n", oty,
+             size_text(k->dyn, "zc", cols, ".0").s);
     else
       sb_add(&b, "    if (lane == 0) o0[row] = (%s)acc;\n", oty);
     sb_add(&b, "  }\n}\n");
@@ -1211,7 +1294,7 @@ static bool ref_same(ref a, ref b) { return a.kind == b.kind && a.i == b.i && a.
 /* The GPU launch of a chain rooted at rn over the shape rm (k->reduce set): whether it steps
  * k->lanes elements at a time, or a reduction's row length and threads per row. False: the
  * chain stays unfused on the GPU. */
-static bool gpu_launch(const recipe *r, const rnode *rn, const rout *rm, const chain_in *ins,
+static bool gpu_launch(const recipe *r, const rnode *rn, const mview *rm, const chain_in *ins,
                        int nins, const size_t *esc, int nesc, nv__fused *k) {
   k->vec = !k->reduce;
   /* 8 elements a step where the chain moves float16/bfloat16 values (one 16-byte load of
@@ -1227,12 +1310,7 @@ static bool gpu_launch(const recipe *r, const rnode *rn, const rout *rm, const c
       k->lanes = 8;
   if (!k->reduce)
     return true;
-  k->cols = 1;
-  if (((const nv__reduce_params *)rn->params)->naxes == 1)
-    k->cols = rm->shape[rm->ndim - 1];
-  else
-    for (int d = 0; d < rm->ndim; d++)
-      k->cols *= rm->shape[d];
+  k->cols = reduce_cols(rn, rm);
   /* A warp per row of up to 256 elements, a block per longer row. */
   k->group = k->cols <= 256 ? 32 : 256;
   /* Rows read `lanes` elements a step through vector loads where every input is whole, a
@@ -1259,8 +1337,9 @@ static char nvrtc_why[512];
 
 static void check_cuda_source(const recipe *r, const size_t *members, size_t nm,
                               const chain_in *ins, int nins, const size_t *esc, int nesc,
-                              const nv__output *const *src, const rnode *rn, const rout *rm) {
-  nv__fused k = {.nin = nins, .reduce = !op_of(rn->prim)};
+                              const nv__output *const *src, const rnode *rn, const mview *rm,
+                              bool dyn) {
+  nv__fused k = {.nin = nins, .reduce = !op_of(rn->prim), .dyn = dyn};
   if (!gpu_launch(r, rn, rm, ins, nins, esc, nesc, &k))
     return;
   char *source = generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &k);
@@ -1322,20 +1401,15 @@ static void chain_name(const recipe *r, const size_t *members, size_t nm, const 
   }
 }
 
-static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const size_t *esc,
-                            int nesc, const nv__output *const *src, bool *done) {
-  *done = false;
-  size_t root = members[nm - 1];
-  const rout *rm = chain_shape(r, root);
-  chain_in ins[64];
-  int nins = 0;
-  bool *in_chain = nv__calloc(r->n + 1, sizeof *in_chain);
-  if (!in_chain)
-    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+/* The data inputs of the chain `members` (recipe order, root last) and how its kernel reads
+ * each against the chain's shape rm, into ins[0 .. *nins) (at most 64). False: an input
+ * cannot be read (the chain stays unfused). */
+static bool chain_inputs(const fctx *c, const size_t *members, size_t nm, const mview *rm,
+                         bool *in_chain, chain_in *ins, int *nins) {
+  recipe *r = c->r;
+  *nins = 0;
   for (size_t m = 0; m < nm; m++)
     in_chain[members[m]] = true;
-  char name[sizeof ((nv__fused *)0)->name];
-  chain_name(r, members, nm, in_chain, name, sizeof name);
   bool ok = true;
   for (size_t m = 0; ok && m < nm; m++) {
     const rnode *n = &r->nodes[members[m]];
@@ -1344,86 +1418,125 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
       if (x.kind == R_NODE && in_chain[x.i])
         continue;
       bool seen = false;
-      for (int j = 0; j < nins && !seen; j++)
+      for (int j = 0; j < *nins && !seen; j++)
         seen = ref_same(ins[j].r, x) || ref_same(ins[j].via, x);
       if (seen)
         continue;
-      rout mm = meta_of(r, x, src);
+      mview mm = ref_mv(c, x);
       int64_t inner = 0, div = 1;
       int kind = input_kind(&mm, rm, &inner, &div);
       ref via = {-1, 0, 0};
       /* A broadcast to the chain's whole shape (a stride-0 view, no input the kernel can
        * index) is read through its input, which the kernel broadcasts as it reads it. */
       if (kind < 0 && x.kind == R_NODE && r->nodes[x.i].prim == NV__PRIM_BROADCAST &&
-          r->nodes[x.i].nin == 1 && mm.ndim == rm->ndim &&
-          !memcmp(mm.shape, rm->shape, (size_t)mm.ndim * sizeof(int))) {
+          r->nodes[x.i].nin == 1 && same_shape(&mm, rm)) {
         ref y = r->nodes[x.i].in[0];
-        rout my = meta_of(r, y, src);
+        mview my = ref_mv(c, y);
         if (my.dtype == mm.dtype && (kind = input_kind(&my, rm, &inner, &div)) >= 0) {
           via = x;
           x = y;
-          for (int j = 0; j < nins && !seen; j++)
+          for (int j = 0; j < *nins && !seen; j++)
             seen = ref_same(ins[j].r, x);
           if (seen) {
             kind = -1; /* its input is also read directly: not shared between two slots */
           }
         }
       }
-      if (kind < 0 || nins == 64)
+      if (kind < 0 || *nins == 64)
         ok = false;
       else
-        ins[nins++] = (chain_in){x, via, mm.dtype, kind, inner, div};
+        ins[(*nins)++] = (chain_in){x, via, mm.dtype, kind, inner, div};
     }
   }
-  nv__free(in_chain);
+  for (size_t m = 0; m < nm; m++)
+    in_chain[members[m]] = false;
+  return ok;
+}
+
+/* A kernel made into a counted nv__fused held by a keeper node (*kn): the launch's fields
+ * from `launch`, its name, its CPU function or GPU kernel. */
+static nv_status make_fused(const nv__fused *launch, const char *name, nv__fused_fn fn,
+                            const void *gk, nv__fused **out, nv__node **kn) {
+  nv__fused *k = nv__malloc(sizeof *k);
+  if (!k)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  *k = *launch;
+  memcpy(k->name, name, sizeof k->name);
+  atomic_init(&k->refs, 1);
+  k->fn = fn;
+  k->gpu = gk;
+  *out = k;
+  return keeper(k, kn); /* takes k's reference */
+}
+
+/* The kernel of a chain's source: NULL when it cannot be had. */
+static void compile_source(const char *source, bool gpu, nv__fused_fn *fn, const void **gk) {
+  *fn = NULL;
+  *gk = NULL;
+#ifdef NUVEC_HAVE_CUDA
+  if (gpu)
+    *gk = nv__gpu_fused_kernel(source);
+#endif
+  if (!gpu)
+    *fn = kernel_for(source);
+}
+
+/* Turns the chain `members` (recipe order, root last) into a COMPILED node at
+ * the root's place. Sets *done to whether it did (false: an input it cannot read, or
+ * no kernel). */
+static nv_status fuse_chain(const fctx *c, const size_t *members, size_t nm, const size_t *esc,
+                            int nesc, bool *in_chain, bool *done) {
+  recipe *r = c->r;
+  const nv__output *const *src = c->src;
+  *done = false;
+  size_t root = members[nm - 1];
+  mview rm = chain_shape(c, root);
+  chain_in ins[64];
+  int nins = 0;
+  for (size_t m = 0; m < nm; m++)
+    in_chain[members[m]] = true;
+  char name[sizeof ((nv__fused *)0)->name];
+  chain_name(r, members, nm, in_chain, name, sizeof name);
+  for (size_t m = 0; m < nm; m++)
+    in_chain[members[m]] = false;
+  bool ok = chain_inputs(c, members, nm, &rm, in_chain, ins, &nins);
   /* A GPU launch takes at most 64 views (the inputs and the outputs). */
   bool gpu = r->nodes[root].stream.device.type == NV_DEVICE_GPU;
   if (!ok || (gpu && nins + nesc + 1 > 64))
     return NV_OK;
   const rnode *rn = &r->nodes[root];
   nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
-  if (gpu && !gpu_launch(r, rn, rm, ins, nins, esc, nesc, &launch))
+  if (gpu && !gpu_launch(r, rn, &rm, ins, nins, esc, nesc, &launch))
     return NV_OK;
 #ifdef NUVEC_HAVE_CUDA
   if (!gpu && atomic_load(&nvrtc_check))
-    check_cuda_source(r, members, nm, ins, nins, esc, nesc, src, rn, rm);
+    check_cuda_source(r, members, nm, ins, nins, esc, nesc, src, rn, &rm, false);
 #endif
   char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &launch)
-                     : generate(r, members, nm, ins, nins, esc, nesc, src);
+                     : generate(r, members, nm, ins, nins, esc, nesc, src, &rm, false);
   if (!source)
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
-  nv__fused_fn fn = NULL;
-  const void *gk = NULL;
-#ifdef NUVEC_HAVE_CUDA
-  if (gpu)
-    gk = nv__gpu_fused_kernel(source);
-#endif
-  if (!gpu)
-    fn = kernel_for(source);
+  nv__fused_fn fn;
+  const void *gk;
+  compile_source(source, gpu, &fn, &gk);
   nv__free(source);
   if (!fn && !gk)
     return NV_OK;
-  nv__fused *k = nv__malloc(sizeof *k);
   ref *in = nv__malloc(((size_t)nins + 1) * sizeof *in);
   nv__compiled_params *p = nv__malloc(sizeof *p);
   rout *outs = nv__malloc((size_t)(nesc + 1) * sizeof *outs);
   nv__input *consts = nv__realloc(r->consts, (r->nconst + 1) * sizeof *consts);
   if (consts)
     r->consts = consts;
-  if (!k || !in || !p || !consts || !outs) {
-    nv__free(k);
+  if (!in || !p || !consts || !outs) {
     nv__free(in);
     nv__free(p);
     nv__free(outs);
     return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
-  *k = launch;
-  memcpy(k->name, name, sizeof k->name);
-  atomic_init(&k->refs, 1);
-  k->fn = fn;
-  k->gpu = gk;
+  nv__fused *k = NULL;
   nv__node *kn = NULL;
-  nv_status s = keeper(k, &kn); /* takes k's reference */
+  nv_status s = make_fused(&launch, name, fn, gk, &k, &kn);
   if (s != NV_OK) {
     nv__free(in);
     nv__free(p);
@@ -1435,6 +1548,7 @@ static nv_status fuse_chain(recipe *r, const size_t *members, size_t nm, const s
     in[i] = ins[i].r;
   in[nins] = (ref){R_CONST, (int)r->nconst++, 0};
   p->k = k;
+  p->nsz = 0;
   rnode *n = &r->nodes[root];
   outs[0] = n->out[0];
   for (int x = 0; x < nesc; x++)
@@ -1506,8 +1620,17 @@ static int cmp_size(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
-  *nfused = 0;
+/* What find_chains does with a chain it found: fuse it (a trace's pass) or plan it (a
+ * shapeless call's); *done: whether it took it (its members then join no other chain). */
+typedef nv_status (*take_fn)(void *ctx, const fctx *c, const size_t *members, size_t nm,
+                             const size_t *esc, int nesc, bool *in_chain, bool *done);
+
+/* The chains of c's recipe, roots from the last node down, each handed to `take`: a root
+ * takes the candidates below it (of its shape and device) whose consumers are all its or
+ * come after it (those escape: extra outputs). */
+static nv_status find_chains(const fctx *c, take_fn take, void *ctx) {
+  recipe *r = c->r;
+  const nv__output *const *src = c->src;
   size_t n = r->n;
   if (n < 2)
     return NV_OK;
@@ -1516,6 +1639,7 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
   size_t *ncons = nv__calloc(n + 1, sizeof *ncons), *at = nv__calloc(n + 2, sizeof *at);
   bool *escape = nv__calloc(n + 1, sizeof *escape), *cand = nv__calloc(n + 1, sizeof *cand);
   bool *rootable = nv__calloc(n + 1, sizeof *rootable);
+  bool *in_chain = nv__calloc(n + 1, sizeof *in_chain);
   int *grp = nv__malloc((n + 1) * sizeof *grp);
   size_t *members = nv__malloc((n + 1) * sizeof *members);
   size_t total = 0;
@@ -1526,7 +1650,8 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
    * most n. */
   heap hp = {nv__malloc((n + 1) * sizeof(size_t)), 0};
   size_t *stamp = nv__calloc(n + 1, sizeof *stamp);
-  nv_status s = ncons && at && escape && cand && rootable && grp && members && cons && hp.v && stamp
+  nv_status s = ncons && at && escape && cand && rootable && in_chain && grp && members && cons &&
+                        hp.v && stamp
                     ? NV_OK
                     : nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   for (size_t k = 0; s == NV_OK && k < n; k++)
@@ -1560,7 +1685,7 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
     size_t nm = 0, esc[NV__COMPILED_MAX_OUT];
     int nesc = 0;
     members[nm++] = k;
-    const rout *shape = chain_shape(r, k);
+    mview shape = chain_shape(c, k);
     for (size_t q = k;;) {
       /* Queue the producers of the node that just joined (q). */
       for (int i = 0; i < r->nodes[q].nin; i++) {
@@ -1573,15 +1698,16 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
       bool joined = false;
       while (hp.n && !joined) {
         size_t m = heap_pop(&hp);
-        if (!cand[m] || grp[m] >= 0 || !same_shape(&r->nodes[m].out[0], shape) ||
+        mview mm = node_mv(c, m);
+        if (!cand[m] || grp[m] >= 0 || !same_shape(&mm, &shape) ||
             !same_device(r->nodes[m].stream, r->nodes[k].stream))
           continue;
         /* Every consumer is in the chain, or comes after the root (it then reads the value
          * as an extra output of the fused node). */
         bool ok = true, out = escape[m];
-        for (size_t c = at[m]; ok && c < at[m] + ncons[m]; c++) {
-          bool in = grp[cons[c]] == (int)k;
-          ok = in || cons[c] > k;
+        for (size_t j = at[m]; ok && j < at[m] + ncons[m]; j++) {
+          bool in = grp[cons[j]] == (int)k;
+          ok = in || cons[j] > k;
           out |= !in;
         }
         if (ok && out && nesc == NV__COMPILED_MAX_OUT - 1)
@@ -1609,26 +1735,218 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
     }
     bool done = false;
     qsort(esc, (size_t)nesc, sizeof *esc, cmp_size);
-    s = fuse_chain(r, members, nm, esc, nesc, src, &done);
-    if (s == NV_OK && done)
-      (*nfused)++;
+    s = take(ctx, c, members, nm, esc, nesc, in_chain, &done);
     if (s == NV_OK && !done)
       for (size_t m = 0; m < nm; m++)
         grp[members[m]] = -2; /* stays unfused */
   }
-  if (s == NV_OK && *nfused)
-    s = nv__compile_compact(r);
   nv__free(ncons);
   nv__free(at);
   nv__free(escape);
   nv__free(cand);
   nv__free(rootable);
+  nv__free(in_chain);
   nv__free(grp);
   nv__free(members);
   nv__free(cons);
   nv__free(hp.v);
   nv__free(stamp);
   return s;
+}
+
+static nv_status take_fuse(void *ctx, const fctx *c, const size_t *members, size_t nm,
+                           const size_t *esc, int nesc, bool *in_chain, bool *done) {
+  nv_status s = fuse_chain(c, members, nm, esc, nesc, in_chain, done);
+  if (s == NV_OK && *done)
+    (*(size_t *)ctx)++;
+  return s;
+}
+
+nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
+  *nfused = 0;
+  fctx c = {r, src, NULL};
+  nv_status s = find_chains(&c, take_fuse, nfused);
+  if (s == NV_OK && *nfused)
+    s = nv__compile_compact(r);
+  return s;
+}
+
+/* ---- Plans of shapeless calls ---- */
+
+bool nv__fuse_may(const recipe *r, const nv__output *const *src) {
+  for (size_t k = 0; k < r->n; k++) {
+    bool root = fusable(r, k, src) || reduce_root(r, k);
+    for (int i = 0; root && i < r->nodes[k].nin; i++) {
+      ref x = r->nodes[k].in[i];
+      if (x.kind == R_NODE && fusable(r, (size_t)x.i, src))
+        return true;
+    }
+  }
+  return false;
+}
+
+void nv__fplan_free(nv__fplan *p) {
+  nv__free(p->c);
+  nv__free(p->chain);
+  nv__free(p->key);
+  nv__free(p->members_buf);
+  nv__free(p->ins_buf);
+  nv__free(p->sz_buf);
+  memset(p, 0, sizeof *p);
+}
+
+/* Records a chain of a shapeless call in the plan (the ctx) where its inputs can be read on
+ * this call's layouts (and, on a GPU, launched): its members, inputs, launch, sizes and key
+ * words. */
+static nv_status take_plan(void *ctx, const fctx *c, const size_t *members, size_t nm,
+                           const size_t *esc, int nesc, bool *in_chain, bool *done) {
+  nv__fplan *p = ctx;
+  const recipe *r = c->r;
+  size_t root = members[nm - 1];
+  mview rm = chain_shape(c, root);
+  chain_in ins[64];
+  int nins = 0;
+  *done = false;
+  bool gpu = r->nodes[root].stream.device.type == NV_DEVICE_GPU;
+  if (!chain_inputs(c, members, nm, &rm, in_chain, ins, &nins) ||
+      (gpu && nins + nesc + 1 > 64))
+    return NV_OK;
+  const rnode *rn = &r->nodes[root];
+  nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
+  if (gpu && !gpu_launch(r, rn, &rm, ins, nins, esc, nesc, &launch))
+    return NV_OK;
+  nv__fchain *f = &p->c[p->nc];
+  size_t moff = 0, ioff = 0, zoff = 0;
+  if (p->nc) {
+    const nv__fchain *prev = &p->c[p->nc - 1];
+    moff = (size_t)(prev->members - p->members_buf) + prev->nm;
+    ioff = (size_t)(prev->ins - p->ins_buf) + (size_t)prev->nins;
+    zoff = (size_t)(prev->sz - p->sz_buf) + (size_t)prev->nsz;
+  }
+  f->root = root;
+  f->nm = nm;
+  f->members = p->members_buf + moff;
+  memcpy(f->members, members, nm * sizeof *members);
+  f->nesc = nesc;
+  memcpy(f->esc, esc, (size_t)nesc * sizeof *esc);
+  f->nins = nins;
+  f->ins = p->ins_buf + ioff;
+  memcpy(f->ins, ins, (size_t)nins * sizeof *ins);
+  f->ndim = rm.ndim;
+  f->shape = rm.shape;
+  f->reduce = launch.reduce;
+  f->vec = launch.vec;
+  f->lanes = launch.lanes;
+  f->group = launch.group;
+  /* The sizes: a reduction's row length, else the run of the broadcast inputs (as generate's
+   * literal); per input its inner and div. An element-wise chain reading whole arrays and
+   * scalars only needs none (its kernel is the trace's). */
+  bool sized = f->reduce;
+  int64_t run = 0;
+  for (int i = 0; i < nins; i++)
+    if (ins[i].kind == IN_TRAIL || ins[i].kind == IN_BLOCK) {
+      int64_t period = ins[i].kind == IN_TRAIL ? ins[i].inner : ins[i].div;
+      if (!run || period < run)
+        run = period;
+      sized = true;
+    }
+  f->nsz = sized ? 1 + 2 * nins : 0;
+  f->sz = p->sz_buf + zoff;
+  if (sized) {
+    f->sz[0] = f->reduce ? reduce_cols(rn, &rm) : run > 0 ? run : 1;
+    for (int i = 0; i < nins; i++) {
+      f->sz[1 + 2 * i] = ins[i].inner;
+      f->sz[2 + 2 * i] = ins[i].div;
+    }
+  }
+  for (size_t m = 0; m < nm; m++)
+    p->chain[members[m]] = (int)p->nc;
+  /* The key: what the kernel's source depends on beyond the recipe. */
+  int64_t *w = p->key + p->nkey;
+  size_t q = 0;
+  w[q++] = (int64_t)root;
+  w[q++] = (int64_t)nm;
+  for (size_t m = 0; m < nm; m++)
+    w[q++] = (int64_t)members[m];
+  w[q++] = nesc;
+  for (int x = 0; x < nesc; x++)
+    w[q++] = (int64_t)esc[x];
+  w[q++] = nins;
+  for (int i = 0; i < nins; i++) {
+    w[q++] = ins[i].r.kind;
+    w[q++] = ins[i].r.i;
+    w[q++] = ins[i].r.idx;
+    w[q++] = ins[i].kind;
+  }
+  w[q++] = ((int64_t)f->vec << 48) | ((int64_t)f->lanes << 32) | (int64_t)f->group;
+  w[q++] = f->nsz;
+  p->nkey += q;
+  p->nc++;
+  *done = true;
+  return NV_OK;
+}
+
+nv_status nv__fuse_plan(const recipe *r, const nv__output *nodes, const nv__output *const *src,
+                        nv__fplan *p) {
+  memset(p, 0, sizeof *p);
+  size_t n = r->n, tin = 0;
+  for (size_t k = 0; k < n; k++)
+    tin += (size_t)r->nodes[k].nin;
+  p->c = nv__malloc((n + 1) * sizeof *p->c);
+  p->chain = nv__malloc((n + 1) * sizeof *p->chain);
+  p->key = nv__malloc((6 * n + 4 * tin + 1) * sizeof *p->key);
+  p->members_buf = nv__malloc((n + 1) * sizeof *p->members_buf);
+  p->ins_buf = nv__malloc((tin + 1) * sizeof *p->ins_buf);
+  p->sz_buf = nv__malloc((n + 2 * tin + 1) * sizeof *p->sz_buf);
+  if (!p->c || !p->chain || !p->key || !p->members_buf || !p->ins_buf || !p->sz_buf) {
+    nv__fplan_free(p);
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t k = 0; k < n; k++)
+    p->chain[k] = -1;
+  fctx c = {(recipe *)r, src, nodes};
+  nv_status s = find_chains(&c, take_plan, p);
+  if (s != NV_OK)
+    nv__fplan_free(p);
+  return s;
+}
+
+nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
+                               const nv__output *const *src, nv__node **keeper, nv__fused **k) {
+  *keeper = NULL;
+  *k = NULL;
+  const nv__fchain *f = &p->c[i];
+  const rnode *rn = &r->nodes[f->root];
+  bool gpu = rn->stream.device.type == NV_DEVICE_GPU, dyn = f->nsz > 0;
+  bool *in_chain = nv__calloc(r->n + 1, sizeof *in_chain);
+  if (!in_chain)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  for (size_t m = 0; m < f->nm; m++)
+    in_chain[f->members[m]] = true;
+  char name[sizeof ((nv__fused *)0)->name];
+  chain_name(r, f->members, f->nm, in_chain, name, sizeof name);
+  nv__free(in_chain);
+  nv__fused launch = {.nin = f->nins, .reduce = f->reduce, .vec = f->vec, .group = f->group,
+                      .lanes = f->lanes, .dyn = dyn};
+  /* The shape of the call that made the plan (a dyn kernel's sizes are zc, zi<i>, zd<i>). */
+  mview rm = {rn->out[0].dtype, f->ndim, f->shape, NULL};
+#ifdef NUVEC_HAVE_CUDA
+  if (!gpu && atomic_load(&nvrtc_check))
+    check_cuda_source(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, rn, &rm,
+                      dyn);
+#endif
+  char *source =
+      gpu ? generate_cuda(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, &launch)
+          : generate(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, &rm, dyn);
+  if (!source)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  nv__fused_fn fn;
+  const void *gk;
+  compile_source(source, gpu, &fn, &gk);
+  nv__free(source);
+  if (!fn && !gk)
+    return NV_OK;
+  return make_fused(&launch, name, fn, gk, k, keeper);
 }
 
 nv_status nv__recipe_copy(recipe *dst, const recipe *src) {
