@@ -34,8 +34,13 @@
  * element is read before it is written, by the same iteration (CPU: such pointers are not
  * `restrict`, the loops carry NV_IVDEP) or thread (GPU).
  *
- * Not yet: fusion for shapeless element-wise replays (their layouts are known
- * only per call). */
+ * Shapeless functions: their layouts are known only per call, so each call of a shapeless
+ * entry plans its chains on its own metadata (nv__fuse_plan: the same search and input
+ * classes as a trace's), and compile.c keeps one set of kernels per plan key (the chains, how
+ * each reads each input, a GPU launch's class), generated with their sizes (a broadcast
+ * row's length, a block's period, a reduction's row length) read at run time instead of
+ * written as literals; a chain reading only whole arrays and scalars has no sizes, and its
+ * kernel is the one a trace of any shape makes. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>

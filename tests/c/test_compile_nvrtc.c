@@ -62,6 +62,7 @@ static nv_status f_rowsum(void *p, const nv_vec *in, nv_vec *out) {
 
 enum { R = 9, D = 37, D4 = 40 };
 static int cols = D; /* the rows' length of the current case: D, or D4 (whole vectors) */
+static bool shapeless; /* whether the current case compiles shapeless (sizes as arguments) */
 
 /* Whether a and b (one float dtype) agree within the dtype's tolerance, as float64. */
 static bool close(nv_array *a, nv_array *b) {
@@ -80,20 +81,21 @@ static bool close(nv_array *a, nv_array *b) {
   return ok;
 }
 
-/* `body` over x (R, D) of dt_x, y of dt_y shaped (D,) or (R, D) (`whole`: the vector path), z
- * (R, D) of dt_x; compiled and uncompiled outputs equal bit for bit, or (`approx`: fused
+/* `body` over x (R, D) of dt_x, y of dt_y shaped (D,), (R, D) (`whole` 1: the vector path) or
+ * (R, 1) (`whole` 2: a column, a block broadcast over the rows), z (R, D) of dt_x; compiled and uncompiled outputs equal bit for bit, or (`approx`: fused
  * transcendentals are libm's where the hand kernels use fast formulas, float32 reductions
  * accumulate in double) within close(). */
-static void run(nv_closure_fn body, bool whole, bool approx) {
+static void run(nv_closure_fn body, int whole, bool approx) {
   static float v[3][R * D4];
   unsigned st = test_seed();
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < R * cols; i++)
       v[k][i] = 2 * test_randf(&st);
-  int s2[2] = {R, cols}, s1[1] = {cols};
+  int s2[2] = {R, cols}, s1[1] = {cols}, sc[2] = {R, 1};
   nv_array *f[3] = {nv_array_from_data(v[0], s2, 2, NV_DTYPE_FLOAT32),
-                    whole ? nv_array_from_data(v[1], s2, 2, NV_DTYPE_FLOAT32)
-                          : nv_array_from_data(v[1], s1, 1, NV_DTYPE_FLOAT32),
+                    whole == 1   ? nv_array_from_data(v[1], s2, 2, NV_DTYPE_FLOAT32)
+                    : whole == 2 ? nv_array_from_data(v[1], sc, 2, NV_DTYPE_FLOAT32)
+                                 : nv_array_from_data(v[1], s1, 1, NV_DTYPE_FLOAT32),
                     nv_array_from_data(v[2], s2, 2, NV_DTYPE_FLOAT32)};
   nv_dtype dts[3] = {dt_x, dt_y, dt_x};
   nv_vec *in = nv_vec_new(), *ref = nv_vec_new(), *got = nv_vec_new();
@@ -104,7 +106,8 @@ static void run(nv_closure_fn body, bool whole, bool approx) {
     nv_release(a);
     nv_release(f[k]);
   }
-  nv_closure *raw = nv_closure_new(body, NULL, NULL), *c = nv_compile(raw, NULL);
+  nv_compile_options opt = {.shapeless = shapeless};
+  nv_closure *raw = nv_closure_new(body, NULL, NULL), *c = nv_compile(raw, &opt);
   cr_assert_eq(nv_closure_apply(raw, in, ref), NV_OK, "%s", nv_last_error());
   cr_assert_eq(nv_closure_apply(c, in, got), NV_OK, "%s", nv_last_error());
   nv_compile_stats stats;
@@ -195,5 +198,29 @@ Test(compile_nvrtc, generated_half_sources_compile, .init = test_on_cpu, .fini =
   nv__test_fuse_nvrtc(false, &ok, &bad, &why);
   cr_assert_eq(bad - bad0, 0, "NVRTC failed: %s", why);
   /* Each compile traces once: at least one generated source per case. */
+  cr_assert_geq(ok - ok0, cases, "%ld sources compiled for %d cases", ok - ok0, cases);
+}
+
+/* A shapeless function's chains: their sources take the sizes as arguments (a trailing row's
+ * and a column's periods, a reduction's row length), on the GPU in the launch's parameters. */
+Test(compile_nvrtc, shapeless_sources_compile, .init = test_on_cpu, .fini = test_back) {
+  long ok0, bad0, ok, bad;
+  const char *why;
+  if (!nv__test_fuse_nvrtc(true, &ok0, &bad0, &why))
+    cr_skip_test("built without the CUDA backend");
+  shapeless = true;
+  int cases = 5;
+  dt_x = dt_y = NV_DTYPE_FLOAT16;
+  run(f_axpy, 0, false);
+  run(f_axpy, 2, false);
+  dt_x = dt_y = NV_DTYPE_FLOAT32;
+  run(f_rowsum, 0, true);
+  run(f_mix, 2, true);
+  cols = D4;
+  run(f_rowvec, 0, true);
+  cols = D;
+  shapeless = false;
+  nv__test_fuse_nvrtc(false, &ok, &bad, &why);
+  cr_assert_eq(bad - bad0, 0, "NVRTC failed: %s", why);
   cr_assert_geq(ok - ok0, cases, "%ld sources compiled for %d cases", ok - ok0, cases);
 }
