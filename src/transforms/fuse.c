@@ -548,12 +548,12 @@ static bool may_alias_out(const chain_in *in, nv_dtype od, bool reduce) {
 }
 
 /* The locals of a dyn kernel's sizes (`arr` the words: "sz" in C, "P.sz" in CUDA): zc, the
- * row length or run, where the kernel reduces or has broadcast inputs; zi<i>/zd<i> for the
- * trailing and block inputs. */
+ * row length, where the kernel reduces, or the run where `runs` (the C kernel's loops over
+ * runs) and an input is broadcast; zi<i>/zd<i> for the trailing and block inputs. */
 static void size_locals(sbuf *b, const char *arr, const char *ty, const chain_in *ins, int nins,
-                        bool reduce) {
+                        bool reduce, bool runs) {
   bool run = reduce;
-  for (int i = 0; i < nins; i++)
+  for (int i = 0; runs && i < nins; i++)
     run |= ins[i].kind == IN_TRAIL || ins[i].kind == IN_BLOCK;
   if (run)
     sb_add(b, "  const %s zc = %s[0];\n", ty, arr);
@@ -595,7 +595,7 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   }
   if (dyn) {
     sb_add(&b, "  const int64_t *restrict sz = (const int64_t *)in[%d];\n", nins);
-    size_locals(&b, "sz", "int64_t", ins, nins, reduce);
+    size_locals(&b, "sz", "int64_t", ins, nins, reduce, true);
   }
   /* Output 0 is a donated input's buffer when the evaluation donates one. */
   sb_add(&b, "  %s *%so = (%s *)out[0];\n", oty, reduce ? "restrict " : "", oty);
@@ -866,7 +866,9 @@ static void cuda_body_call(sbuf *b, const recipe *r, const chain_in *ins, int ni
  * 256 threads. Its parameters: a pointer per input (the view's start), one per output (the
  * root's values, then the escaping intermediates'), then { long long off[inputs + outputs];
  * long long n; } by value: each pointer's element-0 offset, and the elements (element-wise) or
- * rows (a reduction). Element-wise chains walk their elements with a grid-stride loop,
+ * rows (a reduction); a dyn kernel's (k->dyn: a shapeless chain's) struct ends in
+ * long long sz[1 + 2 * inputs], the call's sizes (nv__fchain's sz), which its source names
+ * where a trace's kernel has literals. Element-wise chains walk their elements with a grid-stride loop,
  * k->lanes at a time through 16-byte vector loads (4-byte for bool) where every input is whole
  * or a scalar and every pointer is aligned; a chain ending in a reduction takes one row per
  * `group` threads (a warp, or a block whose warps combine through shared memory), folding in
@@ -926,7 +928,7 @@ static char *generate_cuda(const recipe *r, const size_t *members, size_t nm, co
   for (int x = 0; x < nout; x++)
     sb_add(&b, "  %s *o%d = b%d + P.off[%d];\n", stype(ODT(x)), x, x, nins + x);
   if (k->dyn)
-    size_locals(&b, "P.sz", "long long", ins, nins, k->reduce);
+    size_locals(&b, "P.sz", "long long", ins, nins, k->reduce, false);
   if (!k->reduce) {
     sb_add(&b, "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
     sb_add(&b, "  const long long step = (long long)gridDim.x * blockDim.x;\n");
