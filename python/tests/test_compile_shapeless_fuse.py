@@ -39,7 +39,7 @@ def rounded(x, y):
     select among them, with weak scalars."""
     a = x * y - 1.5
     b = nv.where(a > x, a, x * 0.5)
-    return nv.maximum(b, y) / (y * y + 1.0)
+    return nv.maximum(b, y) * (y * y + 1.0)
 
 
 # Shapes of one layout class for axpy's (R, C) x, (C,) y, (R, C) z: rows and columns > 1.
