@@ -1,0 +1,34 @@
+"""Compatibility, fifth part: behaviours where nuvec differed from MLX 0.32.4 in MLX's own
+nn and optimizers tests (tools/mlx_suite.py, session 15: test_nn.py 57 of the 58 tests MLX
+passes, test_optimizers.py 24 of 24, test_fft.py 10 of 10, test_einsum.py 10 of 10). Each runs
+on nuvec and, where it is importable, on MLX itself."""
+import pytest
+from test_compat_suite import IDS, LIBS  # nuvec, and mlx.core where it is installed
+
+
+def _nn(mx):
+    if mx.__name__ == "nuvec":
+        import nuvec.nn as nn
+    else:
+        import mlx.nn as nn
+    return nn
+
+
+@pytest.mark.parametrize("mx", LIBS, ids=IDS)
+def test_module_member_replaced_by_plain_value_and_back(mx):
+    nn = _nn(mx)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.val = None
+            self.val = mx.array(1.0)
+
+    m = Model()
+    assert "val" in m.parameters()
+    m.val = None
+    assert m.val is None
+    assert "val" not in m.parameters()
+    m.val = mx.array([3])
+    assert m.val.item() == 3
+    assert m.parameters()["val"].item() == 3
