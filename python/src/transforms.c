@@ -22,6 +22,7 @@ typedef struct {
   PyObject **path;
   size_t depth, cap;
   bool arrays_only; /* a leaf that is not an array raises ValueError (grad's arguments, as MLX) */
+  bool keep_types;  /* a dict subclass (an nn.Module) is rebuilt as a shallow copy of itself */
 } tree_walk;
 
 static bool is_node(PyObject *o) { return PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o); }
@@ -123,7 +124,16 @@ static PyObject *unflatten_rec(tree_walk *w, PyObject *tmpl, const nv_vec *v, si
   if (PyDict_Check(tmpl)) {
     PyObject *k, *val;
     Py_ssize_t p = 0;
-    r = PyDict_New();
+    /* MLX hands a transformed function its own dict subclasses (it swaps the arrays in place),
+     * so a module argument keeps its attributes: a shallow copy of the same type does that. */
+    if (w->keep_types && !PyDict_CheckExact(tmpl)) {
+      PyObject *copy = PyImport_ImportModule("copy");
+      r = copy ? PyObject_CallMethod(copy, "copy", "O", tmpl) : NULL;
+      Py_XDECREF(copy);
+      if (r && !PyDict_Check(r)) Py_CLEAR(r);
+    } else {
+      r = PyDict_New();
+    }
     while (r && PyDict_Next(tmpl, &p, &k, &val)) {
       Py_INCREF(k);
       Py_INCREF(val);
@@ -152,6 +162,16 @@ static PyObject *unflatten_rec(tree_walk *w, PyObject *tmpl, const nv_vec *v, si
 /* `tmpl` with its arrays replaced, in flatten order, by arrays of `v` from `*pos`. */
 static PyObject *tree_unflatten(PyObject *tmpl, const nv_vec *v, size_t *pos, const char *what) {
   tree_walk w = {what, NULL, 0, 0, false};
+  PyObject *r = unflatten_rec(&w, tmpl, v, pos);
+  walk_free(&w);
+  return r;
+}
+
+/* As tree_unflatten, for the arguments a transformed function is called with: dict subclasses
+ * keep their type (keep_types). */
+static PyObject *tree_unflatten_args(PyObject *tmpl, const nv_vec *v, size_t *pos,
+                                     const char *what) {
+  tree_walk w = {what, NULL, 0, 0, false, true};
   PyObject *r = unflatten_rec(&w, tmpl, v, pos);
   walk_free(&w);
   return r;
@@ -229,7 +249,7 @@ static PyObject *rebuild_args(py_fn *f, const nv_vec *inputs, size_t *pos) {
   PyObject *t = PyTuple_New(n);
   for (Py_ssize_t i = 0; t && i < n; i++) {
     PyObject *a = PyTuple_GET_ITEM(f->args, i);
-    PyObject *e = f->traced[i] ? tree_unflatten(a, inputs, pos, f->what) : (Py_INCREF(a), a);
+    PyObject *e = f->traced[i] ? tree_unflatten_args(a, inputs, pos, f->what) : (Py_INCREF(a), a);
     if (!e) Py_CLEAR(t);
     else PyTuple_SET_ITEM(t, i, e);
   }
@@ -250,7 +270,7 @@ static int rebuild_kwargs(py_fn *f, const nv_vec *inputs, size_t *pos, PyObject 
   for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(f->kw_names); i++) {
     PyObject *name = PyTuple_GET_ITEM(f->kw_names, i);
     PyObject *a = PyDict_GetItem(f->kwargs, name);
-    PyObject *e = a ? tree_unflatten(a, inputs, pos, f->what)
+    PyObject *e = a ? tree_unflatten_args(a, inputs, pos, f->what)
                     : PyErr_Format(PyExc_ValueError, "%s: keyword argument %R is missing", f->what, name);
     if (!e || PyDict_SetItem(d, name, e) < 0) Py_CLEAR(d);
     Py_XDECREF(e);

@@ -80,6 +80,9 @@ class Module(dict):
                 del self.__dict__[key]
             self[key] = value
         else:
+            # A plain value replaces a member of that name: it is no parameter any more.
+            if key in self:
+                del self[key]
             super().__setattr__(key, value)
 
     def __delattr__(self, key):
