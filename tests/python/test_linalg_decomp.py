@@ -574,3 +574,23 @@ def test_null_arguments_and_sticky_errors(nv):
     for k, h in enumerate(multi(nv, lib.nv_linalg_svd, 3, bad, True)):
         assert nv.status(h)[1] == msg, k
     assert nv.status(nv.own(lib.nv_linalg_solve(bad, bad)))[1] == msg
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "complex64"])
+@pytest.mark.parametrize("shape", [(31, 33), (33, 31), (32, 32), (65, 40), (40, 97)])
+def test_tile_edges(nv, rng, dt, shape):
+    """Orders on either side of the 32 x 32 tiles that move matrices to and from LAPACK's
+    column-major layout: svd reconstructs, qr and lu (real) their input, eigh the matrix."""
+    a = rand(rng, shape, dt)
+    u, s, vh = (nv.read(h) for h in multi(nv, lib.nv_linalg_svd, 3, nv.array(a), True))
+    k = min(shape)
+    close((u[:, :k] * s) @ vh[:k], a, dt, 100)
+    if dt != "complex64":
+        q, r = (nv.read(h) for h in multi(nv, lib.nv_linalg_qr, 2, nv.array(a)))
+        close(q @ r, a, dt, 100)
+        p, lo, up = (nv.read(h) for h in multi(nv, lib.nv_linalg_lu, 3, nv.array(a)))
+        lp = np.take_along_axis(lo, p[..., None].astype(np.int64), -2)
+        close(lp @ up, a, dt, 100)
+    h = spd(rng, (shape[0], shape[0]), dt)
+    w, v = (nv.read(x) for x in multi(nv, lib.nv_linalg_eigh, 2, nv.array(h), b"L"))
+    close((v * w) @ np.conj(v.T), h, dt, 100)
