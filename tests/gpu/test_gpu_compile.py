@@ -35,7 +35,12 @@ BODY = C.CFUNCTYPE(I, P, P, P)
 
 
 class Stats(C.Structure):
-    _fields_ = [(n, C.c_size_t) for n in ("calls", "traces", "entries", "traced_nodes", "nodes", "fused")]
+    _fields_ = [(n, C.c_size_t) for n in ("calls", "traces", "entries", "traced_nodes", "nodes", "fused",
+                                           "fused_layouts")]
+
+
+class Options(C.Structure):
+    _fields_ = [("shapeless", C.c_bool), ("inputs", P), ("outputs", P)]
 
 
 sig("nv_closure_new", P, BODY, P, P)
@@ -223,7 +228,7 @@ FLAYOUTS = ["contiguous", "offset", "transposed", "strided"]
 class Body:
     """A C closure over a function of three arrays, uncompiled or compiled."""
 
-    def __init__(self, f, compiled):
+    def __init__(self, f, compiled, shapeless=False):
         def body(payload, inputs, outputs):
             for o in f(*(lib.nv_vec_get(inputs, i) for i in range(3))):
                 if lib.nv_vec_push(outputs, o) != 0:
@@ -232,7 +237,8 @@ class Body:
 
         self.cb = BODY(body)
         self.raw = lib.nv_closure_new(self.cb, None, None)
-        self.fn = lib.nv_compile(self.raw, None) if compiled else self.raw
+        self.opts = Options(shapeless, None, None)
+        self.fn = lib.nv_compile(self.raw, C.byref(self.opts)) if compiled else self.raw
 
     def __call__(self, s, *args):
         vin, vout = lib.nv_vec_new(), lib.nv_vec_new()
@@ -245,10 +251,13 @@ class Body:
         lib.nv_vec_free(vout)
         return r
 
-    def fused(self):
+    def stats(self):
         st = Stats()
         assert lib.nv_compile_get_stats(self.fn, C.byref(st)) == 0
-        return st.fused
+        return st
+
+    def fused(self):
+        return self.stats().fused
 
     def close(self):
         if self.fn != self.raw:
@@ -325,6 +334,45 @@ def test_fused_on_gpu_equals_unfused(rng, name, dtype, layout, bcast):
         want_fused = 0
     if want_fused is not None and whole:
         assert counts["gpu"] == want_fused
+
+
+SHAPELESS = ["axpy", "multi", "chain", "row_sum", "row_max", "row_mean"]
+
+
+@pytest.mark.parametrize("name,dtype", sample([(n, d) for n in SHAPELESS for d in FLOATS], 16, 29))
+def test_shapeless_fused_on_gpu_equals_unfused(rng, name, dtype):
+    """A shapeless compiled function called with rows of other lengths and counts: each call's
+    chains fused for its layout class (generated once per class, sizes passed at run time),
+    equal to the unfused GPU run; a transposed input replays unfused, the next contiguous call
+    fuses again."""
+    f, exact, _ = FUSED[name]
+    with Session() as s, On("gpu"):
+        plain, comp = Body(f, False), Body(f, True, shapeless=True)
+        before = lib.nv_gpu_fallback_count()
+        for shape, layout in [((65, 45), "contiguous"), ((7, 300), "contiguous"),
+                              ((5, 4100), "contiguous"), ((9, 33), "transposed"),
+                              ((3, 4), "contiguous"), ((130, 45), "offset")]:
+            args = _inputs(s, rng, dtype, layout, "row", shape)
+            want, got = plain(s, *args), comp(s, *args)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape, (name, shape)
+                if exact or g.dtype == np.bool_:
+                    assert np.array_equal(g.view(np.uint8), w.view(np.uint8)), (name, shape)
+                else:
+                    assert_close(g, ref64(w), nv_name(w.dtype),
+                                 rtol=2e-5 if dtype == "float32" else None,
+                                 atol=2e-5 if dtype == "float32" else None)
+            st = comp.stats()
+            if layout == "contiguous" and dtype in ("float32", "float64"):
+                assert st.fused >= 1, (name, shape)  # this call ran fused kernels
+        st = comp.stats()
+        assert st.traces == 1
+        if dtype in ("float32", "float64"):
+            assert 1 <= st.fused_layouts <= 4, st.fused_layouts  # classes, not shapes
+        assert lib.nv_gpu_fallback_count() == before
+        plain.close()
+        comp.close()
 
 
 def f_step(x, w, b):
