@@ -1488,6 +1488,31 @@ static void compile_source(const char *source, bool gpu, nv__fused_fn *fn, const
     *fn = kernel_for(source);
 }
 
+/* A chain's kernel: its C or CUDA source generated (the CUDA one also checked through NVRTC
+ * while a CPU chain is generated, under the test hook) and compiled. Both *fn and *gk NULL: no
+ * compiler took it, and the chain stays unfused. */
+static nv_status chain_kernel(const recipe *r, const size_t *members, size_t nm,
+                              const chain_in *ins, int nins, const size_t *esc, int nesc,
+                              const nv__output *const *src, const rnode *rn, const mview *rm,
+                              const nv__fused *launch, bool gpu, bool dyn, nv__fused_fn *fn,
+                              const void **gk) {
+  *fn = NULL;
+  *gk = NULL;
+#ifdef NUVEC_HAVE_CUDA
+  if (!gpu && atomic_load(&nvrtc_check))
+    check_cuda_source(r, members, nm, ins, nins, esc, nesc, src, rn, rm, dyn);
+#else
+  (void)rn;
+#endif
+  char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, launch)
+                     : generate(r, members, nm, ins, nins, esc, nesc, src, rm, dyn);
+  if (!source)
+    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  compile_source(source, gpu, fn, gk);
+  nv__free(source);
+  return NV_OK;
+}
+
 /* Turns the chain `members` (recipe order, root last) into a COMPILED node at
  * the root's place. Sets *done to whether it did (false: an input it cannot read, or
  * no kernel). */
@@ -1515,20 +1540,12 @@ static nv_status fuse_chain(const fctx *c, const size_t *members, size_t nm, con
   nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
   if (gpu && !gpu_launch(r, rn, &rm, ins, nins, esc, nesc, &launch))
     return NV_OK;
-#ifdef NUVEC_HAVE_CUDA
-  if (!gpu && atomic_load(&nvrtc_check))
-    check_cuda_source(r, members, nm, ins, nins, esc, nesc, src, rn, &rm, false);
-#endif
-  char *source = gpu ? generate_cuda(r, members, nm, ins, nins, esc, nesc, src, &launch)
-                     : generate(r, members, nm, ins, nins, esc, nesc, src, &rm, false);
-  if (!source)
-    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   nv__fused_fn fn;
   const void *gk;
-  compile_source(source, gpu, &fn, &gk);
-  nv__free(source);
-  if (!fn && !gk)
-    return NV_OK;
+  nv_status ks = chain_kernel(r, members, nm, ins, nins, esc, nesc, src, rn, &rm, &launch, gpu,
+                              false, &fn, &gk);
+  if (ks != NV_OK || (!fn && !gk))
+    return ks;
   ref *in = nv__malloc(((size_t)nins + 1) * sizeof *in);
   nv__compiled_params *p = nv__malloc(sizeof *p);
   rout *outs = nv__malloc((size_t)(nesc + 1) * sizeof *outs);
@@ -1937,22 +1954,12 @@ nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
                       .lanes = f->lanes, .dyn = dyn};
   /* The shape of the call that made the plan (a dyn kernel's sizes are zc, zi<i>, zd<i>). */
   mview rm = {rn->out[0].dtype, f->ndim, f->shape, NULL};
-#ifdef NUVEC_HAVE_CUDA
-  if (!gpu && atomic_load(&nvrtc_check))
-    check_cuda_source(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, rn, &rm,
-                      dyn);
-#endif
-  char *source =
-      gpu ? generate_cuda(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, &launch)
-          : generate(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, &rm, dyn);
-  if (!source)
-    return nv__set_error(NV_ERR_OUT_OF_MEMORY, "compile: out of memory");
   nv__fused_fn fn;
   const void *gk;
-  compile_source(source, gpu, &fn, &gk);
-  nv__free(source);
-  if (!fn && !gk)
-    return NV_OK;
+  nv_status ks = chain_kernel(r, f->members, f->nm, f->ins, f->nins, f->esc, f->nesc, src, rn,
+                              &rm, &launch, gpu, dyn, &fn, &gk);
+  if (ks != NV_OK || (!fn && !gk))
+    return ks;
   return make_fused(&launch, name, fn, gk, k, keeper);
 }
 
