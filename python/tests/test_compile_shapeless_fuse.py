@@ -290,3 +290,22 @@ def test_thread_safety_of_the_classes(rng):
         t.join()
     assert not errors
     assert c._stats["fused_layouts"] == 1
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + nv.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+@pytest.mark.skipif(nv.default_device() != nv.cpu, reason="the CPU's chains")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cpu_chains_split_around_libm_functions(rng, dtype):
+    """On the CPU a shapeless call's chains leave out the transcendental operations (their
+    hand kernels are vectorized; a fused libm call per element is several times slower): the
+    tanh-form GELU runs as two fused chains around the hand kernel's tanh, so it equals the
+    uncompiled function bit for bit."""
+    c = nv.compile(gelu_tanh, shapeless=True)
+    for n in (1000, 4097, 3):
+        x = rand(rng, (n,), dtype)
+        assert same_bits(c(x), gelu_tanh(x)), n
+        assert c._stats["fused"] == 2, c._stats
+    assert c._stats["traces"] == 1
