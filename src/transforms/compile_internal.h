@@ -216,7 +216,8 @@ void nv__fplan_free(nv__fplan *p);
 nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
                                const nv__output *const *src, nv__node **keeper, nv__fused **k);
 
-/* Whether recipe r has a chain that nv__fuse_plan could find on some layouts: two fusable
+/* Whether recipe r has a chain that nv__fuse_plan could find on some layouts: two fusable (for a
+ * shapeless call: no CPU libm operation)
  * nodes, one reading the other. */
 bool nv__fuse_may(const recipe *r, const nv__output *const *src);
 

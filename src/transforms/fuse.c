@@ -331,6 +331,13 @@ static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   return true;
 }
 
+/* A member of a shapeless call's chains: fusable, and on the CPU no libm operation (fctx's
+ * skip_libm). */
+static bool shapeless_fusable(const recipe *r, size_t k, const nv__output *const *src) {
+  const rnode *n = &r->nodes[k];
+  return fusable(r, k, src) && (n->stream.device.type == NV_DEVICE_GPU || !libm_op(n->prim));
+}
+
 /* Whether node k may end a chain as a reduction: a float32/float64 sum, max or
  * mean over the last axis (or over every axis) of a node, on a CPU or GPU stream. Its
  * chain is over the reduced input's shape; the kernel computes one output
@@ -1717,9 +1724,7 @@ static nv_status find_chains(const fctx *c, take_fn take, void *ctx) {
     if (r->outs[i].kind == R_NODE)
       escape[r->outs[i].i] = true;
   for (size_t k = 0; s == NV_OK && k < n; k++) {
-    cand[k] = fusable(r, k, src) &&
-              !(c->skip_libm && r->nodes[k].stream.device.type != NV_DEVICE_GPU &&
-                libm_op(r->nodes[k].prim));
+    cand[k] = c->skip_libm ? shapeless_fusable(r, k, src) : fusable(r, k, src);
     rootable[k] = cand[k] || reduce_root(r, k);
     grp[k] = -1;
   }
@@ -1822,10 +1827,10 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
 
 bool nv__fuse_may(const recipe *r, const nv__output *const *src) {
   for (size_t k = 0; k < r->n; k++) {
-    bool root = fusable(r, k, src) || reduce_root(r, k);
+    bool root = shapeless_fusable(r, k, src) || reduce_root(r, k);
     for (int i = 0; root && i < r->nodes[k].nin; i++) {
       ref x = r->nodes[k].in[i];
-      if (x.kind == R_NODE && fusable(r, (size_t)x.i, src))
+      if (x.kind == R_NODE && shapeless_fusable(r, (size_t)x.i, src))
         return true;
     }
   }
