@@ -23,7 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (median_time, mlx_core, nuvec_module, peer_results, report,  # noqa: E402
                       serve_peer, torch_cpu)
 
-CASES = ["axpy", "gelu", "silu", "layer_norm", "axpy_bf16", "row_chain", "tiny", "mlp_step"]
+CASES = ["axpy", "gelu", "gelu_shapeless", "silu", "layer_norm", "axpy_bf16", "row_chain",
+         "row_chain_shapeless", "tiny", "mlp_step"]
+# Rows compiled with shapeless=True (the other columns: the same function as its row).
+SHAPELESS = {"gelu_shapeless": "gelu", "row_chain_shapeless": "row_chain"}
 COLUMNS = ["nuvec eager", "mlx compiled", "mlx eager", "torch eager", "numpy"]
 
 
@@ -53,8 +56,10 @@ def chains(m):
     def row_chain(x, w, b):
         return m.exp(x * w + b).sum(axis=-1)
 
-    return {"axpy": axpy, "gelu": gelu, "silu": silu, "layer_norm": layer_norm, "tiny": tiny,
-            "axpy_bf16": axpy, "row_chain": row_chain}
+    fs = {"axpy": axpy, "gelu": gelu, "silu": silu, "layer_norm": layer_norm, "tiny": tiny,
+          "axpy_bf16": axpy, "row_chain": row_chain}
+    fs.update({case: fs[of] for case, of in SHAPELESS.items()})
+    return fs
 
 
 def inputs(m, rng, array=None, bf16=None):
@@ -70,7 +75,8 @@ def inputs(m, rng, array=None, bf16=None):
     half = [bf16(array(rng.uniform(-4, 4, 1 << 24).astype(np.float32)))
             for _ in range(3)]
     return {"axpy": big, "gelu": [mid], "silu": [mid], "layer_norm": [rows, w, b], "tiny": [small],
-            "axpy_bf16": half, "row_chain": [rows, w, b]}
+            "axpy_bf16": half, "row_chain": [rows, w, b], "gelu_shapeless": [mid],
+            "row_chain_shapeless": [rows, w, b]}
 
 
 def mlp_step(m, nn, optim, compiled, rng):
@@ -141,7 +147,7 @@ def peer_times(peer, cases):
     fs, args = chains(m), inputs(m, rng)
     m.eval(*[a for v in args.values() for a in v])
     for case, f in fs.items():
-        c = m.compile(f)
+        c = m.compile(f, shapeless=case in SHAPELESS)
         reps = 5 if case == "axpy" else 9
         out[f"{peer} eager|{case}"] = median_time(lambda: m.eval(f(*args[case])), repeat=reps)
         out[f"{peer} compiled|{case}"] = median_time(lambda: m.eval(c(*args[case])), repeat=reps,

@@ -19,7 +19,8 @@ def rand(rng, shape, dtype):
     return a if a.dtype == getattr(nv, dtype) else a.astype(getattr(nv, dtype))
 
 HALVES = ["float16", "bfloat16"]
-UNARY = ["abs", "exp", "log1p", "sin", "tanh", "sigmoid", "negative", "square", "sqrt", "erf"]
+UNARY = ["abs", "exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "negative", "square",
+         "sqrt", "erf"]
 
 
 def chain(x, y):
@@ -43,15 +44,54 @@ def test_unary_chains_equal_uncompiled(rng, op, dtype):
     c = nv.compile(f)
     for _ in range(2):
         r, e = np.array(c(x)), np.array(f(x))
-        # Fused exp, tanh, sigmoid and sin use libm where the hand kernels use fast
-        # formulas (a few ulp apart); everything else is the same arithmetic. float16/bfloat16
-        # chains round each result, so a fast float32 formula (log1p and erf too) may
-        # move one across a rounding boundary: one ulp of the half format.
-        if (dtype in ("float32", "float64") and op in ("exp", "tanh", "sigmoid", "sin")) or (
-                dtype in HALVES and op in ("exp", "tanh", "sigmoid", "log1p", "sin", "erf")):
-            assert_close(r, e, dtype)
-        else:
-            assert np.array_equal(r, e, equal_nan=True)
+        # Fused float32 (float16, bfloat16) functions are the hand kernels' fast formulas,
+        # float64 ones libm's as theirs: the same arithmetic, bit for bit.
+        assert np.array_equal(r, e, equal_nan=True), (op, dtype)
+
+
+EDGES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-40, 1e-20, -1e-20, 0.5, -0.6, 1.0, -1.0,
+         3.92, -9.02, 20.0, 88.72, 88.73, -87.4, -103.9, -105.0, 1e30, -3e38, 2.0**20, -(2.0**20),
+         1048575.9, 5e6, -123456789.0, 3.4e38]
+
+
+@pytest.mark.parametrize("op", ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid",
+                                "erf"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_transcendental_edges_equal_uncompiled(op, dtype):
+    """The fused functions at their edge values (NaN, infinities, zeros, subnormals, overflow,
+    sin/cos past 2^20 where the fast formula hands over to libm, in blocks of the vector loop
+    and its tail) equal the hand kernels bit for bit; an input the call releases may be
+    donated, and a sin/cos chain that takes the second pass must not overwrite it."""
+    vals = np.array(EDGES * 3, dtype=np.float64)
+    fn = getattr(nv, op)
+
+    def f(x):
+        return fn(x * 1.0 + 0.0) * 2.0
+
+    c = nv.compile(f)
+    for n in (len(vals), 16, 7):
+        want = np.array(f(nv.array(vals[:n]).astype(getattr(nv, dtype))))
+        for _ in range(2):  # the trace, then a replay
+            got = np.array(c(nv.array(vals[:n]).astype(getattr(nv, dtype))))
+            assert np.array_equal(got, want, equal_nan=True), (op, dtype, n, got, want)
+    assert c._stats["fused"] == 1
+
+
+def test_large_sin_arguments_in_a_chain_with_escapes():
+    """A sin chain whose intermediate escapes and whose arguments pass 2^20 in one element: the
+    second, exact pass rewrites every output."""
+    x = np.linspace(-50, 50, 1000).astype(np.float32)
+    x[517] = 3e7
+
+    def f(a):
+        t = a * 3.0
+        return nv.sin(t) + nv.cos(t * 0.5), t
+
+    c = nv.compile(f)
+    for _ in range(2):
+        got, want = c(nv.array(x)), f(nv.array(x))
+        for g, w in zip(got, want):
+            assert np.array_equal(np.array(g), np.array(w))
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "int64", "bool_"])

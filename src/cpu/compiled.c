@@ -44,7 +44,10 @@ static nv_status k_compiled(nv__node *node, const nv__operand *in, int donated) 
         (const char *)in[i].buf->ptr + in[i].offset * (int64_t)nv_dtype_size(in[i].meta->dtype);
   ptr[p->k->nin] = p->k->dyn ? p->sz : NULL;
   job j = {p->k->fn, ptr, outs};
-  nv__parallel_for(o->size, NV__PAR_GRAIN, run, &j);
+  /* A reduction's index is a row: its grain counts the rows' elements. */
+  int64_t per = p->k->reduce ? (p->k->dyn ? p->sz[0] : p->k->cols) : 1;
+  int64_t grain = per > 1 ? NV__PAR_GRAIN / per : NV__PAR_GRAIN;
+  nv__parallel_for(o->size, grain > 0 ? grain : 1, run, &j);
   if (ptr != ptr_inl)
     nv__free(ptr);
   return NV_OK;

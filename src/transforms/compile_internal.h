@@ -88,9 +88,10 @@ typedef struct nv__fused {
   int nin;         /* data inputs (the keeper follows them) */
   bool reduce;     /* whether the chain ends in a reduction (else it is element-wise) */
   /* GPU chains' launch (fuse.c's generate_cuda describes the kernel): a reduction's rows of
-   * `cols` elements, each taken by `group` threads (32 or 256); else whether the kernel may
-   * step `lanes` (4, or 8 for float16/bfloat16 chains) elements at a time (its inputs all
-   * whole or scalars). */
+   * `cols` elements (a traced CPU reduction's row length too: its rows' split across the
+   * pool), each taken by `group` threads (32 or 256); else whether the kernel may step `lanes`
+   * (4, or 8 for float16/bfloat16 chains) elements at a time (its inputs all whole or
+   * scalars). */
   bool vec;
   int group, lanes;
   int64_t cols;
@@ -98,6 +99,9 @@ typedef struct nv__fused {
    * the CPU kernel as the pointer in[nin], the GPU kernel after the count); false: they are
    * literals of its source. */
   bool dyn;
+  /* A CPU chain computing float32 sin or cos runs twice where an argument is beyond the fast
+   * formula's range (fuse.c's generate): its outputs may not be an input's buffer. */
+  bool twopass;
   /* Its name in export_to_dot, as MLX names fused kernels: "Compiled" and the CamelCase names
    * of the operations it computes in order (a broadcast it reads counted where first read). */
   char name[128];
@@ -216,8 +220,7 @@ void nv__fplan_free(nv__fplan *p);
 nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
                                const nv__output *const *src, nv__node **keeper, nv__fused **k);
 
-/* Whether recipe r has a chain that nv__fuse_plan could find on some layouts: two fusable (for a
- * shapeless call: no CPU libm operation)
+/* Whether recipe r has a chain that nv__fuse_plan could find on some layouts: two fusable
  * nodes, one reading the other. */
 bool nv__fuse_may(const recipe *r, const nv__output *const *src);
 

@@ -20,9 +20,12 @@
  * chain is read as a whole row-contiguous array of the root's shape, a
  * row-contiguous array of a block of its dimensions (broadcast over the
  * others: rows (D,), columns (R, 1), ...), or one element (a scalar
- * broadcast): chains with other inputs stay unfused. Generated code computes what the hand kernels compute (libm's
- * functions, no contraction into fused multiply-adds); only exp, tanh and
- * sigmoid, whose hand kernels use fast formulas, differ, within a few ulp.
+ * broadcast): chains with other inputs stay unfused. Generated code computes what the hand
+ * kernels compute, bit for bit: no contraction into fused multiply-adds, float32 (and
+ * float16/bfloat16) exp, log, log1p, expm1, tanh, sigmoid, erf, sin and cos by the hand
+ * kernels' own branch-free formulas (src/cpu/fast_formulas.h, whose text the build embeds), so
+ * the fused loops vectorize as theirs do, and float64 ones by libm as theirs. A reduction's
+ * row is folded into 8 accumulators (lanes), vectorized, then combined pairwise.
  *
  * On a GPU stream the same chains (all their nodes on the root's device) become
  * one generated CUDA kernel each (generate_cuda), compiled by NVRTC and cached by
@@ -67,15 +70,15 @@ typedef struct opdef {
 static const opdef OPS[] = {
     {NV__PRIM_NEGATIVE, 1, "(-$0)", "(-$0)", "nv_neg_f($0)", "nv_neg_d($0)"},
     {NV__PRIM_ABS, 1, "fabsf($0)", "fabs($0)", NULL, NULL},
-    {NV__PRIM_EXP, 1, "expf($0)", "exp($0)", NULL, NULL},
-    {NV__PRIM_LOG, 1, "logf($0)", "log($0)", NULL, NULL},
+    {NV__PRIM_EXP, 1, "exp_fast($0)", "exp($0)", "expf($0)", NULL},
+    {NV__PRIM_LOG, 1, "log_fast($0)", "log($0)", "logf($0)", NULL},
     {NV__PRIM_SQRT, 1, "sqrtf($0)", "sqrt($0)", NULL, NULL},
-    {NV__PRIM_SIN, 1, "sinf($0)", "sin($0)", NULL, NULL},
-    {NV__PRIM_COS, 1, "cosf($0)", "cos($0)", NULL, NULL},
-    {NV__PRIM_TANH, 1, "tanhf($0)", "tanh($0)", NULL, NULL},
-    {NV__PRIM_EXPM1, 1, "expm1f($0)", "expm1($0)", NULL, NULL},
-    {NV__PRIM_LOG1P, 1, "log1pf($0)", "log1p($0)", NULL, NULL},
-    {NV__PRIM_ERF, 1, "erff($0)", "erf($0)", NULL, NULL},
+    {NV__PRIM_SIN, 1, "NV_SIN($0)", "sin($0)", "sinf($0)", NULL},
+    {NV__PRIM_COS, 1, "NV_COS($0)", "cos($0)", "cosf($0)", NULL},
+    {NV__PRIM_TANH, 1, "tanh_fast($0)", "tanh($0)", "tanhf($0)", NULL},
+    {NV__PRIM_EXPM1, 1, "expm1_fast($0)", "expm1($0)", "expm1f($0)", NULL},
+    {NV__PRIM_LOG1P, 1, "log1p_fast($0)", "log1p($0)", "log1pf($0)", NULL},
+    {NV__PRIM_ERF, 1, "erf_fast($0)", "erf($0)", "erff($0)", NULL},
     {NV__PRIM_FLOOR, 1, "floorf($0)", "floor($0)", NULL, NULL},
     {NV__PRIM_CEIL, 1, "ceilf($0)", "ceil($0)", NULL, NULL},
     {NV__PRIM_TRUNC, 1, "truncf($0)", "trunc($0)", NULL, NULL},
@@ -84,7 +87,7 @@ static const opdef OPS[] = {
      "__ddiv_rn(1.0, sqrt($0))"},
     {NV__PRIM_RECIPROCAL, 1, "(1.0f / $0)", "(1.0 / $0)", "__fdiv_rn(1.0f, $0)",
      "__ddiv_rn(1.0, $0)"},
-    {NV__PRIM_SIGMOID, 1, "nv_sigmoid_f($0)", "nv_sigmoid_d($0)", NULL, NULL},
+    {NV__PRIM_SIGMOID, 1, "sigmoid_fast($0)", "nv_sigmoid_d($0)", "nv_sigmoid_f($0)", NULL},
     {NV__PRIM_ADD, 2, "($0 + $1)", "($0 + $1)", "__fadd_rn($0, $1)", "__dadd_rn($0, $1)"},
     {NV__PRIM_SUBTRACT, 2, "($0 - $1)", "($0 - $1)", "__fsub_rn($0, $1)", "__dsub_rn($0, $1)"},
     {NV__PRIM_MULTIPLY, 2, "($0 * $1)", "($0 * $1)", "__fmul_rn($0, $1)", "__dmul_rn($0, $1)"},
@@ -204,15 +207,11 @@ typedef struct fctx {
   recipe *r;
   const nv__output *const *src;
   const nv__output *call;
-  /* A shapeless call's CPU chains leave out the operations whose generated code is a scalar
-   * libm call (exp, log, tanh, sigmoid, erf, ...): their hand kernels are vectorized
-   * polynomials, 4-9x faster than a fused loop of libm calls (a GELU chain of 2^24 float32:
-   * 34 ms unfused against 156 ms fused), so the chain splits around them. */
-  bool skip_libm;
 } fctx;
 
-/* Operations whose C template calls libm's scalar transcendental functions. */
-static bool libm_op(int prim) {
+/* Operations whose float32 C template is a formula of src/cpu/fast_formulas.h (float64 ones
+ * call libm, as the hand kernels do). */
+static bool formula_op(int prim) {
   switch (prim) {
     case NV__PRIM_EXP:
     case NV__PRIM_LOG:
@@ -331,12 +330,6 @@ static bool fusable(const recipe *r, size_t k, const nv__output *const *src) {
   return true;
 }
 
-/* A member of a shapeless call's chains: fusable, and on the CPU no libm operation (fctx's
- * skip_libm). */
-static bool shapeless_fusable(const recipe *r, size_t k, const nv__output *const *src) {
-  const rnode *n = &r->nodes[k];
-  return fusable(r, k, src) && (n->stream.device.type == NV_DEVICE_GPU || !libm_op(n->prim));
-}
 
 /* Whether node k may end a chain as a reduction: a float32/float64 sum, max or
  * mean over the last axis (or over every axis) of a node, on a CPU or GPU stream. Its
@@ -496,9 +489,7 @@ static const char PRELUDE[] =
     "#if defined(__clang__)\n#define NV_IVDEP _Pragma(\"clang loop vectorize(assume_safety)\")\n"
     "#elif defined(__GNUC__)\n#define NV_IVDEP _Pragma(\"GCC ivdep\")\n"
     "#else\n#define NV_IVDEP\n#endif\n"
-    "static inline float nv_sigmoid_f(float x) {\n"
-    "  float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n  return x >= 0 ? r "
-    ": e * r;\n}\n"
+    "#define NV_LANES 8\n"
     "static inline double nv_sigmoid_d(double x) {\n"
     "  double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n  return x >= 0 ? r : e "
     "* r;\n}\n";
@@ -567,6 +558,45 @@ static bool chain_has_half(const recipe *r, const size_t *members, size_t nm, co
   return false;
 }
 
+/* Whether a member of the chain computes a formula function in float (float32, float16 or
+ * bfloat16 values: the generated C carries fast_formulas.h), and whether one is sin or cos. */
+static void chain_formulas(const recipe *r, const size_t *members, size_t nm,
+                           const nv__output *const *src, bool *any, bool *trig) {
+  *any = *trig = false;
+  for (size_t m = 0; m < nm; m++) {
+    const rnode *n = &r->nodes[members[m]];
+    if (!formula_op(n->prim) || meta_of(r, n->in[0], src).dtype == NV_DTYPE_FLOAT64)
+      continue;
+    *any = true;
+    *trig |= n->prim == NV__PRIM_SIN || n->prim == NV__PRIM_COS;
+  }
+}
+
+/* sin and cos in generated C: the fast formula, and for |x| >= 2^20 (finite) libm, as the hand
+ * kernels' block pass computes them. The kernel's body runs first with nv_exact 0, vectorized,
+ * noting in nv_big whether any argument was that large, and only then again with nv_exact 1,
+ * element by element (libm for those arguments): the same bits as the unfused kernels. */
+static const char TRIG_PRELUDE[] =
+    "#if defined(__GNUC__)\n#define NV_BODY static inline __attribute__((always_inline))\n"
+    "#else\n#define NV_BODY static inline\n#endif\n"
+    "NV_BODY float nv_trig(float x, int c, int exact, unsigned *big) {\n"
+    "  float a = fabsf(x);\n"
+    "  unsigned b = a >= TRIG_LIMIT && a <= 3.40282347e+38f;\n"
+    "  *big |= b;\n"
+    "  if (exact && b) return c ? cosf(x) : sinf(x);\n"
+    "  return sincos_fast(x, c);\n}\n"
+    "#define NV_SIN(x) nv_trig((x), 0, nv_exact, &nv_big)\n"
+    "#define NV_COS(x) nv_trig((x), 1, nv_exact, &nv_big)\n";
+
+extern const unsigned char nv__fast_formulas_text[];
+
+static bool trig_chain(const recipe *r, const size_t *members, size_t nm,
+                       const nv__output *const *src) {
+  bool any, trig;
+  chain_formulas(r, members, nm, src, &any, &trig);
+  return trig;
+}
+
 /* Whether input i may be the buffer output 0 writes (a donation, nv__compiled_donates): read
  * whole, in output 0's dtype, by an element-wise chain. Such pointers lose `restrict`; the
  * loops stay vectorized under NV_IVDEP (element e is read before it is written, by the same
@@ -607,11 +637,21 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
   bool reduce = !op_of(rn->prim);
   size_t elementwise = reduce ? nm - 1 : nm; /* the members computed per element */
   int64_t cols = reduce ? reduce_cols(rn, rm) : 0;
+  bool formulas, trig;
+  chain_formulas(r, members, nm, src, &formulas, &trig);
   sb_add(&b, "%s", PRELUDE);
   if (chain_has_half(r, members, nm, ins, nins))
     sb_add(&b, "%s", HALF_PRELUDE);
-  sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
-             "*in, void *const *out) {\n");
+  if (formulas)
+    sb_add(&b, "%s", (const char *)nv__fast_formulas_text);
+  if (trig)
+    sb_add(&b, "%s", TRIG_PRELUDE);
+  if (trig)
+    sb_add(&b, "NV_BODY unsigned nv_fused_body(int64_t lo, int64_t hi, const void *const *in, "
+               "void *const *out, const int nv_exact) {\n  unsigned nv_big = 0;\n");
+  else
+    sb_add(&b, "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const "
+               "*in, void *const *out) {\n");
   for (int i = 0; i < nins; i++) {
     const char *ty = stype(ins[i].dtype);
     const char *rs = may_alias_out(&ins[i], od, reduce) ? "" : "restrict ";
@@ -631,14 +671,31 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     const char *ety = stype(r->nodes[esc[x]].out[0].dtype);
     sb_add(&b, "  %s *restrict o%d = (%s *)out[%d];\n", ety, x + 1, ety, x + 1);
   }
+  /* A reduction's element code goes to its own buffer, written twice into the row loop. */
+  sbuf body = {0}, *eb = reduce ? &body : &b;
+  bool rowwise = reduce && ((const nv__reduce_params *)rn->params)->naxes == 1;
   if (reduce) {
-    /* One row per index: its elements folded in order, float32 sums accumulated
-     * in double. */
+    /* One row per index, its elements folded into NV_LANES accumulators (element e into
+     * e % NV_LANES, float32 values accumulated in double), which are then combined pairwise:
+     * the lanes' loop vectorizes (no reassociation needed), its tail goes to lane 0. */
     lit c = size_text(dyn, "zc", (long long)cols, "ll");
     bool max = rn->prim == NV__PRIM_MAX;
     sb_add(&b, "  for (int64_t row = lo; row < hi; row++) {\n");
-    sb_add(&b, "    double acc = %s;\n", max ? "-INFINITY" : "0.0");
-    sb_add(&b, "    for (int64_t e = row * %s; e < (row + 1) * %s; e++) {\n", c.s, c.s);
+    sb_add(&b, "    double acc[NV_LANES];\n");
+    sb_add(&b, "    for (int l = 0; l < NV_LANES; l++) acc[l] = %s;\n", max ? "-INFINITY" : "0.0");
+    sb_add(&b, "    const int64_t e0 = row * %s;\n    int64_t cb = 0;\n", c.s);
+    /* Over the last axis, a broadcast input's row (its period a multiple of the row's length)
+     * or block value (constant along a row) is found once per row. */
+    for (int i = 0; rowwise && i < nins; i++) {
+      lit in = size_text(dyn, zname("zi", i).s, (long long)ins[i].inner, "ll");
+      if (ins[i].kind == IN_TRAIL)
+        sb_add(&b, "    const %s *restrict q%d = p%d + e0 %% %s;\n", stype(ins[i].dtype), i, i,
+               in.s);
+      else if (ins[i].kind == IN_BLOCK)
+        sb_add(&b, "    const %s b%d = %s(p%d[(e0 / %s) %% %s]);\n", ctype(ins[i].dtype), i,
+               load_fn(ins[i].dtype), i,
+               size_text(dyn, zname("zd", i).s, (long long)ins[i].div, "ll").s, in.s);
+    }
   }
   /* Element-wise with broadcast rows: runs that stay inside one row of the shortest rows
    * (longer rows are multiples of it), each a contiguous loop over every input. */
@@ -680,48 +737,75 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     const char *ty = ctype(ins[i].dtype), *ld = load_fn(ins[i].dtype);
     lit zi = zname("zi", i), zd = zname("zd", i);
     if (ins[i].kind == IN_SCALAR)
-      sb_add(&b, "    const %s x%d = s%d;\n", ty, i, i);
+      sb_add(eb, "    const %s x%d = s%d;\n", ty, i, i);
+    else if (rowwise && ins[i].kind == IN_BLOCK)
+      sb_add(eb, "    const %s x%d = b%d;\n", ty, i, i);
+    else if (rowwise && ins[i].kind == IN_TRAIL)
+      sb_add(eb, "    const %s x%d = %s(q%d[c]);\n", ty, i, ld, i);
     else if (run && ins[i].kind == IN_BLOCK)
-      sb_add(&b, "    const %s x%d = b%d;\n", ty, i, i);
+      sb_add(eb, "    const %s x%d = b%d;\n", ty, i, i);
     else if (run)
-      sb_add(&b, "    const %s x%d = %s(q%d[j]);\n", ty, i, ld, i);
+      sb_add(eb, "    const %s x%d = %s(q%d[j]);\n", ty, i, ld, i);
     else if (ins[i].kind == IN_BLOCK)
-      sb_add(&b, "    const %s x%d = %s(p%d[(e / %s) %% %s]);\n", ty, i, ld, i,
+      sb_add(eb, "    const %s x%d = %s(p%d[(e / %s) %% %s]);\n", ty, i, ld, i,
              size_text(dyn, zd.s, (long long)ins[i].div, "ll").s,
              size_text(dyn, zi.s, (long long)ins[i].inner, "ll").s);
     else if (ins[i].kind == IN_FULL)
-      sb_add(&b, "    const %s x%d = %s(p%d[e]);\n", ty, i, ld, i);
+      sb_add(eb, "    const %s x%d = %s(p%d[e]);\n", ty, i, ld, i);
     else
-      sb_add(&b, "    const %s x%d = %s(p%d[e %% %s]);\n", ty, i, ld, i,
+      sb_add(eb, "    const %s x%d = %s(p%d[e %% %s]);\n", ty, i, ld, i,
              size_text(dyn, zi.s, (long long)ins[i].inner, "").s);
   }
   for (size_t m = 0; m < elementwise; m++)
-    emit_node(&b, r, members[m], ins, nins, src, false);
+    emit_node(eb, r, members[m], ins, nins, src, false);
   /* The intermediates used outside the chain, element by element. */
   for (int x = 0; x < nesc; x++)
-    sb_add(&b, run ? "    oo%d[j] = %s(t%zu);\n" : "    o%d[e] = %s(t%zu);\n", x + 1,
+    sb_add(eb, run ? "    oo%d[j] = %s(t%zu);\n" : "    o%d[e] = %s(t%zu);\n", x + 1,
            store_fn(r->nodes[esc[x]].out[0].dtype), esc[x]);
   if (reduce) {
-    sb_add(&b, "    ");
+    sb_add(eb, "    ");
     ref last = rn->in[0];
     if (rn->prim == NV__PRIM_MAX) {
-      sb_add(&b, "acc = NV_FMAXN(acc, (double)");
-      operand(&b, last, ins, nins);
-      sb_add(&b, ");\n");
+      sb_add(eb, "acc[nv_l] = NV_FMAXN(acc[nv_l], (double)");
+      operand(eb, last, ins, nins);
+      sb_add(eb, ");\n");
     } else {
-      sb_add(&b, "acc += ");
-      operand(&b, last, ins, nins);
-      sb_add(&b, ";\n");
+      sb_add(eb, "acc[nv_l] += ");
+      operand(eb, last, ins, nins);
+      sb_add(eb, ";\n");
     }
+    const char *text = body.oom || !body.p ? "" : body.p;
+    b.oom |= body.oom;
+    lit c = size_text(dyn, "zc", (long long)cols, "ll");
+    sb_add(&b, "    for (; cb + NV_LANES <= %s; cb += NV_LANES)\n"
+               "      for (int nv_l = 0; nv_l < NV_LANES; nv_l++) {\n"
+               "    const int64_t c = cb + nv_l, e = e0 + c;\n    (void)c;\n%s      }\n"
+               "    for (; cb < %s; cb++) {\n    const int64_t c = cb, e = e0 + c;\n"
+               "    const int nv_l = 0;\n    (void)c;\n%s    }\n", c.s, text, c.s, text);
+    nv__free(body.p);
+    if (rn->prim == NV__PRIM_MAX)
+      sb_add(&b, "    double r = NV_FMAXN(NV_FMAXN(NV_FMAXN(acc[0], acc[1]), NV_FMAXN(acc[2], "
+                 "acc[3])), NV_FMAXN(NV_FMAXN(acc[4], acc[5]), NV_FMAXN(acc[6], acc[7])));\n");
+    else
+      sb_add(&b, "    double r = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + "
+                 "(acc[6] + acc[7]));\n");
     if (rn->prim == NV__PRIM_MEAN)
-      sb_add(&b, "    }\n    o[row] = (%s)(acc / %s);\n  }\n}\n", oty,
+      sb_add(&b, "    o[row] = (%s)(r / %s);\n  }\n}\n", oty,
              size_text(dyn, "zc", (long long)cols, ".0").s);
     else
-      sb_add(&b, "    }\n    o[row] = (%s)acc;\n  }\n}\n", oty);
+      sb_add(&b, "    o[row] = (%s)r;\n  }\n}\n", oty);
   } else if (run) {
     sb_add(&b, "    oo[j] = %s(t%zu);\n    }\n    e0 += n;\n  }\n}\n", store_fn(od), root);
   } else {
     sb_add(&b, "    o[e] = %s(t%zu);\n  }\n}\n", store_fn(od), root);
+  }
+  if (trig && !b.oom) {
+    b.n -= 2; /* the body's closing "}\n" */
+    b.p[b.n] = 0;
+    sb_add(&b, "  return nv_big;\n}\n"
+               "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const *in, "
+               "void *const *out) {\n"
+               "  if (nv_fused_body(lo, hi, in, out, 0)) nv_fused_body(lo, hi, in, out, 1);\n}\n");
   }
   if (b.oom) {
     nv__free(b.p);
@@ -1282,7 +1366,7 @@ static nv_status keeper(nv__fused *k, nv__node **node) {
 
 bool nv__compiled_donates(const nv__node *n) {
   const nv__compiled_params *p = n->params;
-  return !p->k->reduce;
+  return !p->k->reduce && !p->k->twopass;
 }
 
 nv_status nv__compile_compact(recipe *r) {
@@ -1568,6 +1652,9 @@ static nv_status fuse_chain(const fctx *c, const size_t *members, size_t nm, con
   nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
   if (gpu && !gpu_launch(r, rn, &rm, ins, nins, esc, nesc, &launch))
     return NV_OK;
+  launch.twopass = !gpu && trig_chain(r, members, nm, src);
+  if (!gpu && launch.reduce)
+    launch.cols = reduce_cols(rn, &rm); /* the CPU kernel's rows, split across the pool */
   nv__fused_fn fn;
   const void *gk;
   nv_status ks = chain_kernel(r, members, nm, ins, nins, esc, nesc, src, rn, &rm, &launch, gpu,
@@ -1724,7 +1811,7 @@ static nv_status find_chains(const fctx *c, take_fn take, void *ctx) {
     if (r->outs[i].kind == R_NODE)
       escape[r->outs[i].i] = true;
   for (size_t k = 0; s == NV_OK && k < n; k++) {
-    cand[k] = c->skip_libm ? shapeless_fusable(r, k, src) : fusable(r, k, src);
+    cand[k] = fusable(r, k, src);
     rootable[k] = cand[k] || reduce_root(r, k);
     grp[k] = -1;
   }
@@ -1816,7 +1903,7 @@ static nv_status take_fuse(void *ctx, const fctx *c, const size_t *members, size
 
 nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfused) {
   *nfused = 0;
-  fctx c = {r, src, NULL, false};
+  fctx c = {r, src, NULL};
   nv_status s = find_chains(&c, take_fuse, nfused);
   if (s == NV_OK && *nfused)
     s = nv__compile_compact(r);
@@ -1827,10 +1914,10 @@ nv_status nv__fuse_recipe(recipe *r, const nv__output *const *src, size_t *nfuse
 
 bool nv__fuse_may(const recipe *r, const nv__output *const *src) {
   for (size_t k = 0; k < r->n; k++) {
-    bool root = shapeless_fusable(r, k, src) || reduce_root(r, k);
+    bool root = fusable(r, k, src) || reduce_root(r, k);
     for (int i = 0; root && i < r->nodes[k].nin; i++) {
       ref x = r->nodes[k].in[i];
-      if (x.kind == R_NODE && shapeless_fusable(r, (size_t)x.i, src))
+      if (x.kind == R_NODE && fusable(r, (size_t)x.i, src))
         return true;
     }
   }
@@ -1956,7 +2043,7 @@ nv_status nv__fuse_plan(const recipe *r, const nv__output *nodes, const nv__outp
   }
   for (size_t k = 0; k < n; k++)
     p->chain[k] = -1;
-  fctx c = {(recipe *)r, src, nodes, true};
+  fctx c = {(recipe *)r, src, nodes};
   nv_status s = find_chains(&c, take_plan, p);
   if (s != NV_OK)
     nv__fplan_free(p);
@@ -1979,7 +2066,8 @@ nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
   chain_name(r, f->members, f->nm, in_chain, name, sizeof name);
   nv__free(in_chain);
   nv__fused launch = {.nin = f->nins, .reduce = f->reduce, .vec = f->vec, .group = f->group,
-                      .lanes = f->lanes, .dyn = dyn};
+                      .lanes = f->lanes, .dyn = dyn,
+                      .twopass = !gpu && trig_chain(r, f->members, f->nm, src)};
   /* The shape of the call that made the plan (a dyn kernel's sizes are zc, zi<i>, zd<i>). */
   mview rm = {rn->out[0].dtype, f->ndim, f->shape, NULL};
   nv__fused_fn fn;
