@@ -94,6 +94,34 @@ def test_large_sin_arguments_in_a_chain_with_escapes():
             assert np.array_equal(np.array(g), np.array(w))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shapeless", [False, True])
+def test_large_sin_arguments_with_a_donated_input(dtype, shapeless):
+    """A sin/cos chain donated its input (output 0 written into the input's buffer) whose
+    arguments pass 2^20 in some chunks of the range: each such chunk is put back before its
+    exact pass, so the result equals the uncompiled one and the buffer is still donated."""
+    x = np.linspace(-50, 50, 5000).astype(np.float32)
+    x[[3, 1500, 1501, 4999]] = [3e7, -1e9, 2.5e6, 7e8]
+
+    def f(a):
+        return nv.cos(nv.sin(a * 1.0) * 1e7) + 1.0
+
+    c = nv.compile(f, shapeless=shapeless)
+    want = np.array(f(nv.array(x).astype(getattr(nv, dtype))).astype(nv.float32))
+    for _ in range(2):  # the trace, then a replay
+        a = nv.array(x).astype(getattr(nv, dtype))
+        nv.eval(a)
+        ptr = np.asarray(a.view(nv.uint16) if dtype == "bfloat16" else a,
+                         copy=False).__array_interface__["data"][0]
+        out = c(a)
+        del a
+        nv.eval(out)
+        got = out.astype(nv.float32)
+        assert np.array_equal(np.array(got), want), dtype
+        raw = out.view(nv.uint16) if dtype == "bfloat16" else out
+        assert np.asarray(raw, copy=False).__array_interface__["data"][0] == ptr
+
+
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "int64", "bool_"])
 def test_integer_and_bool_graphs(rng, dtype):
     def f(x, y):

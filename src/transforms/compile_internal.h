@@ -99,9 +99,6 @@ typedef struct nv__fused {
    * the CPU kernel as the pointer in[nin], the GPU kernel after the count); false: they are
    * literals of its source. */
   bool dyn;
-  /* A CPU chain computing float32 sin or cos runs twice where an argument is beyond the fast
-   * formula's range (fuse.c's generate): its outputs may not be an input's buffer. */
-  bool twopass;
   /* Its name in export_to_dot, as MLX names fused kernels: "Compiled" and the CamelCase names
    * of the operations it computes in order (a broadcast it reads counted where first read). */
   char name[128];

@@ -590,13 +590,6 @@ static const char TRIG_PRELUDE[] =
 
 extern const unsigned char nv__fast_formulas_text[];
 
-static bool trig_chain(const recipe *r, const size_t *members, size_t nm,
-                       const nv__output *const *src) {
-  bool any, trig;
-  chain_formulas(r, members, nm, src, &any, &trig);
-  return trig;
-}
-
 /* Whether input i may be the buffer output 0 writes (a donation, nv__compiled_donates): read
  * whole, in output 0's dtype, by an element-wise chain. Such pointers lose `restrict`; the
  * loops stay vectorized under NV_IVDEP (element e is read before it is written, by the same
@@ -804,8 +797,26 @@ static char *generate(const recipe *r, const size_t *members, size_t nm, const c
     b.p[b.n] = 0;
     sb_add(&b, "  return nv_big;\n}\n"
                "void nv_fused_kernel(int64_t lo, int64_t hi, const void *const *in, "
-               "void *const *out) {\n"
-               "  if (nv_fused_body(lo, hi, in, out, 0)) nv_fused_body(lo, hi, in, out, 1);\n}\n");
+               "void *const *out) {\n");
+    /* A donated input (output 0's buffer) is overwritten by the first pass: element-wise,
+     * the range goes in chunks whose output 0 is saved first and put back before a chunk's
+     * exact pass, which then reads the input as it was. */
+    sb_add(&b, "  int nv_alias = 0;\n");
+    for (int i = 0; i < nins; i++)
+      if (may_alias_out(&ins[i], od, reduce))
+        sb_add(&b, "  nv_alias |= in[%d] == out[0];\n", i);
+    sb_add(&b, "  if (!nv_alias) {\n"
+               "    if (nv_fused_body(lo, hi, in, out, 0)) nv_fused_body(lo, hi, in, out, 1);\n"
+               "    return;\n  }\n"
+               "  %s *o = (%s *)out[0];\n"
+               "  for (int64_t c0 = lo; c0 < hi; c0 += 1024) {\n"
+               "    const int64_t c1 = hi - c0 < 1024 ? hi : c0 + 1024;\n"
+               "    %s keep[1024];\n"
+               "    for (int64_t e = c0; e < c1; e++) keep[e - c0] = o[e];\n"
+               "    if (!nv_fused_body(c0, c1, in, out, 0)) continue;\n"
+               "    for (int64_t e = c0; e < c1; e++) o[e] = keep[e - c0];\n"
+               "    nv_fused_body(c0, c1, in, out, 1);\n  }\n}\n",
+           oty, oty, oty);
   }
   if (b.oom) {
     nv__free(b.p);
@@ -1366,7 +1377,7 @@ static nv_status keeper(nv__fused *k, nv__node **node) {
 
 bool nv__compiled_donates(const nv__node *n) {
   const nv__compiled_params *p = n->params;
-  return !p->k->reduce && !p->k->twopass;
+  return !p->k->reduce;
 }
 
 nv_status nv__compile_compact(recipe *r) {
@@ -1652,7 +1663,6 @@ static nv_status fuse_chain(const fctx *c, const size_t *members, size_t nm, con
   nv__fused launch = {.nin = nins, .reduce = !op_of(rn->prim)};
   if (gpu && !gpu_launch(r, rn, &rm, ins, nins, esc, nesc, &launch))
     return NV_OK;
-  launch.twopass = !gpu && trig_chain(r, members, nm, src);
   if (!gpu && launch.reduce)
     launch.cols = reduce_cols(rn, &rm); /* the CPU kernel's rows, split across the pool */
   nv__fused_fn fn;
@@ -2066,8 +2076,7 @@ nv_status nv__fuse_plan_kernel(const recipe *r, const nv__fplan *p, size_t i,
   chain_name(r, f->members, f->nm, in_chain, name, sizeof name);
   nv__free(in_chain);
   nv__fused launch = {.nin = f->nins, .reduce = f->reduce, .vec = f->vec, .group = f->group,
-                      .lanes = f->lanes, .dyn = dyn,
-                      .twopass = !gpu && trig_chain(r, f->members, f->nm, src)};
+                      .lanes = f->lanes, .dyn = dyn};
   /* The shape of the call that made the plan (a dyn kernel's sizes are zc, zi<i>, zd<i>). */
   mview rm = {rn->out[0].dtype, f->ndim, f->shape, NULL};
   nv__fused_fn fn;
