@@ -21,6 +21,10 @@
  *   concatenate of two B x N x N inputs along axis 1: the library's way (one 16-byte vector an
  *     item, two launches), the driver's 2-D copies, per-row copies, and row kernels (a block row
  *     per output row, U vectors a thread in flight, both inputs in one launch, streaming or not);
+ *   argmax along the last axis (rows of 1024, NaNs and ties in some): the library's row kernel
+ *     (arg.lib) beside a warp a row with plain, streaming or non-allocating loads, a persistent
+ *     grid that loads the next row before reducing this one, and half a warp a row; read.*: the
+ *     same loads summed, the read ceiling;
  *   copy and x + y (contiguous) as the memory ceilings.
  * Output: SWEEP <case> <candidate> <ms> <TB/s> <maxerr> <ok|FAIL> (median of 20 by CUDA events;
  * TB/s counts bytes read and written once), and BEST per case. */
@@ -34,6 +38,8 @@
 #include <vector>
 
 #include "cuda/scan_impl.cuh"
+/* The library's argmax kernels (their row kernel is the argmax case's "arg.lib"). */
+#include "cuda/reduce_arg.cu"
 
 #define CK(call)                                                                         \
   do {                                                                                   \
@@ -310,6 +316,170 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/* ---- argmax along the last axis (rows of 1024 float32) candidates ---- */
+
+/* The reference: a thread per row, the first maximum (the first NaN where there is one). */
+__global__ void k_arg_ref(const float *x, uint32_t *ref, int64_t rows) {
+  for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+       r += (int64_t)gridDim.x * blockDim.x) {
+    const float *q = x + r * N;
+    float b = q[0];
+    uint32_t bi = 0;
+    for (int j = 1; j < N && b == b; j++)
+      if (!(q[j] <= b)) b = q[j], bi = j;
+    ref[r] = bi;
+  }
+}
+
+__global__ void k_err_arg(const uint32_t *y, const uint32_t *ref, int64_t rows, double *err) {
+  double m = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows;
+       i += (int64_t)gridDim.x * blockDim.x)
+    m += y[i] != ref[i];
+  if (m > 0) atomicAdd(err, m);
+}
+
+/* One element into a running (value, index): taken when greater, or a NaN over a number. */
+__device__ __forceinline__ void arg_upd(float &b, uint32_t &bi, float v, uint32_t i) {
+  if (!(v <= b) && b == b) b = v, bi = i;
+}
+
+/* Two results: the better, ties (NaNs equal) to the smaller index. */
+__device__ __forceinline__ void arg_comb(float &b, uint32_t &bi, float v, uint32_t i) {
+  bool vn = v != v, bn = b != b;
+  bool better = v > b || (vn && !bn), tie = v == b || (vn && bn);
+  if (better || (tie && i < bi)) b = v, bi = i;
+}
+
+__device__ __forceinline__ void arg_warp(float &b, uint32_t &bi) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) {
+    float v = __shfl_xor_sync(0xffffffffu, b, o);
+    uint32_t i = __shfl_xor_sync(0xffffffffu, bi, o);
+    arg_comb(b, bi, v, i);
+  }
+}
+
+/* Loads: plain, streaming (evict first) or non-coherent without L1 allocation. */
+template <int L>
+__device__ __forceinline__ float4 arg_ld(const float4 *p) {
+  if constexpr (L == 1) return __ldcs(p);
+  if constexpr (L == 2) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p));
+    return v;
+  }
+  return *p;
+}
+
+/* A warp per row (as the library's arg_row for rows of 1024): lane l's 8 vectors at l + 32 u,
+ * grid-stride over rows in blocks of 8. */
+template <int L>
+__global__ void __launch_bounds__(256) k_arg_w8(const float *x, uint32_t *y, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += (int64_t)gridDim.x * 8) {
+    const float4 *q = reinterpret_cast<const float4 *>(x + r * N);
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) v[u] = arg_ld<L>(q + lane + 32 * u);
+    float b = v[0].x;
+    uint32_t bi = lane * 4;
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      uint32_t i0 = (uint32_t)(lane + 32 * u) * 4;
+      arg_upd(b, bi, v[u].x, i0);
+      arg_upd(b, bi, v[u].y, i0 + 1);
+      arg_upd(b, bi, v[u].z, i0 + 2);
+      arg_upd(b, bi, v[u].w, i0 + 3);
+    }
+    arg_warp(b, bi);
+    if (lane == 0) y[r] = bi;
+  }
+}
+
+/* The same with the next row's vectors loaded before this row's are reduced (a persistent
+ * grid: each warp's loads stay in flight across its rows). */
+template <int L>
+__global__ void __launch_bounds__(256) k_arg_pipe(const float *x, uint32_t *y, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t step = (int64_t)gridDim.x * 8;
+  int64_t r = (int64_t)blockIdx.x * 8 + threadIdx.x / 32;
+  float4 v[8];
+  if (r < rows)
+#pragma unroll
+    for (int u = 0; u < 8; u++) v[u] = arg_ld<L>(reinterpret_cast<const float4 *>(x + r * N) + lane + 32 * u);
+  for (; r < rows; r += step) {
+    float4 c[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) c[u] = v[u];
+    if (r + step < rows)
+#pragma unroll
+      for (int u = 0; u < 8; u++)
+        v[u] = arg_ld<L>(reinterpret_cast<const float4 *>(x + (r + step) * N) + lane + 32 * u);
+    float b = c[0].x;
+    uint32_t bi = lane * 4;
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      uint32_t i0 = (uint32_t)(lane + 32 * u) * 4;
+      arg_upd(b, bi, c[u].x, i0);
+      arg_upd(b, bi, c[u].y, i0 + 1);
+      arg_upd(b, bi, c[u].z, i0 + 2);
+      arg_upd(b, bi, c[u].w, i0 + 3);
+    }
+    arg_warp(b, bi);
+    if (lane == 0) y[r] = bi;
+  }
+}
+
+/* Half a warp per row, 16 vectors a lane (two rows a warp, 16 loads in flight a thread). */
+template <int L>
+__global__ void __launch_bounds__(256) k_arg_h16(const float *x, uint32_t *y, int64_t rows) {
+  const int lane = threadIdx.x & 15;
+  for (int64_t r = (int64_t)blockIdx.x * 16 + threadIdx.x / 16; r < rows; r += (int64_t)gridDim.x * 16) {
+    const float4 *q = reinterpret_cast<const float4 *>(x + r * N);
+    float4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; u++) v[u] = arg_ld<L>(q + lane + 16 * u);
+    float b = v[0].x;
+    uint32_t bi = lane * 4;
+#pragma unroll
+    for (int u = 0; u < 16; u++) {
+      uint32_t i0 = (uint32_t)(lane + 16 * u) * 4;
+      arg_upd(b, bi, v[u].x, i0);
+      arg_upd(b, bi, v[u].y, i0 + 1);
+      arg_upd(b, bi, v[u].z, i0 + 2);
+      arg_upd(b, bi, v[u].w, i0 + 3);
+    }
+#pragma unroll
+    for (int o = 8; o; o >>= 1) {
+      float w = __shfl_xor_sync(0xffffffffu, b, o);
+      uint32_t i = __shfl_xor_sync(0xffffffffu, bi, o);
+      arg_comb(b, bi, w, i);
+    }
+    if (lane == 0) y[r] = bi;
+  }
+}
+
+/* The read ceiling: the same loads, summed (no index). */
+template <int L>
+__global__ void __launch_bounds__(256) k_read_w8(const float *x, float *y, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += (int64_t)gridDim.x * 8) {
+    const float4 *q = reinterpret_cast<const float4 *>(x + r * N);
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) v[u] = arg_ld<L>(q + lane + 32 * u);
+    float s = 0;
+#pragma unroll
+    for (int u = 0; u < 8; u++) s += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) y[r] = s;
+  }
+}
+
 /* ---- the harness ---- */
 
 struct Result {
@@ -477,10 +647,52 @@ int main(int argc, char **argv) {
     k_cat_rows<4, false><<<dim3(16, B, 1), 256>>>(c1, (float4 *)cat, 2 * rowv);
     k_cat_rows<4, false><<<dim3(16, B, 1), 256>>>(c2, (float4 *)cat, 2 * rowv);
   });
+  /* argmax along the last axis: x (with a NaN in some rows and ties in others). */
+  {
+    uint32_t *aref = reinterpret_cast<uint32_t *>(ref), *ay = aref + rows;
+    float nanv = __builtin_nanf(""), one = 1.0f;
+    for (int64_t r = 5; r < rows; r += 977)
+      CK(cudaMemcpy(x + r * N + (r * 37) % N, &nanv, 4, cudaMemcpyHostToDevice));
+    for (int64_t r = 11; r < rows; r += 1231) {
+      CK(cudaMemcpy(x + r * N + (r * 13) % N, &one, 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(x + r * N + (r * 29) % N, &one, 4, cudaMemcpyHostToDevice));
+    }
+    k_arg_ref<<<(unsigned)(rows / 128), 128>>>(x, aref, rows);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    auto check_arg = [&]() { return err_of([&]() { k_err_arg<<<256, 256>>>(ay, aref, rows, err); }); };
+    const double rb = (double)TOTAL * 4 + (double)rows * 4;
+    auto run_arg = [&](const char *name, auto launch) {
+      run_on("argmax", name, ay, rows * 4, rb, 0, launch, check_arg);
+    };
+    const unsigned full = (unsigned)(rows / 8);
+    nv__red_kernels ak = nv__arg_kernels_of(NV_DTYPE_FLOAT32);
+    nv__red_params ap = {};
+    ap.nk = 1, ap.nr = 1, ap.nsplit = 1, ap.group = 32;
+    ap.nout = rows, ap.rsize = N, ap.chunk = N;
+    ap.kshape[0] = rows, ap.kst[0] = N, ap.rshape[0] = N, ap.rst[0] = 1;
+    run_arg("arg.lib", [&]() {
+      void *args[] = {(void *)&x, (void *)&ay, (void *)&x, (void *)&ap};
+      CK(cudaLaunchKernel(ak.row, dim3(full), dim3(256), args, 0, 0));
+    });
+    run_arg("arg.w8", [&]() { k_arg_w8<0><<<full, 256>>>(x, ay, rows); });
+    run_arg("arg.w8.cs", [&]() { k_arg_w8<1><<<full, 256>>>(x, ay, rows); });
+    run_arg("arg.w8.nc", [&]() { k_arg_w8<2><<<full, 256>>>(x, ay, rows); });
+    run_arg("arg.w8.g8", [&]() { k_arg_w8<0><<<132 * 8, 256>>>(x, ay, rows); });
+    run_arg("arg.pipe.g4", [&]() { k_arg_pipe<0><<<132 * 4, 256>>>(x, ay, rows); });
+    run_arg("arg.pipe.g8", [&]() { k_arg_pipe<0><<<132 * 8, 256>>>(x, ay, rows); });
+    run_arg("arg.pipe.nc.g4", [&]() { k_arg_pipe<2><<<132 * 4, 256>>>(x, ay, rows); });
+    run_arg("arg.h16", [&]() { k_arg_h16<0><<<(unsigned)(rows / 16), 256>>>(x, ay, rows); });
+    run_arg("arg.h16.nc", [&]() { k_arg_h16<2><<<(unsigned)(rows / 16), 256>>>(x, ay, rows); });
+    run_on("argmax", "read.w8", ay, rows * 4, rb, 1e30,
+           [&]() { k_read_w8<0><<<full, 256>>>(x, (float *)ay, rows); }, none);
+    run_on("argmax", "read.w8.nc", ay, rows * 4, rb, 1e30,
+           [&]() { k_read_w8<2><<<full, 256>>>(x, (float *)ay, rows); }, none);
+  }
   for (const Result &r : res)
     printf("SWEEP %s %s %.4f %.3f %.3g %s\n", r.cs, r.name, r.ms, r.tbs, r.err,
            r.ok ? "ok" : "FAIL");
-  for (const char *cs : {"copy", "add", "cumsum", "tadd", "concat"}) {
+  for (const char *cs : {"copy", "add", "cumsum", "tadd", "concat", "argmax"}) {
     const Result *best = nullptr;
     for (const Result &r : res)
       if (!strcmp(r.cs, cs) && r.ok && (!best || r.ms < best->ms)) best = &r;
